@@ -1,0 +1,260 @@
+"""The orchestrator↔node control protocol: ALPNs, message models and framing.
+
+Both sides import this one module, so the wire has one definition. Messages are
+pydantic models in a discriminated union on `type`, sent as length-prefixed JSON
+frames (4-byte big-endian length, then UTF-8 JSON) on one bidirectional stream of
+the control connection. Bulk bytes never travel here; they use the transfer ALPN.
+
+Direction of dialing: the agent dials the orchestrator (nodes may sit behind NAT),
+opens the control stream and sends `Hello`; the orchestrator answers `Welcome` or
+`Reject`. After that either side may send at any time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+CTL_ALPN = b"swjob/ctl/1"
+XFER_ALPN = b"swjob/xfer/1"
+
+MAX_FRAME = 16 * 1024 * 1024
+_HEADER = struct.Struct(">I")
+_READ_CHUNK = 1 << 20
+
+
+class Step(StrEnum):
+    """The two supervised commands a node runs for a job."""
+
+    SETUP = "setup"
+    RUN = "run"
+
+
+class Stream(StrEnum):
+    STDOUT = "stdout"
+    STDERR = "stderr"
+
+
+class _Msg(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuInfo(_Msg):
+    name: str
+    memory_mb: int | None = None
+
+
+class NodeFacts(_Msg):
+    """What a node reports about itself when it joins; shown on the board and kept in run.json."""
+
+    hostname: str
+    os: str
+    cpus: int
+    memory_mb: int
+    disk_free_mb: int
+    gpus: list[GpuInfo] = []
+    python_version: str
+    agent_version: str
+
+
+class LogLine(_Msg):
+    stream: Stream
+    text: str
+
+
+# ---- agent → orchestrator -------------------------------------------------------------
+
+
+class Hello(_Msg):
+    """First frame from the agent: proves it belongs to this run (single-use token)."""
+
+    type: Literal["hello"] = "hello"
+    run_id: str
+    token: str
+    facts: NodeFacts
+
+
+class LogBatch(_Msg):
+    """A batch of output lines of one step, already redacted by the agent."""
+
+    type: Literal["log"] = "log"
+    seq: int
+    step: Step
+    lines: list[LogLine]
+
+
+class StepStarted(_Msg):
+    type: Literal["step_started"] = "step_started"
+    seq: int
+    step: Step
+    pid: int
+
+
+class StepExited(_Msg):
+    """A supervised command ended. `code` follows the shell: 128+N when killed by signal N."""
+
+    type: Literal["step_exited"] = "step_exited"
+    seq: int
+    step: Step
+    code: int
+    signal: int | None = None
+    stopped: bool = False  # True when it ended because the orchestrator asked it to stop
+
+
+class NodeFault(_Msg):
+    """The node could not do what it was asked (spawn failed, disk full, ...)."""
+
+    type: Literal["fault"] = "fault"
+    seq: int
+    reason: str
+
+
+# ---- orchestrator → agent -------------------------------------------------------------
+
+
+class Welcome(_Msg):
+    """The orchestrator admits the node. The agent resends journaled events after `replay_after`."""
+
+    type: Literal["welcome"] = "welcome"
+    replay_after: int = 0
+    heartbeat_s: float = 1.0
+
+
+class Reject(_Msg):
+    type: Literal["reject"] = "reject"
+    reason: str
+
+
+class RunStep(_Msg):
+    """Run one supervised command in the node's workdir with exactly this environment overlay."""
+
+    type: Literal["run_step"] = "run_step"
+    step: Step
+    command: str
+    env: dict[str, str] = {}
+
+
+class StopStep(_Msg):
+    """Stop the running step: TERM to its process group, `grace_s`, then KILL."""
+
+    type: Literal["stop"] = "stop"
+    grace_s: float = 10.0
+
+
+class Shutdown(_Msg):
+    """The run is over; the agent stops everything it started and exits."""
+
+    type: Literal["shutdown"] = "shutdown"
+
+
+# ---- both directions -------------------------------------------------------------------
+
+
+class Heartbeat(_Msg):
+    """Sent every `heartbeat_s` by both sides; silence past the deadline means the peer is lost."""
+
+    type: Literal["heartbeat"] = "heartbeat"
+    last_seq: int = 0  # from the orchestrator: the last event it stored (lets the agent trim)
+
+
+AgentEvent = LogBatch | StepStarted | StepExited | NodeFault
+Message = Annotated[
+    Hello
+    | LogBatch
+    | StepStarted
+    | StepExited
+    | NodeFault
+    | Welcome
+    | Reject
+    | RunStep
+    | StopStep
+    | Shutdown
+    | Heartbeat,
+    Field(discriminator="type"),
+]
+_MESSAGE = TypeAdapter(Message)
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a valid frame or message."""
+
+
+def encode(msg: BaseModel) -> bytes:
+    """One frame: length prefix and the message's JSON."""
+    body = msg.model_dump_json().encode()
+    if len(body) > MAX_FRAME:
+        raise ProtocolError(f"frame of {len(body)} bytes exceeds {MAX_FRAME}")
+    return _HEADER.pack(len(body)) + body
+
+
+def decode(body: bytes) -> Any:
+    """Parse one frame body into its message model."""
+    try:
+        return _MESSAGE.validate_json(body)
+    except ValueError as exc:
+        raise ProtocolError(f"bad message: {str(exc).splitlines()[0]}") from None
+
+
+class Readable(Protocol):
+    async def read(self, size_limit: int) -> bytes: ...
+
+
+class Writable(Protocol):
+    async def write_all(self, buf: bytes) -> None: ...
+
+
+class FrameReader:
+    """Reads length-prefixed frames, pulling large pieces from the stream to keep CPU low."""
+
+    def __init__(self, stream: Readable) -> None:
+        self._stream = stream
+        self._buf = bytearray()
+
+    async def _fill(self, need: int) -> bool:
+        while len(self._buf) < need:
+            chunk = await self._stream.read(_READ_CHUNK)
+            if not chunk:
+                return False
+            self._buf += chunk
+        return True
+
+    async def read_frame(self) -> bytes | None:
+        """The next frame body, or None at a clean end of stream."""
+        if not await self._fill(_HEADER.size):
+            if self._buf:
+                raise ProtocolError("stream ended inside a frame header")
+            return None
+        (size,) = _HEADER.unpack_from(self._buf)
+        if size > MAX_FRAME:
+            raise ProtocolError(f"frame of {size} bytes exceeds {MAX_FRAME}")
+        if not await self._fill(_HEADER.size + size):
+            raise ProtocolError("stream ended inside a frame")
+        body = bytes(self._buf[_HEADER.size : _HEADER.size + size])
+        del self._buf[: _HEADER.size + size]
+        return body
+
+    async def read_message(self) -> Any:
+        body = await self.read_frame()
+        return None if body is None else decode(body)
+
+
+class Channel:
+    """A message channel over one bidirectional stream; sends are serialized by a lock."""
+
+    def __init__(self, recv: Readable, send: Writable) -> None:
+        self._reader = FrameReader(recv)
+        self._send = send
+        self._lock = asyncio.Lock()
+
+    async def send(self, msg: BaseModel) -> None:
+        frame = encode(msg)
+        async with self._lock:
+            await self._send.write_all(frame)
+
+    async def recv(self) -> Any:
+        """The next message, or None when the peer finished the stream."""
+        return await self._reader.read_message()

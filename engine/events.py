@@ -1,0 +1,126 @@
+"""The datastream's typed events: what the engine tells the world about a run.
+
+Every event carries the run id, a per-run sequence number and a UTC timestamp; the
+`kind` field discriminates the payload. Events are appended to the run's
+`events.jsonl` and fanned out to subscribers (TUI, CLI). They never carry secrets:
+log text is redacted before it becomes an event.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from agent.protocol import LogLine, NodeFacts, Step
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class NodeState(StrEnum):
+    PROVISIONING = "provisioning"
+    READY = "ready"
+    BUSY = "busy"
+    TEARING_DOWN = "tearing_down"
+    GONE = "gone"
+
+
+class TransferDirection(StrEnum):
+    PUSH = "push"
+    PULL = "pull"
+
+
+class _Ev(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    seq: int = 0
+    ts: datetime = Field(default_factory=utcnow)
+
+
+class Submitted(_Ev):
+    kind: Literal["submitted"] = "submitted"
+    job_name: str
+    pool: str
+    run_dir: str
+
+
+class Transition(_Ev):
+    """One FSM step: the observed event (spec vocabulary), the state change, the commands."""
+
+    kind: Literal["transition"] = "transition"
+    cause: str
+    from_state: str | None
+    to_state: str
+    from_phase: str
+    to_phase: str
+    commands: list[str] = []
+    reason: str | None = None
+
+
+class Log(_Ev):
+    kind: Literal["log"] = "log"
+    step: Step
+    lines: list[LogLine]
+
+
+class TransferProgress(_Ev):
+    kind: Literal["transfer"] = "transfer"
+    direction: TransferDirection
+    bytes_done: int
+    bytes_total: int
+    files_done: int
+    files_total: int
+    current: str | None = None
+    rate_bps: float = 0.0
+    eta_s: float | None = None
+    done: bool = False
+
+
+class Node(_Ev):
+    """The run's node changed: provisioned, joined (with facts), busy, tearing down, gone."""
+
+    kind: Literal["node"] = "node"
+    provider: str
+    node_id: str
+    state: NodeState
+    facts: NodeFacts | None = None
+    price_per_hour: float | None = None
+    offer: dict[str, str | float | int | None] | None = None
+
+
+class Alert(_Ev):
+    """Something the operator must see; `persistent` ones (a leaked node) stay on the board."""
+
+    kind: Literal["alert"] = "alert"
+    message: str
+    persistent: bool = False
+
+
+class Cost(_Ev):
+    kind: Literal["cost"] = "cost"
+    dollars: float
+    by_phase: dict[str, float] = {}
+
+
+class Finished(_Ev):
+    kind: Literal["finished"] = "finished"
+    state: str
+    exit_code: int | None = None
+    reason: str | None = None
+    missing_outputs: list[str] = []
+
+
+Event = Annotated[
+    Submitted | Transition | Log | TransferProgress | Node | Alert | Cost | Finished,
+    Field(discriminator="kind"),
+]
+EVENT = TypeAdapter(Event)
+
+
+def parse_event(line: str | bytes) -> Event:
+    return EVENT.validate_json(line)

@@ -1,0 +1,75 @@
+"""The provider contract the orchestrator relies on.
+
+A provider provisions one node per run from a pool designation, starts
+`swjob-agent` on it with the run's bootstrap, and tears it down. It does not wait
+for the agent to join: the orchestrator does that (with the pool's boot deadline),
+because joining is a fact of the control protocol, not of the provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from engine.events import Alert
+
+TOKEN_ENV = "SWJOB_JOIN_TOKEN"
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """What a node needs to join its orchestrator. The token travels in the environment,
+    never in argv, so it does not show up in `ps` or in a provider's instance listing."""
+
+    run_id: str
+    ticket: str
+    orchestrator_id: str
+    token: str
+
+    def agent_args(self) -> list[str]:
+        return [
+            "--run-id",
+            self.run_id,
+            "--ticket",
+            self.ticket,
+            "--orchestrator-id",
+            self.orchestrator_id,
+        ]
+
+
+@dataclass
+class NodeHandle:
+    """A provisioned node as the provider knows it; `facts` are shown on the board."""
+
+    provider: str
+    node_id: str
+    price_per_hour: float | None = None
+    offer: dict[str, str | float | int | None] = field(default_factory=dict)
+
+
+class ProvisionError(Exception):
+    """Provisioning failed; the message is one sanitized line for the run's reason."""
+
+
+class TeardownError(Exception):
+    """Teardown could not be confirmed; the node may still be billing."""
+
+
+AlertSink = Callable[[Alert], None]
+
+
+class Provider(Protocol):
+    name: str
+
+    async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
+        """Create the node and start the agent on it; return once it exists (not joined)."""
+        ...
+
+    async def teardown(self, handle: NodeHandle) -> None:
+        """Destroy the node. Idempotent; raises TeardownError when it could not confirm."""
+        ...
+
+    async def node_exited(self, handle: NodeHandle) -> str:
+        """Resolve with a reason when the provider sees the node die (or never, if it can't)."""
+        ...

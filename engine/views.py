@@ -1,0 +1,64 @@
+"""Read-only views of runs and pools: what the engine's public API hands to the TUI and CLI.
+
+Views are snapshots (plain pydantic models), rebuilt from the datastream, so a UI
+never holds a reference into the engine's live state.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from agent.protocol import NodeFacts
+from engine.events import NodeState, TransferProgress, Transition
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class NodeView(_View):
+    provider: str
+    node_id: str
+    pool: str
+    run_id: str | None
+    state: NodeState
+    facts: NodeFacts | None = None
+    price_per_hour: float | None = None
+    offer: dict[str, str | float | int | None] | None = None
+    since: datetime
+
+
+class RunView(_View):
+    run_id: str
+    job_name: str
+    pool: str
+    state: str  # JobState value
+    phase: str  # fsm Phase value: the current step
+    created: datetime
+    updated: datetime
+    finished: datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    run_dir: Path
+    node: NodeView | None = None
+    timeline: list[Transition] = []
+    transfers: dict[str, TransferProgress] = {}  # keyed by direction: "push" / "pull"
+    missing_outputs: list[str] = []
+    cost_dollars: float | None = None
+    alerts: list[str] = []  # persistent warnings (e.g. a node that could not be torn down)
+    live: bool = False  # driven by this engine right now (False: from history)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in ("COMPLETED", "FAILED")
+
+
+class PoolView(_View):
+    name: str
+    provider: str
+    max_nodes: int
+    summary: str  # e.g. "1× RTX 4090 ≥24 GB, ≤ $0.60/h" or "this machine"
+    nodes: list[NodeView] = []
