@@ -1,0 +1,30 @@
+"""Test-wide isolation: no relays (loopback only) and throwaway state, cache and config dirs."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+os.environ["SWJOB_IROH_RELAY"] = "disabled"
+os.environ["SWJOB_IROH_BIND"] = "127.0.0.1:0"
+
+_session_root = Path(tempfile.mkdtemp(prefix="swjob-tests-"))
+for _name in ("STATE", "CACHE", "CONFIG"):
+    os.environ[f"SWJOB_{_name}_DIR"] = str(_session_root / _name.lower())
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets its own state/cache/config dirs under its tmp_path."""
+    for name in ("state", "cache", "config"):
+        monkeypatch.setenv(f"SWJOB_{name.upper()}_DIR", str(tmp_path / f"swjob-{name}"))
+    return tmp_path
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import shutil
+
+    shutil.rmtree(_session_root, ignore_errors=True)
