@@ -1,0 +1,178 @@
+"""Spec §6, row by row, plus every event that is not valid in a state."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from engine import fsm
+from engine.fsm import JobState as S
+from engine.fsm import Phase as P
+
+ALL_EVENTS: list[fsm.Event] = [
+    fsm.JobSubmitted(True, True),
+    fsm.NodeReady(),
+    fsm.WorkspaceMaterialized(),
+    fsm.SetupCompleted(),
+    fsm.SetupFailed(2),
+    fsm.JobExited(0),
+    fsm.JobExited(3),
+    fsm.OutputsCollected(),
+    fsm.NodeFault("disk full"),
+    fsm.NodeLost("no heartbeat for 10 s"),
+    fsm.OperatorStop(),
+    fsm.NodeTornDown(),
+]
+
+
+def at(state: S | None, phase: P, *, setup: bool = True, workspace: bool = True) -> fsm.FsmState:
+    return fsm.FsmState(state=state, phase=phase, has_setup=setup, has_workspace=workspace)
+
+
+def names(outcome: fsm.Outcome) -> list[str]:
+    return [fsm.name(c) for c in outcome.commands]
+
+
+def test_job_submitted_provisions_a_node() -> None:
+    out = fsm.step(fsm.FsmState(), fsm.JobSubmitted(has_setup=False, has_workspace=True))
+    assert (out.state.state, out.state.phase) == (S.PENDING, P.PROVISIONING)
+    assert names(out) == ["ProvisionNode"]
+    assert out.state.has_workspace and not out.state.has_setup
+
+
+def test_node_ready_materializes_the_workspace() -> None:
+    out = fsm.step(at(S.PENDING, P.PROVISIONING), fsm.NodeReady())
+    assert (out.state.state, out.state.phase) == (S.RUNNING, P.MATERIALIZING)
+    assert names(out) == ["MaterializeWorkspace"]
+
+
+def test_no_workspace_skips_materialization_to_setup() -> None:
+    out = fsm.step(at(S.PENDING, P.PROVISIONING, workspace=False), fsm.NodeReady())
+    assert (out.state.state, out.state.phase) == (S.RUNNING, P.SETUP)
+    assert names(out) == ["RunSetup"]
+
+
+def test_no_workspace_no_setup_runs_directly() -> None:
+    out = fsm.step(at(S.PENDING, P.PROVISIONING, workspace=False, setup=False), fsm.NodeReady())
+    assert (out.state.state, out.state.phase) == (S.RUNNING, P.RUN)
+    assert names(out) == ["RunJob"]
+
+
+def test_workspace_materialized_runs_setup() -> None:
+    out = fsm.step(at(S.RUNNING, P.MATERIALIZING), fsm.WorkspaceMaterialized())
+    assert out.state.phase is P.SETUP and names(out) == ["RunSetup"]
+
+
+def test_no_setup_goes_straight_to_run_job() -> None:
+    out = fsm.step(at(S.RUNNING, P.MATERIALIZING, setup=False), fsm.WorkspaceMaterialized())
+    assert out.state.phase is P.RUN and names(out) == ["RunJob"]
+
+
+def test_setup_completed_runs_the_job() -> None:
+    out = fsm.step(at(S.RUNNING, P.SETUP), fsm.SetupCompleted())
+    assert out.state.phase is P.RUN and names(out) == ["RunJob"]
+
+
+def test_failed_setup_is_a_failed_job_and_run_never_starts() -> None:
+    out = fsm.step(at(S.RUNNING, P.SETUP), fsm.SetupFailed(7))
+    assert out.state.state is S.FAILED and names(out) == ["TeardownNode"]
+    assert out.state.reason == "setup failed with code 7"
+
+
+def test_exit_zero_collects_outputs() -> None:
+    out = fsm.step(at(S.RUNNING, P.RUN), fsm.JobExited(0))
+    assert (out.state.state, out.state.phase) == (S.RUNNING, P.COLLECTING)
+    assert out.commands == (fsm.CollectOutputs(best_effort=False),)
+    assert out.state.exit_code == 0
+
+
+def test_outputs_collected_tears_down_and_completes() -> None:
+    out = fsm.step(at(S.RUNNING, P.COLLECTING), fsm.OutputsCollected())
+    assert out.state.state is S.COMPLETED and names(out) == ["TeardownNode"]
+    assert out.state.reason is None
+
+
+def test_nonzero_exit_collects_best_effort_then_tears_down_and_fails() -> None:
+    out = fsm.step(at(S.RUNNING, P.RUN), fsm.JobExited(3))
+    assert out.state.state is S.FAILED
+    assert out.commands == (fsm.CollectOutputs(best_effort=True), fsm.TeardownNode())
+    assert out.state.exit_code == 3 and out.state.reason == "run exited with code 3"
+
+
+@pytest.mark.parametrize("event", [fsm.NodeFault("x"), fsm.NodeLost("y"), fsm.OperatorStop()])
+@pytest.mark.parametrize("source", fsm.ACTIVE)
+def test_fault_loss_and_stop_tear_down_and_fail(source: tuple[S, P], event: fsm.Event) -> None:
+    out = fsm.step(at(*source), event)
+    assert out.state.state is S.FAILED and out.state.phase is P.TEARDOWN
+    assert names(out) == ["TeardownNode"]
+
+
+def test_reasons_are_one_sanitized_line_per_cause() -> None:
+    cases = {
+        fsm.NodeLost("no heartbeat for 12 s"): "node lost: no heartbeat for 12 s",
+        fsm.OperatorStop(): "stopped by operator",
+        fsm.NodeFault("transfer failed: a.bin"): "transfer failed: a.bin",
+    }
+    for event, reason in cases.items():
+        assert fsm.step(at(S.RUNNING, P.RUN), event).state.reason == reason
+
+
+@pytest.mark.parametrize("state", [S.COMPLETED, S.FAILED])
+def test_teardown_confirmation_ends_every_terminal_state(state: S) -> None:
+    out = fsm.step(at(state, P.TEARDOWN), fsm.NodeTornDown())
+    assert out.state.finished and out.state.state is state and out.commands == ()
+
+
+def test_best_effort_collection_end_moves_to_teardown_without_new_commands() -> None:
+    failed = fsm.step(at(S.RUNNING, P.RUN), fsm.JobExited(1)).state
+    out = fsm.step(failed, fsm.OutputsCollected())
+    assert out.state.phase is P.TEARDOWN and out.commands == ()
+    assert out.state.reason == "run exited with code 1"
+
+
+def test_first_failure_reason_wins() -> None:
+    failed = fsm.step(at(S.RUNNING, P.RUN), fsm.JobExited(1)).state
+    out = fsm.step(failed, fsm.NodeLost("gone"))
+    assert out.state.reason == "run exited with code 1"
+
+
+def test_every_terminal_path_orders_teardown() -> None:
+    """Walk all event sequences of length ≤ 6: any path reaching a terminal state emitted
+    TeardownNode, and a finished run never emits another command."""
+    start = fsm.step(fsm.FsmState(), fsm.JobSubmitted(True, True)).state
+    for path in itertools.product(ALL_EVENTS[1:], repeat=4):
+        state, emitted = start, []
+        for event in path:
+            out = fsm.step(state, event)
+            if state.finished:
+                assert out.ignored
+            state = out.state
+            emitted += names(out)
+        if state.state is not None and state.state.terminal:
+            assert "TeardownNode" in emitted
+
+
+def _all_states() -> list[fsm.FsmState]:
+    sources = {row.source for row in fsm.TABLE} | {(S.COMPLETED, P.DONE), (S.FAILED, P.DONE)}
+    return [
+        at(state, phase, setup=setup, workspace=ws)
+        for (state, phase) in sources
+        for setup in (True, False)
+        for ws in (True, False)
+    ]
+
+
+@pytest.mark.parametrize("state", _all_states(), ids=lambda s: f"{s.state}-{s.phase}")
+def test_invalid_events_are_ignored_never_raised(state: fsm.FsmState) -> None:
+    valid = {row.event for row in fsm.TABLE if row.source == (state.state, state.phase)}
+    for event in ALL_EVENTS:
+        out = fsm.step(state, event)
+        if type(event) not in valid:
+            assert out.ignored and out.state == state and out.commands == ()
+
+
+def test_step_is_pure() -> None:
+    state = at(S.RUNNING, P.RUN)
+    assert fsm.step(state, fsm.JobExited(3)) == fsm.step(state, fsm.JobExited(3))
+    assert state == at(S.RUNNING, P.RUN)
