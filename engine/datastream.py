@@ -1,0 +1,123 @@
+"""The datastream: every event of every run, appended to its `events.jsonl` and fanned out.
+
+Publishing never blocks the engine: each subscriber has a bounded queue, and when a
+slow subscriber's queue is full its oldest event is dropped and the subscription is
+marked `lagged`, so it can re-read a snapshot instead of stalling everyone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import IO
+
+from engine.events import Event, parse_event
+
+DEFAULT_QUEUE = 10_000
+
+
+class Subscription:
+    """One consumer's view of the stream: an async iterator with a bounded backlog."""
+
+    def __init__(self, hub: Datastream, maxsize: int) -> None:
+        self._hub = hub
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize)
+        self.lagged = False
+        self.dropped = 0
+
+    def _offer(self, event: Event | None) -> None:
+        while True:
+            try:
+                self._queue.put_nowait(event)
+                return
+            except asyncio.QueueFull:
+                self._queue.get_nowait()
+                self.lagged = True
+                self.dropped += 1
+
+    def close(self) -> None:
+        self._hub._unsubscribe(self)
+        self._offer(None)
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self
+
+    async def __anext__(self) -> Event:
+        event = await self._queue.get()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    def get_nowait(self) -> Event | None:
+        """The next queued event, or None when none is waiting (for batch draining)."""
+        try:
+            event = self._queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return None
+        if event is None:
+            self._offer(None)  # keep the end marker for the iterator
+        return event
+
+
+class Datastream:
+    def __init__(self) -> None:
+        self._subs: set[Subscription] = set()
+        self._files: dict[str, IO[str]] = {}
+        self._seq: dict[str, int] = {}
+
+    def open_run(self, run_id: str, path: Path) -> None:
+        """Start (or continue, after recovery) the run's event log; seq resumes after the last."""
+        self._seq[run_id] = last_seq(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._files[run_id] = path.open("a", encoding="utf-8")
+
+    def close_run(self, run_id: str) -> None:
+        handle = self._files.pop(run_id, None)
+        if handle is not None:
+            handle.close()
+
+    def publish(self, event: Event) -> Event:
+        """Stamp the event with the run's next sequence number, persist it, fan it out."""
+        seq = self._seq.get(event.run_id, 0) + 1
+        self._seq[event.run_id] = seq
+        event = event.model_copy(update={"seq": seq})
+        handle = self._files.get(event.run_id)
+        if handle is not None:
+            handle.write(event.model_dump_json() + "\n")
+            handle.flush()
+        for sub in tuple(self._subs):
+            sub._offer(event)
+        return event
+
+    def subscribe(self, maxsize: int = DEFAULT_QUEUE) -> Subscription:
+        sub = Subscription(self, maxsize)
+        self._subs.add(sub)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+
+    def close(self) -> None:
+        for run_id in tuple(self._files):
+            self.close_run(run_id)
+        for sub in tuple(self._subs):
+            sub.close()
+
+
+def read_events(path: Path) -> list[Event]:
+    """All events of a run's log; a torn last line (crash mid-write) is skipped."""
+    events: list[Event] = []
+    if not path.exists():
+        return events
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            with contextlib.suppress(ValueError):
+                events.append(parse_event(line))
+    return events
+
+
+def last_seq(path: Path) -> int:
+    events = read_events(path)
+    return events[-1].seq if events else 0

@@ -1,0 +1,80 @@
+"""The engine's durable run index (sqlite in the user's state dir).
+
+It answers "what runs exist" for history (`swjob runs`, the board) and "which runs
+did not finish" for recovery after a crash. Each write is its own transaction, so a
+`kill -9` at any point leaves the last completed write. The full truth of a run is
+its landing directory; this index only points at it and caches its summary.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from engine.paths import state_dir
+from engine.views import RunView
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    job_name TEXT NOT NULL,
+    created TEXT NOT NULL,
+    terminal INTEGER NOT NULL,
+    view TEXT NOT NULL,
+    recovery TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created);
+"""
+
+
+class Store:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or state_dir() / "runs.sqlite"
+        self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def save(self, view: RunView, recovery: dict[str, Any] | None = None) -> None:
+        """Record the run's latest summary (timeline left out: it lives in events.jsonl)."""
+        summary = view.model_copy(update={"timeline": [], "transfers": {}, "live": False})
+        self._db.execute(
+            "INSERT INTO runs(run_id, job_name, created, terminal, view, recovery) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
+            "terminal=excluded.terminal, view=excluded.view, "
+            "recovery=COALESCE(excluded.recovery, runs.recovery)",
+            (
+                view.run_id,
+                view.job_name,
+                view.created.isoformat(),
+                int(view.terminal),
+                summary.model_dump_json(),
+                json.dumps(recovery) if recovery is not None else None,
+            ),
+        )
+
+    def views(self, limit: int = 500) -> list[RunView]:
+        rows = self._db.execute(
+            "SELECT view FROM runs ORDER BY created DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [RunView.model_validate_json(row[0]) for row in rows]
+
+    def find(self, run_ref: str) -> RunView | None:
+        """A run by id or unique id prefix."""
+        rows = self._db.execute(
+            "SELECT view FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY created DESC",
+            (len(run_ref), run_ref),
+        ).fetchall()
+        exact = [r for r in rows if RunView.model_validate_json(r[0]).run_id == run_ref]
+        chosen = exact or (rows if len(rows) == 1 else [])
+        return RunView.model_validate_json(chosen[0][0]) if chosen else None
+
+    def unfinished(self) -> list[tuple[RunView, dict[str, Any]]]:
+        rows = self._db.execute(
+            "SELECT view, recovery FROM runs WHERE terminal = 0 ORDER BY created"
+        ).fetchall()
+        return [(RunView.model_validate_json(v), json.loads(r or "{}")) for v, r in rows]
