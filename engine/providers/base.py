@@ -63,7 +63,12 @@ class Provider(Protocol):
     name: str
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
-        """Create the node and start the agent on it; return once it exists (not joined)."""
+        """Create the node and start the agent on it; return once it exists (not joined).
+
+        If cancelled (the operator stopped the run while provisioning), the provider must
+        release whatever it already created before re-raising CancelledError, or have it
+        recorded (ledger) so teardown and `swjob gc` can find it.
+        """
         ...
 
     async def teardown(self, handle: NodeHandle) -> None:

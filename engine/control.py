@@ -1,0 +1,273 @@
+"""The orchestrator's control service: admits nodes, keeps their channels, watches liveness.
+
+A node dials us (ALPN `swjob/ctl/1`), proves it belongs to a run with that run's
+single-use join token, and from then on is known by its iroh endpoint id: a rejoin
+after a dropped connection must come from the same id, and the transfer connection
+(`swjob/xfer/1`) is accepted only from an admitted id. Anyone else is refused and
+logged. Liveness is application-level: silence past the deadline is NodeLost, since
+QUIC itself notices a dead peer only after its ~35 s idle timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agent.protocol import (
+    CTL_ALPN,
+    XFER_ALPN,
+    AgentEvent,
+    Channel,
+    Heartbeat,
+    Hello,
+    NodeFacts,
+    Reject,
+    Welcome,
+)
+
+log = logging.getLogger("swjob.control")
+
+HELLO_TIMEOUT_S = 10.0
+
+
+class NodeGone(Exception):
+    """The node is not connected and did not come back within the deadline."""
+
+
+class NodeSession:
+    """One run's node as the orchestrator sees it."""
+
+    def __init__(
+        self,
+        run_id: str,
+        token: str,
+        *,
+        heartbeat_s: float,
+        deadline_s: float,
+        on_event: Callable[[AgentEvent], None],
+        on_lost: Callable[[str], None],
+        last_seq: int = 0,
+    ) -> None:
+        self.run_id = run_id
+        self._token = token
+        self.heartbeat_s = heartbeat_s
+        self.deadline_s = deadline_s
+        self._on_event = on_event
+        self._on_lost = on_lost
+        self.endpoint_id: str | None = None
+        self.facts: NodeFacts | None = None
+        self.last_seq = last_seq
+        self.joined = asyncio.Event()
+        self._channel: Channel | None = None
+        self._connected = asyncio.Event()
+        self._xfer: Any = None
+        self._xfer_ready = asyncio.Event()
+        self._conns: list[Any] = []
+        self._last_heard = time.monotonic()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._watchdog: asyncio.Task[None] | None = None
+        self.closed = False
+
+    # ---- admission -----------------------------------------------------------------
+
+    def admits(self, hello: Hello, remote_id: str) -> str | None:
+        """None when this peer may join; otherwise the reason it is refused."""
+        if self.closed:
+            return "run is over"
+        if not hmac.compare_digest(hello.token.encode(), self._token.encode()):
+            return "wrong join token"
+        if self.endpoint_id is not None and self.endpoint_id != remote_id:
+            return "join token already used by another node"
+        return None
+
+    async def attach(self, conn: Any, channel: Channel, hello: Hello, remote_id: str) -> None:
+        self.endpoint_id = remote_id
+        self.facts = hello.facts
+        await channel.send(Welcome(replay_after=self.last_seq, heartbeat_s=self.heartbeat_s))
+        self._channel = channel
+        self._conns.append(conn)
+        self._heard()
+        self._connected.set()
+        self.joined.set()
+        self._spawn(self._read(channel))
+        self._spawn(self._beat(channel))
+        if self._watchdog is None:
+            self._watchdog = asyncio.create_task(self._watch())
+
+    def attach_xfer(self, conn: Any) -> None:
+        self._xfer = conn
+        self._conns.append(conn)
+        self._xfer_ready.set()
+
+    # ---- talking to the node --------------------------------------------------------
+
+    async def send(self, msg: Any) -> None:
+        """Send a control message, waiting (up to the deadline) for a dropped node to rejoin."""
+        for _ in range(2):
+            channel = await self._wait_for(self._connected, lambda: self._channel)
+            try:
+                await channel.send(msg)
+                return
+            except Exception as exc:  # the connection died under us: wait for a rejoin
+                log.info("send to %s failed: %s", self.run_id, exc)
+                self._drop(channel)
+        raise NodeGone("node did not accept the message")
+
+    async def open_bi(self) -> Any:
+        """XferLink: a stream on the node's current transfer connection."""
+        conn = await self._wait_for(self._xfer_ready, lambda: self._xfer)
+        try:
+            return await conn.open_bi()
+        except Exception:
+            if self._xfer is conn:
+                self._xfer = None
+                self._xfer_ready.clear()
+            raise
+
+    async def _wait_for(self, flag: asyncio.Event, get: Callable[[], Any]) -> Any:
+        try:
+            await asyncio.wait_for(flag.wait(), self.deadline_s)
+        except TimeoutError:
+            raise NodeGone(f"node not connected for {self.deadline_s:g} s") from None
+        value = get()
+        if value is None or self.closed:
+            raise NodeGone("node connection closed")
+        return value
+
+    # ---- background work ----------------------------------------------------------
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _heard(self) -> None:
+        self._last_heard = time.monotonic()
+
+    def _drop(self, channel: Channel) -> None:
+        if self._channel is channel:
+            self._channel = None
+            self._connected.clear()
+
+    async def _read(self, channel: Channel) -> None:
+        try:
+            while (msg := await channel.recv()) is not None:
+                self._heard()
+                seq = getattr(msg, "seq", None)
+                if seq is None:
+                    continue  # heartbeats only prove liveness
+                if seq <= self.last_seq:
+                    continue  # a replayed event we already have
+                self.last_seq = seq
+                self._on_event(msg)
+        except Exception as exc:
+            log.info("control channel of %s ended: %s", self.run_id, exc)
+        finally:
+            self._drop(channel)
+
+    async def _beat(self, channel: Channel) -> None:
+        with contextlib.suppress(Exception):
+            while self._channel is channel:
+                await channel.send(Heartbeat(last_seq=self.last_seq))
+                await asyncio.sleep(self.heartbeat_s)
+
+    async def _watch(self) -> None:
+        while not self.closed:
+            silent = time.monotonic() - self._last_heard
+            if silent > self.deadline_s:
+                self._on_lost(f"no heartbeat for {silent:.0f} s")
+                return
+            await asyncio.sleep(min(self.heartbeat_s, self.deadline_s / 4))
+
+    async def close(self) -> None:
+        self.closed = True
+        tasks = [*self._tasks, *([self._watchdog] if self._watchdog else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for conn in self._conns:
+            with contextlib.suppress(Exception):
+                conn.close(0, b"run over")
+        self._connected.set()
+        self._xfer_ready.set()
+
+
+class ControlServer:
+    """Accepts every incoming connection of the engine's endpoint and routes it to a run."""
+
+    def __init__(self, endpoint: Any) -> None:
+        self._endpoint = endpoint
+        self.sessions: dict[str, NodeSession] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._serve())
+
+    async def stop(self) -> None:
+        for task in [*self._handlers, *([self._task] if self._task else [])]:
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        if self._task:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _serve(self) -> None:
+        while (incoming := await self._endpoint.accept_next()) is not None:
+            task = asyncio.create_task(self._handle(incoming))
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
+
+    async def _handle(self, incoming: Any) -> None:
+        try:
+            accepting = await incoming.accept()
+            alpn = await accepting.alpn()
+            conn = await accepting.connect()
+        except Exception as exc:
+            log.info("incoming connection failed: %s", exc)
+            return
+        remote = str(conn.remote_id())
+        if alpn == CTL_ALPN:
+            await self._admit(conn, remote)
+        elif alpn == XFER_ALPN:
+            self._route_xfer(conn, remote)
+        else:
+            conn.close(1, b"unknown service")
+
+    async def _admit(self, conn: Any, remote: str) -> None:
+        try:
+            bi = await asyncio.wait_for(conn.accept_bi(), HELLO_TIMEOUT_S)
+            channel = Channel(bi.recv(), bi.send())
+            hello = await asyncio.wait_for(channel.recv(), HELLO_TIMEOUT_S)
+        except Exception as exc:
+            log.warning("refused peer %s: no valid hello (%s)", remote[:16], exc)
+            conn.close(2, b"no hello")
+            return
+        if not isinstance(hello, Hello):
+            log.warning("refused peer %s: first message was not hello", remote[:16])
+            conn.close(2, b"no hello")
+            return
+        session = self.sessions.get(hello.run_id)
+        reason = "unknown run" if session is None else session.admits(hello, remote)
+        if session is None or reason is not None:
+            log.warning("refused peer %s for run %s: %s", remote[:16], hello.run_id, reason)
+            with contextlib.suppress(Exception):
+                await channel.send(Reject(reason=reason or "refused"))
+                await bi.send().finish()
+            with contextlib.suppress(Exception):  # let the peer read the reject and hang up
+                await asyncio.wait_for(conn.closed(), 2.0)
+            conn.close(3, b"refused")
+            return
+        await session.attach(conn, channel, hello, remote)
+
+    def _route_xfer(self, conn: Any, remote: str) -> None:
+        for session in self.sessions.values():
+            if session.endpoint_id == remote and not session.closed:
+                session.attach_xfer(conn)
+                return
+        log.warning("refused transfer connection from unadmitted peer %s", remote[:16])
+        conn.close(3, b"not admitted")

@@ -1,0 +1,18 @@
+"""Which provider serves a pool: one place that maps `pool.provider` to an implementation."""
+
+from __future__ import annotations
+
+from engine.pools import Pool
+from engine.providers.base import Provider
+from engine.providers.local import LocalProvider
+
+
+def make_provider(pool: Pool, *, stop_grace_s: float) -> Provider:
+    if pool.provider == "local":
+        return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s)
+    if pool.provider == "vastai":
+        from engine.ledger import Ledger  # the SDK is heavy: import it only when a pool needs it
+        from engine.providers.vastai import VastProvider
+
+        return VastProvider(pool, Ledger())
+    raise ValueError(f"pool {pool.name!r}: unknown provider {pool.provider!r}")
