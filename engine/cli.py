@@ -1,0 +1,161 @@
+"""`swjob`: the headless CLI — run, validate, plan, runs, logs, gc.
+
+Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
+2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from engine.cli_render import RunPrinter
+from engine.jobspec import JobFileError, load_job
+from engine.paths import DEFAULT_RUNS_DIR
+from engine.pools import PoolFileError, load_pools
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="swjob", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a job end to end and follow it")
+    run.add_argument("job", type=Path)
+    _pool_args(run)
+    run.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR)
+    sub.add_parser("validate", help="check a job file").add_argument("job", type=Path)
+    plan = sub.add_parser("plan", help="show what would be pushed, before renting anything")
+    plan.add_argument("job", type=Path)
+    plan.add_argument(
+        "--explain", action="store_true", help="say which rule kept or excluded each path"
+    )
+    runs = sub.add_parser("runs", help="list past and current runs")
+    runs.add_argument("--limit", type=int, default=50)
+    logs = sub.add_parser("logs", help="print a run's setup and run output")
+    logs.add_argument("run", help="run id (or a unique prefix)")
+    logs.add_argument("--step", choices=["setup", "run", "all"], default="all")
+    gc = sub.add_parser("gc", help="find and destroy nodes no live run owns")
+    _pool_args(gc)
+    gc.add_argument("--yes", action="store_true", help="destroy without asking")
+    return parser
+
+
+def _pool_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pool", default="local", help="pool name (default: local)")
+    parser.add_argument("--pools", type=Path, default=None, help="pools TOML file")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    err = Console(stderr=True, highlight=False)
+    handler = _COMMANDS[args.command]
+    try:
+        return handler(args)
+    except (JobFileError, PoolFileError) as exc:
+        err.print(f"error: {exc}", markup=False)
+        return 1
+
+
+def _validate(args: argparse.Namespace) -> int:
+    job = load_job(args.job)
+    print(f"{args.job}: ok (job {job.name!r})")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from engine.plan import plan_workspace, render_plan
+
+    job = load_job(args.job)
+    console = Console(highlight=False)
+    if job.workspace is None:
+        console.print(f"{args.job}: no workspace — nothing is pushed")
+        return 0
+    render_plan(
+        plan_workspace(job.workspace.workdir, job.workspace.exclude),
+        explain=args.explain,
+        console=console,
+    )
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    job = load_job(args.job)
+    pools = load_pools(args.pools)
+    pools.get(args.pool)
+    return asyncio.run(_run_async(job, pools, args.pool, args.runs_dir))
+
+
+async def _run_async(job, pools, pool: str, runs_dir: Path) -> int:
+    from engine.engine import Engine, EngineConfig
+
+    engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools))
+    await engine.start()
+    printer = RunPrinter(Console(highlight=False))
+    sub = engine.subscribe()
+    try:
+        run_id = await engine.submit(job, pool)
+        printer.console.print(f"[dim]run {run_id} → {engine.run(run_id).run_dir}[/]")
+        _on_interrupt(lambda: asyncio.ensure_future(_stop(engine, run_id, printer)))
+        async for event in sub:
+            if event.run_id == run_id:
+                printer(event)
+                if event.kind == "finished":
+                    break
+        view = await engine.wait(run_id)
+    finally:
+        sub.close()
+        await engine.close(stop_running=True)
+    return 0 if view.state == "COMPLETED" else 1
+
+
+def _on_interrupt(callback) -> None:
+    """Ctrl-C is the operator's stop: the run is stopped and its node torn down, not abandoned."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, callback)
+    loop.add_signal_handler(signal.SIGTERM, callback)
+
+
+async def _stop(engine, run_id: str, printer: RunPrinter) -> None:
+    view = engine.run(run_id)
+    if view is None or view.terminal:
+        printer.console.print("[yellow]tearing down the node; please wait[/]")
+        return
+    printer.console.print("[yellow]stopping: the job is stopped and its node torn down[/]")
+    await engine.stop(run_id)
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from engine.runlist import print_runs
+
+    print_runs(Console(highlight=False), args.limit)
+    return 0
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from engine.runlist import print_logs
+
+    return print_logs(args.run, args.step)
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from engine.gc import cli_gc
+
+    return cli_gc(load_pools(args.pools), yes=args.yes, out=sys.stdout)
+
+
+_COMMANDS = {
+    "run": _run,
+    "validate": _validate,
+    "plan": _plan,
+    "runs": _runs,
+    "logs": _logs,
+    "gc": _gc,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

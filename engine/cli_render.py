@@ -1,0 +1,118 @@
+"""How `swjob run` / `swjob attach` print a run's datastream.
+
+On a terminal: colours, and a live progress bar for transfers. Piped: plain lines,
+one per event worth reading, so `swjob run job.toml | tee run.txt` stays greppable.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from agent.protocol import Stream
+from engine import events as ev
+
+STATE_STYLE = {"PENDING": "yellow", "RUNNING": "cyan", "COMPLETED": "green", "FAILED": "red"}
+
+
+class RunPrinter:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress: Progress | None = None
+        self._bars: dict[str, TaskID] = {}
+
+    def __call__(self, event: ev.Event) -> None:
+        match event:
+            case ev.Transition():
+                self._transition(event)
+            case ev.Log():
+                self._log(event)
+            case ev.TransferProgress():
+                self._transfer(event)
+            case ev.Node(state=ev.NodeState.READY, facts=facts) if facts is not None:
+                gpus = ", ".join(g.name for g in facts.gpus) or "no GPU"
+                self._line(
+                    f"node {event.node_id} joined: {facts.hostname}, {facts.cpus} CPUs, {gpus}"
+                )
+            case ev.Alert():
+                self.console.print(f"[bold red]warning:[/] {escape(event.message)}")
+            case ev.Finished():
+                self._finished(event)
+
+    def _line(self, text: str) -> None:
+        self.console.print(f"[dim]{escape(text)}[/]")
+
+    def _transition(self, event: ev.Transition) -> None:
+        style = STATE_STYLE.get(event.to_state, "")
+        arrow = " → " + ", ".join(event.commands) if event.commands else ""
+        when = event.ts.astimezone().strftime("%H:%M:%S")
+        self.console.print(
+            f"[dim]{when}[/] [{style}]{event.to_state:<9}[/] {event.cause}{arrow}"
+            f" [dim]({event.to_phase})[/]"
+        )
+
+    def _log(self, event: ev.Log) -> None:
+        for line in event.lines:
+            mark = "!" if line.stream is Stream.STDERR else "|"
+            style = "red" if line.stream is Stream.STDERR else "default"
+            self.console.print(
+                f"[dim]{event.step.value:>5} {mark}[/] [{style}]{escape(line.text)}[/]",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+    def _transfer(self, event: ev.TransferProgress) -> None:
+        label = "push workspace" if event.direction is ev.TransferDirection.PUSH else "pull outputs"
+        if not self.console.is_terminal:
+            if event.done:
+                self._line(f"{label}: {event.files_done} files, {event.bytes_done / 1e6:.1f} MB")
+            return
+        if self._progress is None:
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=False,
+            )
+            self._progress.start()
+        key = event.direction.value
+        if key not in self._bars:
+            self._bars[key] = self._progress.add_task(label, total=event.bytes_total or None)
+        desc = f"{label} {event.files_done}/{event.files_total}"
+        self._progress.update(
+            self._bars[key], completed=event.bytes_done, total=event.bytes_total, description=desc
+        )
+        if event.done:
+            self._progress.stop_task(self._bars[key])
+            self._close_progress_if_done()
+
+    def _close_progress_if_done(self) -> None:
+        assert self._progress is not None
+        if all(task.finished or not task.started for task in self._progress.tasks):
+            self._progress.stop()
+            self._progress = None
+            self._bars.clear()
+
+    def _finished(self, event: ev.Finished) -> None:
+        style = STATE_STYLE.get(event.state, "")
+        text = f"[bold {style}]{event.state}[/]"
+        if event.exit_code is not None:
+            text += f" exit code {event.exit_code}"
+        if event.reason:
+            text += f" — {escape(event.reason)}"
+        self.console.print(text)
+        if event.missing_outputs:
+            missing = ", ".join(event.missing_outputs)
+            self.console.print(f"[yellow]missing outputs:[/] {escape(missing)}")

@@ -1,0 +1,221 @@
+"""The engine's public API: what the TUI and the CLI call, and nothing else of the engine.
+
+One Engine per process: it owns the process's iroh endpoint and control service,
+the datastream, the run index, one provider per pool, and a RunDriver per live run.
+It runs on the caller's event loop (the TUI's, or the CLI's `asyncio.run`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent import endpoint as iroh_endpoint
+from engine import events as ev
+from engine import fsm
+from engine.control import ControlServer, NodeSession
+from engine.datastream import Datastream, Subscription
+from engine.jobspec import JobSpec
+from engine.orchestrator import RunDriver
+from engine.paths import DEFAULT_RUNS_DIR
+from engine.pools import Pool, PoolFileError, PoolSet, load_pools
+from engine.providers.base import Bootstrap, Provider
+from engine.providers.registry import make_provider
+from engine.runbook import new_view
+from engine.store import Store
+from engine.views import PoolView, RunView
+
+log = logging.getLogger("swjob.engine")
+
+
+_INDEXED = (ev.Transition, ev.Node, ev.Alert, ev.Finished)
+
+
+class SubmitError(Exception):
+    """The run could not be submitted; one line for the user."""
+
+
+@dataclass
+class EngineConfig:
+    runs_dir: Path = DEFAULT_RUNS_DIR
+    pools: PoolSet = field(default_factory=load_pools)
+    heartbeat_s: float = 1.0
+    node_deadline_s: float = 10.0
+    stop_grace_s: float = 10.0
+
+
+def new_run_id() -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+class Engine:
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        self.stream = Datastream()
+        self._drivers: dict[str, RunDriver] = {}
+        self._tasks: dict[str, asyncio.Task[RunView]] = {}
+        self._providers: dict[str, Provider] = {}
+        self._store: Store | None = None
+        self._endpoint = None
+        self._server: ControlServer | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._store = Store()
+        self._endpoint = await iroh_endpoint.bind(accept=True)
+        self._server = ControlServer(self._endpoint)
+        self._server.start()
+
+    async def close(self, *, stop_running: bool = True) -> None:
+        """Stop: with `stop_running`, every live run is stopped and its node torn down;
+        without, runs are left to their nodes (which keep running and billing)."""
+        if stop_running:
+            await self.stop_all()
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        else:
+            for task in self._tasks.values():
+                task.cancel()
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        if self._server is not None:
+            await self._server.stop()
+        if self._endpoint is not None:
+            await self._endpoint.close()
+        self.stream.close()
+        if self._store is not None:
+            self._store.close()
+
+    # ---- runs --------------------------------------------------------------------------
+
+    async def submit(self, job: JobSpec, pool: str) -> str:
+        """Place the job on a new node of `pool`; returns the run id at once."""
+        try:
+            pool_def = self.config.pools.get(pool)
+        except PoolFileError as exc:
+            raise SubmitError(str(exc)) from None
+        run_id = new_run_id()
+        run_dir = (self.config.runs_dir / job.name / run_id).absolute()
+        run_dir.mkdir(parents=True)
+        self.stream.open_run(run_id, run_dir / "events.jsonl")
+        submitted = self.stream.publish(
+            ev.Submitted(run_id=run_id, job_name=job.name, pool=pool, run_dir=str(run_dir))
+        )
+        driver = self._driver(new_view(submitted), job, pool_def)
+        self._drivers[run_id] = driver
+        self._tasks[run_id] = asyncio.create_task(self._drive(driver))
+        return run_id
+
+    def _driver(self, view: RunView, job: JobSpec, pool: Pool) -> RunDriver:
+        assert self._server is not None and self._endpoint is not None
+        token = secrets.token_urlsafe(24)
+        holder: list[RunDriver] = []
+        session = NodeSession(
+            view.run_id,
+            token,
+            heartbeat_s=self.config.heartbeat_s,
+            deadline_s=self.config.node_deadline_s,
+            on_event=lambda msg: holder[0].on_agent_event(msg),
+            on_lost=lambda reason: holder[0].on_node_lost(reason),
+        )
+        self._server.sessions[view.run_id] = session
+        bootstrap = Bootstrap(
+            run_id=view.run_id,
+            ticket=iroh_endpoint.ticket_of(self._endpoint),
+            orchestrator_id=str(self._endpoint.id()),
+            token=token,
+        )
+        driver = RunDriver(
+            view=view.model_copy(update={"live": True}),
+            job=job,
+            pool=pool,
+            provider=self._provider(pool),
+            session=session,
+            bootstrap=bootstrap,
+            stream=self.stream,
+            stop_grace_s=self.config.stop_grace_s,
+            on_change=self._save,
+        )
+        holder.append(driver)
+        return driver
+
+    def _provider(self, pool: Pool) -> Provider:
+        if pool.name not in self._providers:
+            self._providers[pool.name] = make_provider(pool, stop_grace_s=self.config.stop_grace_s)
+        return self._providers[pool.name]
+
+    async def _drive(self, driver: RunDriver) -> RunView:
+        run_id = driver.view.run_id
+        try:
+            return await driver.run()
+        finally:
+            assert self._server is not None
+            self._server.sessions.pop(run_id, None)
+            self.stream.close_run(run_id)
+            self._save(driver)
+
+    def _save(self, driver: RunDriver, event: ev.Event | None = None) -> None:
+        """Index the run when its summary changes (one row upsert; logs and progress skip it)."""
+        if self._store is not None and (event is None or isinstance(event, _INDEXED)):
+            self._store.save(driver.view)
+
+    async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
+        driver = self._drivers.get(run_id)
+        if driver is None or driver.view.terminal:
+            raise SubmitError(f"run {run_id} is not running")
+        driver.post(fsm.OperatorStop(reason))
+
+    async def stop_all(self) -> None:
+        for view in self.running():
+            await self.stop(view.run_id)
+
+    async def wait(self, run_id: str) -> RunView:
+        return await asyncio.shield(self._tasks[run_id])
+
+    # ---- reading -----------------------------------------------------------------------
+
+    def subscribe(self, maxsize: int = 10_000) -> Subscription:
+        return self.stream.subscribe(maxsize)
+
+    def run(self, run_id: str) -> RunView | None:
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            return driver.view
+        return self._store.find(run_id) if self._store else None
+
+    def runs(self) -> list[RunView]:
+        live = [d.view for d in self._drivers.values()]
+        seen = {v.run_id for v in live}
+        history = [v for v in (self._store.views() if self._store else []) if v.run_id not in seen]
+        return sorted([*live, *history], key=lambda v: v.created, reverse=True)
+
+    def running(self) -> list[RunView]:
+        return [d.view for d in self._drivers.values() if not d.view.terminal]
+
+    def log_path(self, run_id: str, step: str) -> Path:
+        view = self.run(run_id)
+        if view is None:
+            raise SubmitError(f"unknown run {run_id}")
+        return view.run_dir / "logs" / f"{step}.log"
+
+    def pools(self) -> list[PoolView]:
+        views = []
+        for pool in self.config.pools:
+            nodes = [
+                d.view.node
+                for d in self._drivers.values()
+                if d.pool.name == pool.name and d.view.node and d.view.node.state != "gone"
+            ]
+            views.append(
+                PoolView(
+                    name=pool.name,
+                    provider=pool.provider,
+                    max_nodes=pool.max_nodes,
+                    summary=pool.summary(),
+                    nodes=nodes,
+                )
+            )
+        return views

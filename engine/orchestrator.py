@@ -1,0 +1,264 @@
+"""Drives one run: observed events go into the pure FSM, its commands meet the world here.
+
+The driver owns a queue of observed events. Each FSM outcome's commands run in order
+inside one task (so "collect best-effort, then tear down" keeps its order), while the
+loop goes on consuming events — a stop can arrive while a command is in flight.
+TeardownNode cancels whatever else is in flight first: it is the one command that
+must always run to the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from agent.protocol import (
+    AgentEvent,
+    LogBatch,
+    NodeFault,
+    RunStep,
+    Shutdown,
+    Step,
+    StepExited,
+    StopStep,
+)
+from agent.redact import Redactor
+from engine import events as ev
+from engine import fsm
+from engine.control import NodeGone, NodeSession
+from engine.datastream import Datastream
+from engine.jobspec import JobSpec
+from engine.pools import Pool
+from engine.providers.base import Bootstrap, NodeHandle, Provider, TeardownError
+from engine.runbook import apply
+from engine.runrecord import LogFiles, PhaseClock, cost_by_phase, write_run_json
+from engine.runsupport import CostMeter, Transfers
+from engine.views import RunView
+
+SHUTDOWN_TIMEOUT_S = 5.0
+
+
+class RunDriver:
+    def __init__(
+        self,
+        *,
+        view: RunView,
+        job: JobSpec,
+        pool: Pool,
+        provider: Provider,
+        session: NodeSession,
+        bootstrap: Bootstrap,
+        stream: Datastream,
+        stop_grace_s: float,
+        on_change: Any,
+    ) -> None:
+        self.view = view
+        self.job = job
+        self.pool = pool
+        self._provider = provider
+        self.session = session
+        self._bootstrap = bootstrap
+        self._stream = stream
+        self._grace = stop_grace_s
+        self._on_change = on_change
+        self._redact = Redactor(job.secrets())
+        self._queue: asyncio.Queue[fsm.Event] = asyncio.Queue()
+        self._fsm = fsm.FsmState()
+        self._work: set[asyncio.Task[None]] = set()
+        self._watch: asyncio.Task[None] | None = None
+        self.handle: NodeHandle | None = None
+        self._running_step: Step | None = None
+        self._step_exited = asyncio.Event()
+        self.clock = PhaseClock()
+        self.logs = LogFiles(view.run_dir / "logs")
+        self._transfers = Transfers(self)
+        self._cost = CostMeter(self)
+        self._outputs: dict[str, Any] = {}
+
+    # ---- the loop ---------------------------------------------------------------------
+
+    def post(self, event: fsm.Event) -> None:
+        self._queue.put_nowait(event)
+
+    def publish(self, event: ev.Event) -> None:
+        event = self._stream.publish(event)
+        self.view = apply(self.view, event)
+        self._on_change(self, event)
+
+    async def run(self) -> RunView:
+        self.post(fsm.JobSubmitted(self.job.setup is not None, self.job.workspace is not None))
+        try:
+            while not self._fsm.finished:
+                self._advance(await self._queue.get())
+        finally:
+            await self._cancel_work(keep=None)
+            self._cost.stop()
+            await self.session.close()
+            self.logs.close()
+        self._finish()
+        return self.view
+
+    def _advance(self, event: fsm.Event) -> None:
+        before = self._fsm
+        outcome = fsm.step(before, event)
+        if outcome.ignored:
+            return
+        self._fsm = outcome.state
+        self.clock.enter(outcome.state.phase.value)
+        self.publish(
+            ev.Transition(
+                run_id=self.view.run_id,
+                cause=fsm.name(event),
+                from_state=before.state.value if before.state else None,
+                to_state=outcome.state.state.value if outcome.state.state else "PENDING",
+                from_phase=before.phase.value,
+                to_phase=outcome.state.phase.value,
+                commands=[fsm.name(c) for c in outcome.commands],
+                reason=self._redact(outcome.state.reason) if outcome.state.reason else None,
+            )
+        )
+        if outcome.commands:
+            self._spawn(self._execute(outcome.commands))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._work.add(task)
+        task.add_done_callback(self._work.discard)
+
+    async def _cancel_work(self, keep: asyncio.Task[Any] | None) -> None:
+        others = [t for t in (*self._work, self._watch) if t is not None and t is not keep]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
+    async def _execute(self, commands: tuple[fsm.Command, ...]) -> None:
+        for command in commands:
+            match command:
+                case fsm.ProvisionNode():
+                    await self._provision()
+                case fsm.MaterializeWorkspace():
+                    await self._transfers.push()
+                case fsm.RunSetup():
+                    await self._start_step(Step.SETUP, self.job.setup or "")
+                case fsm.RunJob():
+                    await self._start_step(Step.RUN, self.job.run)
+                case fsm.CollectOutputs(best_effort=best_effort):
+                    self._outputs = await self._transfers.pull(best_effort)
+                case fsm.TeardownNode():
+                    await self._teardown()
+
+    # ---- commands ---------------------------------------------------------------------
+
+    async def _provision(self) -> None:
+        try:
+            self.handle = await self._provider.provision(self._bootstrap)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.post(fsm.NodeFault(f"provisioning failed: {self._redact(str(exc))}"))
+            return
+        self._node_event(ev.NodeState.PROVISIONING)
+        self._cost.start(self.handle.price_per_hour)
+        self._watch = asyncio.create_task(self._watch_node(self.handle))
+        try:
+            await asyncio.wait_for(self.session.joined.wait(), self.pool.boot_timeout_s)
+        except TimeoutError:
+            limit = f"{self.pool.boot_timeout_s:g}"
+            self.post(fsm.NodeFault(f"boot timeout: node did not join within {limit} s"))
+            return
+        self._node_event(ev.NodeState.READY)
+        self.post(fsm.NodeReady())
+
+    async def _watch_node(self, handle: NodeHandle) -> None:
+        reason = await self._provider.node_exited(handle)
+        self.post(fsm.NodeLost(reason))
+
+    async def _start_step(self, step: Step, command: str) -> None:
+        self._node_event(ev.NodeState.BUSY)
+        self._running_step = step
+        self._step_exited.clear()
+        try:
+            await self.session.send(RunStep(step=step, command=command, env=self.job.env))
+        except NodeGone as exc:
+            self.post(fsm.NodeLost(str(exc)))
+
+    async def _teardown(self) -> None:
+        await self._cancel_work(keep=asyncio.current_task())
+        if self.handle is not None:
+            self._node_event(ev.NodeState.TEARING_DOWN)
+            await self._release_node()
+            try:
+                await self._provider.teardown(self.handle)
+            except TeardownError as exc:
+                self.publish(ev.Alert(run_id=self.view.run_id, message=str(exc), persistent=True))
+            self._node_event(ev.NodeState.GONE)
+        self.post(fsm.NodeTornDown())
+
+    async def _release_node(self) -> None:
+        """Ask a connected agent to stop its step and exit before the provider destroys it."""
+        if not self.session.joined.is_set() or self.session.closed:
+            return
+        with contextlib.suppress(NodeGone, TimeoutError):
+            if self._running_step is not None and not self._step_exited.is_set():
+                await asyncio.wait_for(self.session.send(StopStep(grace_s=self._grace)), 2)
+                await asyncio.wait_for(self._step_exited.wait(), self._grace + SHUTDOWN_TIMEOUT_S)
+            await asyncio.wait_for(self.session.send(Shutdown()), SHUTDOWN_TIMEOUT_S)
+
+    # ---- what the node tells us --------------------------------------------------------
+
+    def on_agent_event(self, msg: AgentEvent) -> None:
+        match msg:
+            case LogBatch():
+                lines = [ln.model_copy(update={"text": self._redact(ln.text)}) for ln in msg.lines]
+                self.logs.write(msg.step, lines)
+                self.publish(ev.Log(run_id=self.view.run_id, step=msg.step, lines=lines))
+            case StepExited():
+                self._on_exit(msg)
+            case NodeFault():
+                self.post(fsm.NodeFault(f"node fault: {self._redact(msg.reason)}"))
+
+    def _on_exit(self, msg: StepExited) -> None:
+        self._running_step = None
+        self._step_exited.set()
+        if msg.step is Step.SETUP:
+            self.post(fsm.SetupCompleted() if msg.code == 0 else fsm.SetupFailed(msg.code))
+        else:
+            self.post(fsm.JobExited(msg.code))
+
+    def on_node_lost(self, reason: str) -> None:
+        self.post(fsm.NodeLost(reason))
+
+    # ---- bookkeeping -------------------------------------------------------------------
+
+    def _node_event(self, state: ev.NodeState) -> None:
+        assert self.handle is not None
+        self.publish(
+            ev.Node(
+                run_id=self.view.run_id,
+                provider=self.handle.provider,
+                node_id=self.handle.node_id,
+                state=state,
+                facts=self.session.facts,
+                price_per_hour=self.handle.price_per_hour,
+                offer=self.handle.offer or None,
+            )
+        )
+
+    def _finish(self) -> None:
+        self._cost.publish_final()
+        self.publish(
+            ev.Finished(
+                run_id=self.view.run_id,
+                state=self._fsm.state.value if self._fsm.state else "FAILED",
+                exit_code=self._fsm.exit_code,
+                reason=self.view.reason,
+                missing_outputs=self._outputs.get("missing", []),
+            )
+        )
+        extra = {"outputs": self._outputs.get("summary"), "job_file": str(self.job.source)}
+        if self.view.node and self.view.node.price_per_hour is not None:
+            extra["cost_by_phase"] = cost_by_phase(
+                self.view.node.price_per_hour, self.clock.durations()
+            )
+        write_run_json(self.view, self.clock, extra)

@@ -1,0 +1,71 @@
+"""`swjob runs` and `swjob logs`: history read from the run index and the landing dirs."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+
+from rich.console import Console
+from rich.table import Table
+
+from engine.cli_render import STATE_STYLE
+from engine.store import Store
+from engine.views import RunView
+
+
+def _elapsed(view: RunView) -> str:
+    end = view.finished or view.updated
+    seconds = max(0, int((end - view.created).total_seconds()))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _when(ts: datetime) -> str:
+    return ts.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def print_runs(console: Console, limit: int) -> None:
+    store = Store()
+    try:
+        views = store.views(limit)
+    finally:
+        store.close()
+    if not console.is_terminal:
+        for v in views:
+            code = "" if v.exit_code is None else str(v.exit_code)
+            print(f"{v.run_id}\t{v.job_name}\t{v.pool}\t{v.state}\t{code}\t{v.run_dir}")
+        return
+    table = Table("run", "job", "pool", "state", "exit", "started", "took", "reason")
+    for v in views:
+        style = STATE_STYLE.get(v.state, "")
+        table.add_row(
+            v.run_id,
+            v.job_name,
+            v.pool,
+            f"[{style}]{v.state}[/]",
+            "" if v.exit_code is None else str(v.exit_code),
+            _when(v.created),
+            _elapsed(v),
+            v.reason or "",
+        )
+    console.print(table)
+
+
+def print_logs(run_ref: str, step: str) -> int:
+    store = Store()
+    try:
+        view = store.find(run_ref)
+    finally:
+        store.close()
+    if view is None:
+        print(f"error: no run {run_ref!r} (or the prefix is not unique)", file=sys.stderr)
+        return 1
+    steps = ["setup", "run"] if step == "all" else [step]
+    for name in steps:
+        path = view.run_dir / "logs" / f"{name}.log"
+        if not path.exists():
+            continue
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 16):
+                sys.stdout.buffer.write(chunk)
+    sys.stdout.flush()
+    return 0
