@@ -71,7 +71,12 @@ class Datastream:
         """Start (or continue, after recovery) the run's event log; seq resumes after the last."""
         self._seq[run_id] = last_seq(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._files[run_id] = path.open("a", encoding="utf-8")
+        handle = path.open("a+", encoding="utf-8")
+        if handle.tell() > 0:
+            handle.seek(handle.tell() - 1)
+            if handle.read(1) != "\n":
+                handle.write("\n")  # end a line torn by a crash so the next event stands alone
+        self._files[run_id] = handle
 
     def close_run(self, run_id: str) -> None:
         handle = self._files.pop(run_id, None)

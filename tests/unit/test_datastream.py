@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agent.protocol import LogLine, Step, Stream
+from engine import events as ev
+from engine.datastream import Datastream, read_events
+
+
+def _log(run_id: str, text: str) -> ev.Log:
+    return ev.Log(run_id=run_id, step=Step.RUN, lines=[LogLine(stream=Stream.STDOUT, text=text)])
+
+
+async def test_events_get_per_run_sequence_numbers_and_land_in_events_jsonl(
+    tmp_path: Path,
+) -> None:
+    hub = Datastream()
+    hub.open_run("a", tmp_path / "a.jsonl")
+    hub.open_run("b", tmp_path / "b.jsonl")
+    seqs = [hub.publish(_log(run, "x")).seq for run in ("a", "a", "b", "a")]
+    hub.close()
+    assert seqs == [1, 2, 1, 3]
+    assert [e.seq for e in read_events(tmp_path / "a.jsonl")] == [1, 2, 3]
+
+
+async def test_every_subscriber_sees_every_event_in_order(tmp_path: Path) -> None:
+    hub = Datastream()
+    subs = [hub.subscribe() for _ in range(3)]
+    for i in range(5):
+        hub.publish(_log("r", str(i)))
+    hub.close()
+    for sub in subs:
+        texts = [e.lines[0].text async for e in sub]
+        assert texts == ["0", "1", "2", "3", "4"]
+
+
+async def test_a_slow_subscriber_never_blocks_publishing_and_is_marked_lagged() -> None:
+    hub = Datastream()
+    slow = hub.subscribe(maxsize=10)
+    fast = hub.subscribe(maxsize=100_000)
+    for i in range(50_000):
+        hub.publish(_log("r", str(i)))  # synchronous: would deadlock if it waited
+    assert slow.lagged and slow.dropped == 50_000 - 10
+    newest = [slow.get_nowait() for _ in range(10)]
+    assert [e.lines[0].text for e in newest] == [str(i) for i in range(49_990, 50_000)]
+    assert not fast.lagged
+
+
+async def test_sequence_resumes_after_reopening_a_run(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    hub = Datastream()
+    hub.open_run("r", path)
+    hub.publish(_log("r", "before"))
+    hub.close()
+    with path.open("a") as handle:
+        handle.write('{"torn": ')  # a crash mid-write leaves a partial line
+    hub = Datastream()
+    hub.open_run("r", path)
+    assert hub.publish(_log("r", "after")).seq == 2
+    hub.close()
+    assert [e.lines[0].text for e in read_events(path)] == ["before", "after"]
+
+
+async def test_close_ends_subscriptions() -> None:
+    hub = Datastream()
+    sub = hub.subscribe()
+    hub.close()
+    assert await asyncio.wait_for(anext(sub, None), 1) is None
