@@ -1,0 +1,208 @@
+"""Pool designations (DESIGN.md §4): named capacity a job is submitted to, kept out of the job.
+
+A pool says where and on what a job runs: the provider, the hardware it asks for,
+the image, how offers are chosen and what a run may cost. Pools live in their own
+TOML file (`[pools.<name>]`); a built-in `local` pool exists without any file so
+a first job needs no configuration. Provider API keys never live in the file:
+only the NAME of the environment variable holding one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from engine import paths
+from engine.tomlload import (
+    SAFE_NAME,
+    SAFE_NAME_RULE,
+    ConfigFileError,
+    field_path,
+    find_line,
+    read_toml,
+    validation_error,
+)
+
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
+_API_KEY_IN_FILE = (
+    "never put the key in this file; set `api_key_env` to the name of an environment "
+    "variable holding it"
+)
+_Kind = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_ .-]{0,63}$")]
+_DEFAULTS = {  # provider → defaults that differ by provider
+    "local": {"max_nodes": 4, "boot_timeout_s": 60.0},
+    "vastai": {"max_nodes": 1, "boot_timeout_s": 900.0},
+}
+
+
+class PoolFileError(ConfigFileError):
+    """A pools file problem (or an unknown pool name), one line like JobFileError."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Resources(_Strict):
+    """The hardware a node must have; each provider translates it into its own filters."""
+
+    gpu_count: Annotated[int, Field(ge=0, le=64)] = 0
+    gpu_memory_mb: Annotated[int, Field(ge=0)] | None = None
+    accelerator_kind: _Kind | None = None  # e.g. "RTX_4090", "A100"
+    cpu_cores: Annotated[int, Field(ge=1)] | None = None
+    memory_mb: Annotated[int, Field(ge=0)] | None = None
+    disk_mb: Annotated[int, Field(ge=0)] | None = None
+
+
+class Selection(_Strict):
+    """How to choose among offers that meet the resources."""
+
+    max_price_per_hour: Annotated[float, Field(gt=0)] | None = None
+    reliability_min: Annotated[float, Field(ge=0, le=1)] | None = None
+    verified_only: bool = True
+    order: Literal["price", "reliability", "performance", "value"] = "price"
+
+
+class Caps(_Strict):
+    """Spending limits for one run on this pool; the orchestrator stops a run past them."""
+
+    max_hours: Annotated[float, Field(gt=0)] | None = None
+    max_dollars: Annotated[float, Field(gt=0)] | None = None
+
+
+def _agent_install_default() -> str:
+    try:
+        return f"swjob=={version('swjob')}"
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "swjob"
+
+
+class _PoolTable(_Strict):
+    """One `[pools.<name>]` table."""
+
+    provider: Literal["local", "vastai"]
+    max_nodes: Annotated[int, Field(ge=1, le=1000)]
+    boot_timeout_s: Annotated[float, Field(gt=0, le=86400)]
+    resources: Resources = Resources()
+    image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    selection: Selection = Selection()
+    caps: Caps = Caps()
+    agent_install: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    api_key_env: Annotated[str, Field(pattern=_ENV_NAME)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_defaults(cls, data: Any) -> Any:
+        """Fill what depends on the provider before field validation sees it."""
+        if isinstance(data, dict) and data.get("provider") in _DEFAULTS:
+            data = _DEFAULTS[data["provider"]] | data
+            if data["provider"] == "vastai" and "agent_install" not in data:
+                data["agent_install"] = _agent_install_default()
+        return data
+
+    @model_validator(mode="after")
+    def _vastai_needs_image(self) -> _PoolTable:
+        if self.provider == "vastai" and self.image is None:
+            raise ValueError("a vastai pool needs an `image` (e.g. a pytorch/cuda image)")
+        return self
+
+
+class Pool(_PoolTable):
+    """A named pool designation."""
+
+    name: str
+
+    def summary(self) -> str:
+        """One line for the board, e.g. `1× RTX_4090 ≥24 GB · ≤$0.60/h · rel≥0.98`."""
+        r, s = self.resources, self.selection
+        parts = [] if self.provider != "local" else ["this machine"]
+        if r.gpu_count:
+            gpu = f"{r.gpu_count}× {r.accelerator_kind or 'GPU'}"
+            parts.append(gpu + (f" ≥{_gb(r.gpu_memory_mb)} GB" if r.gpu_memory_mb else ""))
+        if s.max_price_per_hour is not None:
+            parts.append(f"≤${s.max_price_per_hour:.2f}/h")
+        if s.reliability_min is not None:
+            parts.append(f"rel≥{s.reliability_min:g}")
+        return " · ".join(parts) or "any offer"
+
+
+def _gb(mb: int) -> str:
+    """Vast counts GPU memory in 1000s; users often write GiB multiples. Show either as GB."""
+    return f"{mb / 1024 if mb % 1024 == 0 else mb / 1000:.3g}"
+
+
+BUILTIN_LOCAL = Pool(name="local", provider="local", max_nodes=4, boot_timeout_s=60.0)
+
+
+class PoolSet:
+    """The pools one can submit to, by name, in file order (builtins first)."""
+
+    def __init__(self, pools: dict[str, Pool], source: Path | None = None) -> None:
+        self._pools = pools
+        self.source = source
+
+    def get(self, name: str) -> Pool:
+        try:
+            return self._pools[name]
+        except KeyError:
+            known = ", ".join(self._pools)
+            raise PoolFileError(self.source, f"unknown pool '{name}' (known: {known})") from None
+
+    def names(self) -> list[str]:
+        return list(self._pools)
+
+    def __iter__(self) -> Iterator[Pool]:
+        return iter(self._pools.values())
+
+    def __len__(self) -> int:
+        return len(self._pools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._pools
+
+
+class _PoolsFile(_Strict):
+    pools: Annotated[dict[str, _PoolTable], Field(max_length=1000)]
+
+
+def load_pools(path: Path | None = None) -> PoolSet:
+    """Pools from `path`, or from the default pools file if it exists, plus the builtins.
+
+    An explicit `path` must exist; the default file is optional. A file may redefine
+    `local` (e.g. to change `max_nodes`).
+    """
+    if path is None:
+        path = paths.default_pools_file()
+        if not path.exists():
+            return PoolSet({"local": BUILTIN_LOCAL})
+    source = Path(path).absolute()
+    text, data = read_toml(source, PoolFileError)
+    _check_tables(text, data, source)
+    try:
+        tables = _PoolsFile.model_validate(data).pools
+    except ValidationError as exc:
+        raise validation_error(exc, text, source, _PoolsFile, PoolFileError) from None
+    pools = {"local": BUILTIN_LOCAL}
+    for name, table in tables.items():
+        pools[name] = Pool(**dict(table), name=name)
+    return PoolSet(pools, source)
+
+
+def _check_tables(text: str, data: dict[str, Any], source: Path) -> None:
+    """What pydantic cannot say well: bad pool names, and a literal `api_key` — a leaked
+    secret waiting to happen, refused with a pointer to `api_key_env`."""
+    pools = data.get("pools")
+    for name, table in pools.items() if isinstance(pools, dict) else ():
+        if not SAFE_NAME.fullmatch(name):
+            _raise(text, source, ("pools", name), f"not a safe pool name: {SAFE_NAME_RULE}")
+        if isinstance(table, dict) and "api_key" in table:
+            _raise(text, source, ("pools", name, "api_key"), _API_KEY_IN_FILE)
+
+
+def _raise(text: str, source: Path, loc: tuple[str, ...], problem: str) -> NoReturn:
+    line = find_line(text, loc)
+    raise PoolFileError(source, problem, line=line, field=field_path(loc))

@@ -1,0 +1,236 @@
+"""Read a small TOML config file (a job or a pools file) and turn every failure into one line.
+
+Job and pool files are written by hand and sometimes by accident (a binary, a
+directory, a 10 MB paste), so loading is defensive: the size is capped before
+reading, the bytes must be UTF-8, the amount of structure is bounded before
+parsing, and every problem becomes `<file>:<line>: <field>: <problem>` — never a
+traceback, never a hang, and never a secret value.
+
+We parse with the stdlib `tomllib`, not `tomlkit`: tomlkit needs 3-10 s for a
+1 MiB file of many small items (or even of comments), which is a hang for a
+hostile file; tomllib reads the same in well under a second and reports
+duplicate keys with their line, which tomlkit does not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+MAX_FILE_BYTES = 1 << 20
+"""A config file is a few hundred bytes; anything over 1 MiB is a mistake."""
+MAX_ITEMS = 20_000
+"""Newlines + commas: bounds the parser's work (~1 µs/byte is fine, ~10 µs/item is not)."""
+SHOWN_CHARS = 80
+"""Longest quoted user text (a key, a pattern, a path) echoed back in an error."""
+PROBLEM_CHARS = 240
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""Job and pool names: safe as a directory name, a label, a log prefix."""
+SAFE_NAME_RULE = "1-64 letters, digits, '_', '.', '-', starting with a letter or digit"
+
+_PLAIN = {"Cannot overwrite a value": "duplicate key (each key may be set once)"}
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_TOML_POSITION = re.compile(r"\s*\(at (?:line (\d+), column \d+|end of document)\)$")
+
+
+def shown(text: str, limit: int = SHOWN_CHARS) -> str:
+    """User text made safe for a one-line message: control characters escaped, length capped."""
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class ConfigFileError(Exception):
+    """A config file problem as ONE line: `<file>:<line>: <field>: <problem>`.
+
+    Parts that are unknown are left out. The pieces stay available as attributes so
+    a UI can point at the line.
+    """
+
+    def __init__(
+        self,
+        source: Path | str | None,
+        problem: str,
+        *,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.source = source
+        self.line = line
+        self.field = field
+        self.problem = shown(problem, PROBLEM_CHARS)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = [] if self.source is None else [shown(str(self.source), 4096)]
+        if where and self.line is not None:
+            where[0] += f":{self.line}"
+        return ": ".join([*where, *([self.field] if self.field else []), self.problem])
+
+
+def field_path(loc: tuple[str | int, ...]) -> str:
+    """`("job", "workspace", "exclude", 2)` → `job.workspace.exclude[2]` (odd keys quoted)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            key = part if _BARE_KEY.fullmatch(part) else json.dumps(part[:SHOWN_CHARS])
+            out += f".{shown(key)}" if out else shown(key)
+    return out
+
+
+def read_toml(path: Path, error: type[ConfigFileError]) -> tuple[str, dict[str, Any]]:
+    """Read and parse `path`; return its text (for locating lines later) and its data."""
+    text = _read_text(Path(path), error)
+    return text, parse_toml(text, path, error)
+
+
+def _read_text(path: Path, error: type[ConfigFileError]) -> str:
+    if not path.exists():
+        raise error(path, "file not found")
+    if path.is_dir():
+        raise error(path, "is a directory, not a file")
+    if not path.is_file():
+        raise error(path, "not a regular file")
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise error(path, f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise error(path, f"file too big (over {MAX_FILE_BYTES // 1024} KiB)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise error(path, "not UTF-8 text", line=line) from None
+
+
+def parse_toml(text: str, source: Path, error: type[ConfigFileError]) -> dict[str, Any]:
+    """Parse TOML text with the guards above; every failure is one `error` line."""
+    if not text.strip():
+        raise error(source, "empty file")
+    items = text.count("\n") + text.count(",")
+    if items > MAX_ITEMS:
+        raise error(source, f"too many lines or items ({items}, limit {MAX_ITEMS})")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _TOML_POSITION.search(message)
+        line = None
+        if match:
+            line = int(match[1]) if match[1] else text.count("\n") + 1
+            message = message[: match.start()]
+        if message in _PLAIN:
+            message = _PLAIN[message]
+        raise error(source, f"TOML syntax: {message}", line=line) from None
+    except RecursionError:
+        raise error(source, "TOML syntax: values nested too deeply") from None
+
+
+def find_line(text: str, loc: tuple[str | int, ...], value: object = None) -> int | None:
+    """Best-effort line of the key at `loc` (or of the deepest part of it that is found).
+
+    Each key is searched after the previous one, so `job.workspace.exclude` finds the
+    `exclude` of the workspace, whether written as a table, dotted key or inline table.
+    `value` (a list element that failed) is searched after its key when given.
+    """
+    pos, found = 0, False
+    for part in loc:
+        if not isinstance(part, str):
+            continue
+        key = "|".join(re.escape(k) for k in (part, json.dumps(part), f"'{part}'"))
+        match = re.compile(rf"(?:^|[\[{{,.\s])\s*(?P<k>{key})\s*[=.\]]", re.M).search(text, pos)
+        if match is None:
+            break
+        pos, found = match.end("k"), True
+    if found and isinstance(loc[-1], int) and isinstance(value, str):
+        hits = (text.find(json.dumps(value), pos), text.find(f"'{value}'", pos))
+        pos = min((i for i in hits if i >= 0), default=pos)
+    return text.count("\n", 0, pos) + 1 if found else None
+
+
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "list_type": "an array",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+}
+_TOML_TYPES = {str: "a string", int: "an integer", float: "a float", bool: "a boolean"}
+_TOML_TYPES |= {list: "an array", dict: "a table"}
+
+
+def validation_error(
+    exc: ValidationError,
+    text: str,
+    source: Path,
+    root: type[BaseModel],
+    error: type[ConfigFileError],
+) -> ConfigFileError:
+    """The first pydantic error as one line with its field path and line.
+
+    Built only from the error's type, location and our own validator messages —
+    never from pydantic's rendering, which quotes the input (it may be a secret).
+    """
+    first = exc.errors(include_url=False)[0]
+    loc = tuple(p for p in first["loc"] if p != "[key]")
+    problem = _problem(first, root, loc)
+    line = find_line(text, loc, first.get("input"))
+    return error(source, problem, line=line, field=field_path(loc) or None)
+
+
+def _problem(err: Any, root: type[BaseModel], loc: tuple[str | int, ...]) -> str:
+    kind = err["type"]
+    if kind in _EXPECTED:
+        got = _TOML_TYPES.get(type(err["input"]), f"a {type(err['input']).__name__}")
+        return f"expected {_EXPECTED[kind]}, got {got}"
+    if kind == "extra_forbidden":
+        parent = _model_at(root, loc[:-1])
+        allowed = ", ".join(parent.model_fields) if parent else ""
+        return f"unknown field (allowed: {allowed})" if allowed else "unknown field"
+    if kind == "missing":
+        return "table is missing" if _model_at(root, loc) else "required field is missing"
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    return str(err["msg"])
+
+
+def _model_at(model: Any, loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The pydantic model describing the table at `loc`, if it is one (for field names)."""
+    for part in loc:
+        model = _unwrap(model)
+        if _is_model(model) and isinstance(part, str) and part in model.model_fields:
+            model = model.model_fields[part].annotation
+        elif get_origin(model) in (dict, list):
+            model = get_args(model)[-1]
+        else:
+            return None
+    model = _unwrap(model)
+    return model if _is_model(model) else None
+
+
+def _unwrap(tp: Any) -> Any:
+    """`X | None` and `Annotated[X, ...]` → X."""
+    while get_origin(tp) in (Annotated, Union, UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if get_origin(tp) is not Annotated and len(args) != 1:
+            return tp
+        tp = args[0]
+    return tp
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
