@@ -11,6 +11,7 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -18,6 +19,9 @@ from engine.cli_render import RunPrinter
 from engine.jobspec import JobFileError, load_job
 from engine.paths import DEFAULT_RUNS_DIR
 from engine.pools import PoolFileError, load_pools
+
+if TYPE_CHECKING:
+    pass
 
 
 def _parser() -> argparse.ArgumentParser:
