@@ -1,0 +1,158 @@
+"""Who may talk to the orchestrator: real iroh endpoints on loopback playing honest and
+hostile nodes against the engine's control service."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agent import endpoint as iroh_endpoint
+from agent.protocol import (
+    CTL_ALPN,
+    XFER_ALPN,
+    Channel,
+    Hello,
+    LogBatch,
+    LogLine,
+    NodeFacts,
+    Reject,
+    Step,
+    Stream,
+    Welcome,
+)
+from engine import control
+from engine.control import ControlServer, NodeSession
+
+FACTS = NodeFacts(
+    hostname="h", os="linux", cpus=1, memory_mb=1, disk_free_mb=1,
+    python_version="3.11", agent_version="0",
+)  # fmt: skip
+
+
+class Harness:
+    def __init__(self, server_ep: Any, server: ControlServer) -> None:
+        self.server_ep = server_ep
+        self.server = server
+        self.lost: list[str] = []
+        self.events: list[Any] = []
+        self.peers: list[Any] = []
+
+    def session(self, run_id: str, token: str, deadline_s: float = 5.0) -> NodeSession:
+        session = NodeSession(
+            run_id, token, heartbeat_s=0.2, deadline_s=deadline_s,
+            on_event=self.events.append, on_lost=self.lost.append,
+        )  # fmt: skip
+        self.server.sessions[run_id] = session
+        return session
+
+    async def peer(self) -> Any:
+        ep = await iroh_endpoint.bind(accept=False)
+        self.peers.append(ep)
+        return ep
+
+    async def join(self, ep: Any, run_id: str, token: str) -> tuple[Any, Channel, Any]:
+        addr = iroh_endpoint.addr_from_ticket(iroh_endpoint.ticket_of(self.server_ep))
+        conn = await ep.connect(addr, CTL_ALPN)
+        bi = await conn.open_bi()
+        channel = Channel(bi.recv(), bi.send())
+        await channel.send(Hello(run_id=run_id, token=token, facts=FACTS))
+        return conn, channel, await asyncio.wait_for(channel.recv(), 5)
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[Harness]:
+    ep = await iroh_endpoint.bind(accept=True)
+    server = ControlServer(ep)
+    server.start()
+    h = Harness(ep, server)
+    try:
+        yield h
+    finally:
+        for session in list(server.sessions.values()):
+            await session.close()
+        await server.stop()
+        for peer in h.peers:
+            await peer.close()
+        await ep.close()
+
+
+async def test_the_right_token_is_welcomed(harness: Harness) -> None:
+    session = harness.session("r1", "tok-good")
+    _, _, reply = await harness.join(await harness.peer(), "r1", "tok-good")
+    assert isinstance(reply, Welcome) and reply.replay_after == 0
+    assert session.joined.is_set() and session.facts == FACTS
+
+
+async def test_a_wrong_token_is_refused(harness: Harness) -> None:
+    session = harness.session("r1", "tok-good")
+    _, _, reply = await harness.join(await harness.peer(), "r1", "tok-bad")
+    assert reply == Reject(reason="wrong join token")
+    assert not session.joined.is_set()
+
+
+async def test_a_token_is_single_use_but_its_node_may_rejoin(harness: Harness) -> None:
+    harness.session("r1", "tok")
+    node = await harness.peer()
+    conn, _, first = await harness.join(node, "r1", "tok")
+    assert isinstance(first, Welcome)
+    _, _, thief = await harness.join(await harness.peer(), "r1", "tok")
+    assert thief == Reject(reason="join token already used by another node")
+    conn.close(0, b"drop")
+    _, _, again = await harness.join(node, "r1", "tok")
+    assert isinstance(again, Welcome)
+
+
+async def test_a_late_token_and_an_unknown_run_are_refused(harness: Harness) -> None:
+    session = harness.session("r1", "tok")
+    await session.close()
+    _, _, late = await harness.join(await harness.peer(), "r1", "tok")
+    assert late == Reject(reason="run is over")
+    _, _, unknown = await harness.join(await harness.peer(), "nope", "tok")
+    assert unknown == Reject(reason="unknown run")
+
+
+async def test_transfer_connections_from_unadmitted_peers_are_closed(harness: Harness) -> None:
+    session = harness.session("r1", "tok")
+    stranger = await harness.peer()
+    addr = iroh_endpoint.addr_from_ticket(iroh_endpoint.ticket_of(harness.server_ep))
+    conn = await stranger.connect(addr, XFER_ALPN)
+    reason = await asyncio.wait_for(conn.closed(), 5)
+    assert "not admitted" in reason
+    assert session._xfer is None
+
+
+async def test_a_peer_that_sends_no_hello_is_dropped(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(control, "HELLO_TIMEOUT_S", 0.5)
+    addr = iroh_endpoint.addr_from_ticket(iroh_endpoint.ticket_of(harness.server_ep))
+    conn = await (await harness.peer()).connect(addr, CTL_ALPN)
+    reason = await asyncio.wait_for(conn.closed(), 5)
+    assert "no hello" in reason
+
+
+async def test_replayed_events_are_delivered_once(harness: Harness) -> None:
+    harness.session("r1", "tok")
+    _, channel, _ = await harness.join(await harness.peer(), "r1", "tok")
+    line = [LogLine(stream=Stream.STDOUT, text="x")]
+    for seq in (1, 2, 2, 1, 3):
+        await channel.send(LogBatch(seq=seq, step=Step.RUN, lines=line))
+    for _ in range(50):
+        if len(harness.events) == 3:
+            break
+        await asyncio.sleep(0.05)
+    assert [e.seq for e in harness.events] == [1, 2, 3]
+
+
+async def test_a_silent_node_is_declared_lost_within_the_deadline(harness: Harness) -> None:
+    harness.session("r1", "tok", deadline_s=1.0)
+    conn, _, _ = await harness.join(await harness.peer(), "r1", "tok")
+    conn.close(0, b"vanish")
+    for _ in range(60):
+        if harness.lost:
+            break
+        await asyncio.sleep(0.05)
+    assert harness.lost and harness.lost[0].startswith("no heartbeat for")
