@@ -1,0 +1,180 @@
+"""Orphaned nodes: find what is billing without a live run, and destroy it (`swjob gc`).
+
+Two sources, because either can be the only trace of a leak: the Vast.ai accounts
+of the configured pools (every instance whose label marks it as swjob's) and the
+ledger's open rows (written before each create, so even a crash in the middle of one
+leaves a row). A node is an orphan when no live run owns it. Open ledger rows whose
+instance no longer exists are stale: collecting them only closes the row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from engine.ledger import Ledger, LedgerEntry
+from engine.pools import Pool, PoolFileError, PoolSet
+from engine.providers.base import NodeHandle, TeardownError
+from engine.providers.vast_api import RetryPolicy, VastApiError
+from engine.providers.vast_boot import run_id_of
+from engine.providers.vastai import VastProvider, make_api
+
+GONE = "gone"
+UNVERIFIABLE = "unverifiable: its pool is no longer configured"
+
+
+@dataclass(frozen=True)
+class Orphan:
+    pool: str
+    run_id: str | None
+    instance_id: str | None
+    status: str  # the instance's actual_status, or GONE when only a stale ledger row is left
+    billing_s: float
+    price_per_hour: float | None = None
+    entries: tuple[int, ...] = ()  # ledger rows that close when it is gone
+
+    def describe(self) -> str:
+        hours = self.billing_s / 3600
+        cost = f", ≈ ${hours * self.price_per_hour:.2f}" if self.price_per_hour else ""
+        price = f" at ${self.price_per_hour:.3f}/h" if self.price_per_hour else ""
+        if self.status == GONE:
+            return f"ledger row of run {self.run_id} (pool {self.pool}): no instance exists"
+        return (
+            f"instance {self.instance_id} (pool {self.pool}, run {self.run_id}, "
+            f"{self.status}): billing for {hours:.2f} h{price}{cost}"
+        )
+
+
+def _accounts(pools: Iterable[Pool]) -> list[Pool]:
+    """One pool per distinct API key source: each account is listed once."""
+    seen: dict[str | None, Pool] = {}
+    for pool in pools:
+        if pool.provider == "vastai":
+            seen.setdefault(pool.api_key_env, pool)
+    return list(seen.values())
+
+
+async def _labelled(pool: Pool, server_url: str | None, retry: RetryPolicy | None) -> list[Any]:
+    api = make_api(pool, server_url=server_url, retry=retry)
+    rows = await api.call("show instances", "show_instances")
+    return [r for r in rows or [] if run_id_of(r.get("label"))]
+
+
+def _from_row(pool: Pool, row: dict[str, Any], entries: list[LedgerEntry], now: float) -> Orphan:
+    instance_id = str(row["id"])
+    label = row.get("label")
+    mine = [e.entry for e in entries if e.instance_id == instance_id or e.label == label]
+    return Orphan(
+        pool=pool.name,
+        run_id=run_id_of(label),
+        instance_id=instance_id,
+        status=row.get("actual_status") or "unknown",
+        billing_s=max(0.0, now - float(row.get("start_date") or now)),
+        price_per_hour=row.get("dph_total"),
+        entries=tuple(mine),
+    )
+
+
+def _unlisted(entry: LedgerEntry, pools: PoolSet, now: float) -> Orphan:
+    """A ledger row whose instance no account listing shows: gone, if its pool's account
+    was listed; unverifiable if that pool is no longer configured."""
+    listed = entry.pool in pools and pools.get(entry.pool or "").provider == "vastai"
+    return Orphan(
+        pool=entry.pool or "?",
+        run_id=entry.run_id,
+        instance_id=entry.instance_id,
+        status=GONE if listed else UNVERIFIABLE,
+        billing_s=0.0 if entry.created_at is None else now - entry.created_at,
+        entries=(entry.entry,),
+    )
+
+
+async def find_orphans(
+    pools: PoolSet,
+    ledger: Ledger,
+    live_run_ids: set[str],
+    *,
+    server_url: str | None = None,
+    retry: RetryPolicy | None = None,
+) -> list[Orphan]:
+    """Labelled instances and open ledger rows that no live run owns.
+
+    Raises VastApiError (one sanitized line) when an account cannot be listed: then
+    nothing can be said about its ledger rows either."""
+    now = time.time()
+    entries = [
+        e for e in await asyncio.to_thread(ledger.open_entries) if e.run_id not in live_run_ids
+    ]
+    orphans: list[Orphan] = []
+    seen: set[str] = set()
+    for pool in _accounts(pools):
+        for row in await _labelled(pool, server_url, retry):
+            if run_id_of(row.get("label")) in live_run_ids or str(row["id"]) in seen:
+                continue
+            seen.add(str(row["id"]))
+            orphans.append(_from_row(pool, row, entries, now))
+    claimed = {e for o in orphans for e in o.entries}
+    unlisted = [e for e in entries if e.entry not in claimed and e.provider == "vastai"]
+    return orphans + [_unlisted(e, pools, now) for e in unlisted]
+
+
+async def destroy_orphans(
+    orphans: list[Orphan],
+    pools: PoolSet,
+    ledger: Ledger,
+    *,
+    server_url: str | None = None,
+    retry: RetryPolicy | None = None,
+) -> list[str]:
+    """Destroy (verified) every orphan instance and close its ledger rows; returns errors."""
+    errors: list[str] = []
+    for orphan in orphans:
+        if orphan.status != GONE and orphan.instance_id is not None:
+            try:
+                pool = pools.get(orphan.pool)
+                provider = VastProvider(pool, ledger, server_url=server_url, retry=retry)
+                await provider.teardown(NodeHandle(provider.name, orphan.instance_id))
+            except (TeardownError, VastApiError, PoolFileError) as exc:
+                errors.append(str(exc))
+                continue
+        for entry in orphan.entries:
+            await asyncio.to_thread(ledger.record_destroyed, entry)
+    return errors
+
+
+def cli_gc(
+    pools: PoolSet,
+    yes: bool,
+    out: TextIO,
+    *,
+    live_run_ids: set[str] | None = None,
+    ask: Callable[[str], str] = input,
+    ledger: Ledger | None = None,
+) -> int:
+    """`swjob gc`: list orphans with how long each has been billing, destroy on yes."""
+    ledger = ledger or Ledger()
+    live = live_run_ids or set()
+    try:
+        orphans = asyncio.run(find_orphans(pools, ledger, live))
+    except VastApiError as exc:
+        print(f"swjob gc: {exc}", file=out)
+        return 1
+    if not orphans:
+        print("no orphaned nodes", file=out)
+        return 0
+    for orphan in orphans:
+        print(f"  {orphan.describe()}", file=out)
+    if not yes and ask(f"destroy {len(orphans)} orphan(s)? [y/N] ").strip().lower() not in {
+        "y",
+        "yes",
+    }:
+        print("nothing destroyed", file=out)
+        return 0
+    errors = asyncio.run(destroy_orphans(orphans, pools, ledger))
+    for error in errors:
+        print(f"swjob gc: {error}", file=out)
+    print(f"collected {len(orphans) - len(errors)} of {len(orphans)}", file=out)
+    return 1 if errors else 0

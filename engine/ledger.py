@@ -1,0 +1,91 @@
+"""The instance ledger: a durable trace of every rented node, so none can leak unseen.
+
+A provider writes its *intent* to create an instance before the create call and the
+instance id right after, so a crash at any point leaves a row that `swjob gc` can
+follow: an open row with an id names an instance to destroy; an open row without
+one says "an instance labelled for this run may exist". Rows are closed when the
+instance is confirmed destroyed. Every write is its own committed transaction
+(sqlite in autocommit mode), and a connection is opened per call, so the ledger is
+safe across threads and across processes (the TUI and a `swjob gc` at once).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.paths import state_dir
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS instances (
+    entry INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    pool TEXT,
+    label TEXT NOT NULL,
+    instance_id TEXT,
+    intent_at REAL NOT NULL,
+    created_at REAL,
+    destroyed_at REAL
+)
+"""
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    entry: int
+    run_id: str
+    provider: str
+    pool: str | None
+    label: str
+    instance_id: str | None
+    intent_at: float
+    created_at: float | None
+    destroyed_at: float | None
+
+
+class Ledger:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or state_dir() / "ledger.sqlite"
+        with closing(self._connect()) as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: autocommit, each statement is durable on return.
+        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+
+    def _write(self, sql: str, args: tuple[object, ...]) -> int:
+        with closing(self._connect()) as db:
+            cursor = db.execute(sql, args)
+            return int(cursor.lastrowid or 0)
+
+    def record_intent(
+        self, run_id: str, provider: str, label: str, *, pool: str | None = None
+    ) -> int:
+        """Before the create call: returns the entry to complete with `record_created`."""
+        return self._write(
+            "INSERT INTO instances (run_id, provider, pool, label, intent_at) VALUES (?,?,?,?,?)",
+            (run_id, provider, pool, label, time.time()),
+        )
+
+    def record_created(self, entry: int, instance_id: str) -> None:
+        self._write(
+            "UPDATE instances SET instance_id=?, created_at=? WHERE entry=?",
+            (instance_id, time.time(), entry),
+        )
+
+    def record_destroyed(self, entry: int) -> None:
+        self._write("UPDATE instances SET destroyed_at=? WHERE entry=?", (time.time(), entry))
+
+    def open_entries(self) -> list[LedgerEntry]:
+        """Rows whose instance is not known to be destroyed, oldest first."""
+        with closing(self._connect()) as db:
+            rows = db.execute(
+                "SELECT entry, run_id, provider, pool, label, instance_id, intent_at, created_at,"
+                " destroyed_at FROM instances WHERE destroyed_at IS NULL ORDER BY entry"
+            ).fetchall()
+        return [LedgerEntry(*row) for row in rows]

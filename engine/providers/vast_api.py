@@ -1,0 +1,141 @@
+"""The `vastai` SDK behind one careful door: off the event loop, retried, sanitized.
+
+Every SDK call blocks (requests), so it runs in a thread. The SDK's own retry is
+turned off (`retry=1`): it retries only some statuses (429/502/503/504, not 500),
+sleeps inside the thread and tells nobody. Here every transient failure (HTTP 429,
+any 5xx, connection errors, timeouts) is retried with exponential backoff and
+jitter, honouring Retry-After, and each retry is reported through `on_retry` so the
+engine can record it. Errors leave as `VastApiError` with one sanitized line: the
+API key is never part of a message (it would only ever be in a request header, but
+server text is redacted for it anyway, and exception chains are cut).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+from vastai import VastAI
+
+from agent.redact import Redactor
+
+RETRY_AFTER_CAP_S = 60.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try. Tests shrink the delays; real use keeps the defaults."""
+
+    attempts: int = 6
+    base_s: float = 1.0
+    max_s: float = 30.0
+    timeout_s: float = 30.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(retry_after, RETRY_AFTER_CAP_S)
+        backoff = min(self.max_s, self.base_s * 2**attempt)
+        return backoff * random.uniform(0.5, 1.5)
+
+
+class VastApiError(Exception):
+    """A Vast.ai call failed for good; `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.transient = transient
+        self.retry_after: float | None = None
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    try:
+        return float(response.headers["Retry-After"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _server_says(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    if isinstance(body, dict):
+        return str(body.get("msg") or body.get("error") or "")[:200]
+    return ""
+
+
+def resolve_key(api_key_env: str | None) -> str | None:
+    """The pool's key variable if it names one; None lets the SDK resolve its own
+    (VAST_API_KEY, then its config files)."""
+    if api_key_env:
+        value = os.environ.get(api_key_env)
+        if not value:
+            raise VastApiError(f"the pool's API key variable {api_key_env} is not set")
+        return value
+    return None
+
+
+class VastApi:
+    def __init__(
+        self,
+        *,
+        api_key_env: str | None,
+        server_url: str | None,
+        policy: RetryPolicy,
+        on_retry: Callable[[str], None],
+    ) -> None:
+        try:
+            sdk = VastAI(api_key=resolve_key(api_key_env), server_url=server_url, retry=1)
+        except RuntimeError:
+            raise VastApiError("no Vast.ai API key (set VAST_API_KEY or the pool's key)") from None
+        sdk.client.timeout = policy.timeout_s
+        self._sdk = sdk
+        self._redact = Redactor([sdk.client.api_key or ""])
+        self._policy = policy
+        self._on_retry = on_retry
+
+    def _classify(self, what: str, exc: Exception) -> VastApiError:
+        if isinstance(exc, requests.HTTPError) and exc.response is not None:
+            status = exc.response.status_code
+            said = self._redact(_server_says(exc.response))
+            message = f"Vast.ai {what}: HTTP {status}" + (f" ({said})" if said else "")
+            error = VastApiError(message, status=status, transient=status == 429 or status >= 500)
+            if status == 429:
+                error.retry_after = _retry_after(exc.response)
+            return error
+        if isinstance(exc, requests.ConnectionError | requests.Timeout):
+            kind = "timed out" if isinstance(exc, requests.Timeout) else "could not connect"
+            return VastApiError(f"Vast.ai {what}: {kind}", transient=True)
+        return VastApiError(f"Vast.ai {what}: {type(exc).__name__}")
+
+    async def once(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """One attempt; failures leave as VastApiError (with `transient` set)."""
+        try:
+            return await asyncio.to_thread(getattr(self._sdk, method), *args, **kwargs)
+        except Exception as exc:
+            raise self._classify(what, exc) from None
+
+    async def call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """The call, retried on transient failures; each retry is reported."""
+        retries = self._policy.attempts - 1
+        for attempt in range(retries):
+            try:
+                return await self.once(what, method, *args, **kwargs)
+            except VastApiError as error:
+                if not error.transient:
+                    raise
+                await self.backoff(error, attempt)
+        return await self.once(what, method, *args, **kwargs)
+
+    async def backoff(self, error: VastApiError, attempt: int) -> None:
+        """Report a transient failure and wait before the next attempt."""
+        wait = self._policy.delay(attempt, error.retry_after)
+        retries = self._policy.attempts - 1
+        self._on_retry(f"{error}; retry {attempt + 1}/{retries} in {wait:.1f} s")
+        await asyncio.sleep(wait)

@@ -1,0 +1,152 @@
+"""From a pool designation to Vast.ai offers: the search query, the ordering, the pick.
+
+A pool's requirements become one clause each of the SDK's query language (which the
+SDK turns into the REST filter: `gpu_ram>=24` is sent as 24000 MB, `RTX_4090` as
+"RTX 4090"). Keeping the clauses named by the requirement they come from is what
+lets a search that finds nothing say *which* requirement is to blame: the provider
+re-queries with one clause left out at a time (`culprits`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vastai.api.query import parse_order
+
+if TYPE_CHECKING:
+    from engine.pools import Pool
+
+# Friendly orderings a pool may name; anything else is passed to the SDK as its own
+# order syntax ("dph_total", "score-", "dlperf_usd-,reliability-").
+ORDERS = {
+    "price": "dph_total",
+    "cheapest": "dph_total",
+    "reliability": "reliability-",
+    "score": "score-",
+    "performance": "dlperf-",
+    "value": "dlperf_usd-",
+}
+DEFAULT_ORDER = "price"
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One requirement of the pool as a query clause, with words for an error message."""
+
+    requirement: str
+    query: str
+    wants: str
+
+
+def _gb(mb: float) -> str:
+    return f"{mb / 1000:g}"
+
+
+def _gpu_name(kind: str) -> str:
+    """`RTX 4090` → `RTX_4090`: the SDK's query language splits on spaces."""
+    names = [n.strip().replace(" ", "_") for n in kind.split(",") if n.strip()]
+    return f"gpu_name in [{','.join(names)}]" if len(names) > 1 else f"gpu_name={names[0]}"
+
+
+def _resource_clauses(res: Any) -> list[Clause]:
+    out: list[Clause] = []
+    if res.gpu_count:
+        out.append(Clause("gpu_count", f"num_gpus={res.gpu_count}", f"{res.gpu_count} GPU(s)"))
+    if res.gpu_memory_mb:
+        mb = res.gpu_memory_mb
+        out.append(Clause("gpu_memory_mb", f"gpu_ram>={_gb(mb)}", f">= {mb} MB per GPU"))
+    if res.accelerator_kind:
+        kind = res.accelerator_kind
+        out.append(Clause("accelerator_kind", _gpu_name(kind), f"GPU {kind}"))
+    if res.cpu_cores:
+        n = res.cpu_cores
+        out.append(Clause("cpu_cores", f"cpu_cores_effective>={n}", f">= {n} CPU cores"))
+    if res.memory_mb:
+        mb = res.memory_mb
+        out.append(Clause("memory_mb", f"cpu_ram>={_gb(mb)}", f">= {mb} MB RAM"))
+    if res.disk_mb:
+        gb = disk_gb(res.disk_mb)
+        out.append(Clause("disk_mb", f"disk_space>={gb}", f">= {gb} GB disk"))
+    return out
+
+
+def _selection_clauses(sel: Any) -> list[Clause]:
+    out: list[Clause] = []
+    if sel.max_price_per_hour is not None:
+        p = sel.max_price_per_hour
+        out.append(Clause("max_price_per_hour", f"dph_total<={p:g}", f"<= ${p:g}/h"))
+    if sel.reliability_min is not None:
+        r = sel.reliability_min
+        out.append(Clause("reliability_min", f"reliability>={r:g}", f"reliability >= {r:g}"))
+    if sel.verified_only:
+        out.append(Clause("verified_only", "verified=true", "a verified host"))
+    return out
+
+
+def clauses(pool: Pool) -> list[Clause]:
+    """Every requirement of the pool that narrows the search, in the pool's own order."""
+    return _resource_clauses(pool.resources) + _selection_clauses(pool.selection)
+
+
+def query_string(parts: list[Clause], *, verified_only: bool) -> str:
+    """The SDK query. Unless the pool insists on verified hosts, the SDK's default
+    `verified=true` filter is lifted (`verified=any`) so the pool's words rule."""
+    words = [c.query for c in parts]
+    if not verified_only:
+        words.append("verified=any")
+    return " ".join(words)
+
+
+def disk_gb(disk_mb: int | None) -> int:
+    """Vast sizes disks in whole GB; round up so the pool gets at least what it asked."""
+    return max(1, math.ceil((disk_mb or 0) / 1000))
+
+
+def order_string(pool: Pool) -> str:
+    order = pool.selection.order or DEFAULT_ORDER
+    return ORDERS.get(order, order)
+
+
+def sort_offers(offers: list[dict[str, Any]], order: str) -> list[dict[str, Any]]:
+    """Best first, by the same ordering the search was asked for (the server's order is
+    not trusted to be stable, and ties are broken by offer id for determinism)."""
+    result = sorted(offers, key=lambda o: o.get("id", 0))
+    for field, direction in reversed(parse_order(order)):
+        result.sort(key=lambda o, f=field: _num(o.get(f)), reverse=direction == "desc")
+    return result
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else math.inf
+
+
+def offer_facts(offer: dict[str, Any]) -> dict[str, str | float | int | None]:
+    """The chosen offer as the run records and the board shows it."""
+    return {
+        "gpu_name": offer.get("gpu_name"),
+        "num_gpus": offer.get("num_gpus"),
+        "gpu_ram_mb": offer.get("gpu_ram"),
+        "dph": offer.get("dph_total"),
+        "reliability": offer.get("reliability"),
+        "geolocation": offer.get("geolocation"),
+        "offer_id": offer.get("id"),
+        "machine_id": offer.get("machine_id"),
+        "host_id": offer.get("host_id"),
+    }
+
+
+def no_offer_reason(pool_name: str, all_clauses: list[Clause], culprits: list[Clause]) -> str:
+    """One line for the run's FAILED reason that names the requirement that found nothing."""
+    if not culprits:
+        wanted = ", ".join(c.wants for c in all_clauses) or "any GPU"
+        return (
+            f"no Vast.ai offer for pool {pool_name!r}: nothing matches {wanted} together, "
+            "and relaxing any single requirement does not help"
+        )
+    names = "; ".join(f"{c.requirement} ({c.wants})" for c in culprits)
+    return (
+        f"no Vast.ai offer for pool {pool_name!r}: nothing meets {names} "
+        "together with the pool's other requirements"
+    )

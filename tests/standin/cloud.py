@@ -1,0 +1,191 @@
+"""The stand-in's fake Vast.ai cloud: offers, instances (booted as local processes), faults.
+
+HTTP lives in server.py; this module is the state behind it, guarded by one lock
+because the HTTP server is threaded. An instance boots by writing its on-start
+command to a script in its own directory and running it under container.py (a tiny
+init) with the instance's env, `HOME` pointing into that directory and the host's
+iroh settings (loopback only in tests), so the real `swjob-agent` joins for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+HOST_ENV = ("SWJOB_IROH_RELAY", "SWJOB_IROH_BIND")  # the "host network" of the stand-in
+
+
+@dataclass
+class Faults:
+    """Knobs a test turns. Counters count down as they fire."""
+
+    fail_next: int = 0  # the next N requests answer `fail_status`
+    fail_status: int = 500
+    fail_paths: str = ""  # only requests whose path contains this (empty: all)
+    rate_limit_next: int = 0  # the next N requests answer 429 with Retry-After
+    retry_after_s: float = 0.05
+    boot_delay_s: float = 0.0
+    never_start: bool = False  # instances stay "loading" and never run their command
+    vanish_at_create: set[int] = field(default_factory=set)  # offer ids rented away
+    destroy_failures: int = 0  # the next N destroys answer 500
+    destroy_never: bool = False  # every destroy answers 500
+
+    def take(self, name: str) -> bool:
+        left = getattr(self, name)
+        if left > 0:
+            setattr(self, name, left - 1)
+            return True
+        return False
+
+
+@dataclass
+class Instance:
+    id: int
+    offer: dict[str, Any]
+    request: dict[str, Any]
+    root: Path
+    start_date: float = field(default_factory=time.time)
+    status: str = "loading"
+    label: str | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The instance as the API lists it (the SDK needs start_date and extra_env)."""
+        if self.process is not None and self.process.poll() is not None:
+            self.status = "exited"
+        o = self.offer
+        return {
+            "id": self.id,
+            "machine_id": o["machine_id"],
+            "host_id": o["host_id"],
+            "actual_status": self.status,
+            "intended_status": "running",
+            "cur_state": "running",
+            "label": self.label,
+            "image_uuid": self.request["image"],
+            "image_runtype": self.request.get("runtype"),
+            "num_gpus": o["num_gpus"],
+            "gpu_name": o["gpu_name"],
+            "gpu_ram": o["gpu_ram"],
+            "dph_total": o["dph_total"],
+            "geolocation": o["geolocation"],
+            "disk_space": self.request["disk"],
+            "onstart": self.request["onstart"],
+            "extra_env": [[k, v] for k, v in self.request["env"].items()],
+            "start_date": self.start_date,
+            "ssh_host": "ssh1.example.invalid",
+            "ssh_port": 20000 + self.id % 1000,
+        }
+
+
+class Cloud:
+    def __init__(self, root: Path, offers: list[dict[str, Any]]) -> None:
+        self.root = root
+        self.offers = {o["id"]: dict(o) for o in offers}
+        self.instances: dict[int, Instance] = {}
+        self.destroyed: list[int] = []
+        self.faults = Faults()
+        self.lock = threading.RLock()
+        self._next_id = 7000
+        self._boots: list[threading.Timer] = []
+
+    @staticmethod
+    def fixture_offers() -> list[dict[str, Any]]:
+        return json.loads((HERE / "offers.json").read_text())
+
+    def rentable(self) -> list[dict[str, Any]]:
+        rented = {i.offer["id"] for i in self.instances.values()}
+        return [o for o in self.offers.values() if o["id"] not in rented]
+
+    def create(self, offer_id: int, request: dict[str, Any]) -> Instance | None:
+        """None when the offer does not exist or is rented (the API answers no_such_ask)."""
+        with self.lock:
+            if offer_id in self.faults.vanish_at_create:
+                self.offers.pop(offer_id, None)
+            offer = next((o for o in self.rentable() if o["id"] == offer_id), None)
+            if offer is None:
+                return None
+            self._next_id += 1
+            root = self.root / f"instance-{self._next_id}"
+            inst = Instance(self._next_id, offer, request, root, label=request.get("label"))
+            self.instances[inst.id] = inst
+        if not self.faults.never_start:
+            timer = threading.Timer(self.faults.boot_delay_s, self._boot, args=(inst,))
+            self._boots.append(timer)
+            timer.start()
+        return inst
+
+    def _boot(self, inst: Instance) -> None:
+        with self.lock:
+            if inst.id not in self.instances:
+                return  # destroyed while "loading"
+            home = inst.root / "root"
+            home.mkdir(parents=True)
+            (inst.root / "onstart.sh").write_text(inst.request["onstart"] or "true")
+            env = {
+                "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+                "HOME": str(home),
+                "LANG": "C.UTF-8",
+                **{k: os.environ[k] for k in HOST_ENV if k in os.environ},
+                **inst.request["env"],
+            }
+            with (inst.root / "console.log").open("ab") as console:
+                inst.process = subprocess.Popen(
+                    [sys.executable, str(HERE / "container.py"), str(inst.root / "onstart.sh")],
+                    cwd=home,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=console,
+                    stderr=console,
+                    start_new_session=True,
+                )
+            inst.status = "running"
+
+    def destroy(self, instance_id: int) -> bool:
+        with self.lock:
+            inst = self.instances.pop(instance_id, None)
+            if inst is None:
+                return False
+            self.destroyed.append(instance_id)
+        stop_process(inst.process)
+        shutil.rmtree(inst.root, ignore_errors=True)
+        return True
+
+    def crash(self, instance_id: int) -> None:
+        """The container dies underneath us (host trouble): it shows as exited."""
+        with self.lock:
+            inst = self.instances[instance_id]
+        stop_process(inst.process)
+
+    def close(self) -> list[int]:
+        """Destroy whatever is left; returns the ids that were still alive (leaks)."""
+        for timer in self._boots:
+            timer.cancel()
+            timer.join()
+        with self.lock:
+            left = list(self.instances)
+        for instance_id in left:
+            self.destroy(instance_id)
+        return left
+
+
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """TERM the container's init (it kills its descendants), KILL its group if it lingers."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
