@@ -35,16 +35,41 @@ def bind_uniffi_loop() -> None:
         _loop_bound = loop
 
 
-async def bind(*, accept: bool) -> iroh_ffi.Endpoint:
-    """Bind this process's endpoint; `accept` registers our ALPNs so peers can dial us."""
+async def bind(
+    *, accept: bool, secret_key: bytes | None = None, port: int | None = None
+) -> iroh_ffi.Endpoint:
+    """Bind this process's endpoint; `accept` registers our ALPNs so peers can dial us.
+
+    `secret_key` fixes the endpoint id (the operator keeps one across restarts, so its
+    nodes still obey it); `port` asks for the same UDP port as last time, so a node
+    that knows only our old direct address can find us again without a relay.
+    """
     bind_uniffi_loop()
     preset = iroh_ffi.preset_n0() if relays_enabled() else iroh_ffi.preset_n0_disable_relay()
     options = iroh_ffi.EndpointOptions(
         preset=preset,
         alpns=[CTL_ALPN, XFER_ALPN] if accept else None,
-        bind_addr=os.environ.get(BIND_ENV) or None,
+        bind_addr=_bind_addr(port),
+        secret_key=secret_key,
     )
     return await iroh_ffi.Endpoint.bind(options)
+
+
+def _bind_addr(port: int | None) -> str | None:
+    configured = os.environ.get(BIND_ENV) or None
+    if port is None:
+        return configured
+    host = configured.rsplit(":", 1)[0] if configured else "0.0.0.0"
+    return f"{host}:{port}"
+
+
+def bound_port(endpoint: iroh_ffi.Endpoint) -> int | None:
+    """The UDP port of the endpoint's first IPv4 socket."""
+    for sock in endpoint.bound_sockets():
+        host, _, port = sock.rpartition(":")
+        if "." in host and port.isdigit():
+            return int(port)
+    return None
 
 
 def ticket_of(endpoint: iroh_ffi.Endpoint) -> str:

@@ -13,10 +13,13 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from iroh.iroh_ffi import IrohError
 
 from agent import endpoint as iroh_endpoint
 from engine import events as ev
-from engine import fsm
+from engine import fsm, identity
 from engine.control import ControlServer, NodeSession
 from engine.datastream import Datastream, Subscription
 from engine.jobspec import JobSpec
@@ -62,14 +65,25 @@ class Engine:
         self._store: Store | None = None
         self._endpoint = None
         self._server: ControlServer | None = None
+        self._identity: identity.Identity | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
         self._store = Store()
-        self._endpoint = await iroh_endpoint.bind(accept=True)
+        self._identity = identity.acquire()
+        self._endpoint = await self._bind()
+        self._identity.remember_port(iroh_endpoint.bound_port(self._endpoint))
         self._server = ControlServer(self._endpoint)
         self._server.start()
+
+    async def _bind(self) -> Any:
+        """Bind with our persistent identity, on last time's port when it is free."""
+        key = self._identity.secret_key
+        try:
+            return await iroh_endpoint.bind(accept=True, secret_key=key, port=self._identity.port)
+        except IrohError:
+            return await iroh_endpoint.bind(accept=True, secret_key=key)
 
     async def close(self, *, stop_running: bool = True) -> None:
         """Stop: with `stop_running`, every live run is stopped and its node torn down;
@@ -88,6 +102,8 @@ class Engine:
         self.stream.close()
         if self._store is not None:
             self._store.close()
+        if self._identity is not None:
+            self._identity.release()
 
     # ---- runs --------------------------------------------------------------------------
 

@@ -1,0 +1,79 @@
+"""The operator's iroh identity, kept across restarts so nodes still obey it.
+
+A node obeys only the orchestrator id it was started with, so an engine that crashes
+and restarts must come back with the same secret key — and, where no relay can find
+it, on the same UDP port. Identities live in numbered slots in the state dir, each
+guarded by a lock file: the first engine takes slot 0, a second engine running at the
+same time (a TUI and a CLI) takes slot 1, and each recovers only its own runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from iroh import iroh_ffi
+
+from engine.paths import state_dir
+
+SLOTS = 8
+
+
+@dataclass
+class Identity:
+    slot: int
+    secret_key: bytes
+    port: int | None
+    _lock: IO[bytes]
+
+    @property
+    def _port_file(self) -> Path:
+        return state_dir() / f"engine-{self.slot}.port"
+
+    def remember_port(self, port: int | None) -> None:
+        if port is not None:
+            self._port_file.write_text(str(port))
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+        self._lock.close()
+
+
+def acquire() -> Identity:
+    """Take the first free identity slot (creating its key on first use)."""
+    root = state_dir()
+    for slot in range(SLOTS):
+        lock = (root / f"engine-{slot}.lock").open("ab")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        return Identity(slot, _key(root / f"engine-{slot}.key"), _port(root, slot), lock)
+    raise RuntimeError(f"all {SLOTS} engine identity slots in {root} are in use")
+
+
+def _key(path: Path) -> bytes:
+    try:
+        key = path.read_bytes()
+        if len(key) == 32:
+            return key
+    except FileNotFoundError:
+        pass
+    key = iroh_ffi.SecretKey.generate().to_bytes()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(key)
+    return key
+
+
+def _port(root: Path, slot: int) -> int | None:
+    try:
+        return int((root / f"engine-{slot}.port").read_text())
+    except (OSError, ValueError):
+        return None
