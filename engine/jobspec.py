@@ -32,6 +32,7 @@ from engine.tomlload import (
     parse_toml,
     read_toml,
     shown,
+    toml_type,
     validation_error,
 )
 
@@ -153,7 +154,7 @@ class Workspace(_Strict):
     @classmethod
     def _resolve(cls, value: object, info: ValidationInfo) -> Path:
         if not isinstance(value, str | Path):
-            raise ValueError(f"expected a string, got {type(value).__name__}")
+            raise ValueError(f"expected a string, got {toml_type(value)}")
         base = Path((info.context or {}).get("base") or Path.cwd())
         path = (base / Path(value).expanduser()).resolve()
         if not path.is_dir():

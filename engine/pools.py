@@ -32,7 +32,8 @@ _API_KEY_IN_FILE = (
     "never put the key in this file; set `api_key_env` to the name of an environment "
     "variable holding it"
 )
-_Kind = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_ .-]{0,63}$")]
+_Kind = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_ .,-]{0,127}$")]
+_Order = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_ .,+-]{0,199}$")]
 _DEFAULTS = {  # provider → defaults that differ by provider
     "local": {"max_nodes": 4, "boot_timeout_s": 60.0},
     "vastai": {"max_nodes": 1, "boot_timeout_s": 900.0},
@@ -52,7 +53,7 @@ class Resources(_Strict):
 
     gpu_count: Annotated[int, Field(ge=0, le=64)] = 0
     gpu_memory_mb: Annotated[int, Field(ge=0)] | None = None
-    accelerator_kind: _Kind | None = None  # e.g. "RTX_4090", "A100"
+    accelerator_kind: _Kind | None = None  # e.g. "RTX_4090", "A100", "RTX_4090,RTX_3090"
     cpu_cores: Annotated[int, Field(ge=1)] | None = None
     memory_mb: Annotated[int, Field(ge=0)] | None = None
     disk_mb: Annotated[int, Field(ge=0)] | None = None
@@ -64,7 +65,9 @@ class Selection(_Strict):
     max_price_per_hour: Annotated[float, Field(gt=0)] | None = None
     reliability_min: Annotated[float, Field(ge=0, le=1)] | None = None
     verified_only: bool = True
-    order: Literal["price", "reliability", "performance", "value"] = "price"
+    order: _Order = "price"
+    """A friendly name ("price", "reliability", "performance", "value") or the provider's
+    own order syntax, passed through (e.g. Vast's "dlperf_usd-,reliability-")."""
 
 
 class Caps(_Strict):

@@ -173,6 +173,11 @@ _TOML_TYPES = {str: "a string", int: "an integer", float: "a float", bool: "a bo
 _TOML_TYPES |= {list: "an array", dict: "a table"}
 
 
+def toml_type(value: object) -> str:
+    """What a TOML author calls the type of `value` ("an integer"), never the value itself."""
+    return _TOML_TYPES.get(type(value), f"a {type(value).__name__}")
+
+
 def validation_error(
     exc: ValidationError,
     text: str,
@@ -185,7 +190,9 @@ def validation_error(
     Built only from the error's type, location and our own validator messages —
     never from pydantic's rendering, which quotes the input (it may be a secret).
     """
-    first = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    # A typo gives "unknown field" and "missing" together; the unknown one says more.
+    first = min(errors, key=lambda e: e["type"] == "missing")
     loc = tuple(p for p in first["loc"] if p != "[key]")
     problem = _problem(first, root, loc)
     line = find_line(text, loc, first.get("input"))
@@ -195,21 +202,22 @@ def validation_error(
 def _problem(err: Any, root: type[BaseModel], loc: tuple[str | int, ...]) -> str:
     kind = err["type"]
     if kind in _EXPECTED:
-        got = _TOML_TYPES.get(type(err["input"]), f"a {type(err['input']).__name__}")
-        return f"expected {_EXPECTED[kind]}, got {got}"
+        return f"expected {_EXPECTED[kind]}, got {toml_type(err['input'])}"
     if kind == "extra_forbidden":
-        parent = _model_at(root, loc[:-1])
-        allowed = ", ".join(parent.model_fields) if parent else ""
+        parent = _type_at(root, loc[:-1])
+        allowed = ", ".join(parent.model_fields) if _is_model(parent) else ""
         return f"unknown field (allowed: {allowed})" if allowed else "unknown field"
     if kind == "missing":
-        return "table is missing" if _model_at(root, loc) else "required field is missing"
+        table = _type_at(root, loc)
+        is_table = _is_model(table) or get_origin(table) is dict
+        return "table is missing" if is_table else "required field is missing"
     if kind == "value_error":
         return str(err["ctx"]["error"])
     return str(err["msg"])
 
 
-def _model_at(model: Any, loc: tuple[str | int, ...]) -> type[BaseModel] | None:
-    """The pydantic model describing the table at `loc`, if it is one (for field names)."""
+def _type_at(model: Any, loc: tuple[str | int, ...]) -> Any:
+    """The declared type at `loc` (a model, `dict[...]`, `str`...), or None if unknown."""
     for part in loc:
         model = _unwrap(model)
         if _is_model(model) and isinstance(part, str) and part in model.model_fields:
@@ -218,8 +226,7 @@ def _model_at(model: Any, loc: tuple[str | int, ...]) -> type[BaseModel] | None:
             model = get_args(model)[-1]
         else:
             return None
-    model = _unwrap(model)
-    return model if _is_model(model) else None
+    return _unwrap(model)
 
 
 def _unwrap(tp: Any) -> Any:

@@ -1,0 +1,196 @@
+"""Pool designations: engine/pools.py on real files (config dir isolated per test by conftest)."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from engine import paths
+from engine.pools import BUILTIN_LOCAL, Pool, PoolFileError, PoolSet, load_pools
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "pools.toml"
+VAST = '[pools.gpu]\nprovider = "vastai"\nimage = "pytorch/pytorch"\n'
+
+
+def write(folder: Path, text: str) -> Path:
+    path = folder / "pools.toml"
+    path.write_text(text)
+    return path
+
+
+def error_of(folder: Path, text: str) -> PoolFileError:
+    with pytest.raises(PoolFileError) as info:
+        load_pools(write(folder, text))
+    assert "\n" not in str(info.value)
+    assert str(info.value).startswith(str(folder / "pools.toml"))
+    return info.value
+
+
+def test_builtin_local_pool_without_any_file() -> None:
+    assert not paths.default_pools_file().exists()
+    pools = load_pools()
+    assert pools.names() == ["local"]
+    local = pools.get("local")
+    assert local is BUILTIN_LOCAL
+    assert (local.provider, local.max_nodes, local.boot_timeout_s) == ("local", 4, 60.0)
+    assert local.image is None and local.summary() == "this machine"
+
+
+def test_default_file_is_used_when_present() -> None:
+    default = paths.default_pools_file()
+    default.parent.mkdir(parents=True)
+    default.write_text(VAST)
+    assert load_pools().names() == ["local", "gpu"]
+
+
+def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(PoolFileError, match="file not found"):
+        load_pools(tmp_path / "nope.toml")
+
+
+def test_example_file_has_a_local_and_a_vastai_pool() -> None:
+    pools = load_pools(EXAMPLE)
+    assert pools.names() == ["local", "rtx4090"]
+    assert pools.get("local").max_nodes == 2
+    gpu = pools.get("rtx4090")
+    assert gpu.provider == "vastai" and gpu.image and gpu.api_key_env == "VAST_API_KEY"
+    assert gpu.resources.accelerator_kind == "RTX_4090" and gpu.caps.max_dollars == 3.0
+    assert gpu.summary() == "1× RTX_4090 ≥24 GB · ≤$0.60/h · rel≥0.98"
+
+
+def test_file_may_redefine_local(tmp_path: Path) -> None:
+    pools = load_pools(write(tmp_path, '[pools.local]\nprovider = "local"\nmax_nodes = 1\n'))
+    assert pools.names() == ["local"]
+    assert pools.get("local").max_nodes == 1 and pools.get("local").boot_timeout_s == 60.0
+
+
+def test_builtins_come_first_then_file_order(tmp_path: Path) -> None:
+    text = VAST + '[pools.b]\nprovider = "local"\n[pools.a]\nprovider = "local"\n'
+    pools = load_pools(write(tmp_path, text))
+    assert pools.names() == ["local", "gpu", "b", "a"]
+    assert [p.name for p in pools] == pools.names() and len(pools) == 4
+    assert "gpu" in pools and "nope" not in pools
+
+
+def test_unknown_pool_is_a_one_line_pool_file_error(tmp_path: Path) -> None:
+    pools = load_pools(write(tmp_path, VAST))
+    with pytest.raises(PoolFileError) as info:
+        pools.get("a100")
+    assert str(info.value) == f"{tmp_path / 'pools.toml'}: unknown pool 'a100' (known: local, gpu)"
+
+
+def test_unknown_pool_without_a_file() -> None:
+    with pytest.raises(PoolFileError, match=r"^unknown pool 'x' \(known: local\)$"):
+        PoolSet({"local": BUILTIN_LOCAL}).get("x")
+
+
+def test_vastai_defaults(tmp_path: Path) -> None:
+    gpu = load_pools(write(tmp_path, VAST)).get("gpu")
+    assert (gpu.max_nodes, gpu.boot_timeout_s) == (1, 900.0)
+    assert gpu.agent_install == f"swjob=={version('swjob')}"
+    assert gpu.selection.verified_only is True and gpu.selection.order == "price"
+    assert gpu.api_key_env is None
+
+
+def test_agent_install_may_be_a_url_spec(tmp_path: Path) -> None:
+    spec = "swjob @ git+https://example.invalid/swjob@main"
+    gpu = load_pools(write(tmp_path, VAST + f'agent_install = "{spec}"\n')).get("gpu")
+    assert gpu.agent_install == spec
+
+
+def test_vastai_requires_an_image(tmp_path: Path) -> None:
+    exc = error_of(tmp_path, '[pools.gpu]\nprovider = "vastai"\n')
+    assert (exc.field, exc.line) == ("pools.gpu", 1) and "image" in exc.problem
+
+
+def test_literal_api_key_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    exc = error_of(tmp_path, VAST + 'api_key = "vast_S3CR3T_KEY"\n')
+    assert (exc.field, exc.line) == ("pools.gpu.api_key", 4)
+    assert "api_key_env" in exc.problem and "S3CR3T" not in str(exc)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "problem"),
+    [
+        ('api_key_env = "VAST-KEY"', "pools.gpu.api_key_env", "pattern"),
+        ("max_nodes = 0", "pools.gpu.max_nodes", "greater than or equal to 1"),
+        ("max_nodes = true", "pools.gpu.max_nodes", "expected an integer, got a boolean"),
+        ("boot_timeout_s = -1", "pools.gpu.boot_timeout_s", "greater than 0"),
+        ('agent_install = ""', "pools.gpu.agent_install", "at least 1 character"),
+        ("gpus = 2", "pools.gpu.gpus", "unknown field (allowed: provider, max_nodes"),
+        ('resources = { gpu_count = "1" }', "pools.gpu.resources.gpu_count", "an integer"),
+        ("resources = { gpu_count = 1.5 }", "pools.gpu.resources.gpu_count", "got a float"),
+        ("resources = { vram = 1 }", "pools.gpu.resources.vram", "allowed: gpu_count"),
+        ("resources = { cpu_cores = 0 }", "pools.gpu.resources.cpu_cores", "greater than"),
+        ('resources = { accelerator_kind = "a/b" }', "pools.gpu.resources.accelerator_kind", ""),
+        ("selection = { reliability_min = 1.5 }", "pools.gpu.selection.reliability_min", "1"),
+        ("selection = { max_price_per_hour = 0 }", "pools.gpu.selection.max_price_per_hour", ""),
+        ('selection = { verified_only = "yes" }', "pools.gpu.selection.verified_only", "true"),
+        ('selection = { order = "" }', "pools.gpu.selection.order", "pattern"),
+        ("caps = { max_hours = -2 }", "pools.gpu.caps.max_hours", "greater than 0"),
+        ('caps = { max_dollars = "3" }', "pools.gpu.caps.max_dollars", "expected a number"),
+    ],
+)
+def test_field_errors_name_the_field_and_line(
+    tmp_path: Path, extra: str, field: str, problem: str
+) -> None:
+    exc = error_of(tmp_path, VAST + extra + "\n")
+    assert (exc.field, exc.line) == (field, 4)
+    assert problem in exc.problem
+
+
+def test_dotted_table_errors_find_their_line(tmp_path: Path) -> None:
+    text = VAST + "\n[pools.gpu.resources]\ngpu_count = 1\ndisk_mb = -5\n"
+    exc = error_of(tmp_path, text)
+    assert (exc.field, exc.line) == ("pools.gpu.resources.disk_mb", 7)
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "problem"),
+    [
+        ('[pools.a]\nprovider = "aws"\n', "pools.a.provider", "'local' or 'vastai'"),
+        ("[pools.a]\nmax_nodes = 2\n", "pools.a.provider", "required field is missing"),
+        ('[pools."a b"]\nprovider = "local"\n', 'pools."a b"', "not a safe pool name"),
+        ('[pools."../x"]\nprovider = "local"\n', 'pools."../x"', "not a safe pool name"),
+        ("pools = 1\n", "pools", "expected a table, got an integer"),
+        ("[pools]\na = 1\n", "pools.a", "expected a table, got an integer"),
+        ('[pool.a]\nprovider = "local"\n', "pool", "unknown field (allowed: pools)"),
+        ("# comments only\n", "pools", "table is missing"),
+    ],
+)
+def test_file_structure_errors(tmp_path: Path, text: str, field: str, problem: str) -> None:
+    exc = error_of(tmp_path, text)
+    assert exc.field == field and problem in exc.problem
+
+
+def test_syntax_error_has_line(tmp_path: Path) -> None:
+    exc = error_of(tmp_path, VAST + "max_nodes = 1\nmax_nodes = 2\n")
+    assert exc.line == 5 and "duplicate key" in exc.problem
+
+
+@pytest.mark.parametrize("order", ["price", "reliability", "performance", "value", "score-"])
+def test_order_accepts_names_and_provider_syntax(tmp_path: Path, order: str) -> None:
+    pools = load_pools(write(tmp_path, VAST + f'selection = {{ order = "{order}" }}\n'))
+    assert pools.get("gpu").selection.order == order
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "summary"),
+    [
+        ({"provider": "local"}, "this machine"),
+        ({"provider": "vastai"}, "any offer"),
+        ({"resources": {"gpu_count": 2}}, "2× GPU"),
+        (
+            {"resources": {"gpu_count": 1, "accelerator_kind": "A100", "gpu_memory_mb": 81920}},
+            "1× A100 ≥80 GB",
+        ),
+        ({"resources": {"gpu_count": 1, "gpu_memory_mb": 24000}}, "1× GPU ≥24 GB"),
+        ({"selection": {"max_price_per_hour": 1.5, "reliability_min": 0.9}}, "≤$1.50/h · rel≥0.9"),
+    ],
+)
+def test_summary(kwargs: dict[str, object], summary: str) -> None:
+    base: dict[str, object] = {"name": "p", "provider": "vastai", "image": "i"}
+    base |= {"max_nodes": 1, "boot_timeout_s": 900.0}
+    assert Pool.model_validate(base | kwargs).summary() == summary
