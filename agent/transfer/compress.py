@@ -1,0 +1,82 @@
+"""zstd where it pays, raw bytes where it does not.
+
+A slow link gains a lot from compressing source trees (a site-packages tree shrinks
+to about a third), while a fast link should not pay CPU for data that does not
+shrink. Each payload (a batch of small files, or one chunk of a large file) is
+judged by its name's extension when known, else by compressing a small sample at
+the fastest level; only if the sample shrinks is the whole payload compressed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import zstandard
+
+from agent.transfer.wire import WireError
+
+LEVEL_ENV = "SWJOB_XFER_ZSTD_LEVEL"
+DEFAULT_LEVEL = 3
+SAMPLE = 128 * 1024
+SAMPLE_RATIO = 0.9  # the sample must shrink at least this much to try the whole payload
+KEEP_RATIO = 0.97  # a compressed payload not smaller than this fraction is sent raw
+
+_EXTENSIONS = (
+    "gz tgz bz2 xz zst zstd lz4 zip whl 7z rar jar npz pt pth ckpt safetensors "
+    "jpg jpeg png gif webp mp4 mkv mov mp3 ogg flac parquet pdf docx xlsx"
+)
+INCOMPRESSIBLE = frozenset("." + ext for ext in _EXTENSIONS.split())
+
+_local = threading.local()
+
+
+def level() -> int:
+    try:
+        return int(os.environ.get(LEVEL_ENV, DEFAULT_LEVEL))
+    except ValueError:
+        return DEFAULT_LEVEL
+
+
+def _compressor(lvl: int) -> zstandard.ZstdCompressor:
+    """One compressor per thread and level: zstd contexts are reused, never shared."""
+    key = f"c{lvl}"
+    comp = getattr(_local, key, None)
+    if comp is None:
+        comp = zstandard.ZstdCompressor(level=lvl)
+        setattr(_local, key, comp)
+    return comp
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    dec = getattr(_local, "d", None)
+    if dec is None:
+        dec = _local.d = zstandard.ZstdDecompressor()
+    return dec
+
+
+def known_incompressible(path: str) -> bool:
+    dot = path.rfind(".")
+    return dot > path.rfind("/") and path[dot:].lower() in INCOMPRESSIBLE
+
+
+def maybe_compress(data: bytes, path_hint: str | None = None) -> tuple[bytes, bool]:
+    """(payload, compressed?) — compressed only when a sample says it shrinks and it did."""
+    if len(data) < 512 or (path_hint is not None and known_incompressible(path_hint)):
+        return data, False
+    if len(data) > 2 * SAMPLE:
+        sample = data[:SAMPLE]
+        if len(_compressor(1).compress(sample)) > SAMPLE_RATIO * len(sample):
+            return data, False
+    packed = _compressor(level()).compress(data)
+    if len(packed) > KEEP_RATIO * len(data):
+        return data, False
+    return packed, True
+
+
+def decompress(payload: bytes | memoryview, limit: int) -> bytes:
+    """Decompress one payload; refuse output beyond `limit` bytes (a hostile frame)."""
+    try:
+        return _decompressor().decompress(payload, max_output_size=limit)
+    except zstandard.ZstdError as exc:
+        raise WireError(f"bad compressed frame: {exc}") from None

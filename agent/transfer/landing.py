@@ -1,0 +1,108 @@
+"""Filesystem side of receiving: every name checked, every write atomic, nothing outside the root.
+
+Parent directories are created on demand and must be real directories (a symlink in
+the way is refused, so a planted link cannot redirect a write). Files are written
+under a temporary name in their final directory and renamed into place only after
+the caller verified their bytes. Directory modes keep owner rwx so a read-only
+directory in the tree cannot block its own children from landing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from agent.transfer.errors import TransferError, UnsafePath
+from agent.transfer.safety import check_link_target, check_relpath
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+_PART_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _split(path: str) -> tuple[str, str]:
+    parent, _, name = path.rpartition("/")
+    return parent, name
+
+
+class Lander:
+    def __init__(self, root: Path) -> None:
+        self.root = str(root)
+        self._dirs: set[str] = {""}  # relative dirs known to be real directories
+
+    def _abs(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def ensure_dir(self, rel: str) -> None:
+        """Create `rel` and its parents as real directories, refusing symlinks on the way."""
+        if rel in self._dirs:
+            return
+        parent, _ = _split(rel)
+        self.ensure_dir(parent)
+        full = self._abs(rel)
+        try:
+            os.mkdir(full)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(full).st_mode):
+                raise UnsafePath(f"refused {rel!r}: exists and is not a real directory") from None
+        self._dirs.add(rel)
+
+    def make_dir(self, path: object, mode: int) -> None:
+        rel = check_relpath(path)
+        self.ensure_dir(rel)
+        os.chmod(self._abs(rel), (mode & 0o777) | 0o700)
+
+    def make_link(self, path: object, target: object) -> None:
+        rel = check_relpath(path)
+        check_link_target(rel, target)
+        parent, name = _split(rel)
+        self.ensure_dir(parent)
+        tmp = self._abs(f"{parent}/.{name}.swjob-tmp" if parent else f".{name}.swjob-tmp")
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(target, tmp)  # type: ignore[arg-type]
+        self._rename(tmp, rel)
+        self._dirs.discard(rel)
+
+    def write_file(self, path: object, data: bytes, mode: int, mtime_ns: int) -> None:
+        """Write verified bytes under a temporary name, set mode and mtime, rename into place."""
+        rel = check_relpath(path)
+        tmp = self._tmp(rel, "tmp")
+        fd = os.open(tmp, _WRITE_FLAGS, 0o600)
+        try:
+            view, done = memoryview(data), 0
+            while done < len(data):
+                done += os.write(fd, view[done:])
+            self._seal(fd, mode, mtime_ns)
+        finally:
+            os.close(fd)
+        self._rename(tmp, rel)
+
+    def open_part(self, path: object, size: int) -> int:
+        """A fresh `.part` file of `size` bytes for a chunked file; chunks land at offsets."""
+        rel = check_relpath(path)
+        fd = os.open(self._tmp(rel, "part"), _PART_FLAGS, 0o600)
+        os.ftruncate(fd, size)
+        return fd
+
+    def finish_part(self, path: str, fd: int, mode: int, mtime_ns: int) -> None:
+        self._seal(fd, mode, mtime_ns)
+        self._rename(self._tmp(path, "part"), path)
+
+    def _tmp(self, rel: str, suffix: str) -> str:
+        parent, name = _split(rel)
+        self.ensure_dir(parent)
+        hidden = f".{name}.swjob-{suffix}"
+        return self._abs(f"{parent}/{hidden}" if parent else hidden)
+
+    @staticmethod
+    def _seal(fd: int, mode: int, mtime_ns: int) -> None:
+        os.fchmod(fd, mode & 0o777)
+        os.utime(fd, ns=(mtime_ns, mtime_ns))
+
+    def _rename(self, tmp: str, rel: str) -> None:
+        try:
+            os.rename(tmp, self._abs(rel))
+        except OSError as exc:
+            os.unlink(tmp)
+            raise TransferError(f"cannot place {rel!r}: {exc.strerror}") from None

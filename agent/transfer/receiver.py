@@ -1,0 +1,241 @@
+"""Landing records under a root: verified, atomic, resumable, and never outside the root.
+
+Every file's bytes are hashed (SHA-256) as they are written and compared with the
+sender's hash before the file takes its final name (temporary name, then rename); a
+mismatch is an error naming the file. A large file arrives as chunks, each verified
+on its own and written at its offset into a `.part` file; the receiver remembers
+which chunks it holds, so a retried transfer sends only the rest. Writes run in
+worker threads while the next frames are read from the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.transfer import wire
+from agent.transfer.compress import decompress
+from agent.transfer.errors import TransferError
+from agent.transfer.landing import Lander
+from agent.transfer.schedule import CHUNK, chunk_count
+from agent.transfer.wire import CARRIES_DATA, FrameReader
+
+_QUEUE = 2
+OnLanded = Callable[[int, int, str | None], None]  # (bytes, whole files, current path)
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A file that arrived and verified; `sha256` is None for a chunked file nobody hashed whole."""
+
+    path: str
+    size: int
+    mode: int
+    sha256: str | None
+
+
+@dataclass
+class _Partial:
+    size: int
+    mode: int
+    mtime_ns: int
+    fd: int
+    done: set[int] = field(default_factory=set)
+
+
+def _int(meta: dict[str, Any], key: str, low: int = 0, high: int = 1 << 62) -> int:
+    value = meta.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise wire.WireError(f"bad field {key!r} in {meta.get('t')} record for {meta.get('p')!r}")
+    return value
+
+
+def _sha(meta: dict[str, Any]) -> str:
+    value = meta.get("h")
+    if not isinstance(value, str) or len(value) != 64:
+        raise wire.WireError(f"bad hash in record for {meta.get('p')!r}")
+    return value
+
+
+class Receiver:
+    """The receiving side of one transfer session, kept across reconnects for resume.
+
+    `hash_chunked`: also hash each completed chunked file whole (the output manifest
+    wants every file's SHA-256; a workspace push only needs the per-chunk checks).
+    """
+
+    def __init__(self, root: Path, *, hash_chunked: bool = False) -> None:
+        self.root = root
+        self.hash_chunked = hash_chunked
+        self.verified: dict[str, Landed] = {}
+        self._partials: dict[str, _Partial] = {}
+        self._lock = threading.Lock()
+        self._lander = Lander(root)
+
+    def chunks_held(self) -> dict[str, set[int]]:
+        with self._lock:
+            return {p: set(part.done) for p, part in self._partials.items()}
+
+    def close(self) -> None:
+        """Release partial files' descriptors (their `.part` files stay for a later look)."""
+        with self._lock:
+            for part in self._partials.values():
+                os.close(part.fd)
+            self._partials.clear()
+
+    async def receive(self, reader: FrameReader, on_landed: OnLanded) -> dict[str, Any]:
+        """Apply records until the sender's `end` record, which is returned."""
+        queue: asyncio.Queue[Any] = asyncio.Queue(_QUEUE)
+        applier = asyncio.create_task(self._apply_queue(queue, on_landed))
+        try:
+            while True:
+                job, end = await self._next_job(reader)
+                if end is not None:
+                    await queue.put(None)
+                    await applier
+                    return end
+                if applier.done():
+                    applier.result()
+                await queue.put(job)
+        finally:
+            applier.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await applier
+
+    async def _next_job(self, reader: FrameReader) -> tuple[Any, dict[str, Any] | None]:
+        got = await reader.next_frame()
+        if got is None:
+            raise wire.StreamEnded("stream ended before the sender's end record")
+        kind, body = got
+        if kind in (wire.ZBATCH, wire.BATCH):
+            return (kind, body), None
+        if kind != wire.META:
+            raise wire.WireError(f"unexpected frame kind {kind}")
+        meta = wire.parse_meta(body)
+        if meta["t"] == "end":
+            return None, meta
+        if meta["t"] == "err":
+            raise TransferError(str(meta.get("msg", "the sender failed")))
+        data = None
+        if meta["t"] in CARRIES_DATA:
+            got = await reader.next_frame()
+            if got is None or got[0] != wire.DATA:
+                raise wire.WireError(f"no data after the record for {meta.get('p')!r}")
+            data = got[1]
+        return [(meta, data)], None
+
+    async def _apply_queue(self, queue: asyncio.Queue[Any], on_landed: OnLanded) -> None:
+        while (job := await queue.get()) is not None:
+            nbytes, files, current = await asyncio.to_thread(self._apply_job, job)
+            on_landed(nbytes, files, current)
+
+    def _apply_job(self, job: Any) -> tuple[int, int, str | None]:
+        if isinstance(job, tuple):
+            kind, body = job
+            if kind == wire.ZBATCH:
+                body = decompress(body, wire.MAX_FRAME)
+            job = _records(body)
+        nbytes = files = 0
+        current = None
+        try:
+            for meta, data in job:
+                current = meta.get("p")
+                got_bytes, got_file = self._apply(meta, data)
+                nbytes += got_bytes
+                files += got_file
+        except OSError as exc:
+            raise TransferError(f"cannot write {current!r}: {exc.strerror or exc}") from None
+        return nbytes, files, current
+
+    def _apply(self, meta: dict[str, Any], data: bytes | None) -> tuple[int, int]:
+        kind = meta["t"]
+        path = meta.get("p")
+        if kind == "dir":
+            self._lander.make_dir(path, _int(meta, "m", 0, 0o7777))
+            return 0, 0
+        if kind == "link":
+            self._lander.make_link(path, meta.get("to"))
+            return 0, 0
+        if kind == "file":
+            return self._apply_file(meta, data or b""), 1
+        if kind == "chunk":
+            return self._apply_chunk(meta, data or b"")
+        raise wire.WireError(f"unknown record type {kind!r}")
+
+    def _apply_file(self, meta: dict[str, Any], data: bytes) -> int:
+        path, size, digest = meta.get("p"), _int(meta, "s"), _sha(meta)
+        mode, mtime = _int(meta, "m", 0, 0o7777), _int(meta, "mt")
+        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            raise TransferError(f"verification failed for {path!r}: content does not match")
+        self._lander.write_file(path, data, mode, mtime)
+        self.verified[path] = Landed(path, size, mode & 0o777, digest)
+        return size
+
+    def _apply_chunk(self, meta: dict[str, Any], payload: bytes) -> tuple[int, int]:
+        path, size = meta.get("p"), _int(meta, "s")
+        index = _int(meta, "i", 0, chunk_count(size) - 1)
+        length = _int(meta, "n", 1, min(CHUNK, size - index * CHUNK))
+        data = decompress(payload, length) if meta.get("z") else bytes(payload)
+        if len(data) != length or hashlib.sha256(data).hexdigest() != _sha(meta):
+            raise TransferError(f"verification failed for {path!r}: chunk {index} does not match")
+        part = self._partial(path, size, _int(meta, "m", 0, 0o7777), _int(meta, "mt"))
+        os.pwrite(part.fd, data, index * CHUNK)
+        with self._lock:
+            part.done.add(index)
+            complete = len(part.done) == chunk_count(size) and path in self._partials
+            if complete:
+                del self._partials[path]
+        if complete:
+            self._finish_chunked(path, part)
+        return length, int(complete)
+
+    def _partial(self, path: str, size: int, mode: int, mtime_ns: int) -> _Partial:
+        with self._lock:
+            part = self._partials.get(path)
+            if part is None:
+                fd = self._lander.open_part(path, size)
+                part = self._partials[path] = _Partial(size, mode, mtime_ns, fd)
+        if part.size != size:
+            raise TransferError(f"{path!r} changed size during the transfer")
+        return part
+
+    def _finish_chunked(self, path: str, part: _Partial) -> None:
+        try:
+            digest = self._hash_fd(part.fd, part.size) if self.hash_chunked else None
+            self._lander.finish_part(path, part.fd, part.mode, part.mtime_ns)
+        finally:
+            os.close(part.fd)
+        self.verified[path] = Landed(path, part.size, part.mode & 0o777, digest)
+
+    @staticmethod
+    def _hash_fd(fd: int, size: int) -> str:
+        digest, offset = hashlib.sha256(), 0
+        while offset < size:
+            piece = os.pread(fd, 8 * CHUNK, offset)
+            if not piece:
+                break
+            digest.update(piece)
+            offset += len(piece)
+        return digest.hexdigest()
+
+
+def _records(body: bytes) -> list[tuple[dict[str, Any], bytes | None]]:
+    """The (meta, data) records inside a batch body."""
+    out: list[tuple[dict[str, Any], bytes | None]] = []
+    for kind, view in wire.split_frames(body):
+        if kind == wire.DATA and out and out[-1][1] is None and out[-1][0]["t"] in CARRIES_DATA:
+            out[-1] = (out[-1][0], bytes(view))
+        elif kind == wire.META:
+            out.append((wire.parse_meta(bytes(view)), None))
+        else:
+            raise wire.WireError(f"unexpected frame kind {kind} in a batch")
+    if out and out[-1][0]["t"] in CARRIES_DATA and out[-1][1] is None:
+        raise wire.WireError("batch ends without the data of its last file")
+    return out

@@ -1,0 +1,83 @@
+"""Path rules both sides apply to every name they send or receive.
+
+A transfer root is a jail: names are relative POSIX paths without `.`/`..`
+components, NUL or line breaks; a symlink is kept only if its target, resolved
+lexically from the link's directory, stays inside the root; parent directories
+must be real directories (never symlinks), so a link planted in the tree cannot
+redirect a later write. Special files (devices, fifos, sockets) are never moved.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from pathlib import Path
+
+from agent.transfer.errors import UnsafePath
+
+MAX_PATH = 4096
+_BAD_CHARS = ("\x00", "\n", "\r")
+
+
+def check_relpath(path: object) -> str:
+    """Return `path` if it is a safe relative name inside a root, else raise UnsafePath."""
+    if not isinstance(path, str) or not path:
+        raise UnsafePath(f"refused empty or non-text path {path!r}")
+    if len(path) > MAX_PATH or any(c in path for c in _BAD_CHARS):
+        raise UnsafePath(f"refused path with NUL, line break or excessive length: {path!r}")
+    if path.startswith("/"):
+        raise UnsafePath(f"refused absolute path {path!r}")
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise UnsafePath(f"refused path with '..', '.' or empty component: {path!r}")
+    return path
+
+
+def check_link_target(path: str, target: object) -> str:
+    """Return `target` if a link at `path` pointing to it stays inside the root."""
+    if not isinstance(target, str) or not target:
+        raise UnsafePath(f"refused symlink {path!r} with empty target")
+    if any(c in target for c in _BAD_CHARS) or target.startswith("/"):
+        raise UnsafePath(f"refused symlink {path!r} -> {target!r}: target leaves the root")
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    if joined == ".." or joined.startswith("../"):
+        raise UnsafePath(f"refused symlink {path!r} -> {target!r}: target leaves the root")
+    return target
+
+
+def special_kind(mode: int) -> str | None:
+    """A human name for a file type we refuse to move, or None for file/dir/symlink."""
+    for test, name in (
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return name
+    return None
+
+
+def check_parents(root: Path, path: str) -> None:
+    """Raise UnsafePath if a parent of `path` under `root` is a symlink (or not a directory)."""
+    current = root
+    for part in path.split("/")[:-1]:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnsafePath(f"refused {path!r}: parent {part!r} is not a real directory")
+
+
+def open_for_read(root: Path, path: str) -> int:
+    """Open a regular file inside `root` without following links anywhere on the way."""
+    check_relpath(path)
+    check_parents(root, path)
+    fd = os.open(root / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePath(f"refused {path!r}: not a regular file")
+    return fd

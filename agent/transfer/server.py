@@ -1,0 +1,154 @@
+"""The node side of the transfer service: serve push and pull requests on one connection.
+
+The agent dials the orchestrator with the transfer ALPN and hands the connection
+here. The orchestrator opens a bi stream per request; each starts with a `req`
+record naming the operation:
+
+  status  → which files and chunks of a push session this node already verified
+  push    → records to land under the workdir, answered by `ok` or `err`
+  list    → resolve declared outputs: `entries` pages, then `end` with missing/refused
+  pull    → `items` pages naming what to send, answered by the records and `end`
+
+Push sessions outlive a connection (kept in this process), so a push retried
+after a reconnect resumes where the dropped one stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from iroh.iroh_ffi import IrohError
+
+from agent.transfer import wire
+from agent.transfer.errors import TransferError
+from agent.transfer.receiver import Receiver
+from agent.transfer.sender import send_items
+from agent.transfer.walk import resolve_outputs
+from agent.transfer.wire import FrameReader, StreamEnded
+
+PAGE = 4096
+_MAX_SESSIONS = 4
+_sessions: OrderedDict[tuple[str, str], Receiver] = OrderedDict()
+
+
+def _session(workdir: Path, session: object) -> Receiver:
+    """The receiver of a push session, created on first use; old sessions are dropped."""
+    if not isinstance(session, str) or not 0 < len(session) <= 64:
+        raise wire.WireError("bad push session id")
+    key = (str(workdir), session)
+    if key not in _sessions:
+        _sessions[key] = Receiver(workdir)
+        while len(_sessions) > _MAX_SESSIONS:
+            _sessions.popitem(last=False)[1].close()
+    _sessions.move_to_end(key)
+    return _sessions[key]
+
+
+def pages(kind: str, key: str, values: list[Any]) -> bytes:
+    """Values split over several records, so no frame grows with the tree."""
+    return b"".join(
+        wire.record({"t": kind, key: values[i : i + PAGE]}) for i in range(0, len(values), PAGE)
+    )
+
+
+async def serve_transfer(conn: Any, workdir: Path) -> None:
+    """Serve requests on `conn` until it closes; never writes outside `workdir`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    tasks: set[asyncio.Task[None]] = set()
+    try:
+        while True:
+            try:
+                bi = await conn.accept_bi()
+            except Exception:
+                return  # the connection closed: the orchestrator redials via the agent
+            task = asyncio.create_task(_serve_stream(bi, workdir))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    finally:
+        for task in list(tasks):
+            task.cancel()
+        for task in list(tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+async def _serve_stream(bi: Any, workdir: Path) -> None:
+    send = bi.send()
+    reader = FrameReader(bi.recv())
+    try:
+        req = await reader.next_meta()
+        if req is None or req.get("t") != "req":
+            raise wire.WireError("a transfer stream must start with a request")
+        handler = _HANDLERS.get(req.get("op"))
+        if handler is None:
+            raise wire.WireError(f"unknown transfer operation {req.get('op')!r}")
+        await handler(req, reader, send, workdir)
+    except (StreamEnded, IrohError):
+        return  # the connection dropped mid-request; the client retries on a new one
+    except TransferError as exc:
+        await _refuse(bi, str(exc))
+    except Exception as exc:  # a node-side fault: tell the operator instead of hanging it
+        await _refuse(bi, f"node-side transfer error: {type(exc).__name__}: {exc}")
+    with contextlib.suppress(Exception):
+        await send.finish()
+
+
+async def _refuse(bi: Any, message: str) -> None:
+    """Answer with an error record and stop reading, so the client's writes end at once."""
+    with contextlib.suppress(Exception):
+        await bi.send().write_all(wire.record({"t": "err", "msg": message}))
+        await bi.recv().stop(1)
+
+
+async def _status(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:
+    receiver = _session(workdir, req.get("session"))
+    files = [[p, landed.sha256] for p, landed in receiver.verified.items()]
+    chunks = [[p, sorted(done)] for p, done in receiver.chunks_held().items()]
+    body = pages("files", "f", files) + pages("chunks", "c", chunks)
+    await send.write_all(body + wire.record({"t": "end"}))
+
+
+async def _push(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:
+    receiver = _session(workdir, req.get("session"))
+    await receiver.receive(reader, lambda nbytes, files, current: None)
+    await send.write_all(wire.record({"t": "ok"}))
+
+
+async def _list(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:
+    patterns = req.get("patterns")
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise wire.WireError("list request without patterns")
+    walk, missing = await asyncio.to_thread(resolve_outputs, workdir, patterns)
+    rows = [list(dataclasses.astuple(e)) for e in walk.entries]
+    end = {"t": "end", "missing": missing, "refused": walk.refused}
+    await send.write_all(pages("entries", "e", rows) + wire.record(end))
+
+
+async def _pull(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:
+    items: list[Any] = []
+    while (page := await reader.next_meta()) is not None and page["t"] == "items":
+        if not isinstance(page.get("i"), list):
+            raise wire.WireError("bad items page")
+        items.extend(_item(i) for i in page["i"])
+    try:
+        await send_items(workdir, items, send.write_all)
+    except TransferError as exc:
+        await send.write_all(wire.record({"t": "err", "msg": str(exc)}))
+        return
+    await send.write_all(wire.record({"t": "end"}))
+
+
+def _item(value: Any) -> list[Any]:
+    if not isinstance(value, list) or not value or value[0] not in ("dir", "link", "file", "chunk"):
+        raise wire.WireError(f"bad pull item {value!r}")
+    if value[0] == "chunk" and (len(value) != 3 or not isinstance(value[2], int)):
+        raise wire.WireError(f"bad pull item {value!r}")
+    return value
+
+
+_HANDLERS = {"status": _status, "push": _push, "list": _list, "pull": _pull}

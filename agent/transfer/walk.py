@@ -1,0 +1,179 @@
+"""Walking a tree into the entries a transfer moves, shared by push, pull and the preview.
+
+Push walks the workspace with gitignore-style excludes (`pathspec.GitIgnoreSpec`:
+`/artifacts` is anchored at the root, `__pycache__` matches anywhere, `!x` re-includes);
+`.git` is not excluded unless the user says so. An excluded directory is not descended
+into. Pull resolves declared outputs (files, directories, globs) on the node.
+Links are never followed; links that leave the root and special files are refused
+and reported, not silently dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+
+from agent.transfer.errors import UnsafePath
+from agent.transfer.safety import check_link_target, check_parents, check_relpath, special_kind
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One thing in a tree: a regular file, a directory or a symlink (with its target)."""
+
+    path: str
+    kind: str  # "file" | "dir" | "link"
+    size: int = 0
+    mode: int = 0o644
+    mtime_ns: int = 0
+    target: str | None = None
+
+
+@dataclass
+class Walk:
+    entries: list[Entry] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # one line each, naming the path
+    excluded: list[tuple[str, int]] = field(default_factory=list)  # (path, index of the rule)
+
+
+def compile_excludes(exclude: list[str]) -> GitIgnoreSpec:
+    return GitIgnoreSpec.from_lines(exclude)
+
+
+def _entry(root: Path, rel: str, st: os.stat_result) -> Entry:
+    """Describe one lstat'ed path; raises UnsafePath for escaping links and special files."""
+    if stat.S_ISDIR(st.st_mode):
+        return Entry(rel, "dir", 0, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+    if stat.S_ISLNK(st.st_mode):
+        target = check_link_target(rel, os.readlink(root / rel))
+        return Entry(rel, "link", 0, 0o777, st.st_mtime_ns, target)
+    if stat.S_ISREG(st.st_mode):
+        return Entry(rel, "file", st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+    raise UnsafePath(f"refused {rel!r}: {special_kind(st.st_mode)}")
+
+
+def _scan(
+    root: Path, start: str, pruned: set[str] | None = None
+) -> Iterator[tuple[str, os.stat_result]]:
+    """Yield (relative path, lstat) below `start` (exclusive), depth first, sorted, no links.
+
+    A directory the consumer adds to `pruned` right after it is yielded is not entered.
+    """
+    stack = [start]
+    while stack:
+        rel_dir = stack.pop()
+        with os.scandir(root / rel_dir if rel_dir else root) as it:
+            found = sorted(it, key=lambda d: d.name, reverse=True)
+        for d in found:
+            rel = f"{rel_dir}/{d.name}" if rel_dir else d.name
+            st = d.stat(follow_symlinks=False)
+            yield rel, st
+            if stat.S_ISDIR(st.st_mode) and (pruned is None or rel not in pruned):
+                stack.append(rel)
+
+
+def walk_tree(root: Path, exclude: list[str]) -> Walk:
+    """Everything under `root` that a push sends, plus what was excluded or refused."""
+    spec = compile_excludes(exclude)
+    walk, pruned = Walk(), set()
+    for rel, st in _scan(root, "", pruned):
+        is_dir = stat.S_ISDIR(st.st_mode)
+        check = spec.check_file(rel + "/" if is_dir else rel) if exclude else None
+        if check is not None and check.include:
+            walk.excluded.append((rel, check.index))
+            pruned.add(rel)
+            continue
+        _add(walk, root, rel, st)
+    return walk
+
+
+def _add(walk: Walk, root: Path, rel: str, st: os.stat_result) -> None:
+    try:
+        walk.entries.append(_entry(root, rel, st))
+    except UnsafePath as exc:
+        walk.refused.append(str(exc))
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Shell glob to regex: `*`/`?` stay within one directory, `**/` spans any depth."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def resolve_outputs(root: Path, patterns: list[str]) -> tuple[Walk, list[str]]:
+    """Declared outputs (files, directories collected recursively, globs) and what matched nothing.
+
+    A pattern that is unsafe (absolute, `..`) is refused, not missing.
+    """
+    walk, missing, seen = Walk(), [], set()
+    for pattern in patterns:
+        before = len(walk.entries) + len(walk.refused)
+        try:
+            _resolve_one(root, pattern.rstrip("/"), walk, seen)
+        except UnsafePath as exc:
+            walk.refused.append(str(exc))
+            continue
+        if len(walk.entries) + len(walk.refused) == before:
+            missing.append(pattern)
+    return walk, missing
+
+
+def _resolve_one(root: Path, pattern: str, walk: Walk, seen: set[str]) -> None:
+    check_relpath(pattern)
+    check_parents(root, pattern)
+    if not _GLOB_CHARS.search(pattern):
+        try:
+            st = os.lstat(root / pattern)
+        except FileNotFoundError:
+            return
+        _collect(root, pattern, st, walk, seen)
+        return
+    literal = pattern[: _GLOB_CHARS.search(pattern).start()]
+    base = literal.rsplit("/", 1)[0] if "/" in literal else ""
+    if base and not (root / base).is_dir():
+        return
+    regex, pruned = glob_regex(pattern), set()
+    for rel, st in _scan(root, base, pruned):
+        if regex.match(rel):
+            _collect(root, rel, st, walk, seen)
+            pruned.add(rel)
+
+
+def _collect(root: Path, rel: str, st: os.stat_result, walk: Walk, seen: set[str]) -> None:
+    """Add one matched path, and everything below it when it is a directory."""
+    if rel not in seen:
+        seen.add(rel)
+        _add(walk, root, rel, st)
+    if stat.S_ISDIR(st.st_mode):
+        for sub, sub_st in _scan(root, rel):
+            if sub not in seen:
+                seen.add(sub)
+                _add(walk, root, sub, sub_st)

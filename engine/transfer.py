@@ -1,0 +1,342 @@
+"""Operator side of the transfer service: push the workspace, pull the outputs.
+
+The engine supplies an `XferLink` whose `open_bi()` returns a stream on the node's
+current transfer connection, waiting for the agent to redial after a drop. Every
+stream is opened through it, so a dropped connection costs one retry: the receiver
+reports what it already verified and only the rest is sent again. Retries are
+bounded (with backoff); a `TransferError` out of here means the run fails with
+"transfer failed: <message>".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from iroh.iroh_ffi import IrohError
+
+from agent.transfer import Progress, TransferError, wire
+from agent.transfer.progress import ProgressMeter
+from agent.transfer.receiver import Receiver
+from agent.transfer.safety import check_link_target, check_relpath
+from agent.transfer.schedule import Item, schedule
+from agent.transfer.sender import Packet, send_items
+from agent.transfer.server import pages
+from agent.transfer.walk import Entry, walk_tree
+from agent.transfer.wire import FrameReader, StreamEnded
+
+__all__ = [
+    "ManifestEntry",
+    "PullResult",
+    "PushResult",
+    "TransferError",
+    "XferLink",
+    "pull_outputs",
+    "push_workspace",
+]
+
+ATTEMPTS = 5
+BACKOFF_S = 0.5
+_REFUSAL_WAIT_S = 2.0
+_TRANSIENT = (IrohError, StreamEnded, ConnectionError, EOFError)
+OnProgress = Callable[[Progress], None]
+T = TypeVar("T")
+
+
+class SendStream(Protocol):
+    async def write_all(self, buf: bytes) -> None: ...
+    async def finish(self) -> None: ...
+
+
+class RecvStream(Protocol):
+    async def read(self, size_limit: int) -> bytes: ...
+    async def read_exact(self, size: int) -> bytes: ...
+
+
+class BiStream(Protocol):
+    def send(self) -> SendStream: ...
+    def recv(self) -> RecvStream: ...
+
+
+class XferLink(Protocol):
+    async def open_bi(self) -> BiStream: ...
+
+
+@dataclass(frozen=True)
+class PushResult:
+    files: int
+    bytes: int
+    attempts: int = 1
+    resumed_files: int = 0  # already verified on the node when the last attempt started
+    resumed_bytes: int = 0
+    refused: list[str] = field(default_factory=list)  # left out: escaping links, special files
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    path: str
+    size: int
+    mode: int
+    sha256: str | None
+    verified: bool
+
+
+@dataclass(frozen=True)
+class PullResult:
+    files: list[ManifestEntry]
+    missing: list[str]
+    bytes: int
+    refused: list[str] = field(default_factory=list)
+    attempts: int = 1
+
+
+def _final_error(exc: BaseException) -> BaseException | None:
+    """The exception that ends the transfer, or None if `exc` is only a dropped connection."""
+    if isinstance(exc, BaseExceptionGroup):
+        found = [_final_error(e) for e in exc.exceptions]
+        errors = [e for e in found if e is not None]
+        return next(
+            (e for e in errors if isinstance(e, TransferError)), errors[0] if errors else None
+        )
+    return None if isinstance(exc, _TRANSIENT) else exc
+
+
+async def _with_retries(op: Callable[[int], Awaitable[T]], what: str) -> tuple[T, int]:
+    last: BaseException | None = None
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return await op(attempt), attempt
+        except Exception as exc:
+            final = _final_error(exc)
+            if final is not None:
+                raise final from None
+            last = exc
+        if attempt < ATTEMPTS:
+            await asyncio.sleep(BACKOFF_S * 2 ** (attempt - 1))
+    raise TransferError(f"{what}: connection to the node lost {ATTEMPTS} times ({last})")
+
+
+async def _open(link: XferLink) -> BiStream:
+    try:
+        return await link.open_bi()
+    except TransferError:
+        raise
+    except Exception as exc:
+        raise TransferError(f"no transfer connection to the node: {exc}") from None
+
+
+async def _answer(reader: FrameReader) -> dict[str, Any]:
+    """The node's next record; its `err` record becomes a TransferError."""
+    meta = await reader.next_meta()
+    if meta is None:
+        raise StreamEnded("the node closed the stream without an answer")
+    if meta["t"] == "err":
+        raise TransferError(str(meta.get("msg", "the node refused the transfer")))
+    return meta
+
+
+async def _simple_request(link: XferLink, body: bytes) -> FrameReader:
+    bi = await _open(link)
+    await bi.send().write_all(body)
+    await bi.send().finish()
+    return FrameReader(bi.recv())
+
+
+# ---- push -----------------------------------------------------------------------------
+
+
+class _Tally:
+    """Feeds the meter from sent packets and remembers each small file's hash (for resume)."""
+
+    def __init__(self, meter: ProgressMeter, chunks: dict[str, int], known: dict[str, str]):
+        self._meter, self._chunks, self._known = meter, dict(chunks), known
+
+    def on_packet(self, packet: Packet) -> None:
+        self._known.update(packet.hashes)
+        files = packet.files
+        if packet.chunk_of is not None:
+            self._chunks[packet.chunk_of] -= 1
+            files += self._chunks[packet.chunk_of] == 0
+        self._meter.add(packet.nbytes, files, packet.current)
+
+
+async def _remote_state(link: XferLink, session: str) -> tuple[dict[str, Any], dict[str, set]]:
+    """What the node already verified in this push session: files (with hashes) and chunks."""
+    reader = await _simple_request(
+        link, wire.record({"t": "req", "op": "status", "session": session})
+    )
+    files: dict[str, Any] = {}
+    chunks: dict[str, set[int]] = {}
+    while (meta := await _answer(reader))["t"] != "end":
+        if meta["t"] == "files":
+            files.update((p, h) for p, h in meta["f"])
+        elif meta["t"] == "chunks":
+            chunks.update((p, set(done)) for p, done in meta["c"])
+    return files, chunks
+
+
+async def _push_stream(
+    link: XferLink, session: str, root: Path, items: list[Item], on_packet: Callable
+) -> None:
+    bi = await _open(link)
+    send = bi.send()
+    answer = asyncio.create_task(_answer(FrameReader(bi.recv())))
+    try:
+        try:
+            await send.write_all(wire.record({"t": "req", "op": "push", "session": session}))
+            await send_items(root, items, send.write_all, on_packet)
+            await send.write_all(wire.record({"t": "end"}))
+            await send.finish()
+        except _TRANSIENT:
+            # A node that refused stops reading, which fails our writes: its answer says why.
+            await asyncio.wait({answer}, timeout=_REFUSAL_WAIT_S)
+            if answer.done() and isinstance(answer.exception(), TransferError):
+                raise answer.exception() from None
+            raise
+        reply = await answer
+        if reply["t"] != "ok":
+            raise wire.WireError(f"unexpected answer {reply['t']!r} to a push")
+    finally:
+        answer.cancel()
+
+
+async def push_workspace(
+    link: XferLink, root: Path, exclude: list[str], on_progress: OnProgress
+) -> PushResult:
+    """Push `root` (minus `exclude`, gitignore rules) into the node's workdir, verified."""
+    started = time.monotonic()
+    walk = await asyncio.to_thread(walk_tree, root, exclude)
+    files = [e for e in walk.entries if e.kind == "file"]
+    meter = ProgressMeter(on_progress, sum(e.size for e in files), len(files))
+    session, known = secrets.token_hex(8), {}
+
+    async def attempt(number: int) -> Any:
+        done, chunks = await _remote_state(link, session) if number > 1 else ({}, {})
+        plan = schedule(walk.entries, {p for p, h in done.items() if known.get(p, h) == h}, chunks)
+        meter.restart(plan.bytes_skipped, plan.files_skipped)
+        tally = _Tally(meter, plan.chunks, known)
+        async with asyncio.TaskGroup() as group:
+            for items in plan.streams:
+                if items:
+                    group.create_task(_push_stream(link, session, root, items, tally.on_packet))
+        return plan
+
+    plan, attempts = await _with_retries(attempt, "push")
+    meter.finish()
+    return PushResult(
+        files=len(files),
+        bytes=meter.bytes_total,
+        attempts=attempts,
+        resumed_files=plan.files_skipped,
+        resumed_bytes=plan.bytes_skipped,
+        refused=walk.refused,
+        seconds=time.monotonic() - started,
+    )
+
+
+# ---- pull -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Listing:
+    entries: list[Entry]
+    missing: list[str]
+    refused: list[str]
+
+
+def _entry(row: Any) -> Entry:
+    """One listed output, checked as if the node were hostile."""
+    try:
+        entry = Entry(*row)
+    except TypeError:
+        raise wire.WireError(f"bad output entry {row!r}") from None
+    check_relpath(entry.path)
+    if entry.kind not in ("file", "dir", "link") or not isinstance(entry.size, int):
+        raise wire.WireError(f"bad output entry {row!r}")
+    if entry.kind == "link":
+        check_link_target(entry.path, entry.target)
+    return entry
+
+
+async def _list(link: XferLink, patterns: list[str]) -> _Listing:
+    request = wire.record({"t": "req", "op": "list", "patterns": patterns})
+    reader = await _simple_request(link, request)
+    entries: list[Entry] = []
+    while (meta := await _answer(reader))["t"] == "entries":
+        entries.extend(_entry(row) for row in meta["e"])
+    if meta["t"] != "end":
+        raise wire.WireError(f"unexpected record {meta['t']!r} in an output listing")
+    return _Listing(entries, list(meta.get("missing", [])), list(meta.get("refused", [])))
+
+
+async def _pull_stream(
+    link: XferLink, items: list[Item], receiver: Receiver, meter: ProgressMeter
+) -> None:
+    request = wire.record({"t": "req", "op": "pull"}) + pages("items", "i", items)
+    reader = await _simple_request(link, request + wire.record({"t": "end"}))
+    await receiver.receive(reader, meter.add)
+
+
+def _landed_size(receiver: Receiver, path: str) -> int | None:
+    landed = receiver.verified.get(path)
+    return None if landed is None else landed.size
+
+
+def _manifest(entries: list[Entry], receiver: Receiver) -> list[ManifestEntry]:
+    out = []
+    for entry in entries:
+        if entry.kind == "file":
+            landed = receiver.verified.get(entry.path)
+            sha = landed.sha256 if landed else None
+            out.append(ManifestEntry(entry.path, entry.size, entry.mode, sha, landed is not None))
+    return out
+
+
+def _write_manifest(run_dir: Path, result: PullResult) -> None:
+    body = {"files": [asdict(e) for e in result.files], "missing": result.missing}
+    body["refused"] = result.refused
+    tmp = run_dir / ".manifest.json.tmp"
+    tmp.write_text(json.dumps(body, indent=2) + "\n")
+    os.replace(tmp, run_dir / "manifest.json")
+
+
+async def pull_outputs(
+    link: XferLink, patterns: list[str], run_dir: Path, on_progress: OnProgress
+) -> PullResult:
+    """Pull the declared outputs into `run_dir/outputs/`, verified, and write manifest.json."""
+    receiver = Receiver(run_dir / "outputs", hash_chunked=True)
+    (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
+    meters: list[ProgressMeter] = []
+
+    async def attempt(number: int) -> _Listing:
+        listing = await _list(link, patterns)
+        files = [e for e in listing.entries if e.kind == "file"]
+        if not meters:
+            meters.append(ProgressMeter(on_progress, sum(e.size for e in files), len(files)))
+        have = {e.path for e in files if _landed_size(receiver, e.path) == e.size}
+        plan = schedule(listing.entries, have, receiver.chunks_held())
+        meters[0].restart(plan.bytes_skipped, plan.files_skipped)
+        async with asyncio.TaskGroup() as group:
+            for items in plan.streams:
+                if items:
+                    group.create_task(_pull_stream(link, items, receiver, meters[0]))
+        return listing
+
+    try:
+        listing, attempts = await _with_retries(attempt, "pull")
+    finally:
+        receiver.close()
+    meters[0].finish()
+    files = _manifest(listing.entries, receiver)
+    total = sum(e.size for e in files)
+    result = PullResult(files, listing.missing, total, listing.refused, attempts)
+    _write_manifest(run_dir, result)
+    return result
