@@ -186,6 +186,7 @@ class VastProvider:
                     raise
                 adopted = await self._find_labelled(label)
                 if adopted is not None:
+                    self._alert(f"{error}; instance {adopted} was created anyway: adopting it")
                     return adopted
                 await self.api().backoff(error, attempt)
         return await self._create_once(offer, bootstrap, label)

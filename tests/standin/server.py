@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from standin.cloud import Cloud
-from standin.search import BadRequest, search
+from tests.standin.cloud import Cloud
+from tests.standin.search import BadRequest, search
 
 PAGE_CAP = 2  # rows per page of the instance list, small so paging is exercised
 
@@ -93,7 +94,9 @@ class StandIn:
         self.leaked: list[int] = []
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.standin = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -135,9 +138,12 @@ class StandIn:
 
     def _create(self, body: Any, _q: Any, offer_id: str) -> dict[str, Any]:
         _check_create(body)
+        time.sleep(self.cloud.faults.create_delay_s)
         inst = self.cloud.create(int(offer_id), body)
         if inst is None:
             raise _no_such(f"Instance type by id {offer_id} is not available.")
+        if self.cloud.faults.take("lose_create_answers"):
+            raise _Reply(502, {"success": False, "error": "bad_gateway"})
         return {"success": True, "new_contract": inst.id}
 
     def _show(self, _b: Any, q: dict[str, list[str]], instance_id: str) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+"""Shared pieces of the Vast.ai tests: the stand-in fixture body, pools, a fast provider."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.ledger import Ledger
+from engine.pools import Pool
+from engine.providers.base import Bootstrap
+from engine.providers.vast_api import RetryPolicy
+from engine.providers.vastai import VastProvider
+from tests.standin.server import StandIn
+
+FAST = RetryPolicy(attempts=4, base_s=0.01, max_s=0.05, timeout_s=10)
+TOKEN = "join-token-" + "z" * 20
+
+
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
+    """A stand-in with a fresh API key in VAST_API_KEY (the SDK's own resolution) and
+    SWJOB_VAST_URL pointing at it; every test must leave no instance behind."""
+    key = "vast-key-" + secrets.token_hex(16)
+    monkeypatch.setenv("VAST_API_KEY", key)
+    with StandIn(tmp_path / "vast", key) as api:
+        monkeypatch.setenv("SWJOB_VAST_URL", api.url)
+        yield api
+    assert api.leaked == [], f"instances left alive: {api.leaked}"
+
+
+def gpu_pool(name: str = "gpu", **overrides: Any) -> Pool:
+    """1 GPU ≥ 24 GB, ≤ $0.60/h, reliability ≥ 0.98, verified hosts, cheapest first."""
+    fields: dict[str, Any] = {
+        "provider": "vastai",
+        "max_nodes": 2,
+        "boot_timeout_s": 60.0,
+        "image": "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime",
+        "resources": {"gpu_count": 1, "gpu_memory_mb": 24000, "disk_mb": 40000},
+        "selection": {"max_price_per_hour": 0.6, "reliability_min": 0.98},
+    }
+    fields.update(overrides)
+    return Pool(name=name, **fields)
+
+
+def provider(api: StandIn, pool: Pool, alerts: list[str], **kwargs: Any) -> VastProvider:
+    return VastProvider(
+        pool, Ledger(), server_url=api.url, on_alert=alerts.append, retry=FAST, **kwargs
+    )
+
+
+def bootstrap(run_id: str = "run-1") -> Bootstrap:
+    return Bootstrap(run_id=run_id, ticket="not-a-ticket", orchestrator_id="o" * 64, token=TOKEN)
