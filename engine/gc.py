@@ -153,12 +153,13 @@ def cli_gc(
     live_run_ids: set[str] | None = None,
     ask: Callable[[str], str] = input,
     ledger: Ledger | None = None,
+    retry: RetryPolicy | None = None,
 ) -> int:
     """`swjob gc`: list orphans with how long each has been billing, destroy on yes."""
     ledger = ledger or Ledger()
     live = live_run_ids or set()
     try:
-        orphans = asyncio.run(find_orphans(pools, ledger, live))
+        orphans = asyncio.run(find_orphans(pools, ledger, live, retry=retry))
     except VastApiError as exc:
         print(f"swjob gc: {exc}", file=out)
         return 1
@@ -173,7 +174,7 @@ def cli_gc(
     }:
         print("nothing destroyed", file=out)
         return 0
-    errors = asyncio.run(destroy_orphans(orphans, pools, ledger))
+    errors = asyncio.run(destroy_orphans(orphans, pools, ledger, retry=retry))
     for error in errors:
         print(f"swjob gc: {error}", file=out)
     print(f"collected {len(orphans) - len(errors)} of {len(orphans)}", file=out)
