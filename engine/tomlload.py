@@ -35,7 +35,11 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """Job and pool names: safe as a directory name, a label, a log prefix."""
 SAFE_NAME_RULE = "1-64 letters, digits, '_', '.', '-', starting with a letter or digit"
 
-_PLAIN = {"Cannot overwrite a value": "duplicate key (each key may be set once)"}
+_PLAIN = {  # tomllib's words → what a job author needs to hear
+    "Cannot overwrite a value": "duplicate key (each key may be set once)",
+    "Illegal character '\\n'": "unterminated string (a newline inside a one-line string)",
+}
+_TWICE = re.compile(r"^Cannot declare (.*) twice$")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _TOML_POSITION = re.compile(r"\s*\(at (?:line (\d+), column \d+|end of document)\)$")
 
@@ -130,8 +134,8 @@ def parse_toml(text: str, source: Path, error: type[ConfigFileError]) -> dict[st
         if match:
             line = int(match[1]) if match[1] else text.count("\n") + 1
             message = message[: match.start()]
-        if message in _PLAIN:
-            message = _PLAIN[message]
+        message = _TWICE.sub(r"table \1 declared twice (duplicate table)", message)
+        message = _PLAIN.get(message, message)
         raise error(source, f"TOML syntax: {message}", line=line) from None
     except RecursionError:
         raise error(source, "TOML syntax: values nested too deeply") from None
@@ -148,6 +152,8 @@ def find_line(text: str, loc: tuple[str | int, ...], value: object = None) -> in
     for part in loc:
         if not isinstance(part, str):
             continue
+        if len(part) > SHOWN_CHARS * 4:  # a regex of a huge key takes seconds to compile
+            break
         key = "|".join(re.escape(k) for k in (part, json.dumps(part), f"'{part}'"))
         match = re.compile(rf"(?:^|[\[{{,.\s])\s*(?P<k>{key})\s*[=.\]]", re.M).search(text, pos)
         if match is None:

@@ -360,3 +360,19 @@ def test_odd_paths_stay_on_one_line(tmp_path: Path) -> None:
     with pytest.raises(JobFileError) as info:
         load_job(write(folder, "[job]\n"))
     assert "\n" not in str(info.value) and "we\\nird" in str(info.value)
+
+
+def test_crlf_files_load_and_report_the_right_line(tmp_path: Path) -> None:
+    path = tmp_path / "job.toml"
+    path.write_bytes(MINIMAL.replace("\n", "\r\n").encode())
+    assert load_job(path).name == "j"
+    path.write_bytes((MINIMAL + 'outputs = ["/abs"]\n').replace("\n", "\r\n").encode())
+    with pytest.raises(JobFileError) as info:
+        load_job(path)
+    assert info.value.line == 4 and "\r" not in str(info.value)
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "job.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + MINIMAL.encode())
+    assert load_job(path).name == "j"
