@@ -1,0 +1,91 @@
+"""Whole jobs on a `vastai` pool: the real Engine, the real SDK against the stand-in, and a
+real `swjob-agent` started by the instance's own on-start command, joining over iroh."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.engine import Engine, EngineConfig
+from engine.ledger import Ledger
+from engine.pools import BUILTIN_LOCAL, PoolSet
+from tests.integration.vast_fixtures import gpu_pool, standin
+from tests.standin.server import StandIn
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
+    yield from standin(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+async def engine(api: StandIn, tmp_path: Path) -> AsyncIterator[Engine]:
+    pools = PoolSet(
+        {
+            "local": BUILTIN_LOCAL,
+            "gpu": gpu_pool(),
+            "slow": gpu_pool("slow", boot_timeout_s=2.0),
+        }
+    )
+    eng = Engine(
+        EngineConfig(runs_dir=tmp_path / "runs", pools=pools, heartbeat_s=0.5, stop_grace_s=2.0)
+    )
+    await eng.start()
+    try:
+        yield eng
+    finally:
+        await eng.close(stop_running=True)
+
+
+async def test_a_job_runs_end_to_end_on_a_rented_instance(engine, api, make_job, capfd) -> None:
+    api.cloud.faults.boot_delay_s = 0.5  # a slow boot, well within the pool's deadline
+    secret = "hf-secret-value-123"
+    job = make_job(
+        files={"data/in.txt": "42\n"},
+        setup="echo preparing",
+        run="cp data/in.txt result.txt && echo token=$HF_TOKEN",
+        workspace={"workdir": "."},
+        outputs=["result.txt"],
+        env={"HF_TOKEN": secret},
+    )
+    run_id = await engine.submit(job, "gpu")
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert (view.run_dir / "outputs/result.txt").read_text() == "42\n"
+    assert view.node is not None and view.node.provider == "vastai"
+    assert view.node.price_per_hour == 0.22 and view.node.offer["gpu_name"] == "RTX 3090"
+    summary = json.loads((view.run_dir / "run.json").read_text())
+    assert summary["node"]["offer"]["offer_id"] == 103
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
+    assert Ledger().open_entries() == []
+    out, err = capfd.readouterr()
+    written = "".join(p.read_text(errors="replace") for p in view.run_dir.rglob("*") if p.is_file())
+    for text in (written, out, err):
+        assert api.api_key not in text
+    assert secret not in written
+
+
+async def test_an_instance_that_never_boots_fails_the_run_and_is_destroyed(
+    engine, api, make_job
+) -> None:
+    api.cloud.faults.never_start = True
+    run_id = await engine.submit(make_job(run="true"), "slow")
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    assert view.state == "FAILED" and "2" in (view.reason or "")
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
+    assert Ledger().open_entries() == []
+
+
+async def test_no_offer_fails_the_run_naming_the_requirement(engine, api, make_job) -> None:
+    for offer in api.cloud.offers.values():
+        offer["reliability"] = 0.9
+    run_id = await engine.submit(make_job(run="true"), "gpu")
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    assert view.state == "FAILED" and "reliability_min" in (view.reason or "")
+    assert api.cloud.destroyed == []
