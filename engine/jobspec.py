@@ -156,9 +156,18 @@ class Workspace(_Strict):
         if not isinstance(value, str | Path):
             raise ValueError(f"expected a string, got {toml_type(value)}")
         base = Path((info.context or {}).get("base") or Path.cwd())
-        path = (base / Path(value).expanduser()).resolve()
-        if not path.is_dir():
-            problem = "is not a directory" if path.exists() else "does not exist"
+        if "\0" in str(value):
+            raise ValueError("contains a NUL byte")
+        path = base / Path(value).expanduser()
+        try:
+            path = path.resolve()
+            is_dir, exists = path.is_dir(), path.exists()
+        except OSError as exc:  # e.g. a name too long
+            raise ValueError(f"'{shown(str(path))}' {exc.strerror}") from None
+        except RuntimeError:  # Python 3.11's resolve() on a symlink loop
+            raise ValueError(f"'{shown(str(path))}' is a symlink loop") from None
+        if not is_dir:
+            problem = "is not a directory" if exists else "does not exist"
             raise ValueError(f"'{shown(str(path), 512)}' {problem}")
         return path
 

@@ -91,10 +91,10 @@ class _PoolTable(_Strict):
     max_nodes: Annotated[int, Field(ge=1, le=1000)]
     boot_timeout_s: Annotated[float, Field(gt=0, le=86400)]
     resources: Resources = Resources()
-    image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    image: Annotated[str, Field(pattern=r"^\S{1,512}$")] | None = None
     selection: Selection = Selection()
     caps: Caps = Caps()
-    agent_install: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    agent_install: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,2048}$")] | None = None
     api_key_env: Annotated[str, Field(pattern=_ENV_NAME)] | None = None
 
     @model_validator(mode="before")

@@ -98,16 +98,9 @@ def read_toml(path: Path, error: type[ConfigFileError]) -> tuple[str, dict[str, 
 
 
 def _read_text(path: Path, error: type[ConfigFileError]) -> str:
-    if not path.exists():
-        raise error(path, "file not found")
-    if path.is_dir():
-        raise error(path, "is a directory, not a file")
-    if not path.is_file():
-        raise error(path, "not a regular file")
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
+        data = _read_bytes(path, error)
+    except OSError as exc:  # permissions, a name too long, an I/O error...
         raise error(path, f"cannot read: {exc.strerror or type(exc).__name__}") from None
     if len(data) > MAX_FILE_BYTES:
         raise error(path, f"file too big (over {MAX_FILE_BYTES // 1024} KiB)")
@@ -116,6 +109,18 @@ def _read_text(path: Path, error: type[ConfigFileError]) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise error(path, "not UTF-8 text", line=line) from None
+
+
+def _read_bytes(path: Path, error: type[ConfigFileError]) -> bytes:
+    """At most one byte over the cap, and only from a regular file (a FIFO would block)."""
+    if not path.exists():
+        raise error(path, "broken symlink" if path.is_symlink() else "file not found")
+    if path.is_dir():
+        raise error(path, "is a directory, not a file")
+    if not path.is_file():
+        raise error(path, "not a regular file")
+    with path.open("rb") as fh:
+        return fh.read(MAX_FILE_BYTES + 1)
 
 
 def parse_toml(text: str, source: Path, error: type[ConfigFileError]) -> dict[str, Any]:
@@ -217,6 +222,9 @@ def _problem(err: Any, root: type[BaseModel], loc: tuple[str | int, ...]) -> str
         table = _type_at(root, loc)
         is_table = _is_model(table) or get_origin(table) is dict
         return "table is missing" if is_table else "required field is missing"
+    if kind == "too_long":
+        count = err["ctx"].get("actual_length")
+        return f"too many entries ({f'{count}, ' if count else ''}limit {err['ctx']['max_length']})"
     if kind == "value_error":
         return str(err["ctx"]["error"])
     return str(err["msg"])

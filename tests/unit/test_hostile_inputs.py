@@ -111,7 +111,33 @@ GENERATED: dict[str, Callable[[Path, str], Path]] = {
     "symlink_loop": _fs(lambda p: p.symlink_to(p)),
     "dangling_symlink": _fs(lambda p: p.symlink_to(p.with_name("gone"))),
 }
-ONLY = {"env_300_vars": "job", "outputs_5000": "job", "pools_20k": "pools", "pools_1001": "pools"}
+
+
+def _job_with_workdir(workdir: str, make: Callable[[Path], None] = lambda f: None) -> Callable:
+    """A job case whose workdir is hostile; `make` builds filesystem objects beside it."""
+
+    def build(folder: Path, kind: str) -> Path:
+        make(folder)
+        text = PREFIX["job"] + f'workspace = {{ workdir = "{workdir}" }}\n'
+        return _per_kind(lambda k: text)(folder, kind)
+
+    return build
+
+
+GENERATED |= {
+    "workdir_name_too_long": _job_with_workdir("w" * 5000),
+    "workdir_path_too_long": _job_with_workdir("d/" * 3000),
+    "workdir_nul": _job_with_workdir("a\\u0000b"),
+    "workdir_symlink_loop": _job_with_workdir("loop/x", lambda f: (f / "loop").symlink_to("loop")),
+    "workdir_is_a_file": _job_with_workdir("job.toml"),
+}
+ONLY = {
+    **{name: "job" for name in GENERATED if name.startswith("workdir_")},
+    "env_300_vars": "job",
+    "outputs_5000": "job",
+    "pools_20k": "pools",
+    "pools_1001": "pools",
+}
 
 
 def _cases() -> list[object]:
@@ -145,6 +171,14 @@ def test_hostile_file_gives_one_line(
     assert SECRET not in message
     assert len(message) < 1000, message[:200]
     assert elapsed < 1.0, f"{elapsed:.2f}s"
+
+
+def test_file_name_too_long_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / ("n" * 5000)
+    with pytest.raises(JobFileError) as info:
+        load_job(path)
+    assert "\n" not in str(info.value) and str(info.value).startswith(str(path)[:1000])
+    assert "File name too long" in str(info.value)
 
 
 def test_corpus_is_present() -> None:

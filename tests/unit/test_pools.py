@@ -118,7 +118,8 @@ def test_literal_api_key_is_refused_without_echoing_it(tmp_path: Path) -> None:
         ("max_nodes = 0", "pools.gpu.max_nodes", "greater than or equal to 1"),
         ("max_nodes = true", "pools.gpu.max_nodes", "expected an integer, got a boolean"),
         ("boot_timeout_s = -1", "pools.gpu.boot_timeout_s", "greater than 0"),
-        ('agent_install = ""', "pools.gpu.agent_install", "at least 1 character"),
+        ('agent_install = ""', "pools.gpu.agent_install", "pattern"),
+        ('agent_install = "swjob\\nrm -rf /"', "pools.gpu.agent_install", "pattern"),
         ("gpus = 2", "pools.gpu.gpus", "unknown field (allowed: provider, max_nodes"),
         ('resources = { gpu_count = "1" }', "pools.gpu.resources.gpu_count", "an integer"),
         ("resources = { gpu_count = 1.5 }", "pools.gpu.resources.gpu_count", "got a float"),
@@ -139,6 +140,12 @@ def test_field_errors_name_the_field_and_line(
     exc = error_of(tmp_path, VAST + extra + "\n")
     assert (exc.field, exc.line) == (field, 4)
     assert problem in exc.problem
+
+
+@pytest.mark.parametrize("image", ['""', '"a b"', '"img\\n"'])
+def test_image_is_one_word(tmp_path: Path, image: str) -> None:
+    exc = error_of(tmp_path, f'[pools.gpu]\nprovider = "vastai"\nimage = {image}\n')
+    assert exc.field == "pools.gpu.image"
 
 
 def test_dotted_table_errors_find_their_line(tmp_path: Path) -> None:
