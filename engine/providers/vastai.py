@@ -168,9 +168,9 @@ class VastProvider:
             instance_id = await _outcome(creating)
             if instance_id is not None:
                 await asyncio.to_thread(self._ledger.record_created, entry, instance_id)
-                self._entries[instance_id] = entry
-                with contextlib.suppress(Exception):
-                    await self.teardown(NodeHandle(self.name, instance_id))
+                with contextlib.suppress(VastApiError):  # else the open row is gc's to follow
+                    await self._destroy_verified(instance_id)
+                    await asyncio.to_thread(self._ledger.record_destroyed, entry)
             raise
         await asyncio.to_thread(self._ledger.record_created, entry, instance_id)
         return instance_id

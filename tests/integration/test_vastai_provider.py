@@ -195,7 +195,7 @@ async def test_teardown_of_an_already_destroyed_instance_is_fine(api) -> None:
 async def test_cancelled_while_creating_destroys_what_was_created(api) -> None:
     api.cloud.faults.never_start = True
     api.cloud.faults.create_delay_s = 0.5
-    vast = provider(api, gpu_pool(), [])
+    vast = provider(api, gpu_pool(max_nodes=1), [])
     task = asyncio.create_task(vast.provision(bootstrap()))
     while not creates(api):
         await asyncio.sleep(0.01)
@@ -204,6 +204,9 @@ async def test_cancelled_while_creating_destroys_what_was_created(api) -> None:
         await task
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []
+    api.cloud.faults.create_delay_s = 0
+    handle = await asyncio.wait_for(vast.provision(bootstrap()), 10)  # the slot was freed
+    await vast.teardown(handle)
 
 
 async def test_node_exited_resolves_when_the_instance_dies_underneath(api) -> None:
