@@ -10,12 +10,12 @@ only the NAME of the environment variable holding one.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agent import __version__
 from engine import paths
 from engine.tomlload import (
     SAFE_NAME,
@@ -77,13 +77,6 @@ class Caps(_Strict):
     max_dollars: Annotated[float, Field(gt=0)] | None = None
 
 
-def _agent_install_default() -> str:
-    try:
-        return f"swjob=={version('swjob')}"
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "swjob"
-
-
 class _PoolTable(_Strict):
     """One `[pools.<name>]` table."""
 
@@ -104,7 +97,7 @@ class _PoolTable(_Strict):
         if isinstance(data, dict) and data.get("provider") in _DEFAULTS:
             data = _DEFAULTS[data["provider"]] | data
             if data["provider"] == "vastai" and "agent_install" not in data:
-                data["agent_install"] = _agent_install_default()
+                data["agent_install"] = f"swjob=={__version__}"  # the node runs our version
         return data
 
     @model_validator(mode="after")
