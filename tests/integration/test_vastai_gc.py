@@ -127,3 +127,15 @@ async def test_a_ledger_row_of_a_pool_no_longer_configured_is_reported_not_guess
     errors = await destroy_orphans([orphan], pools, ledger, retry=FAST)
     assert len(errors) == 1 and "retired" in errors[0]
     assert [e.entry for e in ledger.open_entries()] == [entry]
+
+
+async def test_an_instance_labelled_later_through_the_sdk_is_found(api, pools) -> None:
+    from engine.providers.vastai import make_api
+
+    api.cloud.faults.never_start = True
+    instance = stray(api, None)
+    assert await find_orphans(pools, Ledger(), set(), retry=FAST) == []
+    await make_api(gpu_pool()).call("label", "label_instance", instance, "swjob:run-late")
+    [orphan] = await find_orphans(pools, Ledger(), set(), retry=FAST)
+    assert (orphan.run_id, orphan.instance_id) == ("run-late", str(instance))
+    assert await destroy_orphans([orphan], pools, Ledger(), retry=FAST) == []
