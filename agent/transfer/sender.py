@@ -23,12 +23,13 @@ from agent.transfer.safety import check_link_target, check_parents, check_relpat
 from agent.transfer.schedule import CHUNK, LARGE_MIN, Item
 
 BATCH_TARGET = 4 * 1024 * 1024
+WRITE_PIECE = 1024 * 1024  # the binding sends 1 MiB writes faster than larger ones
 _QUEUE = 2
 
 
 @dataclass
 class Packet:
-    payload: bytes
+    parts: list[bytes]  # framed bytes, kept in parts so a chunk's data is never re-copied
     nbytes: int = 0  # file bytes inside (uncompressed)
     files: int = 0  # whole files inside
     current: str | None = None
@@ -94,12 +95,13 @@ def _chunk_packet(root: Path, path: str, index: int) -> Packet:
     meta = {"t": "chunk", "p": path, "m": stat.S_IMODE(st.st_mode), "mt": st.st_mtime_ns}
     meta |= {"s": st.st_size, "i": index, "n": len(data), "z": packed}
     meta["h"] = hashlib.sha256(data).hexdigest()
-    return Packet(wire.record(meta, payload), len(data), 0, path, chunk_of=path)
+    parts = [wire.meta(meta), wire.HEADER.pack(wire.DATA, len(payload)), payload]
+    return Packet(parts, len(data), 0, path, chunk_of=path)
 
 
 def build_packet(root: Path, items: list[Item], start: int) -> tuple[Packet, int]:
     """The packet for `items[start:]` and the index after it (runs in a worker thread)."""
-    packet, parts, i = Packet(b""), [], start
+    packet, parts, i = Packet([]), [], start
     try:
         if items[start][0] == "chunk":
             return _chunk_packet(root, items[start][1], int(items[start][2])), start + 1
@@ -110,8 +112,25 @@ def build_packet(root: Path, items: list[Item], start: int) -> tuple[Packet, int
         raise TransferError(f"cannot read {items[i][1]!r}: {exc.strerror or exc}") from None
     body = b"".join(parts)
     payload, packed = maybe_compress(body)
-    packet.payload = wire.frame(wire.ZBATCH if packed else wire.BATCH, payload)
+    packet.parts = [wire.frame(wire.ZBATCH if packed else wire.BATCH, payload)]
     return packet, i
+
+
+async def write_parts(write: Callable[[bytes], Awaitable[None]], parts: list[bytes]) -> None:
+    """Write `parts` in pieces of at most WRITE_PIECE bytes, small parts coalesced."""
+    pending = b""
+    for part in parts:
+        if len(pending) + len(part) <= WRITE_PIECE:
+            pending += part
+            continue
+        if pending:
+            await write(pending)
+            pending = b""
+        view = memoryview(part)
+        for start in range(0, len(part), WRITE_PIECE):
+            await write(bytes(view[start : start + WRITE_PIECE]))
+    if pending:
+        await write(pending)
 
 
 async def send_items(
@@ -138,7 +157,7 @@ async def send_items(
         while (packet := await queue.get()) is not None:
             if isinstance(packet, BaseException):
                 raise packet
-            await write(packet.payload)
+            await write_parts(write, packet.parts)
             on_packet(packet)
     finally:
         producer.cancel()

@@ -1,0 +1,357 @@
+"""Transfer benchmark (not part of CI): swjob push vs rsync over ssh and tar | ssh | tar.
+
+Trees: (a) 4 × 256 MiB random, (b) 20,000 × 4 KiB in 200 dirs, (c) a copy of this
+venv's site-packages. Each tool runs `--reps` times (medians reported) on loopback,
+and tree (c) again over a 100 Mbit veth between two network namespaces (tbf-shaped)
+against `rsync -az`. swjob's operator and agent run as separate processes and
+report their peak RSS. Needs root (netns, apt-get, a throwaway sshd).
+
+    python tests/bench/transfer.py [--trees a,b,c] [--reps 3] [--no-shaped]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+NS_OP, NS_NODE = "swjob-bench-op", "swjob-bench-node"
+IP_OP, IP_NODE = "10.203.0.1", "10.203.0.2"
+
+
+# ---- the two swjob sides, each its own process -----------------------------------------
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def _agent_main(ticket: str, workdir: Path) -> None:
+    from agent import endpoint
+    from agent.protocol import XFER_ALPN
+    from agent.transfer.server import serve_transfer
+
+    ep = await endpoint.bind(accept=False)
+    conn = await ep.connect(endpoint.addr_from_ticket(ticket), XFER_ALPN)
+    await serve_transfer(conn, workdir)
+    await ep.close()
+    print(json.dumps({"rss_mb": _peak_rss_mb()}), flush=True)
+
+
+class _Link:
+    def __init__(self, conn: object) -> None:
+        self.conn = conn
+
+    async def open_bi(self) -> object:
+        return await self.conn.open_bi()  # type: ignore[attr-defined]
+
+
+async def _operator_main(src: Path, dst: Path, node_ns: str | None) -> None:
+    from agent import endpoint
+    from engine.transfer import push_workspace
+
+    ep = await endpoint.bind(accept=True)
+    cmd = [sys.executable, str(HERE), "--agent", endpoint.ticket_of(ep), str(dst)]
+    env = dict(os.environ, SWJOB_IROH_BIND=f"{IP_NODE}:0" if node_ns else "127.0.0.1:0")
+    agent = subprocess.Popen(_in_ns(node_ns, cmd), stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        conn = await (await (await ep.accept_next()).accept()).connect()
+        started = time.perf_counter()
+        await push_workspace(_Link(conn), src, [], lambda p: None)
+        seconds = time.perf_counter() - started
+        conn.close(0, b"done")
+        out, _ = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    await ep.close()
+    agent_rss = json.loads(out.strip().splitlines()[-1])["rss_mb"]
+    print(json.dumps({"s": seconds, "op_rss": _peak_rss_mb(), "agent_rss": agent_rss}))
+
+
+def _in_ns(ns: str | None, cmd: list[str]) -> list[str]:
+    return ["ip", "netns", "exec", ns, *cmd] if ns else cmd
+
+
+def run_swjob(src: Path, dst: Path, shaped: bool) -> dict[str, float]:
+    env = dict(os.environ, SWJOB_IROH_RELAY="disabled", PYTHONPATH=str(HERE.parents[2]))
+    env["SWJOB_IROH_BIND"] = f"{IP_OP}:0" if shaped else "127.0.0.1:0"
+    cmd = [sys.executable, str(HERE), "--operator", str(src), str(dst)]
+    cmd += ["--node-ns", NS_NODE] if shaped else []
+    out = subprocess.run(
+        _in_ns(NS_OP if shaped else None, cmd),
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ---- baselines over a throwaway sshd ----------------------------------------------------
+
+
+def ensure_tools() -> None:
+    if shutil.which("rsync") and Path("/usr/sbin/sshd").exists() and shutil.which("ssh"):
+        return
+    subprocess.run(
+        ["apt-get", "install", "-y", "rsync", "openssh-server", "openssh-client"],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def sshd(tmp: Path, host: str, ns: str | None) -> Iterator[list[str]]:
+    """A throwaway sshd on `host`; yields the ssh command (key, port, no host checks)."""
+    for name in ("host", "client"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)], check=True
+        )
+    (tmp / "authorized_keys").write_text((tmp / "client.pub").read_text())
+    port = _free_port()
+    (tmp / "sshd_config").write_text(
+        f"Port {port}\nListenAddress {host}\nHostKey {tmp / 'host'}\n"
+        f"AuthorizedKeysFile {tmp / 'authorized_keys'}\nPasswordAuthentication no\n"
+        f"PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\nPidFile {tmp / 'pid'}\n"
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)
+    cmd = _in_ns(ns, ["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp / "sshd_config")])
+    proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+    ssh = [
+        "ssh",
+        "-p",
+        str(port),
+        "-i",
+        str(tmp / "client"),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "BatchMode=yes",
+    ]
+    try:
+        for _ in range(100):
+            probe = subprocess.run(
+                _in_ns(NS_OP if ns else None, [*ssh, host, "true"]), capture_output=True
+            )
+            if probe.returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("throwaway sshd did not come up")
+        yield ssh
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def run_cmd(cmd: list[str], ns: str | None) -> dict[str, float]:
+    started = time.perf_counter()
+    subprocess.run(_in_ns(ns, cmd), check=True, capture_output=True, timeout=900)
+    return {"s": time.perf_counter() - started}
+
+
+def rsync(ssh: list[str], host: str, src: Path, dst: Path, z: bool, ns: str | None) -> dict:
+    flags = "-az" if z else "-a"
+    return run_cmd(["rsync", flags, "-e", " ".join(ssh), f"{src}/", f"{host}:{dst}/"], ns)
+
+
+def tar_ssh(ssh: list[str], host: str, src: Path, dst: Path, ns: str | None) -> dict:
+    remote = f"mkdir -p {dst} && tar -C {dst} -xf -"
+    pipeline = f"tar -C {src} -cf - . | {' '.join(ssh)} {host} '{remote}'"
+    return run_cmd(["sh", "-c", pipeline], ns)
+
+
+# ---- trees and the shaped link ----------------------------------------------------------
+
+
+def make_tree(kind: str, root: Path) -> Path:
+    tree = root / f"tree-{kind}"
+    if tree.exists():
+        return tree
+    tree.mkdir()
+    if kind == "a":
+        for i in range(4):
+            (tree / f"big{i}.bin").write_bytes(os.urandom(256 << 20))
+    elif kind == "b":
+        for d in range(200):
+            (tree / f"d{d:03}").mkdir()
+            for i in range(100):
+                (tree / f"d{d:03}" / f"f{i:03}").write_bytes(os.urandom(4096))
+    else:
+        import site
+
+        shutil.copytree(site.getsitepackages()[0], tree, symlinks=True, dirs_exist_ok=True)
+    return tree
+
+
+def _sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+@contextlib.contextmanager
+def shaped_link(rate: str = "100mbit") -> Iterator[None]:
+    """Two namespaces joined by a veth, each end shaped with tbf; removed on exit."""
+    try:
+        _sh("ip", "netns", "add", NS_OP)
+        _sh("ip", "netns", "add", NS_NODE)
+        _sh(
+            "ip",
+            "link",
+            "add",
+            "swb-op",
+            "netns",
+            NS_OP,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "swb-node",
+            "netns",
+            NS_NODE,
+        )
+        for ns, dev, ip in ((NS_OP, "swb-op", IP_OP), (NS_NODE, "swb-node", IP_NODE)):
+            _sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
+            _sh("ip", "-n", ns, "link", "set", dev, "up")
+            _sh("ip", "-n", ns, "link", "set", "lo", "up")
+            _sh(
+                "tc",
+                "-n",
+                ns,
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "root",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                "256kb",
+                "latency",
+                "50ms",
+            )
+        yield
+    finally:
+        for ns in (NS_OP, NS_NODE):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+# ---- the run ----------------------------------------------------------------------------
+
+
+def measure(fn, reps: int, dst: Path, ns: str | None = None) -> dict[str, float]:
+    """Median seconds over `reps` runs (fresh destination each time) and the peak RSS seen."""
+    runs = []
+    for _ in range(reps):
+        subprocess.run(_in_ns(ns, ["rm", "-rf", str(dst)]), check=True)
+        runs.append(fn())
+    out = {"s": statistics.median(r["s"] for r in runs)}
+    for key in ("op_rss", "agent_rss"):
+        if key in runs[0]:
+            out[key] = max(r[key] for r in runs)
+    return out
+
+
+def bench(trees: list[str], reps: int, shaped: bool, work: Path) -> list[tuple]:
+    rows = []
+    for kind in trees:
+        src = make_tree(kind, work)
+        size = sum(f.stat().st_size for f in src.rglob("*") if f.is_file() and not f.is_symlink())
+        rows += bench_loopback(kind, src, size, reps, work / f"dst-{kind}")
+        if kind == "c" and shaped:
+            rows += bench_shaped(src, size, reps, work / "dst-shaped")
+    return rows
+
+
+def bench_loopback(kind: str, src: Path, size: int, reps: int, dst: Path) -> list[tuple]:
+    with tempfile.TemporaryDirectory() as keys, sshd(Path(keys), "127.0.0.1", None) as ssh:
+        tools = {
+            "swjob": lambda: run_swjob(src, dst, False),
+            "rsync -a": lambda: rsync(ssh, "127.0.0.1", src, dst, False, None),
+            "tar|ssh|tar": lambda: tar_ssh(ssh, "127.0.0.1", src, dst, None),
+        }
+        if kind == "c":
+            tools["rsync -az"] = lambda: rsync(ssh, "127.0.0.1", src, dst, True, None)
+        rows = [(kind, "loopback", n, size, measure(fn, reps, dst)) for n, fn in tools.items()]
+    subprocess.run(["rm", "-rf", str(dst)], check=True)
+    return rows
+
+
+def bench_shaped(src: Path, size: int, reps: int, dst: Path) -> list[tuple]:
+    with (
+        shaped_link(),
+        tempfile.TemporaryDirectory() as keys,
+        sshd(Path(keys), IP_NODE, NS_NODE) as ssh,
+    ):
+        tools = {
+            "swjob": lambda: run_swjob(src, dst, True),
+            "rsync -az": lambda: rsync(ssh, IP_NODE, src, dst, True, NS_OP),
+            "tar|ssh|tar": lambda: tar_ssh(ssh, IP_NODE, src, dst, NS_OP),
+        }
+        return [("c", "100 Mbit", name, size, measure(fn, reps, dst)) for name, fn in tools.items()]
+
+
+def print_table(rows: list[tuple]) -> None:
+    print(
+        f"{'tree':4} {'link':9} {'tool':12} {'median s':>9} {'MiB/s':>8} "
+        f"{'op RSS MB':>10} {'agent RSS MB':>13}"
+    )
+    for kind, link, name, size, m in rows:
+        rss = (
+            f"{m['op_rss']:10.0f} {m['agent_rss']:13.0f}"
+            if "op_rss" in m
+            else f"{'-':>10} {'-':>13}"
+        )
+        print(f"{kind:4} {link:9} {name:12} {m['s']:9.2f} {size / m['s'] / 2**20:8.1f} {rss}")
+    print(f"\nreproduce: python {' '.join(sys.argv)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trees", default="a,b,c")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--no-shaped", action="store_true")
+    parser.add_argument("--work", default="/tmp/swjob-bench")
+    parser.add_argument("--agent", nargs=2, metavar=("TICKET", "WORKDIR"))
+    parser.add_argument("--operator", nargs=2, metavar=("SRC", "DST"))
+    parser.add_argument("--node-ns")
+    args = parser.parse_args()
+    if args.agent:
+        asyncio.run(_agent_main(args.agent[0], Path(args.agent[1])))
+    elif args.operator:
+        asyncio.run(_operator_main(Path(args.operator[0]), Path(args.operator[1]), args.node_ns))
+    else:
+        ensure_tools()
+        work = Path(args.work)
+        work.mkdir(parents=True, exist_ok=True)
+        print_table(bench(args.trees.split(","), args.reps, not args.no_shaped, work))
+
+
+if __name__ == "__main__":
+    main()
