@@ -69,7 +69,7 @@ def _command(text: str) -> str:
 def _pattern_text(pattern: str) -> str:
     """Checks shared by outputs and excludes: one line, bounded, not empty."""
     if not pattern:
-        raise ValueError("empty path")
+        raise ValueError("empty entry")
     if any(c in pattern for c in "\0\n\r"):
         raise ValueError(f"'{shown(pattern)}' contains a NUL or newline")
     if len(pattern) > MAX_PATTERN_CHARS:

@@ -230,7 +230,7 @@ def test_valid_outputs(tmp_path: Path, outputs: list[str]) -> None:
         ('"../x"', "'..' segment"),
         ('"a/../../b"', "'..' segment"),
         ('"a/.."', "'..' segment"),
-        ('""', "empty path"),
+        ('""', "empty entry"),
         ('"a\\u0000b"', "NUL or newline"),
         ('"a\\nb"', "NUL or newline"),
         (f'"{"x" * 4097}"', "too long"),
