@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handler(args)
     except (JobFileError, PoolFileError) as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {exc}", markup=False, soft_wrap=True)
         return 1
 
 

@@ -6,22 +6,23 @@ reading, the bytes must be UTF-8, the amount of structure is bounded before
 parsing, and every problem becomes `<file>:<line>: <field>: <problem>` — never a
 traceback, never a hang, and never a secret value.
 
-We parse with the stdlib `tomllib`, not `tomlkit`: tomlkit needs 3-10 s for a
-1 MiB file of many small items (or even of comments), which is a hang for a
-hostile file; tomllib reads the same in well under a second and reports
-duplicate keys with their line, which tomlkit does not.
+We parse with `tomlkit` (the project's TOML library: it keeps comments and layout
+for any tool that edits these files). It is slow on huge inputs — 3-10 s for a
+1 MiB file of many small items — so the structure is bounded before parsing
+(MAX_ITEMS), which keeps the worst case under a second.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import tomllib
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
+import tomlkit
 from pydantic import BaseModel, ValidationError
+from tomlkit.exceptions import KeyAlreadyPresent, ParseError
 
 MAX_FILE_BYTES = 1 << 20
 """A config file is a few hundred bytes; anything over 1 MiB is a mistake."""
@@ -35,13 +36,31 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """Job and pool names: safe as a directory name, a label, a log prefix."""
 SAFE_NAME_RULE = "1-64 letters, digits, '_', '.', '-', starting with a letter or digit"
 
-_PLAIN = {  # tomllib's words → what a job author needs to hear
-    "Cannot overwrite a value": "duplicate key (each key may be set once)",
-    "Illegal character '\\n'": "unterminated string (a newline inside a one-line string)",
-}
-_TWICE = re.compile(r"^Cannot declare (.*) twice$")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_TOML_POSITION = re.compile(r"\s*\(at (?:line (\d+), column \d+|end of document)\)$")
+_AT_POSITION = re.compile(r"\s*at line \d+ col \d+$")
+_KEY_EXISTS = re.compile(r'^Key "(.*)" already exists\.$')
+
+
+def _second_definition(text: str, key: str) -> int | None:
+    """The line where `key` is defined for the second time (a key or a table header):
+    tomlkit reports a duplicate table at the line after it, and a duplicate key of a
+    dotted or inline table at no line at all."""
+    k = rf"[\"']?{re.escape(key)}[\"']?"
+    pattern = re.compile(rf"(?:^|[{{,])\s*(?:[\w.\"'-]*\.)?{k}\s*=|^\s*\[+\s*{k}\s*\]", re.M)
+    matches = list(pattern.finditer(text))
+    return text.count("\n", 0, matches[1].start()) + 1 if len(matches) > 1 else None
+
+
+def _syntax_error(
+    text: str, source: Path, error: type[ConfigFileError], exc: Exception
+) -> ConfigFileError:
+    message = _AT_POSITION.sub("", str(exc))
+    line = getattr(exc, "line", None)
+    duplicate = _KEY_EXISTS.match(message)
+    if duplicate:
+        line = _second_definition(text, duplicate[1]) or line
+        message = f"duplicate key {shown(duplicate[1])!r} (each key may be set once)"
+    return error(source, f"TOML syntax: {shown(message, PROBLEM_CHARS)}", line=line)
 
 
 def shown(text: str, limit: int = SHOWN_CHARS) -> str:
@@ -131,17 +150,9 @@ def parse_toml(text: str, source: Path, error: type[ConfigFileError]) -> dict[st
     if items > MAX_ITEMS:
         raise error(source, f"too many lines or items ({items}, limit {MAX_ITEMS})")
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        match = _TOML_POSITION.search(message)
-        line = None
-        if match:
-            line = int(match[1]) if match[1] else text.count("\n") + 1
-            message = message[: match.start()]
-        message = _TWICE.sub(r"table \1 declared twice (duplicate table)", message)
-        message = _PLAIN.get(message, message)
-        raise error(source, f"TOML syntax: {message}", line=line) from None
+        return tomlkit.parse(text).unwrap()
+    except (KeyAlreadyPresent, ParseError) as exc:
+        raise _syntax_error(text, source, error, exc) from None
     except RecursionError:
         raise error(source, "TOML syntax: values nested too deeply") from None
 
