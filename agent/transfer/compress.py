@@ -77,6 +77,11 @@ def maybe_compress(data: bytes, path_hint: str | None = None) -> tuple[bytes, bo
 def decompress(payload: bytes | memoryview, limit: int) -> bytes:
     """Decompress one payload; refuse output beyond `limit` bytes (a hostile frame)."""
     try:
-        return _decompressor().decompress(payload, max_output_size=limit)
+        if zstandard.frame_content_size(payload) > limit:
+            raise WireError(f"compressed frame expands beyond {limit} bytes")
+        out = _decompressor().decompress(payload, max_output_size=limit)
     except zstandard.ZstdError as exc:
         raise WireError(f"bad compressed frame: {exc}") from None
+    if len(out) > limit:
+        raise WireError(f"compressed frame expands beyond {limit} bytes")
+    return out

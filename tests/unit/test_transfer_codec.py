@@ -1,0 +1,88 @@
+"""Framing, compression decisions and progress throttling of the transfer codec."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from agent.transfer import Progress, wire
+from agent.transfer.compress import decompress, maybe_compress
+from agent.transfer.progress import ProgressMeter
+from agent.transfer.schedule import CHUNK, LARGE_MIN, schedule
+from agent.transfer.walk import Entry
+
+
+class _Bytes:
+    """A readable stream over fixed bytes, handing them out in small pieces."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    async def read(self, size_limit: int) -> bytes:
+        piece, self._data = self._data[:7], self._data[7:]
+        return piece
+
+    async def read_exact(self, size: int) -> bytes:
+        if len(self._data) < size:
+            raise EOFError("short")
+        piece, self._data = self._data[:size], self._data[size:]
+        return piece
+
+
+async def test_frames_round_trip_across_small_reads() -> None:
+    big = os.urandom(200_000)
+    stream = wire.record({"t": "file", "p": "a"}, b"abc") + wire.record({"t": "x"}, big)
+    reader = wire.FrameReader(_Bytes(stream))
+    assert await reader.next_meta() == {"t": "file", "p": "a"}
+    assert await reader.next_frame() == (wire.DATA, b"abc")
+    assert await reader.next_meta() == {"t": "x"}
+    assert await reader.next_frame() == (wire.DATA, big)
+    assert await reader.next_frame() is None
+
+
+async def test_truncated_stream_is_a_dropped_connection() -> None:
+    reader = wire.FrameReader(_Bytes(wire.record({"t": "x"}, b"0123456789")[:-3]))
+    await reader.next_meta()
+    with pytest.raises(wire.StreamEnded):
+        await reader.next_frame()
+
+
+def test_compression_only_when_it_pays() -> None:
+    text = b"import numpy as np\n" * 50_000
+    packed, compressed = maybe_compress(text)
+    assert compressed and len(packed) < len(text) / 10
+    assert decompress(packed, len(text)) == text
+    noise = os.urandom(1 << 20)
+    assert maybe_compress(noise) == (noise, False)
+    assert maybe_compress(text, "weights.safetensors") == (text, False)
+
+
+def test_decompress_refuses_output_beyond_limit() -> None:
+    packed, _ = maybe_compress(b"a" * 100_000)
+    with pytest.raises(wire.WireError):
+        decompress(packed, 1000)
+
+
+def test_schedule_spreads_chunks_and_skips_verified() -> None:
+    big = Entry("big", "file", LARGE_MIN + 3 * CHUNK)
+    small = Entry("s", "file", 10)
+    plan = schedule([Entry("d", "dir"), small, big], {"s"}, {"big": {0}}, streams=4)
+    assert plan.streams[0][0] == ["dir", "d"]
+    chunks = [i for s in plan.streams for i in s if i[0] == "chunk"]
+    assert len(chunks) == big.size // CHUNK + 1 - 1 - (big.size % CHUNK == 0)
+    assert all(len(s) > 0 for s in plan.streams[1:])
+    assert plan.files_skipped == 1 and plan.bytes_skipped == 10 + CHUNK
+
+
+def test_progress_is_throttled_and_ends_with_done() -> None:
+    seen: list[Progress] = []
+    now = [0.0]
+    meter = ProgressMeter(seen.append, 1000, 10, clock=lambda: now[0])
+    for i in range(100):
+        now[0] = i * 0.01  # 100 updates over one second
+        meter.add(10, 0, f"f{i}")
+    meter.finish()
+    assert 9 <= len(seen) <= 12
+    assert seen[-1].done and seen[-1].bytes_done == 1000 and seen[-1].eta_s == 0.0
+    assert seen[-2].rate_bps == pytest.approx(1000, rel=0.2)

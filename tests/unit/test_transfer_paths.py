@@ -1,0 +1,122 @@
+"""Path safety, tree walking with gitignore excludes, and output resolution (real files)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.transfer import UnsafePath
+from agent.transfer.safety import check_link_target, check_relpath
+from agent.transfer.walk import glob_regex, resolve_outputs, walk_tree
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", "a\x00b", "a\nb"]
+)
+def test_unsafe_relpaths_are_refused(bad: str) -> None:
+    with pytest.raises(UnsafePath):
+        check_relpath(bad)
+
+
+def test_safe_relpaths_pass() -> None:
+    assert check_relpath("src/model.py") == "src/model.py"
+    assert check_relpath("..hidden/x") == "..hidden/x"
+
+
+@pytest.mark.parametrize("target", ["../out", "/etc/passwd", "a/../../../b", ""])
+def test_escaping_link_targets_are_refused(target: str) -> None:
+    with pytest.raises(UnsafePath):
+        check_link_target("dir/link", "../" + target if target == "../out" else target)
+
+
+def test_link_targets_inside_root_pass() -> None:
+    assert check_link_target("dir/link", "../other/file") == "../other/file"
+    assert check_link_target("link", "dir/./file") == "dir/./file"
+
+
+def _tree(root: Path) -> None:
+    for rel in [
+        "src/a.py",
+        "src/__pycache__/a.pyc",
+        "artifacts/big",
+        "sub/artifacts/keep",
+        "logs/x.log",
+        "logs/keep.log",
+        ".git/HEAD",
+        ".env",
+    ]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel)
+    (root / "empty").mkdir()
+
+
+def test_walk_applies_gitignore_semantics(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    walk = walk_tree(tmp_path, ["/artifacts", "__pycache__", "*.log", "!keep.log"])
+    paths = {e.path for e in walk.entries}
+    assert "src/a.py" in paths and "empty" in paths and ".git/HEAD" in paths
+    assert "sub/artifacts/keep" in paths  # `/artifacts` is anchored at the root
+    assert "logs/keep.log" in paths and "logs/x.log" not in paths
+    assert not any("__pycache__" in p or p.startswith("artifacts") for p in paths)
+    assert ("artifacts", 0) in walk.excluded  # the directory itself, not each file below it
+
+
+def test_walk_refuses_escaping_links_and_fifos(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    os.symlink("f", tmp_path / "inside")
+    os.symlink("../../etc/passwd", tmp_path / "outside")
+    os.mkfifo(tmp_path / "pipe")
+    walk = walk_tree(tmp_path, [])
+    kinds = {e.path: e.kind for e in walk.entries}
+    assert kinds == {"f": "file", "inside": "link"}
+    assert any("outside" in r for r in walk.refused) and any("fifo" in r for r in walk.refused)
+
+
+def test_glob_regex() -> None:
+    assert glob_regex("*.pt").match("a.pt") and not glob_regex("*.pt").match("d/a.pt")
+    assert glob_regex("ckpt/**/*.bin").match("ckpt/a.bin")
+    assert glob_regex("ckpt/**/*.bin").match("ckpt/x/y/a.bin")
+    assert glob_regex("f[0-9].txt").match("f3.txt") and not glob_regex("f[!0-9].txt").match(
+        "f3.txt"
+    )
+
+
+def test_resolve_outputs_files_dirs_globs_missing(tmp_path: Path) -> None:
+    for rel in [
+        "metrics.jsonl",
+        "a.pt",
+        "b.pt",
+        "ckpt/x/1.bin",
+        "ckpt/2.bin",
+        "ckpt/n.txt",
+        "logs/run/out.txt",
+    ]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    os.symlink("../../etc", tmp_path / "escape")
+    patterns = [
+        "metrics.jsonl",
+        "*.pt",
+        "ckpt/**/*.bin",
+        "logs",
+        "nothing*.x",
+        "gone.json",
+        "escape",
+        "../up",
+    ]
+    walk, missing = resolve_outputs(tmp_path, patterns)
+    paths = {e.path for e in walk.entries}
+    assert paths == {
+        "metrics.jsonl",
+        "a.pt",
+        "b.pt",
+        "ckpt/x/1.bin",
+        "ckpt/2.bin",
+        "logs",
+        "logs/run",
+        "logs/run/out.txt",
+    }
+    assert missing == ["nothing*.x", "gone.json"]
+    assert len(walk.refused) == 2  # the escaping link and the `..` pattern
