@@ -147,8 +147,14 @@ def _logs(args: argparse.Namespace) -> int:
 
 def _gc(args: argparse.Namespace) -> int:
     from engine.gc import cli_gc
+    from engine.store import Store
 
-    return cli_gc(load_pools(args.pools), yes=args.yes, out=sys.stdout)
+    store = Store()
+    try:  # runs not yet finished belong to a live engine or await its recovery
+        owned = {view.run_id for view, _ in store.unfinished()}
+    finally:
+        store.close()
+    return cli_gc(load_pools(args.pools), yes=args.yes, out=sys.stdout, live_run_ids=owned)
 
 
 _COMMANDS = {

@@ -66,6 +66,7 @@ class Engine:
         self._endpoint = None
         self._server: ControlServer | None = None
         self._identity: identity.Identity | None = None
+        self._orphan_check: asyncio.Task[None] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -76,6 +77,7 @@ class Engine:
         self._identity.remember_port(iroh_endpoint.bound_port(self._endpoint))
         self._server = ControlServer(self._endpoint)
         self._server.start()
+        self._orphan_check = asyncio.create_task(self._check_orphans())
 
     async def _bind(self) -> Any:
         """Bind with our persistent identity, on last time's port when it is free."""
@@ -95,6 +97,9 @@ class Engine:
             for task in self._tasks.values():
                 task.cancel()
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        if self._orphan_check is not None:
+            self._orphan_check.cancel()
+            await asyncio.gather(self._orphan_check, return_exceptions=True)
         if self._server is not None:
             await self._server.stop()
         if self._endpoint is not None:
@@ -160,7 +165,9 @@ class Engine:
 
     def _provider(self, pool: Pool) -> Provider:
         if pool.name not in self._providers:
-            self._providers[pool.name] = make_provider(pool, stop_grace_s=self.config.stop_grace_s)
+            self._providers[pool.name] = make_provider(
+                pool, stop_grace_s=self.config.stop_grace_s, on_alert=self.alert
+            )
         return self._providers[pool.name]
 
     async def _drive(self, driver: RunDriver) -> RunView:
@@ -190,6 +197,29 @@ class Engine:
 
     async def wait(self, run_id: str) -> RunView:
         return await asyncio.shield(self._tasks[run_id])
+
+    def alert(self, message: str) -> None:
+        """An engine-wide warning (not tied to one run): shown by the TUI and the CLI."""
+        self.stream.publish(ev.Alert(run_id="", message=message))
+
+    async def _check_orphans(self) -> None:
+        """At start, warn about nodes that bill without a live run (a crash, a lost teardown)."""
+        if not any(p.provider == "vastai" for p in self.config.pools):
+            return
+        from engine.gc import find_orphans
+        from engine.ledger import Ledger
+        from engine.providers.vast_api import VastApiError
+
+        owned = {v.run_id for v in self.running()}
+        if self._store is not None:
+            owned |= {view.run_id for view, _ in self._store.unfinished()}
+        try:
+            orphans = await find_orphans(self.config.pools, Ledger(), owned)
+        except VastApiError as exc:
+            self.alert(f"could not check for orphaned nodes: {exc}")
+            return
+        for orphan in orphans:
+            self.alert(f"orphaned node: {orphan.describe()} — run `swjob gc`")
 
     # ---- reading -----------------------------------------------------------------------
 

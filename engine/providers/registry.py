@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.pools import Pool
 from engine.providers.base import Provider
 from engine.providers.local import LocalProvider
 
 
-def make_provider(pool: Pool, *, stop_grace_s: float) -> Provider:
+def make_provider(pool: Pool, *, stop_grace_s: float, on_alert: Callable[[str], None]) -> Provider:
+    """`on_alert` receives the provider's one-line reports (retries, skipped offers)."""
     if pool.provider == "local":
         return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s)
     if pool.provider == "vastai":
         from engine.ledger import Ledger  # the SDK is heavy: import it only when a pool needs it
         from engine.providers.vastai import VastProvider
 
-        return VastProvider(pool, Ledger())
+        return VastProvider(pool, Ledger(), on_alert=on_alert)
     raise ValueError(f"pool {pool.name!r}: unknown provider {pool.provider!r}")
