@@ -1,0 +1,1 @@
+"""swjob-tui: the operator's live console over the in-process engine."""

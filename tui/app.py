@@ -1,0 +1,267 @@
+"""swjob-tui: the operator's live console.
+
+The engine runs in-process on this app's event loop. The app owns three loops of
+its own: a worker that drains the engine's event subscription into the feed
+(cheap bookkeeping only), a timer that tells the visible screen which runs
+changed (10×/s), and workers for every engine call the user triggers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.worker import Worker, WorkerState
+
+from engine import events as ev
+from engine.views import RunView
+from tui.api import Clock, EngineAPI
+from tui.commands import ActionCommands
+from tui.feed import Feed
+from tui.messages import OpenRun, RunFinished, RunsUpdated
+from tui.screens.board import BoardScreen
+from tui.screens.detail import DetailScreen
+from tui.screens.help import HelpScreen, help_table
+from tui.screens.modals import ConfirmStopScreen, QuitScreen
+from tui.screens.outputs import OutputsScreen
+from tui.screens.submit import SubmitScreen
+
+TICK_HZ = 10
+YIELD_EVERY = 256
+
+
+def utc_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class SwjobApp(App[None]):
+    TITLE = "swjob"
+    CSS_PATH = "app.tcss"
+    COMMANDS = App.COMMANDS | {ActionCommands}
+    BINDINGS = [
+        Binding("n", "submit", "Submit", tooltip="Submit a job file to a pool"),
+        Binding("s", "stop", "Stop", tooltip="Stop the selected job and tear its node down"),
+        Binding("o", "outputs", "Outputs", tooltip="Browse the run's landing directory"),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(
+        self,
+        engine: EngineAPI,
+        *,
+        jobs: Sequence[object] = (),
+        pool: str = "local",
+        clock: Clock = utc_clock,
+        cwd: Path | None = None,
+        log_cap: int = 5000,
+    ) -> None:
+        super().__init__()
+        self.engine, self.clock, self.pool = engine, clock, pool
+        self.cwd = cwd or Path.cwd()
+        self.feed = Feed(log_cap)
+        self.startup_jobs = list(jobs)
+        self.booted = asyncio.Event()
+        self._stop_on_close = True
+        self._settled = asyncio.Event()  # set whenever a run finishes
+        self._binding_state: tuple[object, ...] = ()
+
+    # ---- engine plumbing -----------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.push_screen(BoardScreen(self.engine, self.clock))
+        self._boot()
+        self.set_interval(1 / TICK_HZ, self._tick, name="tick")
+
+    @work(group="engine", exit_on_error=False, description="start the engine")
+    async def _boot(self) -> None:
+        await self.engine.start()
+        sub = self.engine.subscribe()
+        self._consume(sub)
+        for job in self.startup_jobs:
+            await self._submit_job(job)
+        self.feed.mark({r.run_id for r in self.engine.runs()[:500]})
+        self.booted.set()
+
+    async def _submit_job(self, job: object) -> None:
+        from engine.engine import SubmitError
+
+        try:
+            await self.engine.submit(job, self.pool)
+        except SubmitError as exc:
+            self.notify(str(exc), title="submit failed", severity="error")
+
+    @work(group="feed", exit_on_error=False, description="engine events")
+    async def _consume(self, sub: object) -> None:
+        count = 0
+        try:
+            async for event in sub:  # type: ignore[attr-defined]
+                self.feed.ingest(event)
+                if isinstance(event, ev.Finished):
+                    self._finished(event)
+                    self._settled.set()
+                elif isinstance(event, ev.Alert):
+                    self.notify(event.message, severity="error" if event.persistent else "warning")
+                count += 1
+                if count % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # a flood must not starve key handling
+        finally:
+            sub.close()  # type: ignore[attr-defined]
+
+    def _finished(self, event: ev.Finished) -> None:
+        run = self.engine.run(event.run_id)
+        name = run.job_name if run else event.run_id
+        self.post_message(RunFinished(event.run_id, name, event.state, event.reason))
+
+    def _tick(self) -> None:
+        self.screen.post_message(RunsUpdated(self.feed.take_dirty()))
+        state = (self.screen, self.target_id, self._target_terminal())
+        if state != self._binding_state:
+            self._binding_state = state
+            self.refresh_bindings()
+
+    @on(RunFinished)
+    def _toast(self, message: RunFinished) -> None:
+        if message.state == "COMPLETED":
+            self.notify(f"{message.job_name} completed", title=message.run_id)
+        else:
+            why = f": {message.reason}" if message.reason else ""
+            self.notify(f"{message.job_name} failed{why}", title=message.run_id, severity="error")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """One place for every worker's failure: a toast, never a crash."""
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            what = event.worker.description or event.worker.name
+            self.notify(f"{what}: {event.worker.error}", title="error", severity="error")
+
+    # ---- what the keys act on -----------------------------------------------------------
+
+    @property
+    def target_id(self) -> str | None:
+        return getattr(self.screen, "run_id", None)
+
+    @property
+    def target(self) -> RunView | None:
+        run_id = self.target_id
+        return self.engine.run(run_id) if run_id else None
+
+    def _target_terminal(self) -> bool | None:
+        run = self.target
+        return None if run is None else run.terminal
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("submit", "stop", "outputs", "help") and isinstance(self.screen, ModalScreen):
+            return False
+        if action == "stop":
+            run = self.target
+            return (run is not None and run.live and not run.terminal) or None
+        if action == "outputs":
+            return self.target is not None or None
+        return True
+
+    # ---- actions ----------------------------------------------------------------------------
+
+    @on(OpenRun)
+    def _open(self, message: OpenRun) -> None:
+        self.open_run(message.run_id, logs=message.logs)
+
+    def open_run(self, run_id: str, logs: bool = False) -> None:
+        if self.engine.run(run_id) is not None:
+            self.push_screen(DetailScreen(self.engine, self.clock, self.feed, run_id, logs))
+
+    def action_submit(self) -> None:
+        self.push_screen(SubmitScreen(self.engine, self.pool, self.cwd), self._submitted)
+
+    def _submitted(self, run_id: str | None) -> None:
+        if run_id is not None:
+            self.notify(f"submitted {run_id}", title="submit")
+
+    def action_stop(self) -> None:
+        run = self.target
+        if run is not None and not run.terminal:
+            self.push_screen(
+                ConfirmStopScreen(run), lambda yes: self._stop(run.run_id) if yes else None
+            )
+
+    @work(group="engine", exit_on_error=False, description="stop")
+    async def _stop(self, run_id: str) -> None:
+        await self.engine.stop(run_id)
+        self.notify(f"stopping {run_id}: tearing its node down", title="stop")
+
+    def action_outputs(self) -> None:
+        run = self.target
+        if run is not None:
+            self.push_screen(OutputsScreen(run))
+
+    def action_help(self) -> None:
+        bindings = self.screen.active_bindings
+        keys = {key: self.get_key_display(active.binding) for key, active in bindings.items()}
+        self.push_screen(HelpScreen(help_table(bindings, keys)))
+
+    async def action_quit(self) -> None:
+        running = self.engine.running()
+        if not running:
+            self._quit_with(stop_running=False)
+            return
+        self.push_screen(QuitScreen(running), self._quit_answer)
+
+    def _quit_answer(self, choice: str | None) -> None:
+        if choice is not None:
+            self._quit_with(stop_running=choice == "stop")
+
+    @work(group="shutdown", exclusive=True, exit_on_error=False, description="quit")
+    async def _quit_with(self, stop_running: bool) -> None:
+        """Stop-all waits here, with the console still up, until every run is terminal;
+        the engine itself is closed on unmount, after the screens stopped reading it."""
+        self._stop_on_close = stop_running
+        if stop_running and self.engine.running():
+            self.notify("stopping every job and tearing nodes down…", title="quit")
+            await self.engine.stop_all()
+            while self.engine.running():
+                self._settled.clear()
+                await self._settled.wait()
+        self.exit()
+
+    async def on_unmount(self) -> None:
+        """Also reached on a crash: then live runs are stopped and their nodes torn down."""
+        await self.engine.close(stop_running=self._stop_on_close)
+
+
+# ---- command line ----------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="swjob-tui", description="swjob's live console")
+    parser.add_argument("jobs", nargs="*", type=Path, metavar="JOB.toml", help="submit at start")
+    parser.add_argument("--pool", default="local", help="pool name (default: local)")
+    parser.add_argument("--pools", type=Path, default=None, help="pools TOML file")
+    parser.add_argument("--runs-dir", type=Path, default=None, help="landing directories root")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from engine.engine import Engine, EngineConfig
+    from engine.jobspec import JobFileError, load_job
+    from engine.paths import DEFAULT_RUNS_DIR
+    from engine.pools import PoolFileError, load_pools
+
+    args = _parser().parse_args(argv)
+    try:
+        jobs = [load_job(path) for path in args.jobs]
+        pools = load_pools(args.pools)
+        pools.get(args.pool)
+    except (JobFileError, PoolFileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    config = EngineConfig(runs_dir=args.runs_dir or DEFAULT_RUNS_DIR, pools=pools)
+    SwjobApp(Engine(config), jobs=jobs, pool=args.pool).run()
+    return 0

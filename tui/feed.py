@@ -1,0 +1,72 @@
+"""What the console keeps from the engine's event subscription between two screen ticks.
+
+The subscription can deliver thousands of log events a second; the UI must not
+render per event. The feed does only cheap bookkeeping per event — append log
+lines to a capped ring per run, mark the run dirty — and the app renders from it
+on a timer. Log memory is bounded by `cap` lines per run; the full log is on disk.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from agent.protocol import Stream
+from engine import events as ev
+
+
+@dataclass(frozen=True)
+class Line:
+    step: str
+    stream: Stream
+    text: str
+
+
+@dataclass
+class RunLog:
+    """A run's most recent log lines; `total` counts every line ever appended so a
+    reader can tell how many it missed since it last looked."""
+
+    cap: int
+    lines: deque[Line] = field(init=False)
+    total: int = 0
+
+    def __post_init__(self) -> None:
+        self.lines = deque(maxlen=self.cap)
+
+    def extend(self, new: list[Line]) -> None:
+        self.lines.extend(new)
+        self.total += len(new)
+
+    def since(self, seen: int) -> list[Line]:
+        """Lines appended after a reader had seen `seen` of them (at most `cap`)."""
+        missed = min(self.total - seen, len(self.lines))
+        if missed <= 0:
+            return []
+        return list(self.lines)[-missed:]
+
+
+class Feed:
+    def __init__(self, cap: int = 5000) -> None:
+        self.cap = cap
+        self.logs: dict[str, RunLog] = {}
+        self._dirty: set[str] = set()
+
+    def log(self, run_id: str) -> RunLog:
+        if run_id not in self.logs:
+            self.logs[run_id] = RunLog(self.cap)
+        return self.logs[run_id]
+
+    def ingest(self, event: ev.Event) -> None:
+        if isinstance(event, ev.Log):
+            step = event.step.value
+            self.log(event.run_id).extend([Line(step, ln.stream, ln.text) for ln in event.lines])
+            return
+        self._dirty.add(event.run_id)
+
+    def mark(self, run_ids: set[str]) -> None:
+        self._dirty |= run_ids
+
+    def take_dirty(self) -> frozenset[str]:
+        dirty, self._dirty = frozenset(self._dirty), set()
+        return dirty

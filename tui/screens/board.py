@@ -1,0 +1,124 @@
+"""The board: pools and their nodes on top, every run (live and history) below.
+
+The table's cursor picks the run that `s`, `o`, `l` and enter act on. Refreshes
+come from the app's tick as `RunsUpdated` with only the runs that changed.
+"""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input
+
+from tui.api import Clock, EngineAPI
+from tui.messages import OpenRun, RunsUpdated
+from tui.widgets.jobs_table import JobsTable
+from tui.widgets.pools_panel import PoolsPanel
+
+
+class FilterBar(Input):
+    BINDINGS = [Binding("escape", "clear", "Clear filter", show=False)]
+
+    def action_clear(self) -> None:
+        self.value = ""
+        self.display = False
+        self.screen.query_one(JobsTable).focus()
+
+
+class BoardScreen(Screen[None]):
+    BINDINGS = [
+        Binding("enter", "open", "Detail", show=False),
+        Binding("l", "logs", "Logs"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self, engine: EngineAPI, clock: Clock) -> None:
+        super().__init__()
+        self.engine, self.clock = engine, clock
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield PoolsPanel(self.clock, id="pools")
+        bar = FilterBar(placeholder="filter runs by name, id, state or pool (esc clears)")
+        bar.display = False
+        yield bar
+        yield JobsTable(self.clock, id="jobs")
+        yield Footer()
+
+    @property
+    def run_id(self) -> str | None:
+        """The run the board's actions apply to: the one under the cursor."""
+        return self.query_one(JobsTable).selected
+
+    def on_mount(self) -> None:
+        self.refresh_all()
+        self.query_one(JobsTable).focus()
+
+    def on_screen_resume(self) -> None:
+        self.refresh_all()
+
+    def _matches(self, run_id: str) -> bool:
+        term = self.query_one(FilterBar).value.strip().lower()
+        run = self.engine.run(run_id)
+        if not term or run is None:
+            return run is not None
+        return any(term in s.lower() for s in (run.job_name, run.run_id, run.state, run.pool))
+
+    def refresh_all(self) -> None:
+        runs = [r for r in self.engine.runs() if self._matches(r.run_id)]
+        table = self.query_one(JobsTable)
+        with self.app.batch_update():
+            table.keep_only({r.run_id for r in runs})
+            table.upsert(runs)
+            self._refresh_pools()
+
+    def _refresh_pools(self) -> None:
+        alerts = [a for run in self.engine.runs() for a in run.alerts]
+        self.query_one(PoolsPanel).show(self.engine.pools(), alerts)
+
+    @on(RunsUpdated)
+    def refresh_runs(self, message: RunsUpdated) -> None:
+        """Update only the changed runs' rows; elapsed times of live runs tick too."""
+        ids = set(message.run_ids) | {r.run_id for r in self.engine.running()}
+        runs = [run for rid in ids if self._matches(rid) and (run := self.engine.run(rid))]
+        with self.app.batch_update():
+            self.query_one(JobsTable).upsert(runs)
+            self._refresh_pools()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value:
+            self.post_message(OpenRun(event.row_key.value))
+
+    def action_open(self) -> None:
+        if self.run_id:
+            self.post_message(OpenRun(self.run_id))
+
+    def action_logs(self) -> None:
+        if self.run_id:
+            self.post_message(OpenRun(self.run_id, logs=True))
+
+    def action_filter(self) -> None:
+        bar = self.query_one(FilterBar)
+        bar.display = True
+        bar.focus()
+
+    def action_clear_filter(self) -> None:
+        self.query_one(FilterBar).action_clear()
+        self.refresh_all()
+
+    @on(Input.Changed)
+    def _filter_changed(self) -> None:
+        self.refresh_all()
+
+    @on(Input.Submitted)
+    def _filter_done(self) -> None:
+        self.query_one(JobsTable).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("open", "logs"):
+            return self.run_id is not None or None
+        return True

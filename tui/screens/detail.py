@@ -1,0 +1,107 @@
+"""Job detail: summary, FSM timeline, transfer bars and the live log of one run."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from engine.views import RunView
+from tui import format as fmt
+from tui.api import Clock, EngineAPI
+from tui.feed import Feed
+from tui.logtail import tail
+from tui.messages import RunsUpdated
+from tui.widgets.log_pane import LogPane
+from tui.widgets.log_view import LogView
+from tui.widgets.timeline import Timeline
+from tui.widgets.transfers import Transfers
+
+
+def summary(run: RunView, clock: Clock) -> Text:
+    end = run.finished or clock()
+    text = Text.assemble(
+        (run.job_name, "bold"),
+        f"  {run.run_id}  ",
+        fmt.state_text(run.state),
+        f"  pool {run.pool}",
+        f"  node {run.node.node_id if run.node else '—'}",
+        f"  elapsed {fmt.duration(end - run.created)}",
+        f"  exit {'—' if run.exit_code is None else run.exit_code}",
+        f"  cost {fmt.money(run.cost_dollars)}",
+    )
+    if run.state == "FAILED" and run.reason:
+        text.append(f"\nFAILED: {run.reason}", style="bold red")
+    if run.missing_outputs:
+        text.append(f"\nmissing outputs: {', '.join(run.missing_outputs)}", style="yellow")
+    for alert in run.alerts:
+        text.append(f"\n⚠ {alert}", style="bold red")
+    return text
+
+
+class DetailScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("l", "logs", "Logs"),
+    ]
+
+    def __init__(
+        self, engine: EngineAPI, clock: Clock, feed: Feed, run_id: str, logs: bool = False
+    ) -> None:
+        super().__init__()
+        self.engine, self.clock, self.feed = engine, clock, feed
+        self.run_id: str | None = run_id
+        self.logs_first = logs
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="summary")
+        yield Timeline(self.clock, id="timeline")
+        yield Transfers(id="transfers")
+        yield LogPane(self.feed.cap, id="logpane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_run()
+        run = self.engine.run(self.run_id or "")
+        view = self.query_one(LogView)
+        if run is not None and (run.live or self.run_id in self.feed.logs):
+            view.attach(self.feed.log(run.run_id))
+        elif run is not None:
+            self._load_history(run.run_id)
+        view.focus()
+        if self.logs_first:
+            self.action_logs()
+
+    @work(thread=True, group="log-tail", exit_on_error=False, description="read log tail")
+    def _load_history(self, run_id: str) -> None:
+        lines = []
+        for step in ("setup", "run"):
+            lines += tail(self.engine.log_path(run_id, step), step, self.feed.cap)
+        self.app.call_from_thread(self.query_one(LogView).add, lines[-self.feed.cap :])
+
+    def refresh_run(self) -> None:
+        run = self.engine.run(self.run_id or "")
+        if run is None:
+            return
+        self.sub_title = f"{run.job_name} · {run.run_id}"
+        self.query_one("#summary", Static).update(summary(run, self.clock))
+        self.query_one(Timeline).show(run)
+        self.query_one(Transfers).show(run.transfers)
+
+    @on(RunsUpdated)
+    def _updated(self, message: RunsUpdated) -> None:
+        run = self.engine.run(self.run_id or "")
+        if run is not None and (self.run_id in message.run_ids or not run.terminal):
+            self.refresh_run()
+
+    def action_logs(self) -> None:
+        """Give the log the whole screen (or take it back)."""
+        if self.maximized is not None:
+            self.minimize()
+        else:
+            self.maximize(self.query_one(LogPane), container=False)
+        self.query_one(LogView).focus()

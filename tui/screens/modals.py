@@ -1,0 +1,75 @@
+"""The two questions the console asks: stop this job? and quit with jobs running?"""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label
+
+from engine.views import RunView
+
+
+class ConfirmStopScreen(ModalScreen[bool]):
+    """`y`/enter stops, `n`/esc cancels: a stop tears the node down, so it is never one key."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Stop it"),
+        Binding("enter", "answer(True)", "Stop it", show=False),
+        Binding("n", "answer(False)", "Cancel"),
+        Binding("escape", "answer(False)", "Cancel", show=False),
+    ]
+
+    def __init__(self, run: RunView) -> None:
+        super().__init__()
+        self.run = run
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(f"Stop {self.run.job_name} ({self.run.run_id})?", classes="title")
+            yield Label(
+                f"It is {self.run.state} ({self.run.phase}). The job is stopped and its node "
+                "torn down; the run ends FAILED, “stopped by operator”."
+            )
+            yield Label("[b]y[/]/enter stop · [b]n[/]/esc cancel", classes="keys")
+
+    def action_answer(self, stop: bool) -> None:
+        self.dismiss(stop)
+
+
+class QuitScreen(ModalScreen[str | None]):
+    """Leaving with runs alive is a money decision, so it is asked, with both options."""
+
+    BINDINGS = [
+        Binding("s", "answer('stop')", "Stop all and tear down"),
+        Binding("l", "answer('leave')", "Leave running"),
+        Binding("escape", "answer(None)", "Cancel"),
+        Binding("c", "answer(None)", "Cancel", show=False),
+    ]
+
+    def __init__(self, running: list[RunView]) -> None:
+        super().__init__()
+        self.running = running
+
+    def compose(self) -> ComposeResult:
+        names = ", ".join(f"{r.job_name} ({r.run_id})" for r in self.running)
+        with Vertical(classes="dialog"):
+            yield Label(f"{len(self.running)} job(s) still running", classes="title")
+            yield Label(names)
+            yield Label(
+                "If you leave them running, their nodes keep running — and billing — "
+                "after the console exits."
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Stop all and tear down (s)", id="stop", variant="error")
+                yield Button("Leave running (l)", id="leave", variant="warning")
+                yield Button("Cancel (esc)", id="cancel")
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+    def action_answer(self, choice: str | None) -> None:
+        self.dismiss(choice)

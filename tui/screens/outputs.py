@@ -1,0 +1,87 @@
+"""The outputs browser: the run's landing directory as a tree, a preview of the file
+under the cursor, and `e`/`v` to open it in $EDITOR/$PAGER with the app suspended."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult, SuspendNotSupported
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DirectoryTree, Footer, Header, Static, Tree
+
+from engine.views import RunView
+from tui.widgets.preview import load_manifest, preview
+
+
+class OutputsScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("e", "open('EDITOR')", "Edit", tooltip="Open the file in $EDITOR"),
+        Binding("v", "open('PAGER')", "Page", tooltip="Open the file in $PAGER"),
+        Binding("j", "cursor('down')", "Down", show=False),
+        Binding("k", "cursor('up')", "Up", show=False),
+    ]
+
+    def __init__(self, run: RunView) -> None:
+        super().__init__()
+        self.run = run
+        self.manifest: dict[str, dict[str, Any]] = {}
+        self.path: Path | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal():
+            yield DirectoryTree(self.run.run_dir, id="tree")
+            with VerticalScroll(id="preview-scroll"):
+                yield Static("select a file", id="preview")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"outputs · {self.run.job_name} · {self.run.run_id}"
+        self.manifest = load_manifest(self.run.run_dir)
+        self.query_one(DirectoryTree).focus()
+
+    @on(Tree.NodeHighlighted)
+    def _highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
+        entry = event.node.data
+        if entry is not None:
+            self.path = entry.path
+            self._preview(entry.path)
+
+    @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
+    def _preview(self, path: Path) -> None:
+        rel = (
+            path.relative_to(self.run.run_dir / "outputs").as_posix()
+            if self._in_outputs(path)
+            else None
+        )
+        renderable = preview(path, self.manifest.get(rel) if rel else None)
+        self.app.call_from_thread(self.query_one("#preview", Static).update, renderable)
+
+    def _in_outputs(self, path: Path) -> bool:
+        return path.is_relative_to(self.run.run_dir / "outputs")
+
+    def action_cursor(self, direction: str) -> None:
+        tree = self.query_one(DirectoryTree)
+        if direction == "down":
+            tree.action_cursor_down()
+        else:
+            tree.action_cursor_up()
+
+    def action_open(self, variable: str) -> None:
+        if self.path is None or self.path.is_dir():
+            self.notify("Select a file first", severity="warning")
+            return
+        command = shlex.split(os.environ.get(variable) or ("less" if variable == "PAGER" else "vi"))
+        try:
+            with self.app.suspend():
+                subprocess.run([*command, str(self.path)], check=False)
+        except SuspendNotSupported:
+            self.notify(f"Cannot suspend the console here to run ${variable}", severity="warning")

@@ -1,0 +1,134 @@
+"""The submit modal: pick a job file (a tree of the cwd showing only .toml, or a typed
+path) and a pool; problems show inline, one line naming the field, before anything
+is rented. Submitting calls the engine from a worker and closes on success."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, DirectoryTree, Input, Label, Select, Static
+
+from engine.jobspec import JobFileError, JobSpec, load_job
+from tui import format as fmt
+from tui.api import EngineAPI
+
+SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "swjob-runs"}
+
+
+class TomlTree(DirectoryTree):
+    """The working directory, showing only job-file candidates and the folders above them."""
+
+    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
+        return [
+            p
+            for p in paths
+            if (
+                p.is_dir()
+                and p.name not in SKIP_DIRS
+                and not p.name.startswith(".")
+                and not p.name.endswith(".egg-info")
+            )
+            or p.suffix == ".toml"
+        ]
+
+
+def describe(job: JobSpec) -> str:
+    parts = [f"✓ job {job.name}: run `{fmt.one_line(job.run, 60)}`"]
+    if job.setup:
+        parts.append("with setup")
+    parts.append(f"workspace {job.workspace.workdir}" if job.workspace else "no workspace")
+    if job.outputs:
+        parts.append(f"outputs {', '.join(job.outputs)}")
+    return " · ".join(parts)
+
+
+class SubmitScreen(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "dismiss", "Cancel")]
+
+    def __init__(self, engine: EngineAPI, pool: str, root: Path) -> None:
+        super().__init__()
+        self.engine, self.pool, self.root = engine, pool, root
+
+    def compose(self) -> ComposeResult:
+        pools = [(p.name, p.name) for p in self.engine.pools()]
+        with Vertical(classes="dialog submit"):
+            yield Label("Submit a job", classes="title")
+            yield TomlTree(self.root, id="files")
+            yield Input(placeholder="path/to/job.toml (enter submits)", id="path")
+            yield Select(pools, value=self.pool, allow_blank=False, id="pool")
+            yield Static("", id="error")
+            yield Static("", id="plan")
+            with Horizontal(classes="buttons"):
+                yield Button("Submit", id="submit", variant="primary")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#path", Input).focus()
+
+    @property
+    def path(self) -> Path:
+        return Path(self.query_one("#path", Input).value.strip()).expanduser()
+
+    @on(DirectoryTree.FileSelected)
+    def _picked(self, event: DirectoryTree.FileSelected) -> None:
+        event.stop()
+        path = event.path
+        shown = path.relative_to(self.root) if path.is_relative_to(self.root) else path
+        self.query_one("#path", Input).value = str(shown)
+
+    @on(Input.Changed, "#path")
+    def _changed(self) -> None:
+        self._validate(self.path)
+
+    @on(Input.Submitted, "#path")
+    @on(Button.Pressed, "#submit")
+    def _submit_pressed(self) -> None:
+        self._submit(self.path, str(self.query_one("#pool", Select).value))
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+    def _show(self, error: str = "", plan: str = "") -> None:
+        self.query_one("#error", Static).update(fmt.one_line(error))
+        self.query_one("#plan", Static).update(plan)
+
+    async def _load(self, path: Path) -> JobSpec | None:
+        """The job, or None with the one-line problem shown inline (read off the UI thread)."""
+        if not path.name:
+            self._show()
+            return None
+        try:
+            job = await asyncio.to_thread(load_job, path)
+        except JobFileError as exc:
+            self._show(str(exc))
+            return None
+        self._show(plan=describe(job))
+        return job
+
+    @work(exclusive=True, group="validate", exit_on_error=False, description="validate job")
+    async def _validate(self, path: Path) -> None:
+        await self._load(path)
+
+    @work(exclusive=True, group="submit", exit_on_error=False, description="submit job")
+    async def _submit(self, path: Path, pool: str) -> None:
+        job = await self._load(path)
+        if job is None:
+            if not path.name:
+                self._show("job file: choose a .toml file or type its path")
+            return
+        from engine.engine import SubmitError
+
+        try:
+            run_id = await self.engine.submit(job, pool)
+        except SubmitError as exc:
+            self._show(str(exc))
+            return
+        self.dismiss(run_id)

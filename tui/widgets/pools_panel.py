@@ -1,0 +1,52 @@
+"""The board's pools panel: each pool, its provider, its nodes (state, GPUs, price, uptime)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from engine.views import NodeView, PoolView
+from tui import format as fmt
+
+
+def _node_row(node: NodeView, now: datetime) -> list[Text | str]:
+    return [
+        f"  {node.node_id}",
+        fmt.node_state_text(node.state.value),
+        fmt.gpu_summary(node) or "—",
+        fmt.price(node.price_per_hour) or "—",
+        fmt.duration(now - node.since),
+        node.run_id or "",
+    ]
+
+
+def render_pools(pools: list[PoolView], now: datetime) -> Table:
+    table = Table.grid(padding=(0, 2), expand=True)
+    for _ in range(6):
+        table.add_column(no_wrap=True, overflow="ellipsis")
+    for pool in pools:
+        head = Text.assemble((pool.name, "bold"), f"  {pool.provider}", style="")
+        table.add_row(head, Text(pool.summary, style="dim"), "", "", f"max {pool.max_nodes}", "")
+        for node in pool.nodes:
+            table.add_row(*_node_row(node, now))
+        if not pool.nodes:
+            table.add_row(Text("  no nodes", style="dim"), "", "", "", "", "")
+    return table
+
+
+class PoolsPanel(Static):
+    """Re-rendered on each tick: a handful of lines, cheaper than diffing."""
+
+    def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.clock = clock
+
+    def show(self, pools: list[PoolView], alerts: list[str]) -> None:
+        parts: list[Table | Text] = [render_pools(pools, self.clock())]
+        parts += [Text(f"⚠ {alert}", style="bold red") for alert in alerts]
+        self.update(Group(*parts))

@@ -1,0 +1,85 @@
+"""Preview of one landed file: text highlighted, JSON pretty, JSONL tail, binaries as facts.
+
+Building a preview reads the file, so it runs in a thread worker (see the outputs
+screen); these functions are pure and never touch Textual.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.syntax import Syntax
+from rich.text import Text
+
+from tui import format as fmt
+
+MAX_TEXT = 256 * 1024
+JSONL_TAIL = 40
+
+
+def load_manifest(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """manifest.json's entries keyed by their path relative to outputs/ ({} if absent)."""
+    try:
+        data = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    entries = data.get("entries", data.get("files", [])) if isinstance(data, dict) else data
+    return {str(e["path"]): e for e in entries if isinstance(e, dict) and "path" in e}
+
+
+def facts(path: Path, entry: dict[str, Any] | None) -> Text:
+    """The header line: size, sha256 and verification as recorded in the manifest."""
+    text = Text(f"{path.name}  ", style="bold")
+    text.append(fmt.size(entry["size"] if entry else path.stat().st_size))
+    if entry is None:
+        return text.append("  not in manifest", style="dim")
+    text.append(f"  sha256 {entry.get('sha256', '?')}", style="dim")
+    verified = entry.get("verified")
+    text.append(
+        "  ✓ verified" if verified else "  ✗ NOT verified", "green" if verified else "bold red"
+    )
+    return text
+
+
+def _read_text(path: Path) -> str | None:
+    with path.open("rb") as handle:
+        head = handle.read(MAX_TEXT)
+    if b"\0" in head:
+        return None
+    try:
+        return head.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _tail_jsonl(path: Path) -> str:
+    with path.open("rb") as handle:
+        handle.seek(max(0, path.stat().st_size - MAX_TEXT))
+        lines = handle.read().decode("utf-8", "replace").splitlines()[-JSONL_TAIL:]
+    return "\n".join(lines)
+
+
+def body(path: Path) -> RenderableType:
+    """What the file holds, rendered for its kind."""
+    if path.suffix == ".jsonl":
+        tail = _tail_jsonl(path)
+        return Group(Text(f"last {JSONL_TAIL} lines", style="dim"), Syntax(tail, "json"))
+    text = _read_text(path)
+    if text is None:
+        return Text("binary file — no preview", style="dim italic")
+    if path.suffix == ".json":
+        try:
+            return Syntax(json.dumps(json.loads(text), indent=2), "json", line_numbers=True)
+        except ValueError:
+            pass
+    lexer = Syntax.guess_lexer(str(path), text)
+    return Syntax(text, lexer, line_numbers=True, word_wrap=False)
+
+
+def preview(path: Path, entry: dict[str, Any] | None) -> RenderableType:
+    if path.is_dir():
+        return Text(f"{path.name}/", style="bold")
+    return Group(facts(path, entry), Text(""), body(path))

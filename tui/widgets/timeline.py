@@ -1,0 +1,66 @@
+"""The job's FSM timeline: each transition with its time, time spent in the state it
+entered, the spec §6 event that caused it and the commands it emitted. The row of
+the step in progress is marked and its duration keeps counting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from engine.events import Transition
+from engine.views import RunView
+from tui import format as fmt
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def _marker(now: datetime) -> str:
+    return SPINNER[int(now.timestamp() * 10) % len(SPINNER)]
+
+
+def _row(tr: Transition, until: datetime, current: bool, now: datetime) -> list[Text | str]:
+    where = Text(f"{tr.to_state} · {tr.to_phase}", style=fmt.STATE_STYLES.get(tr.to_state, ""))
+    if current:
+        where = Text.assemble((f"{_marker(now)} ", "bold cyan"), where, (" …", "bold cyan"))
+    cause = Text(tr.cause, style="bold")
+    if tr.reason:
+        cause.append(f" ({tr.reason})", style="red")
+    return [
+        fmt.clock_time(tr.ts),
+        where,
+        fmt.duration(until - tr.ts),
+        cause,
+        ", ".join(tr.commands) or "—",
+    ]
+
+
+def render_timeline(run: RunView, now: datetime) -> Table:
+    table = Table(expand=True, box=None, padding=(0, 1), header_style="bold dim")
+    for name, ratio in (
+        ("time", 0),
+        ("state · step", 0),
+        ("in state", 0),
+        ("event", 2),
+        ("commands", 2),
+    ):
+        table.add_column(name, no_wrap=True, overflow="ellipsis", ratio=ratio or None)
+    steps = run.timeline
+    for i, tr in enumerate(steps):
+        last = i == len(steps) - 1
+        until = steps[i + 1].ts if not last else (run.finished or now)
+        current = last and run.phase != "done" and run.finished is None
+        table.add_row(*_row(tr, until, current, now), style="on grey15" if current else "")
+    return table
+
+
+class Timeline(Static):
+    def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.clock = clock
+
+    def show(self, run: RunView) -> None:
+        self.update(render_timeline(run, self.clock()))

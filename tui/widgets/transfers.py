@@ -1,0 +1,57 @@
+"""Progress of the run's transfers: workspace push and output pull, one bar each.
+
+Figures come from the engine's transfer events (its own rate and ETA), so the bars
+show what the transfer measured, not a guess from the UI's redraw rhythm.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Label, ProgressBar
+
+from engine.events import TransferProgress
+from tui import format as fmt
+
+TITLES = {"push": "workspace push", "pull": "output pull"}
+
+
+def describe(tp: TransferProgress) -> str:
+    eta = "done" if tp.done else f"ETA {fmt.duration(tp.eta_s)}"
+    return (
+        f"{fmt.size(tp.bytes_done)} / {fmt.size(tp.bytes_total)} · "
+        f"{tp.files_done}/{tp.files_total} files · {fmt.rate(tp.rate_bps)} · {eta}"
+    )
+
+
+class TransferBar(Horizontal):
+    def __init__(self, direction: str) -> None:
+        super().__init__(id=f"transfer-{direction}", classes="transfer")
+        self.direction = direction
+
+    def compose(self) -> ComposeResult:
+        yield Label(TITLES[self.direction], classes="transfer-title")
+        yield ProgressBar(total=None, show_eta=False)
+        yield Label("", classes="transfer-figures")
+
+    def show(self, tp: TransferProgress) -> None:
+        self.query_one(ProgressBar).update(total=max(tp.bytes_total, 1), progress=tp.bytes_done)
+        self.query_one(".transfer-figures", Label).update(describe(tp))
+
+
+class Transfers(Vertical):
+    """Bars appear as transfers start; a run without a workspace never shows a push bar."""
+
+    def show(self, transfers: dict[str, TransferProgress]) -> None:
+        for direction in ("push", "pull"):
+            tp = transfers.get(direction)
+            if tp is None:
+                continue
+            bars = self.query(f"#transfer-{direction}")
+            if not bars:
+                bar = TransferBar(direction)
+                self.mount(bar)
+                bar.call_after_refresh(bar.show, tp)
+            else:
+                bars.first(TransferBar).show(tp)
+        self.display = bool(transfers)
