@@ -1,0 +1,133 @@
+"""Hostile peers, both ways: crafted frames on real streams must be refused, never obeyed.
+
+Node side: records written straight onto a stream to the real `serve_transfer`.
+Operator side: a fake agent answering `pull_outputs` with crafted listings and records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.transfer import TransferError, wire
+from agent.transfer.schedule import CHUNK
+from engine.transfer import pull_outputs
+from tests.integration.transfer_harness import loopback_pair
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def file_record(path: str, data: bytes, digest: str | None = None) -> bytes:
+    meta = {"t": "file", "p": path, "m": 0o644, "mt": 0, "s": len(data)}
+    return wire.record(meta | {"h": digest or hashlib.sha256(data).hexdigest()}, data)
+
+
+async def push_raw(link: Any, body: bytes) -> dict[str, Any]:
+    """Send a push request with `body` as its records; the node's answer."""
+    bi = await link.open_bi()
+    request = wire.record({"t": "req", "op": "push", "session": "hostile"})
+    await bi.send().write_all(request + body + wire.record({"t": "end"}))
+    await bi.send().finish()
+    return await wire.FrameReader(bi.recv()).next_meta()
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (file_record("../evil.txt", b"x"), "refused"),
+        (file_record("/tmp/abs-evil.txt", b"x"), "refused"),
+        (file_record("a/../../evil.txt", b"x"), "refused"),
+        (wire.record({"t": "link", "p": "l", "to": "../../evil"}), "refused"),
+        (file_record("planted/x.txt", b"x"), "not a real directory"),
+        (file_record("ok.txt", b"good", hashlib.sha256(b"bad").hexdigest()), "'ok.txt'"),
+    ],
+)
+async def test_node_refuses_hostile_push_records(tmp_path: Path, body: bytes, expected: str):
+    node = tmp_path / "node"
+    node.mkdir()
+    os.symlink(tmp_path, node / "planted")
+    async with loopback_pair(node) as link:
+        answer = await push_raw(link, body)
+    assert answer["t"] == "err" and expected in answer["msg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["node"]
+    assert not (node / "ok.txt").exists()
+
+
+async def test_node_detects_a_corrupted_chunk(tmp_path: Path) -> None:
+    data = os.urandom(CHUNK)
+    meta = {"t": "chunk", "p": "big.bin", "m": 0o644, "mt": 0, "s": 3 * CHUNK, "i": 1}
+    meta |= {"n": CHUNK, "z": False, "h": hashlib.sha256(data).hexdigest()}
+    corrupted = data[:100] + bytes([data[100] ^ 1]) + data[101:]
+    async with loopback_pair(tmp_path / "node") as link:
+        answer = await push_raw(link, wire.record(meta, corrupted))
+    assert answer["t"] == "err"
+    assert answer["msg"] == "verification failed for 'big.bin': chunk 1 does not match"
+    assert not (tmp_path / "node" / "big.bin").exists()
+
+
+async def test_node_refuses_pulling_outside_its_workdir(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("x")
+    async with loopback_pair(tmp_path / "node") as link:
+        bi = await link.open_bi()
+        request = wire.record({"t": "req", "op": "pull"}) + wire.record(
+            {"t": "items", "i": [["file", "../secret"]]}
+        )
+        await bi.send().write_all(request + wire.record({"t": "end"}))
+        await bi.send().finish()
+        answer = await wire.FrameReader(bi.recv()).next_meta()
+    assert answer["t"] == "err" and "refused" in answer["msg"]
+
+
+def fake_agent(listing: list[list[Any]], records: bytes):
+    """A node that lists `listing` and answers every pull with `records`."""
+
+    async def handler(conn: Any, workdir: Path) -> None:
+        while True:
+            try:
+                bi = await conn.accept_bi()
+            except Exception:
+                return
+            reader = wire.FrameReader(bi.recv())
+            req = await reader.next_meta()
+            while await reader.next_frame() is not None:
+                pass
+            if req["op"] == "list":
+                body = wire.record({"t": "entries", "e": listing})
+                body += wire.record({"t": "end", "missing": [], "refused": []})
+            else:
+                body = records + wire.record({"t": "end"})
+            await bi.send().write_all(body)
+            await bi.send().finish()
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("listing", "records", "expected"),
+    [
+        ([["../evil.txt", "file", 1, 420, 0, None]], b"", "refused"),
+        ([["l", "link", 0, 511, 0, "../../x"]], b"", "refused"),
+        ([["ok.txt", "file", 1, 420, 0, None]], file_record("../evil.txt", b"x"), "refused"),
+        (
+            [["ok.txt", "file", 4, 420, 0, None]],
+            file_record("ok.txt", b"good", hashlib.sha256(b"evil").hexdigest()),
+            "verification failed for 'ok.txt'",
+        ),
+    ],
+)
+async def test_operator_refuses_a_hostile_node(
+    tmp_path: Path, listing: list, records: bytes, expected: str
+) -> None:
+    run_dir = tmp_path / "run"
+    async with loopback_pair(tmp_path / "node", fake_agent(listing, records)) as link:
+        with pytest.raises(TransferError, match=expected):
+            await pull_outputs(link, ["x"], run_dir, lambda p: None)
+    assert (
+        sorted(p.name for p in tmp_path.iterdir()) == ["node", "run"]
+        or not (tmp_path / "evil.txt").exists()
+    )
+    assert not (tmp_path / "evil.txt").exists() and not (run_dir / "outputs" / "ok.txt").exists()
