@@ -126,8 +126,4 @@ async def test_operator_refuses_a_hostile_node(
     async with loopback_pair(tmp_path / "node", fake_agent(listing, records)) as link:
         with pytest.raises(TransferError, match=expected):
             await pull_outputs(link, ["x"], run_dir, lambda p: None)
-    assert (
-        sorted(p.name for p in tmp_path.iterdir()) == ["node", "run"]
-        or not (tmp_path / "evil.txt").exists()
-    )
     assert not (tmp_path / "evil.txt").exists() and not (run_dir / "outputs" / "ok.txt").exists()
