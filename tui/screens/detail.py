@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -9,6 +11,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from engine.datastream import read_events
+from engine.runbook import fold
 from engine.views import RunView
 from tui import format as fmt
 from tui.api import Clock, EngineAPI
@@ -55,6 +59,7 @@ class DetailScreen(Screen[None]):
         self.engine, self.clock, self.feed = engine, clock, feed
         self.run_id: str | None = run_id
         self.logs_first = logs
+        self.history: RunView | None = None  # a finished run's view folded from its events
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -72,6 +77,7 @@ class DetailScreen(Screen[None]):
             view.attach(self.feed.log(run.run_id))
         elif run is not None:
             self._load_history(run.run_id)
+            self._load_timeline(run.run_dir)
         view.focus()
         if self.logs_first:
             self.action_logs()
@@ -83,8 +89,17 @@ class DetailScreen(Screen[None]):
             lines += tail(self.engine.log_path(run_id, step), step, self.feed.cap)
         self.app.call_from_thread(self.query_one(LogView).add, lines[-self.feed.cap :])
 
+    @work(thread=True, group="timeline", exit_on_error=False, description="read run history")
+    def _load_timeline(self, run_dir: Path) -> None:
+        """The run index keeps summaries only; a past run's timeline is its events.jsonl,
+        folded by the engine's own reducer so it reads exactly as it did live."""
+        view = fold(read_events(run_dir / "events.jsonl"))
+        if view is not None:
+            self.history = view
+            self.app.call_from_thread(self.refresh_run)
+
     def refresh_run(self) -> None:
-        run = self.engine.run(self.run_id or "")
+        run = self.history or self.engine.run(self.run_id or "")
         if run is None:
             return
         self.sub_title = f"{run.job_name} · {run.run_id}"

@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DirectoryTree, Input, Label, Select, Static
 
 from engine.jobspec import JobFileError, JobSpec, load_job
+from engine.plan import Plan, plan_workspace
 from tui import format as fmt
 from tui.api import EngineAPI
 
@@ -49,6 +50,15 @@ def describe(job: JobSpec) -> str:
     return " · ".join(parts)
 
 
+def push_summary(plan: Plan) -> str:
+    """The workspace push in one line, warnings after it: seen before anything is rented."""
+    text = (
+        f"push: {plan.files} files, {fmt.size(plan.bytes)} "
+        f"(≈{fmt.size(plan.compressed_estimate)} compressed), {plan.excluded} excluded"
+    )
+    return "\n".join([text, *(f"⚠ {w}" for w in plan.warnings[:3])])
+
+
 class SubmitScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "dismiss", "Cancel")]
 
@@ -74,7 +84,9 @@ class SubmitScreen(ModalScreen[str | None]):
 
     @property
     def path(self) -> Path:
-        return Path(self.query_one("#path", Input).value.strip()).expanduser()
+        """The typed path; a relative one is read from the directory the tree shows."""
+        typed = self.query_one("#path", Input).value.strip()
+        return self.root / Path(typed).expanduser() if typed else Path()
 
     @on(DirectoryTree.FileSelected)
     def _picked(self, event: DirectoryTree.FileSelected) -> None:
@@ -111,6 +123,11 @@ class SubmitScreen(ModalScreen[str | None]):
             self._show(str(exc))
             return None
         self._show(plan=describe(job))
+        if job.workspace is not None:
+            plan = await asyncio.to_thread(
+                plan_workspace, job.workspace.workdir, job.workspace.exclude
+            )
+            self._show(plan=f"{describe(job)}\n{push_summary(plan)}")
         return job
 
     @work(exclusive=True, group="validate", exit_on_error=False, description="validate job")

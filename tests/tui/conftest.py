@@ -1,0 +1,90 @@
+"""UI test fixtures: a real engine on the local pool, the real app around it.
+
+The app starts the engine in its boot worker and closes it on unmount, so a test
+that leaves `run_test` has torn down every node it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import tomlkit
+from textual.pilot import Pilot
+
+from engine.engine import Engine, EngineConfig
+from engine.jobspec import JobSpec, load_job
+from engine.pools import load_pools
+from engine.views import RunView
+from tui.app import SwjobApp
+
+REPO = Path(__file__).resolve().parents[2]
+HELLO = REPO / "examples" / "hello" / "job.toml"
+SIZE = (130, 40)
+FIXED_NOW = datetime(2026, 1, 2, 12, 0, 30, tzinfo=UTC)
+
+
+def fixed_clock() -> datetime:
+    return FIXED_NOW
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Engine:
+    config = EngineConfig(
+        runs_dir=tmp_path / "runs",
+        pools=load_pools(None),
+        heartbeat_s=0.5,
+        node_deadline_s=10.0,
+        stop_grace_s=2.0,
+    )
+    return Engine(config)
+
+
+@pytest.fixture
+def make_job(tmp_path: Path) -> Callable[..., JobSpec]:
+    """Write a job file in a fresh folder and load it as the user's file would be."""
+
+    def make(**fields: object) -> JobSpec:
+        root = tmp_path / f"job-{fields.get('name', 't')}"
+        root.mkdir(exist_ok=True)
+        doc = tomlkit.document()
+        doc["job"] = {"name": "t", **fields}
+        path = root / "job.toml"
+        path.write_text(tomlkit.dumps(doc))
+        return load_job(path)
+
+    return make
+
+
+async def until(pilot: Pilot, condition: Callable[[], object], timeout: float = 30) -> None:
+    """Let the app run until `condition()` holds (a UI state, not a fixed delay)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {condition}")
+        await pilot.pause(0.05)
+
+
+async def finished(app: SwjobApp, run_id: str, timeout: float = 30) -> RunView:
+    """The run's final view, once the engine says it is over."""
+    return await asyncio.wait_for(app.engine.wait(run_id), timeout)  # type: ignore[attr-defined]
+
+
+def screen_text(app: SwjobApp) -> str:
+    """What the terminal shows, as text (from the SVG export: entities and nbsp undone)."""
+    svg = app.export_screenshot()
+    return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+
+
+async def booted(pilot: Pilot) -> SwjobApp:
+    app = pilot.app
+    assert isinstance(app, SwjobApp)
+    await asyncio.wait_for(app.booted.wait(), 15)
+    await pilot.pause()
+    return app

@@ -1,0 +1,124 @@
+"""End to end through the UI on the real local pool: submit, watch, browse, stop, quit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import DirectoryTree
+
+from engine.jobspec import load_job
+from tests.integration.conftest import pid_alive
+from tests.tui.conftest import HELLO, REPO, SIZE, booted, finished, screen_text, until
+from tui.app import SwjobApp
+from tui.screens.board import BoardScreen
+from tui.screens.modals import ConfirmStopScreen, QuitScreen
+from tui.screens.outputs import OutputsScreen
+from tui.screens.submit import SubmitScreen
+from tui.widgets.jobs_table import JobsTable
+
+
+def state_cell(app: SwjobApp, run_id: str) -> str:
+    return str(app.screen.query_one(JobsTable).get_cell(run_id, "state"))
+
+
+def tree_labels(tree: DirectoryTree) -> list[str]:
+    labels, todo = [], [tree.root]
+    while todo:
+        node = todo.pop()
+        labels.append(str(node.label))
+        todo.extend(node.children)
+    return labels
+
+
+async def test_hello_through_the_submit_modal_to_the_outputs_browser(engine) -> None:
+    app = SwjobApp(engine, cwd=REPO)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await pilot.press("n")
+        assert isinstance(app.screen, SubmitScreen)
+        await pilot.press(*"examples/hello/job.toml")
+        await until(pilot, lambda: "job hello" in screen_text(app))
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, BoardScreen) and engine.runs())
+        run_id = engine.runs()[0].run_id
+        assert (await finished(app, run_id)).state == "COMPLETED"
+        await until(pilot, lambda: state_cell(app, run_id) == "COMPLETED")
+        assert any("hello completed" in n.message for n in app._notifications)
+
+        await pilot.press("o")
+        assert isinstance(app.screen, OutputsScreen)
+        tree = app.screen.query_one(DirectoryTree)
+        await until(pilot, lambda: "outputs" in tree_labels(tree))
+        outputs = next(n for n in tree.root.children if str(n.label) == "outputs")
+        tree.move_cursor(outputs)
+        await pilot.press("enter")
+        await until(pilot, lambda: "hello.txt" in tree_labels(tree))
+        await pilot.press("down")
+        await until(pilot, lambda: "verified" in screen_text(app))
+        shown = screen_text(app)
+        assert "hello.txt" in shown and "✓" in shown and "98ea6e4f" in shown
+        assert (engine.run(run_id).run_dir / "outputs" / "hello.txt").read_text() == "hi\n"
+
+
+async def test_s_stops_a_running_job_after_confirmation(engine, make_job) -> None:
+    job = make_job(name="sleeper", run="sleep 60")
+    app = SwjobApp(engine, jobs=[job])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id
+        await until(pilot, lambda: engine.run(run_id).phase == "run")
+        pid = engine.run(run_id).node.offer["pid"]
+
+        await pilot.press("s")  # n cancels
+        assert isinstance(app.screen, ConfirmStopScreen)
+        await pilot.press("n")
+        await pilot.press("s", "escape")  # so does esc
+        assert isinstance(app.screen, BoardScreen)
+        assert not engine.run(run_id).terminal
+
+        await pilot.press("s", "y")
+        view = await finished(app, run_id)
+        assert view.state == "FAILED" and view.reason == "stopped by operator"
+        assert view.node is not None and view.node.state == "gone"
+        assert not pid_alive(int(pid))
+        await until(pilot, lambda: state_cell(app, run_id) == "FAILED")
+        assert any("stopped by operator" in n.message for n in app._notifications)
+        assert app.check_action("stop", ()) is None  # greyed out on a finished job
+
+
+async def test_stop_confirms_with_enter_too(engine, make_job) -> None:
+    app = SwjobApp(engine, jobs=[make_job(name="sleeper", run="sleep 60")])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id  # still PENDING: stop works while provisioning too
+        await pilot.press("s", "enter")
+        view = await finished(app, run_id)
+        assert view.reason == "stopped by operator"
+
+
+async def test_quit_with_running_jobs_asks_and_stop_all_tears_down(engine, make_job) -> None:
+    app = SwjobApp(engine, jobs=[make_job(name="sleeper", run="sleep 60")])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id
+        await until(pilot, lambda: engine.run(run_id).phase == "run")
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitScreen)
+        assert "keep running" in screen_text(app)
+        await pilot.press("escape")
+        assert isinstance(app.screen, BoardScreen)
+        await pilot.press("q", "s")
+        await until(pilot, lambda: not app.is_running)
+    view = engine.run(run_id)
+    assert view.state == "FAILED" and view.reason == "stopped by operator"
+
+
+async def test_cli_submits_jobs_given_on_the_command_line(engine) -> None:
+    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        (run,) = engine.runs()
+        assert run.job_name == "hello" and Path(run.run_dir).is_dir()
+        assert (await finished(app, run.run_id)).state == "COMPLETED"
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running)
