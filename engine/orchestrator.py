@@ -75,6 +75,8 @@ class RunDriver:
         self._transfers = Transfers(self)
         self._cost = CostMeter(self)
         self._outputs: dict[str, Any] = {}
+        # queued first, so a stop that arrives before the loop starts still finds a job
+        self.post(fsm.JobSubmitted(job.setup is not None, job.workspace is not None))
 
     # ---- the loop ---------------------------------------------------------------------
 
@@ -87,7 +89,6 @@ class RunDriver:
         self._on_change(self, event)
 
     async def run(self) -> RunView:
-        self.post(fsm.JobSubmitted(self.job.setup is not None, self.job.workspace is not None))
         try:
             while not self._fsm.finished:
                 self._advance(await self._queue.get())
@@ -178,6 +179,7 @@ class RunDriver:
         self._node_event(ev.NodeState.BUSY)
         self._running_step = step
         self._step_exited.clear()
+        self.logs.open(step)
         try:
             await self.session.send(RunStep(step=step, command=command, env=self.job.env))
         except NodeGone as exc:

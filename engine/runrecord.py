@@ -54,10 +54,15 @@ class LogFiles:
     def path(self, step: Step) -> Path:
         return self._dir / f"{step.value}.log"
 
-    def write(self, step: Step, lines: list[LogLine]) -> None:
+    def open(self, step: Step) -> IO[str]:
+        """The step's log, created when the step starts (so a silent step has an empty log)."""
         handle = self._files.get(step)
         if handle is None:
             handle = self._files[step] = self.path(step).open("a", encoding="utf-8")
+        return handle
+
+    def write(self, step: Step, lines: list[LogLine]) -> None:
+        handle = self.open(step)
         handle.write("".join(f"{line.text}\n" for line in lines))
         handle.flush()
 

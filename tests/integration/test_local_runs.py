@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from pathlib import Path
 
 from engine import events as ev
 from engine.datastream import read_events
 from engine.engine import Engine
 from engine.jobspec import JobSpec
+from engine.paths import cache_dir
 from engine.views import RunView
 from tests.integration.conftest import pid_alive
 
@@ -28,7 +28,7 @@ async def test_completed_run_collects_outputs_with_a_verified_manifest(engine, m
     job = make_job(
         files={"data/in.txt": "42\n"},
         setup="echo preparing",
-        run="mkdir -p out && cp data/in.txt out/copy.txt && echo done > result.txt",
+        run="mkdir -p out && cp data/in.txt out/copy.txt && echo done | tee result.txt",
         workspace={"workdir": "."},
         outputs=["result.txt", "out/"],
     )
@@ -142,11 +142,14 @@ async def test_stop_mid_run_kills_the_job_tree_and_removes_the_node(engine, make
     pids: list[int] = []
     async for event in sub:
         if isinstance(event, ev.Log) and event.run_id == run_id:
-            pids += [int(n) for n in re.findall(r"(?:child|main) (\d+)", event.lines[0].text)]
+            for line in event.lines:
+                pids += [int(n) for n in re.findall(r"(?:child|main) (\d+)", line.text)]
             if len(pids) == 2:
                 break
     sub.close()
-    node_dir = next((Path(engine.config.runs_dir).parent).glob("swjob-cache/nodes/*"))
+    node = engine.run(run_id).node
+    node_dir = cache_dir() / "nodes" / node.node_id
+    assert node_dir.is_dir()
     assert all(pid_alive(p) for p in pids)
     await engine.stop(run_id)
     view = await asyncio.wait_for(engine.wait(run_id), 30)
