@@ -1,0 +1,110 @@
+"""Turning a child's raw output into redacted, batched log lines.
+
+A job may print anything: invalid UTF-8, `\\r` progress bars, a megabyte without a
+newline, or 200k lines in a second. `LineSplitter` makes lines out of that (each
+`\\r\\n`, `\\r` or `\\n` ends a line; a line longer than `max_line` characters is cut
+into pieces; bad bytes become U+FFFD). `LogBatcher` groups lines into `LogBatch`
+events — at most every `interval` seconds or every `max_lines` lines — so a flood
+becomes a few hundred frames, and writes the same lines to the step's log file.
+
+Log file convention: stdout lines are written as they are; stderr lines start with
+`STDERR_PREFIX` ("[stderr] "), so the two can be told apart in one file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import re
+from collections.abc import Callable
+from typing import BinaryIO
+
+from agent.protocol import AgentEvent, LogBatch, LogLine, Step, Stream
+
+MAX_LINE = 64 * 1024
+STDERR_PREFIX = "[stderr] "
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class LineSplitter:
+    """Incremental bytes → complete lines, for one stream."""
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self._max = max_line
+
+    def feed(self, data: bytes) -> list[str]:
+        text = self._pending + self._decoder.decode(data)
+        # A trailing "\r" may be the first half of "\r\n": hold it until the next piece.
+        held = "\r" if text.endswith("\r") else ""
+        parts = _NEWLINE.split(text[: len(text) - len(held)])
+        self._pending = parts.pop() + held
+        lines = self._cap(parts)
+        while len(self._pending) > self._max:
+            lines.append(self._pending[: self._max])
+            self._pending = self._pending[self._max :]
+        return lines
+
+    def finish(self) -> list[str]:
+        """Whatever is left at end of stream, including a final line without a newline."""
+        text = self._pending + self._decoder.decode(b"", final=True)
+        self._pending = ""
+        if not text:
+            return []
+        parts = _NEWLINE.split(text)
+        if parts[-1] == "":
+            parts.pop()
+        return self._cap(parts)
+
+    def _cap(self, parts: list[str]) -> list[str]:
+        if all(len(p) <= self._max for p in parts):
+            return parts
+        out: list[str] = []
+        for p in parts:
+            out.extend(p[i : i + self._max] for i in range(0, max(len(p), 1), self._max))
+        return out
+
+
+class LogBatcher:
+    """Collects one step's lines and emits them as LogBatch events, also appending to its log."""
+
+    def __init__(
+        self,
+        step: Step,
+        emit: Callable[[AgentEvent], object],
+        log: BinaryIO,
+        *,
+        max_lines: int = 1000,
+        interval: float = 0.05,
+    ) -> None:
+        self._step = step
+        self._emit = emit
+        self._log = log
+        self._max_lines = max_lines
+        self._interval = interval
+        self._lines: list[LogLine] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, stream: Stream, text: str) -> None:
+        self._lines.append(LogLine(stream=stream, text=text))
+        if len(self._lines) >= self._max_lines:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self.flush)
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._lines:
+            return
+        lines, self._lines = self._lines, []
+        self._log.write("".join(_log_text(line) for line in lines).encode())
+        self._log.flush()
+        self._emit(LogBatch(seq=0, step=self._step, lines=lines))
+
+
+def _log_text(line: LogLine) -> str:
+    prefix = STDERR_PREFIX if line.stream is Stream.STDERR else ""
+    return f"{prefix}{line.text}\n"

@@ -1,0 +1,79 @@
+"""`swjob-agent`: the command line a provider runs on a node.
+
+The join token comes only from the environment (`SWJOB_JOIN_TOKEN`), never argv, so
+it shows in neither `ps` nor a provider's instance listing; it is taken out of the
+environment at once so no job process inherits it.
+
+Exit codes: 0 shutdown (asked by the orchestrator, or SIGTERM/SIGINT), 2 usage,
+3 rejected by the orchestrator, 4 the dialed peer is not our orchestrator,
+5 orphaned (no orchestrator reachable for --orphan-timeout; the job was stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from agent.node import AgentConfig, NodeAgent
+from agent.supervisor import TOKEN_ENV
+
+USAGE_ERROR = 2
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="swjob-agent", description=__doc__.splitlines()[0])
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--ticket", required=True, help="the orchestrator's endpoint ticket")
+    p.add_argument("--orchestrator-id", required=True, help="the only endpoint id to obey")
+    p.add_argument("--root", type=Path, default=Path("~/swjob").expanduser())
+    p.add_argument("--grace", type=float, default=10.0, help="TERM→KILL grace on shutdown (s)")
+    p.add_argument("--heartbeat", type=float, default=1.0, help="heartbeat interval (s)")
+    p.add_argument("--deadline", type=float, default=10.0, help="silence that means lost (s)")
+    p.add_argument("--orphan-timeout", type=float, default=1800.0, help="alone → give up (s)")
+    return p.parse_args(argv)
+
+
+def setup_logging(logs_dir: Path) -> None:
+    """Log to stderr (the provider captures it) and to logs/agent.log on the node."""
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s swjob-agent %(levelname)s %(message)s")
+    root = logging.getLogger("swjob")
+    root.setLevel(logging.INFO)
+    for handler in (logging.StreamHandler(sys.stderr), logging.FileHandler(logs_dir / "agent.log")):
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+
+
+async def _run(cfg: AgentConfig) -> int:
+    agent = NodeAgent(cfg)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, agent.shutdown.set)
+    return int(await agent.run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    token = os.environ.pop(TOKEN_ENV, "")
+    if not token:
+        print(f"swjob-agent: {TOKEN_ENV} must be set", file=sys.stderr)
+        return USAGE_ERROR
+    root = args.root.resolve()
+    setup_logging(root / "logs")
+    cfg = AgentConfig(
+        run_id=args.run_id,
+        ticket=args.ticket,
+        orchestrator_id=args.orchestrator_id,
+        root=root,
+        token=token,
+        grace=args.grace,
+        heartbeat=args.heartbeat,
+        deadline=args.deadline,
+        orphan_timeout=args.orphan_timeout,
+    )
+    return asyncio.run(_run(cfg))

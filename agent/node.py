@@ -1,0 +1,282 @@
+"""The agent's life: join the orchestrator, obey it, survive losing it.
+
+The agent dials its orchestrator (nodes may sit behind NAT), proves it belongs to
+the run with the join token and obeys only the endpoint id it was started with.
+The job is the thing of value: when the control connection drops, the job keeps
+running and its events keep going to the journal; the agent redials with capped
+exponential backoff and, once welcomed again, replays what the orchestrator missed.
+Only a node that has been alone for `orphan_timeout` gives up (a node nobody owns
+must not bill forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+from iroh import iroh_ffi
+
+from agent import endpoint, facts
+from agent.journal import Journal
+from agent.protocol import (
+    CTL_ALPN,
+    XFER_ALPN,
+    Channel,
+    Heartbeat,
+    Hello,
+    ProtocolError,
+    Reject,
+    RunStep,
+    Shutdown,
+    StopStep,
+    Welcome,
+)
+from agent.redial import Backoff, describe, serve_xfer_forever
+from agent.supervisor import Supervisor
+
+log = logging.getLogger("swjob.agent")
+
+DIAL_TIMEOUT_S = 10.0
+FLUSH_ON_EXIT_S = 2.0
+DIAL_ERRORS = (iroh_ffi.IrohError, TimeoutError, ProtocolError, OSError)
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    REJECTED = 3
+    WRONG_PEER = 4
+    ORPHANED = 5
+
+
+class JoinRefused(Exception):
+    """Joining cannot succeed by retrying; the agent exits with `code`."""
+
+    def __init__(self, code: ExitCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    run_id: str
+    ticket: str
+    orchestrator_id: str
+    root: Path
+    token: str
+    grace: float = 10.0
+    heartbeat: float = 1.0
+    deadline: float = 10.0
+    orphan_timeout: float = 1800.0
+
+    @property
+    def workdir(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+
+@dataclass
+class _Session:
+    conn: iroh_ffi.Connection
+    stream: iroh_ffi.BiStream
+    channel: Channel
+    welcome: Welcome
+
+
+class NodeAgent:
+    """One run's agent: owns the endpoint, the journal and the supervisor."""
+
+    def __init__(self, cfg: AgentConfig) -> None:
+        self.cfg = cfg
+        for d in (cfg.workdir, cfg.logs_dir, cfg.state_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self.journal = Journal(cfg.state_dir / "events.jsonl")
+        self.supervisor = Supervisor(
+            cfg.workdir, cfg.logs_dir, self.journal.append, pgid_file=cfg.state_dir / "step.pgid"
+        )
+        self.shutdown = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._progress = asyncio.Event()
+        self.journal.subscribe(self._wake.set)
+        self._sent = 0
+        self._background: set[asyncio.Task[Any]] = set()
+        self._ep: iroh_ffi.Endpoint | None = None
+        self._session: _Session | None = None
+
+    async def run(self) -> ExitCode:
+        """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
+        self._ep = await endpoint.bind(accept=False)
+        serve = asyncio.create_task(self._serve())
+        stop = asyncio.create_task(self.shutdown.wait())
+        try:
+            await asyncio.wait({serve, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if serve.done():
+                return serve.result()
+            log.info("shutting down")
+            await self.supervisor.stop(self.cfg.grace)
+            await self._flush_sent(FLUSH_ON_EXIT_S)
+            return ExitCode.OK
+        finally:
+            for task in (serve, stop, *self._background):
+                task.cancel()
+            await asyncio.gather(serve, stop, *self._background, return_exceptions=True)
+            await self.supervisor.stop(self.cfg.grace)
+            self.journal.close()
+            await self._ep.close()
+
+    async def _serve(self) -> ExitCode:
+        backoff = Backoff()
+        alone_since = time.monotonic()
+        while True:
+            try:
+                session = await self._join()
+            except JoinRefused as exc:
+                log.error("%s", exc)
+                return exc.code
+            except DIAL_ERRORS as exc:
+                log.warning("join failed: %s", describe(exc))
+            else:
+                backoff.reset()
+                await self._run_session(session)
+                alone_since = time.monotonic()
+            alone = time.monotonic() - alone_since
+            if alone >= self.cfg.orphan_timeout:
+                log.error("no orchestrator for %.0f s: stopping the job", alone)
+                return ExitCode.ORPHANED
+            await asyncio.sleep(min(backoff.next(), self.cfg.orphan_timeout - alone))
+
+    async def _dial(self, alpn: bytes) -> iroh_ffi.Connection:
+        """Connect to the ticket's endpoint and make sure it is the orchestrator we obey."""
+        assert self._ep is not None
+        addr = endpoint.addr_from_ticket(self.cfg.ticket)
+        conn = await asyncio.wait_for(self._ep.connect(addr, alpn), DIAL_TIMEOUT_S)
+        remote = str(conn.remote_id())
+        if remote != self.cfg.orchestrator_id:
+            conn.close(1, b"not my orchestrator")
+            raise JoinRefused(
+                ExitCode.WRONG_PEER,
+                f"refusing peer {remote}: this agent obeys only {self.cfg.orchestrator_id}",
+            )
+        return conn
+
+    async def _join(self) -> _Session:
+        conn = await self._dial(CTL_ALPN)
+        try:
+            stream = await conn.open_bi()
+            channel = Channel(stream.recv(), stream.send())
+            facts_now = await asyncio.to_thread(facts.collect, self.cfg.root)
+            hello = Hello(run_id=self.cfg.run_id, token=self.cfg.token, facts=facts_now)
+            await channel.send(hello)
+            reply = await asyncio.wait_for(channel.recv(), self.cfg.deadline)
+        except BaseException:
+            conn.close(0, b"join failed")
+            raise
+        if isinstance(reply, Reject):
+            conn.close(0, b"rejected")
+            raise JoinRefused(ExitCode.REJECTED, f"rejected by orchestrator: {reply.reason}")
+        if not isinstance(reply, Welcome):
+            conn.close(0, b"protocol")
+            raise ProtocolError(f"expected welcome, got {type(reply).__name__}")
+        log.info("joined; replaying after seq %d", reply.replay_after)
+        return _Session(conn, stream, channel, reply)
+
+    async def _run_session(self, s: _Session) -> None:
+        """Serve one control connection until it is lost; the job is not touched."""
+        self._session = s
+        self._sent = s.welcome.replay_after
+        self._last_heard = time.monotonic()
+        tasks = [
+            asyncio.create_task(self._receive(s)),
+            asyncio.create_task(self._send_events(s)),
+            asyncio.create_task(self._heartbeat(s)),
+            asyncio.create_task(self._watchdog()),
+        ]
+        xfer = asyncio.create_task(serve_xfer_forever(self._dial, XFER_ALPN, self.cfg.workdir))
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not task.cancelled() and (exc := task.exception()) is not None:
+                    log.warning("control connection lost: %s", describe(exc))
+        finally:
+            self._session = None
+            for task in (*tasks, xfer):
+                task.cancel()
+            await asyncio.gather(*tasks, xfer, return_exceptions=True)
+            s.conn.close(0, b"session over")
+
+    async def _receive(self, s: _Session) -> None:
+        while (msg := await s.channel.recv()) is not None:
+            self._last_heard = time.monotonic()
+            await self._handle(msg)
+        log.warning("orchestrator closed the control stream")
+
+    async def _handle(self, msg: object) -> None:
+        if isinstance(msg, Heartbeat):
+            self.journal.ack(msg.last_seq)
+        elif isinstance(msg, RunStep):
+            log.info("run step %s", msg.step)
+            await self.supervisor.start(msg.step, msg.command, msg.env)
+        elif isinstance(msg, StopStep):
+            log.info("stop step (grace %.1f s)", msg.grace_s)
+            self._spawn_background(self.supervisor.stop(msg.grace_s))
+        elif isinstance(msg, Shutdown):
+            self.shutdown.set()
+        else:
+            log.warning("ignoring unexpected %s message", type(msg).__name__)
+
+    async def _send_events(self, s: _Session) -> None:
+        """Drain the journal to the wire in seq order: replay first, then live events."""
+        while True:
+            self._wake.clear()
+            batch = self.journal.events_after(self._sent)
+            if not batch:
+                await self._wake.wait()
+                continue
+            for event in batch:
+                await s.channel.send(event)
+                self._sent = event.seq
+                self._progress.set()
+
+    async def _heartbeat(self, s: _Session) -> None:
+        welcome = s.welcome
+        explicit = "heartbeat_s" in welcome.model_fields_set
+        interval = welcome.heartbeat_s if explicit else self.cfg.heartbeat
+        while True:
+            await s.channel.send(Heartbeat(last_seq=self.journal.last_seq))
+            await asyncio.sleep(interval)
+
+    async def _watchdog(self) -> None:
+        """Return (ending the session) once the orchestrator has been silent past the deadline."""
+        while (left := self._last_heard + self.cfg.deadline - time.monotonic()) > 0:
+            await asyncio.sleep(left)
+        log.warning("orchestrator silent for %.1f s: connection lost", self.cfg.deadline)
+
+    async def _flush_sent(self, timeout: float) -> None:
+        """Give the sender a moment to deliver the last events (e.g. StepExited) before exit."""
+        s = self._session
+        if s is None:
+            return
+        deadline = time.monotonic() + timeout
+        while self._sent < self.journal.last_seq and (left := deadline - time.monotonic()) > 0:
+            self._progress.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._progress.wait(), left)
+        with contextlib.suppress(DIAL_ERRORS):
+            await asyncio.wait_for(s.stream.send().finish(), timeout)
+
+    def _spawn_background(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

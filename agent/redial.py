@@ -1,0 +1,70 @@
+"""Keeping connections to the orchestrator up: backoff, and the transfer connection's loop.
+
+Redials use capped exponential backoff: quick for a blip, but a node that cannot
+reach its orchestrator for minutes does not hammer it (or the relays) when it
+comes back. The transfer connection is dialed next to the control connection and
+handed to the transfer server; when it drops it is dialed again, so a transfer
+can be retried without the control session noticing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from iroh import iroh_ffi
+
+try:
+    from agent.transfer.server import serve_transfer
+except ImportError:  # the transfer server is being written in parallel; until then: no xfer
+    serve_transfer = None
+
+log = logging.getLogger("swjob.agent")
+
+Dial = Callable[[bytes], Awaitable[iroh_ffi.Connection]]
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one log line (iroh errors span several)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+class Backoff:
+    """Delays of first, 2*first, 4*first, ... capped at `cap` seconds."""
+
+    def __init__(self, first: float = 0.2, cap: float = 10.0) -> None:
+        self._first = first
+        self._cap = cap
+        self._next = first
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self._next * 2, self._cap)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self._first
+
+
+async def serve_xfer_forever(dial: Dial, alpn: bytes, workdir: Path) -> None:
+    """Dial the transfer ALPN and serve it; redial whenever it drops, until cancelled."""
+    if serve_transfer is None:
+        return
+    backoff = Backoff()
+    while True:
+        conn = None
+        try:
+            conn = await dial(alpn)
+            backoff.reset()
+            await serve_transfer(conn, workdir)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a transfer failure must never end the control session
+            log.warning("transfer connection ended: %s", describe(exc))
+        finally:
+            if conn is not None:
+                conn.close(0, b"xfer over")
+        await asyncio.sleep(backoff.next())

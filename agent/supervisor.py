@@ -1,0 +1,221 @@
+"""Supervised execution of one step (`setup` or `run`) at a time.
+
+The command runs as `/bin/sh -c COMMAND` in the workdir, in its own session (so its
+process group can be signalled as a whole), with stdin from /dev/null and an
+environment of the agent's own minus the join token plus the job's `env`. Its
+stdout and stderr are always drained, split into lines, redacted with the job's env
+values, written to `logs/<step>.log` and emitted as batched `LogBatch` events.
+
+A step is over when its leader exits; whatever it left behind in its group is then
+terminated too (TERM, a short grace, KILL), so no process of a step outlives it and
+no stray child keeps its pipes open. Events carry `seq=0`: the journal numbers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from agent import procgroup
+from agent.lines import LineSplitter, LogBatcher
+from agent.protocol import AgentEvent, NodeFault, Step, StepExited, StepStarted, Stream
+from agent.redact import Redactor
+
+TOKEN_ENV = "SWJOB_JOIN_TOKEN"  # same name as engine.providers.base.TOKEN_ENV
+READ_CHUNK = 256 * 1024
+LEFTOVER_GRACE_S = 2.0
+PIPE_DRAIN_S = 1.0  # after the group is gone, how long pipes held by escapees may stay open
+
+Emit = Callable[[AgentEvent], object]
+
+
+@dataclass
+class _Running:
+    step: Step
+    proc: asyncio.subprocess.Process
+    pipes: list[tuple[BinaryIO, Stream]]
+    task: asyncio.Task[None] | None = None
+    stopper: asyncio.Task[None] | None = None
+    stopped: bool = False
+    readers: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid
+
+
+class Supervisor:
+    """Runs steps one at a time and reports them through `emit`."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        logs_dir: Path,
+        emit: Emit,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        pgid_file: Path | None = None,
+    ) -> None:
+        self._workdir = workdir
+        self._logs_dir = logs_dir
+        self._emit = emit
+        base = dict(os.environ if base_env is None else base_env)
+        base.pop(TOKEN_ENV, None)
+        self._base_env = base
+        self._pgid_file = pgid_file
+        self._current: _Running | None = None
+        self._starting = False
+
+    @property
+    def busy(self) -> bool:
+        return self._starting or self._current is not None
+
+    async def start(self, step: Step, command: str, env: Mapping[str, str]) -> bool:
+        """Spawn `command` for `step`; False (and a NodeFault) if busy or it cannot be spawned."""
+        if self.busy:
+            self._emit(NodeFault(seq=0, reason=f"cannot start {step}: another step is running"))
+            return False
+        self._starting = True
+        try:
+            run = await self._spawn(step, command, env)
+        except OSError as exc:
+            self._emit(NodeFault(seq=0, reason=self._spawn_failure(step, exc)))
+            return False
+        finally:
+            self._starting = False
+        self._current = run
+        self._write_pgid(run.pgid)
+        self._emit(StepStarted(seq=0, step=step, pid=run.pgid))
+        run.task = asyncio.create_task(self._supervise(run, Redactor(env.values())))
+        return True
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop the running step (TERM, `grace_s`, KILL); returns after its StepExited."""
+        run = self._current
+        if run is None or run.task is None:
+            return
+        if run.proc.returncode is None and run.stopper is None:
+            run.stopped = True
+            run.stopper = asyncio.create_task(procgroup.terminate_group(run.pgid, grace_s))
+        await asyncio.shield(run.task)
+
+    async def wait(self) -> None:
+        """Return once no step is running."""
+        run = self._current
+        if run is not None and run.task is not None:
+            await asyncio.shield(run.task)
+
+    async def _spawn(self, step: Step, command: str, env: Mapping[str, str]) -> _Running:
+        """Start the command with pipes we own.
+
+        asyncio (3.11) only reports a process's exit once its pipes close, and a
+        child left in the background keeps them open; so the pipes are made here and
+        read on their own, and `proc.wait()` means "the leader exited".
+        """
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        # The read ends belong to the drain tasks, which close them; no with-block fits.
+        pipes = [
+            (open(out_r, "rb", 0), Stream.STDOUT),  # noqa: SIM115
+            (open(err_r, "rb", 0), Stream.STDERR),  # noqa: SIM115
+        ]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh",
+                "-c",
+                command,
+                cwd=self._workdir,
+                env={**self._base_env, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                start_new_session=True,
+            )
+        except BaseException:
+            for pipe, _ in pipes:
+                pipe.close()
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        return _Running(step=step, proc=proc, pipes=pipes)
+
+    def _spawn_failure(self, step: Step, exc: OSError) -> str:
+        if not self._workdir.is_dir():
+            return f"cannot start {step}: workdir {self._workdir} does not exist"
+        return f"cannot start {step}: {exc.strerror or exc.__class__.__name__}"
+
+    async def _supervise(self, run: _Running, redact: Redactor) -> None:
+        self._logs_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            with (self._logs_dir / f"{run.step}.log").open("ab") as log:
+                batcher = LogBatcher(run.step, self._emit, log)
+                await self._follow(run, redact, batcher)
+                batcher.flush()
+        finally:
+            if procgroup.group_alive(run.pgid):  # only when cancelled mid-way
+                procgroup.kill_group_now(run.pgid)
+            self._clear_pgid()
+            self._current = None
+        self._emit(_exited(run))
+
+    async def _follow(self, run: _Running, redact: Redactor, batcher: LogBatcher) -> None:
+        run.readers = [
+            asyncio.create_task(_drain(pipe, stream, redact, batcher)) for pipe, stream in run.pipes
+        ]
+        try:
+            await run.proc.wait()
+            if run.stopper is not None:
+                await run.stopper
+            else:
+                await procgroup.terminate_group(run.pgid, LEFTOVER_GRACE_S)
+            _, pending = await asyncio.wait(run.readers, timeout=PIPE_DRAIN_S)
+        finally:
+            for reader in run.readers:
+                reader.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    def _write_pgid(self, pgid: int) -> None:
+        if self._pgid_file is not None:
+            self._pgid_file.parent.mkdir(parents=True, exist_ok=True)
+            self._pgid_file.write_text(f"{pgid}\n")
+
+    def _clear_pgid(self) -> None:
+        if self._pgid_file is not None:
+            self._pgid_file.unlink(missing_ok=True)
+
+
+async def _drain(pipe: BinaryIO, stream: Stream, redact: Redactor, batcher: LogBatcher) -> None:
+    """Read one pipe to its end in large pieces, feeding redacted lines to the batcher."""
+    reader = asyncio.StreamReader(limit=READ_CHUNK)
+    loop = asyncio.get_running_loop()
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+    except BaseException:
+        pipe.close()
+        raise
+    splitter = LineSplitter()
+    try:
+        while chunk := await reader.read(READ_CHUNK):
+            for line in splitter.feed(chunk):
+                batcher.add(stream, redact(line))
+    finally:
+        transport.close()
+        for line in splitter.finish():
+            batcher.add(stream, redact(line))
+
+
+def _exited(run: _Running) -> StepExited:
+    rc = run.proc.returncode
+    assert rc is not None
+    sig = -rc if rc < 0 else None
+    code = 128 + sig if sig is not None else rc
+    return StepExited(seq=0, step=run.step, code=code, signal=sig, stopped=run.stopped)

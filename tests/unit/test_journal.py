@@ -1,0 +1,80 @@
+"""The journal: seq numbering, persistence, replay from memory and from the file, bounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.journal import Journal
+from agent.protocol import LogBatch, LogLine, NodeFault, Step, StepStarted, Stream, decode
+
+
+def batch(n: int, width: int = 100) -> LogBatch:
+    lines = [LogLine(stream=Stream.STDOUT, text=f"{i:0{width}d}") for i in range(n)]
+    return LogBatch(seq=0, step=Step.RUN, lines=lines)
+
+
+def test_assigns_seq_and_persists_each_event(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "state" / "events.jsonl")
+    first = j.append(StepStarted(seq=0, step=Step.SETUP, pid=42))
+    second = j.append(NodeFault(seq=0, reason="disk full"))
+    assert (first.seq, second.seq, j.last_seq) == (1, 2, 2)
+    on_disk = [
+        decode(line) for line in (tmp_path / "state" / "events.jsonl").read_bytes().splitlines()
+    ]
+    assert on_disk == [first, second]
+    assert j.events_after(0) == [first, second]
+    assert j.events_after(1) == [second]
+    assert j.events_after(2) == []
+    j.close()
+
+
+def test_listener_called_after_each_append(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "events.jsonl")
+    seen: list[int] = []
+    j.subscribe(lambda: seen.append(j.last_seq))
+    j.append(NodeFault(seq=0, reason="a"))
+    j.append(NodeFault(seq=0, reason="b"))
+    assert seen == [1, 2]
+    j.close()
+
+
+def test_ack_drops_memory_but_replay_still_reads_the_file(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "events.jsonl")
+    events = [j.append(NodeFault(seq=0, reason=f"r{i}")) for i in range(10)]
+    j.ack(7)
+    assert j.memory_bytes == sum(len(e.model_dump_json()) + 1 for e in events[7:])
+    assert j.events_after(2) == events[2:]  # from the file, then memory
+    assert j.events_after(2, limit=3) == events[2:5]
+    j.close()
+
+
+def test_memory_stays_bounded_under_a_flood(tmp_path: Path) -> None:
+    """200 batches of 1000 lines (a 200k-line flood, ~20 MB) with a 2 MB memory budget."""
+    budget = 2 * 1024 * 1024
+    j = Journal(tmp_path / "events.jsonl", memory_budget=budget)
+    for _ in range(200):
+        j.append(batch(1000))
+        assert j.memory_bytes <= budget
+    assert (tmp_path / "events.jsonl").stat().st_size > 10 * budget
+    replay = []
+    while chunk := j.events_after(replay[-1].seq if replay else 0, limit=64):
+        replay.extend(chunk)
+    assert [e.seq for e in replay] == list(range(1, 201))
+    assert all(len(e.lines) == 1000 for e in replay)
+    j.close()
+
+
+def test_reopen_continues_seq_and_cuts_a_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    j = Journal(path)
+    kept = [j.append(NodeFault(seq=0, reason=f"r{i}")) for i in range(3)]
+    j.close()
+    with path.open("ab") as f:
+        f.write(b'{"type": "fault", "seq": 4, "rea')  # the agent died mid-write
+    j2 = Journal(path)
+    assert j2.last_seq == 3
+    assert j2.events_after(0) == kept
+    nxt = j2.append(NodeFault(seq=0, reason="after restart"))
+    assert nxt.seq == 4
+    assert [decode(x).seq for x in path.read_bytes().splitlines()] == [1, 2, 3, 4]
+    j2.close()

@@ -1,0 +1,222 @@
+"""The supervisor against real `/bin/sh` processes: exit codes, streams, redaction, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from agent.lines import STDERR_PREFIX, LineSplitter
+from agent.protocol import (
+    AgentEvent,
+    LogBatch,
+    NodeFault,
+    Step,
+    StepExited,
+    StepStarted,
+    Stream,
+)
+from agent.redact import MASK
+from agent.supervisor import TOKEN_ENV, Supervisor
+
+SECRET = "hunter2-very-secret-value"
+
+
+class Recorder:
+    """The supervisor's `emit`: keeps events and lets a test await the step's end."""
+
+    def __init__(self) -> None:
+        self.events: list[AgentEvent] = []
+        self._ended = asyncio.Event()
+        self._changed = asyncio.Event()
+
+    def __call__(self, event: AgentEvent) -> None:
+        self.events.append(event)
+        self._changed.set()
+        if isinstance(event, StepExited | NodeFault):
+            self._ended.set()
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        """Wait (event-driven) until `predicate` holds over the events seen so far."""
+        async with asyncio.timeout(20):
+            while not predicate():
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def ended(self) -> AgentEvent:
+        await asyncio.wait_for(self._ended.wait(), 20)
+        self._ended.clear()
+        return self.events[-1]
+
+    def lines(self, stream: Stream | None = None) -> list[str]:
+        return [
+            line.text
+            for ev in self.events
+            if isinstance(ev, LogBatch)
+            for line in ev.lines
+            if stream is None or line.stream is stream
+        ]
+
+    def batches(self) -> list[LogBatch]:
+        return [ev for ev in self.events if isinstance(ev, LogBatch)]
+
+
+def process_alive(pid: int) -> bool:
+    """A pid counts as alive unless it is gone or a zombie (a zombie runs nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+@pytest.fixture
+def rec() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+async def sup(tmp_path: Path, rec: Recorder) -> AsyncIterator[Supervisor]:
+    (tmp_path / "work").mkdir()
+    env = {**os.environ, TOKEN_ENV: "join-token-must-not-leak"}
+    s = Supervisor(
+        tmp_path / "work",
+        tmp_path / "logs",
+        rec,
+        base_env=env,
+        pgid_file=tmp_path / "state" / "step.pgid",
+    )
+    yield s
+    await s.stop(0.1)
+    for ev in rec.events:  # belt and braces: nothing a test started may outlive it
+        if isinstance(ev, StepStarted) and process_alive(ev.pid):
+            os.killpg(ev.pid, signal.SIGKILL)
+
+
+async def run_step(sup: Supervisor, rec: Recorder, command: str, **env: str) -> AgentEvent:
+    await sup.start(Step.RUN, command, env)
+    return await rec.ended()
+
+
+async def test_exit_codes_and_started_event(sup: Supervisor, rec: Recorder) -> None:
+    ok = await run_step(sup, rec, "true")
+    assert ok == StepExited(seq=0, step=Step.RUN, code=0)
+    failed = await run_step(sup, rec, "exit 3")
+    assert isinstance(failed, StepExited) and failed.code == 3 and failed.signal is None
+    started = [ev for ev in rec.events if isinstance(ev, StepStarted)]
+    assert len(started) == 2 and all(ev.pid > 0 for ev in started)
+
+
+async def test_killed_by_signal_reports_128_plus_n(sup: Supervisor, rec: Recorder) -> None:
+    exited = await run_step(sup, rec, "kill -9 $$")
+    assert isinstance(exited, StepExited)
+    assert (exited.code, exited.signal, exited.stopped) == (137, 9, False)
+
+
+async def test_streams_tagged_in_events_and_log(
+    sup: Supervisor, rec: Recorder, tmp_path: Path
+) -> None:
+    await run_step(sup, rec, "echo to-out; echo to-err >&2; pwd")
+    assert rec.lines(Stream.STDOUT) == ["to-out", str(tmp_path / "work")]
+    assert rec.lines(Stream.STDERR) == ["to-err"]
+    log = (tmp_path / "logs" / "run.log").read_text().splitlines()
+    assert sorted(log) == sorted(["to-out", f"{STDERR_PREFIX}to-err", str(tmp_path / "work")])
+
+
+async def test_env_injected_secret_redacted_token_removed(
+    sup: Supervisor, rec: Recorder, tmp_path: Path
+) -> None:
+    cmd = 'echo "key=$API_KEY"; echo "$API_KEY" >&2; echo "token=${SWJOB_JOIN_TOKEN:-unset}"'
+    await run_step(sup, rec, cmd, API_KEY=SECRET)
+    assert rec.lines().count(f"key={MASK}") == 1
+    assert MASK in rec.lines(Stream.STDERR)
+    assert "token=unset" in rec.lines()
+    log_text = (tmp_path / "logs" / "run.log").read_text()
+    assert f"key={MASK}" in log_text
+    assert SECRET not in log_text
+    assert all(SECRET not in ev.model_dump_json() for ev in rec.events)
+
+
+async def test_partial_long_and_binary_lines(sup: Supervisor, rec: Recorder) -> None:
+    cmd = (
+        r"printf 'a\r\nb\rc\n'; printf '\377\376 ok\n'; "
+        r"head -c 150000 /dev/zero | tr '\0' x; echo; printf 'no-newline-at-end'"
+    )
+    await run_step(sup, rec, cmd)
+    lines = rec.lines()
+    assert lines[:4] == ["a", "b", "c", "\ufffd\ufffd ok"]
+    assert [len(x) for x in lines[4:7]] == [65536, 65536, 150000 - 2 * 65536]
+    assert set("".join(lines[4:7])) == {"x"}
+    assert lines[7:] == ["no-newline-at-end"]
+
+
+def test_splitter_joins_pieces_across_chunks() -> None:
+    s = LineSplitter(max_line=8)
+    euro = "€".encode()
+    assert s.feed(b"ab\r") == []
+    assert s.feed(b"\ncd" + euro[:1]) == ["ab"]
+    assert s.feed(euro[1:] + b"\n0123456789") == ["cd€", "01234567"]
+    assert s.finish() == ["89"]
+    assert s.finish() == []
+
+
+async def test_stop_kills_tree_including_term_ignoring_child(
+    sup: Supervisor, rec: Recorder, tmp_path: Path
+) -> None:
+    cmd = (
+        "sh -c 'trap \"\" TERM; echo pid $$; exec sleep 1000' & "
+        "sleep 1000 & echo pid $!; echo pid $$; wait"
+    )
+    await sup.start(Step.RUN, cmd, {})
+    pgid_file = tmp_path / "state" / "step.pgid"
+    started = rec.events[0]
+    assert isinstance(started, StepStarted)
+    assert pgid_file.read_text().strip() == str(started.pid)
+    await rec.until(lambda: len([x for x in rec.lines() if x.startswith("pid ")]) == 3)
+    pids = [int(x.split()[1]) for x in rec.lines() if x.startswith("pid ")]
+    assert all(process_alive(p) for p in pids)
+    await sup.stop(0.3)
+    exited = rec.events[-1]
+    assert isinstance(exited, StepExited)
+    assert exited.stopped and exited.code == 128 + signal.SIGTERM
+    assert not any(process_alive(p) for p in pids)
+    assert not pgid_file.exists()
+    assert not sup.busy
+
+
+async def test_leftover_children_die_with_the_step(sup: Supervisor, rec: Recorder) -> None:
+    await run_step(sup, rec, "sleep 1000 & echo pid $!; exit 0")
+    pid = int(rec.lines()[0].split()[1])
+    assert not process_alive(pid)
+    assert rec.events[-1] == StepExited(seq=0, step=Step.RUN, code=0)
+
+
+async def test_flood_is_batched(sup: Supervisor, rec: Recorder) -> None:
+    await run_step(sup, rec, "seq 1 100000")
+    batches = rec.batches()
+    assert rec.lines() == [str(i) for i in range(1, 100001)]
+    assert max(len(b.lines) for b in batches) <= 1000
+    assert len(batches) < 300
+
+
+async def test_one_step_at_a_time(sup: Supervisor, rec: Recorder) -> None:
+    assert await sup.start(Step.SETUP, "sleep 1000", {})
+    assert not await sup.start(Step.RUN, "true", {})
+    fault = rec.events[-1]
+    assert isinstance(fault, NodeFault) and "another step is running" in fault.reason
+    await sup.stop(1.0)
+    assert isinstance(rec.events[-1], StepExited) and rec.events[-1].stopped
+
+
+async def test_spawn_failure_is_a_node_fault(tmp_path: Path, rec: Recorder) -> None:
+    missing = tmp_path / "nowhere"
+    sup = Supervisor(missing, tmp_path / "logs", rec)
+    assert not await sup.start(Step.SETUP, "true", {})
+    assert rec.events == [
+        NodeFault(seq=0, reason=f"cannot start setup: workdir {missing} does not exist")
+    ]
+    assert not sup.busy
