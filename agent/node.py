@@ -139,9 +139,9 @@ class NodeAgent:
     async def _serve(self) -> ExitCode:
         backoff = Backoff()
         alone_since = time.monotonic()
-        while True:
+        while (left := alone_since + self.cfg.orphan_timeout - time.monotonic()) > 0:
             try:
-                session = await self._join()
+                session = await asyncio.wait_for(self._join(), left)
             except JoinRefused as exc:
                 log.error("%s", exc)
                 return exc.code
@@ -151,11 +151,10 @@ class NodeAgent:
                 backoff.reset()
                 await self._run_session(session)
                 alone_since = time.monotonic()
-            alone = time.monotonic() - alone_since
-            if alone >= self.cfg.orphan_timeout:
-                log.error("no orchestrator for %.0f s: stopping the job", alone)
-                return ExitCode.ORPHANED
-            await asyncio.sleep(min(backoff.next(), self.cfg.orphan_timeout - alone))
+            left = alone_since + self.cfg.orphan_timeout - time.monotonic()
+            await asyncio.sleep(max(0.0, min(backoff.next(), left)))
+        log.error("no orchestrator for %.0f s: stopping the job", self.cfg.orphan_timeout)
+        return ExitCode.ORPHANED
 
     async def _dial(self, alpn: bytes) -> iroh_ffi.Connection:
         """Connect to the ticket's endpoint and make sure it is the orchestrator we obey."""

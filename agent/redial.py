@@ -16,10 +16,7 @@ from pathlib import Path
 
 from iroh import iroh_ffi
 
-try:
-    from agent.transfer.server import serve_transfer
-except ImportError:  # the transfer server is being written in parallel; until then: no xfer
-    serve_transfer = None
+from agent.transfer.server import serve_transfer
 
 log = logging.getLogger("swjob.agent")
 
@@ -27,9 +24,10 @@ Dial = Callable[[bytes], Awaitable[iroh_ffi.Connection]]
 
 
 def describe(exc: BaseException) -> str:
-    """An exception as one log line (iroh errors span several)."""
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    """An exception as one log line; iroh errors carry their text in `message()`."""
+    text = exc.message() if isinstance(exc, iroh_ffi.IrohError) else str(exc)
+    lines = text.strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 class Backoff:
@@ -51,8 +49,6 @@ class Backoff:
 
 async def serve_xfer_forever(dial: Dial, alpn: bytes, workdir: Path) -> None:
     """Dial the transfer ALPN and serve it; redial whenever it drops, until cancelled."""
-    if serve_transfer is None:
-        return
     backoff = Backoff()
     while True:
         conn = None

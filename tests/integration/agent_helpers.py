@@ -1,0 +1,240 @@
+"""A minimal orchestrator and a real `swjob-agent` subprocess, for the agent's end-to-end tests.
+
+The orchestrator here is deliberately small and independent of the engine: it plays
+the wire contract (Hello → Welcome/Reject, heartbeats with `last_seq`, commands)
+from agent/protocol.py, stores events by seq like the real one, and can misbehave
+on request (drop the connection, forget events, fall silent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent import endpoint
+from agent.protocol import (
+    CTL_ALPN,
+    XFER_ALPN,
+    AgentEvent,
+    Channel,
+    Heartbeat,
+    Hello,
+    LogBatch,
+    Reject,
+    StepStarted,
+    Welcome,
+)
+from agent.supervisor import TOKEN_ENV
+
+WAIT_S = 30.0
+
+
+class FakeOrchestrator:
+    """Accepts the agent's ctl and xfer connections and records what it is told."""
+
+    def __init__(self, ep: Any, token: str, reject: str | None, heartbeat_s: float) -> None:
+        self.ep = ep
+        self.token = token
+        self.reject = reject
+        self.heartbeat_s = heartbeat_s
+        self.hellos: list[Hello] = []
+        self.events: list[AgentEvent] = []  # stored, contiguous by seq
+        self.received: list[int] = []  # every seq that arrived, duplicates included
+        self.xfer_conns = 0
+        self.silent = False
+        self.conn: Any = None
+        self.channel: Channel | None = None
+        self._changed = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def start(
+        cls, token: str, *, reject: str | None = None, heartbeat_s: float = 0.2
+    ) -> FakeOrchestrator:
+        orch = cls(await endpoint.bind(accept=True), token, reject, heartbeat_s)
+        orch._spawn(orch._accept_loop())
+        return orch
+
+    @property
+    def id(self) -> str:
+        return str(self.ep.id())
+
+    @property
+    def ticket(self) -> str:
+        return endpoint.ticket_of(self.ep)
+
+    @property
+    def stored_seq(self) -> int:
+        return self.events[-1].seq if self.events else 0
+
+    def forget_after(self, seq: int) -> None:
+        """Pretend events after `seq` were never stored (the agent must replay them)."""
+        self.events = [e for e in self.events if e.seq <= seq]
+
+    def drop(self) -> None:
+        """Close the control connection from this side, as a crashed network would."""
+        if self.conn is not None:
+            self.conn.close(0, b"test drop")
+
+    async def send(self, msg: Any) -> None:
+        assert self.channel is not None
+        await self.channel.send(msg)
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = WAIT_S) -> None:
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                self._changed.clear()
+                await self._changed.wait()
+
+    def lines(self) -> list[str]:
+        return [ln.text for e in self.events if isinstance(e, LogBatch) for ln in e.lines]
+
+    def of_type(self, kind: type) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def pids(self) -> list[int]:
+        """Pids the job printed as `pid N`, and the steps' leaders."""
+        printed = [int(x.split()[1]) for x in self.lines() if x.startswith("pid ")]
+        return printed + [e.pid for e in self.of_type(StepStarted)]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.ep.close()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _notify(self) -> None:
+        self._changed.set()
+
+    async def _accept_loop(self) -> None:
+        while (incoming := await self.ep.accept_next()) is not None:
+            accepting = await incoming.accept()
+            alpn = await accepting.alpn()
+            conn = await accepting.connect()
+            if alpn == CTL_ALPN:
+                self._spawn(self._serve_ctl(conn))
+            elif alpn == XFER_ALPN:
+                self.xfer_conns += 1
+                self._notify()
+
+    async def _serve_ctl(self, conn: Any) -> None:
+        bi = await conn.accept_bi()
+        channel = Channel(bi.recv(), bi.send())
+        hello = await channel.recv()
+        assert isinstance(hello, Hello)
+        self.hellos.append(hello)
+        self._notify()
+        if self.reject is not None or hello.token != self.token:
+            await channel.send(Reject(reason=self.reject or "bad token"))
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.closed(), 5)
+            return
+        self.conn, self.channel = conn, channel
+        await channel.send(Welcome(replay_after=self.stored_seq, heartbeat_s=self.heartbeat_s))
+        beat = asyncio.create_task(self._heartbeats(channel))
+        try:
+            while (msg := await channel.recv()) is not None:
+                self._store(msg)
+        except Exception:
+            pass  # the connection went away: the agent will redial
+        finally:
+            beat.cancel()
+            self._notify()
+
+    def _store(self, msg: Any) -> None:
+        if isinstance(msg, Heartbeat):
+            return
+        self.received.append(msg.seq)
+        if msg.seq == self.stored_seq + 1:
+            self.events.append(msg)
+        self._notify()
+
+    async def _heartbeats(self, channel: Channel) -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                if not self.silent:
+                    await channel.send(Heartbeat(last_seq=self.stored_seq))
+                await asyncio.sleep(self.heartbeat_s)
+
+
+class AgentProc:
+    """The real agent as a subprocess (`python -m agent`), killed by pid at teardown."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, root: Path, stderr: Path) -> None:
+        self.proc = proc
+        self.root = root
+        self.stderr_path = stderr
+
+    @classmethod
+    async def start(
+        cls, orch: FakeOrchestrator, root: Path, *args: str, orchestrator_id: str | None = None
+    ) -> AgentProc:
+        stderr = root.parent / f"{root.name}.stderr"
+        argv = [
+            *("--run-id", "run-1", "--ticket", orch.ticket),
+            *("--orchestrator-id", orchestrator_id or orch.id, "--root", str(root)),
+            *("--grace", "1", "--heartbeat", "0.2", "--deadline", "3", *args),
+        ]
+        with stderr.open("wb") as err:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "agent",
+                *argv,
+                env={**os.environ, TOKEN_ENV: orch.token},
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+            )
+        return cls(proc, root, stderr)
+
+    async def exit_code(self, timeout: float = WAIT_S) -> int:
+        return await asyncio.wait_for(self.proc.wait(), timeout)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    async def kill(self) -> None:
+        """SIGTERM (so it hangs up cleanly and the test endpoint closes fast), then SIGKILL."""
+        for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+            if self.proc.returncode is not None:
+                return
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), wait_s)
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    data = needle.encode()
+    return [p for p in root.rglob("*") if p.is_file() and data in p.read_bytes()]
+
+
+def pid_alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie (PID 1 here may never reap)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def kill_leftover_group(root: Path) -> None:
+    """Teardown safety net: SIGKILL the job group the agent recorded, if it is still there.
+
+    This is what the local provider does for an agent that died by SIGKILL."""
+    pgid_file = root / "state" / "step.pgid"
+    if pgid_file.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pgid_file.read_text()), signal.SIGKILL)

@@ -1,0 +1,213 @@
+"""The real `swjob-agent` process against a minimal orchestrator on loopback iroh."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+import agent
+from agent.protocol import (
+    NodeFault,
+    RunStep,
+    Shutdown,
+    Step,
+    StepExited,
+    StepStarted,
+    StopStep,
+)
+from agent.redact import MASK
+from tests.integration.agent_helpers import (
+    AgentProc,
+    FakeOrchestrator,
+    files_containing,
+    kill_leftover_group,
+    pid_alive,
+)
+
+TOKEN = "join-token-4f1d9c2b7a"
+SECRET = "sk-live-0123456789abcdef"
+TREE = "sleep 1000 & echo pid $!; sh -c 'trap \"\" TERM; echo pid $$; exec sleep 1000' & wait"
+
+StartAgent = Callable[..., Awaitable[AgentProc]]
+
+
+@pytest.fixture
+async def orch() -> AsyncIterator[FakeOrchestrator]:
+    o = await FakeOrchestrator.start(TOKEN)
+    yield o
+    await o.close()
+
+
+@pytest.fixture
+async def start_agent(tmp_path: Path) -> AsyncIterator[StartAgent]:
+    started: list[AgentProc] = []
+
+    async def start(o: FakeOrchestrator, *args: str, **kw: str) -> AgentProc:
+        proc = await AgentProc.start(o, tmp_path / f"node{len(started)}", *args, **kw)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        await proc.kill()
+        kill_leftover_group(proc.root)
+
+
+async def joined(o: FakeOrchestrator) -> None:
+    await o.until(lambda: o.channel is not None)
+
+
+async def step_exited(o: FakeOrchestrator, count: int = 1) -> StepExited:
+    await o.until(lambda: len(o.of_type(StepExited)) >= count)
+    return o.of_type(StepExited)[-1]
+
+
+async def test_join_sends_facts_and_dials_xfer(
+    orch: FakeOrchestrator, start_agent: StartAgent
+) -> None:
+    node = await start_agent(orch)
+    await joined(orch)
+    hello = orch.hellos[0]
+    assert (hello.run_id, hello.token) == ("run-1", TOKEN)
+    facts = hello.facts
+    assert facts.hostname == platform.node()
+    assert facts.cpus >= 1 and facts.memory_mb > 0 and facts.disk_free_mb > 0
+    assert facts.agent_version == agent.__version__
+    assert facts.python_version == platform.python_version()
+    await orch.until(lambda: orch.xfer_conns >= 1)
+    await orch.send(Shutdown())
+    assert await node.exit_code() == 0
+
+
+async def test_setup_then_run_with_logs_exit_code_and_no_leaks(
+    orch: FakeOrchestrator, start_agent: StartAgent
+) -> None:
+    node = await start_agent(orch)
+    await joined(orch)
+    await orch.send(RunStep(step=Step.SETUP, command="echo setting up; touch made-by-setup"))
+    setup = await step_exited(orch)
+    assert (setup.step, setup.code) == (Step.SETUP, 0)
+    run = 'ls; echo "key=$API_KEY"; echo "tok=${SWJOB_JOIN_TOKEN:-unset}"; echo oops >&2; exit 3'
+    await orch.send(RunStep(step=Step.RUN, command=run, env={"API_KEY": SECRET}))
+    exited = await step_exited(orch, 2)
+    assert (exited.step, exited.code, exited.stopped) == (Step.RUN, 3, False)
+    assert orch.lines() == ["setting up", "made-by-setup", f"key={MASK}", "tok=unset", "oops"]
+    assert [e.seq for e in orch.events] == list(range(1, len(orch.events) + 1))
+    assert (node.root / "logs" / "setup.log").read_text() == "setting up\n"
+    assert "[stderr] oops" in (node.root / "logs" / "run.log").read_text()
+    await orch.send(Shutdown())
+    assert await node.exit_code() == 0
+    for needle in (TOKEN, SECRET):
+        assert files_containing(node.root, needle) == []
+        assert needle not in node.stderr()
+
+
+async def test_stop_step_kills_the_whole_tree(
+    orch: FakeOrchestrator, start_agent: StartAgent
+) -> None:
+    node = await start_agent(orch)
+    await joined(orch)
+    await orch.send(RunStep(step=Step.RUN, command=TREE))
+    await orch.until(lambda: len(orch.pids()) == 3)
+    pids = orch.pids()
+    assert (node.root / "state" / "step.pgid").read_text().strip() == str(pids[-1])
+    assert all(pid_alive(p) for p in pids)
+    await orch.send(StopStep(grace_s=0.3))
+    exited = await step_exited(orch)
+    assert exited.stopped and exited.code == 143
+    assert not any(pid_alive(p) for p in pids)
+    assert not (node.root / "state" / "step.pgid").exists()
+
+
+async def test_second_run_step_while_busy_is_a_fault(
+    orch: FakeOrchestrator, start_agent: StartAgent
+) -> None:
+    await start_agent(orch)
+    await joined(orch)
+    await orch.send(RunStep(step=Step.SETUP, command="sleep 1000"))
+    await orch.until(lambda: bool(orch.of_type(StepStarted)))
+    await orch.send(RunStep(step=Step.RUN, command="true"))
+    await orch.until(lambda: bool(orch.of_type(NodeFault)))
+    assert "another step is running" in orch.of_type(NodeFault)[0].reason
+    await orch.send(StopStep(grace_s=0.2))
+    assert (await step_exited(orch)).stopped
+
+
+async def test_wrong_orchestrator_id_exits_4(
+    orch: FakeOrchestrator, start_agent: StartAgent
+) -> None:
+    node = await start_agent(orch, orchestrator_id="ab" * 32)
+    assert await node.exit_code() == 4
+    assert orch.hellos == []
+    assert "obeys only" in node.stderr()
+
+
+async def test_reject_exits_3(start_agent: StartAgent) -> None:
+    o = await FakeOrchestrator.start(TOKEN, reject="run is over")
+    try:
+        node = await start_agent(o)
+        assert await node.exit_code() == 3
+        assert "run is over" in node.stderr()
+    finally:
+        await o.close()
+
+
+async def test_dropped_connection_redials_and_replays_missed_events(
+    orch: FakeOrchestrator, start_agent: StartAgent
+) -> None:
+    node = await start_agent(orch)
+    await joined(orch)
+    gate = node.root / "work" / "go"
+    cmd = f"echo one; echo two; while [ ! -e {gate} ]; do sleep 0.02; done; echo three"
+    await orch.send(RunStep(step=Step.RUN, command=cmd))
+    await orch.until(lambda: orch.lines() == ["one", "two"])
+    orch.forget_after(1)  # StepStarted stored; the log batch "lost" with the connection
+    orch.channel = None
+    orch.drop()
+    gate.touch()  # the job goes on while the node is alone
+    await orch.until(lambda: len(orch.hellos) == 2 and orch.channel is not None)
+    exited = await step_exited(orch)
+    assert exited.code == 0
+    assert orch.lines() == ["one", "two", "three"]
+    assert [e.seq for e in orch.events] == list(range(1, len(orch.events) + 1))
+    assert orch.received.count(2) == 2  # the lost batch came twice: live, then replayed
+    assert orch.hellos[1].token == TOKEN
+
+
+async def test_silent_orchestrator_counts_as_lost(
+    orch: FakeOrchestrator, start_agent: StartAgent
+) -> None:
+    await start_agent(orch, "--deadline", "0.8")
+    await joined(orch)
+    orch.silent = True
+    await orch.until(lambda: len(orch.hellos) == 2)
+    orch.silent = False
+
+
+async def test_shutdown_exits_0_and_leaves_no_job_process(
+    orch: FakeOrchestrator, start_agent: StartAgent
+) -> None:
+    node = await start_agent(orch)
+    await joined(orch)
+    await orch.send(RunStep(step=Step.RUN, command=TREE))
+    await orch.until(lambda: len(orch.pids()) == 3)
+    pids = orch.pids()
+    await orch.send(Shutdown())
+    assert await node.exit_code() == 0
+    assert not any(pid_alive(p) for p in pids)
+
+
+async def test_orphaned_agent_stops_the_job_and_exits_5(start_agent: StartAgent) -> None:
+    o = await FakeOrchestrator.start(TOKEN)
+    node = await start_agent(o, "--orphan-timeout", "1")
+    await joined(o)
+    await o.send(RunStep(step=Step.RUN, command=TREE))
+    await o.until(lambda: len(o.pids()) == 3)
+    pids = o.pids()
+    await o.close()  # the orchestrator is gone for good
+    assert await node.exit_code() == 5
+    assert not any(pid_alive(p) for p in pids)
+    assert "no orchestrator" in node.stderr()
