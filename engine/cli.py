@@ -1,4 +1,4 @@
-"""`swjob`: the headless CLI — run, validate, plan, runs, logs, gc.
+"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, gc.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly.
@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from engine.cli_render import RunPrinter
 from engine.jobspec import JobFileError, load_job
 from engine.paths import DEFAULT_RUNS_DIR
 from engine.pools import PoolFileError, load_pools
@@ -42,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("logs", help="print a run's setup and run output")
     logs.add_argument("run", help="run id (or a unique prefix)")
     logs.add_argument("--step", choices=["setup", "run", "all"], default="all")
+    attach = sub.add_parser("attach", help="follow a run; recovers it if its engine died")
+    attach.add_argument("run", help="run id (or a unique prefix)")
+    attach.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     gc = sub.add_parser("gc", help="find and destroy nodes no live run owns")
     _pool_args(gc)
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
@@ -87,49 +88,18 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from engine.cli_follow import run_and_follow
+
     job = load_job(args.job)
     pools = load_pools(args.pools)
     pools.get(args.pool)
-    return asyncio.run(_run_async(job, pools, args.pool, args.runs_dir))
+    return asyncio.run(run_and_follow(job, pools, args.pool, args.runs_dir))
 
 
-async def _run_async(job, pools, pool: str, runs_dir: Path) -> int:
-    from engine.engine import Engine, EngineConfig
+def _attach(args: argparse.Namespace) -> int:
+    from engine.cli_follow import attach
 
-    engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools))
-    await engine.start()
-    printer = RunPrinter(Console(highlight=False))
-    sub = engine.subscribe()
-    try:
-        run_id = await engine.submit(job, pool)
-        printer.console.print(f"[dim]run {run_id} → {engine.run(run_id).run_dir}[/]")
-        _on_interrupt(lambda: asyncio.ensure_future(_stop(engine, run_id, printer)))
-        async for event in sub:
-            if event.run_id == run_id:
-                printer(event)
-                if event.kind == "finished":
-                    break
-        view = await engine.wait(run_id)
-    finally:
-        sub.close()
-        await engine.close(stop_running=True)
-    return 0 if view.state == "COMPLETED" else 1
-
-
-def _on_interrupt(callback) -> None:
-    """Ctrl-C is the operator's stop: the run is stopped and its node torn down, not abandoned."""
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, callback)
-    loop.add_signal_handler(signal.SIGTERM, callback)
-
-
-async def _stop(engine, run_id: str, printer: RunPrinter) -> None:
-    view = engine.run(run_id)
-    if view is None or view.terminal:
-        printer.console.print("[yellow]tearing down the node; please wait[/]")
-        return
-    printer.console.print("[yellow]stopping: the job is stopped and its node torn down[/]")
-    await engine.stop(run_id)
+    return asyncio.run(attach(args.run, load_pools(args.pools)))
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -164,6 +134,7 @@ _COMMANDS = {
     "runs": _runs,
     "logs": _logs,
     "gc": _gc,
+    "attach": _attach,
 }
 
 

@@ -19,16 +19,16 @@ from iroh.iroh_ffi import IrohError
 
 from agent import endpoint as iroh_endpoint
 from engine import events as ev
-from engine import fsm, identity
+from engine import fsm, identity, recovery
 from engine.control import ControlServer, NodeSession
-from engine.datastream import Datastream, Subscription
+from engine.datastream import Datastream, Subscription, read_events
 from engine.jobspec import JobSpec
 from engine.orchestrator import RunDriver
 from engine.paths import DEFAULT_RUNS_DIR
 from engine.pools import Pool, PoolFileError, PoolSet, load_pools
-from engine.providers.base import Bootstrap, Provider
+from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.providers.registry import make_provider
-from engine.runbook import new_view
+from engine.runbook import fold, new_view
 from engine.store import Store
 from engine.views import PoolView, RunView
 
@@ -77,6 +77,7 @@ class Engine:
         self._identity.remember_port(iroh_endpoint.bound_port(self._endpoint))
         self._server = ControlServer(self._endpoint)
         self._server.start()
+        await self._recover()
         self._orphan_check = asyncio.create_task(self._check_orphans())
 
     async def _bind(self) -> Any:
@@ -125,14 +126,22 @@ class Engine:
         submitted = self.stream.publish(
             ev.Submitted(run_id=run_id, job_name=job.name, pool=pool, run_dir=str(run_dir))
         )
-        driver = self._driver(new_view(submitted), job, pool_def)
-        self._drivers[run_id] = driver
-        self._tasks[run_id] = asyncio.create_task(self._drive(driver))
+        driver = self._driver(new_view(submitted), job, pool_def, secrets.token_urlsafe(24))
+        driver.remember(
+            orchestrator_id=str(self._endpoint.id()),
+            job_file=str(job.source),
+            job_sha256=recovery.job_digest(job.source),
+            pool=pool,
+        )
+        self._launch(driver)
         return run_id
 
-    def _driver(self, view: RunView, job: JobSpec, pool: Pool) -> RunDriver:
+    def _launch(self, driver: RunDriver) -> None:
+        self._drivers[driver.view.run_id] = driver
+        self._tasks[driver.view.run_id] = asyncio.create_task(self._drive(driver))
+
+    def _driver(self, view: RunView, job: JobSpec, pool: Pool, token: str) -> RunDriver:
         assert self._server is not None and self._endpoint is not None
-        token = secrets.token_urlsafe(24)
         holder: list[RunDriver] = []
         session = NodeSession(
             view.run_id,
@@ -161,6 +170,50 @@ class Engine:
             on_change=self._save,
         )
         holder.append(driver)
+        driver.recovery["token"] = token
+        return driver
+
+    async def _recover(self) -> None:
+        """Take over the unfinished runs this identity owned before a crash (engine/recovery.py)."""
+        assert self._store is not None and self._endpoint is not None
+        me = str(self._endpoint.id())
+        for view, saved in self._store.unfinished():
+            if saved.get("orchestrator_id") != me or view.run_id in self._drivers:
+                continue
+            try:
+                pool = self.config.pools.get(saved.get("pool", view.pool))
+            except PoolFileError as exc:
+                self.alert(f"run {view.run_id} cannot be recovered: {exc}")
+                continue
+            provider = self._provider(pool)
+            if saved.get("handle"):
+                handle: NodeHandle | None = NodeHandle(**saved["handle"])
+                provider.adopt(handle)
+            else:
+                handle = await self._find_node(provider, view.run_id)
+            self._launch(self._recovered_driver(view, saved, pool, handle))
+
+    async def _find_node(self, provider: Provider, run_id: str) -> NodeHandle | None:
+        try:
+            return await provider.find_node(run_id)
+        except Exception as exc:  # the provider's API is down: recover what we can, say so
+            self.alert(f"could not look up the node of run {run_id}: {exc} — run `swjob gc`")
+            return None
+
+    def _recovered_driver(
+        self, view: RunView, saved: dict[str, Any], pool: Pool, handle: NodeHandle | None
+    ) -> RunDriver:
+        job, fault = recovery.recovered_job(view, saved)
+        events = read_events(view.run_dir / "events.jsonl")
+        self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
+        driver = self._driver(fold(events) or view, job, pool, saved["token"])
+        driver.recovery.update(saved)
+        driver.started = set(saved.get("started", []))
+        driver.session.endpoint_id = saved.get("endpoint_id")
+        driver.session.last_seq = max(saved.get("last_seq", 0), recovery.last_node_seq(events))
+        driver.resume(recovery.fsm_state_of(events, job), handle)
+        driver.start_work(recovery.continue_run(driver, fault))
+        driver.publish(ev.Alert(run_id=view.run_id, message="recovered after operator restart"))
         return driver
 
     def _provider(self, pool: Pool) -> Provider:
@@ -183,7 +236,7 @@ class Engine:
     def _save(self, driver: RunDriver, event: ev.Event | None = None) -> None:
         """Index the run when its summary changes (one row upsert; logs and progress skip it)."""
         if self._store is not None and (event is None or isinstance(event, _INDEXED)):
-            self._store.save(driver.view)
+            self._store.save(driver.view, driver.recovery)
 
     async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
         driver = self._drivers.get(run_id)
@@ -237,6 +290,11 @@ class Engine:
         seen = {v.run_id for v in live}
         history = [v for v in (self._store.views() if self._store else []) if v.run_id not in seen]
         return sorted([*live, *history], key=lambda v: v.created, reverse=True)
+
+    def running_run(self, run_id: str) -> bool:
+        """True when this engine drives `run_id` and it has not finished."""
+        driver = self._drivers.get(run_id)
+        return driver is not None and not driver.view.terminal
 
     def running(self) -> list[RunView]:
         return [d.view for d in self._drivers.values() if not d.view.terminal]

@@ -60,12 +60,14 @@ class Transition(_Ev):
     to_phase: str
     commands: list[str] = []
     reason: str | None = None
+    exit_code: int | None = None  # the run step's exit code once known (recovery reads it)
 
 
 class Log(_Ev):
     kind: Literal["log"] = "log"
     step: Step
     lines: list[LogLine]
+    node_seq: int | None = None  # the agent's sequence number: where a replay resumes
 
 
 class TransferProgress(_Ev):

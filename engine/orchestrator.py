@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from typing import Any
 
 from agent.protocol import (
@@ -72,9 +73,11 @@ class RunDriver:
         self._step_exited = asyncio.Event()
         self.clock = PhaseClock()
         self.logs = LogFiles(view.run_dir / "logs")
-        self._transfers = Transfers(self)
+        self.transfers = Transfers(self)
         self._cost = CostMeter(self)
-        self._outputs: dict[str, Any] = {}
+        self.outputs: dict[str, Any] = {}
+        self.recovery: dict[str, Any] = {}  # what a restarted engine needs; see engine/recovery.py
+        self.started: set[str] = set()
         # queued first, so a stop that arrives before the loop starts still finds a job
         self.post(fsm.JobSubmitted(job.setup is not None, job.workspace is not None))
 
@@ -87,6 +90,11 @@ class RunDriver:
         event = self._stream.publish(event)
         self.view = apply(self.view, event)
         self._on_change(self, event)
+
+    def remember(self, **facts: Any) -> None:
+        """Persist recovery facts at once (a crash right after must not lose them)."""
+        self.recovery.update(facts)
+        self._on_change(self, None)
 
     async def run(self) -> RunView:
         try:
@@ -117,10 +125,25 @@ class RunDriver:
                 to_phase=outcome.state.phase.value,
                 commands=[fsm.name(c) for c in outcome.commands],
                 reason=self._redact(outcome.state.reason) if outcome.state.reason else None,
+                exit_code=outcome.state.exit_code,
             )
         )
         if outcome.commands:
             self._spawn(self._execute(outcome.commands))
+
+    def resume(self, state: fsm.FsmState, handle: NodeHandle | None) -> None:
+        """Continue a run an earlier engine process left unfinished: start from `state`
+        instead of JobSubmitted (engine/recovery.py re-issues the interrupted command)."""
+        self._queue = asyncio.Queue()
+        self._fsm = state
+        self.handle = handle
+
+    def start_work(self, coro: Any) -> None:
+        self._spawn(coro)
+
+    @property
+    def fsm_state(self) -> fsm.FsmState:
+        return self._fsm
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -139,15 +162,15 @@ class RunDriver:
                 case fsm.ProvisionNode():
                     await self._provision()
                 case fsm.MaterializeWorkspace():
-                    await self._transfers.push()
+                    await self.transfers.push()
                 case fsm.RunSetup():
-                    await self._start_step(Step.SETUP, self.job.setup or "")
+                    await self.start_step(Step.SETUP, self.job.setup or "")
                 case fsm.RunJob():
-                    await self._start_step(Step.RUN, self.job.run)
+                    await self.start_step(Step.RUN, self.job.run)
                 case fsm.CollectOutputs(best_effort=best_effort):
-                    self._outputs = await self._transfers.pull(best_effort)
+                    self.outputs = await self.transfers.pull(best_effort)
                 case fsm.TeardownNode():
-                    await self._teardown()
+                    await self.teardown()
 
     # ---- commands ---------------------------------------------------------------------
 
@@ -159,33 +182,48 @@ class RunDriver:
         except Exception as exc:
             self.post(fsm.NodeFault(f"provisioning failed: {self._redact(str(exc))}"))
             return
+        self.remember(handle=dataclasses.asdict(self.handle))
         self._node_event(ev.NodeState.PROVISIONING)
+        timeout_s = self.pool.boot_timeout_s
+        if await self.await_join(timeout_s, ev.NodeState.READY):
+            self.post(fsm.NodeReady())
+        else:
+            self.post(fsm.NodeFault(f"boot timeout: node did not join within {timeout_s:g} s"))
+
+    async def await_join(self, timeout_s: float, state: ev.NodeState) -> bool:
+        """Watch the node (cost, liveness) and wait for its agent to join; False on timeout."""
+        assert self.handle is not None
         self._cost.start(self.handle.price_per_hour)
         self._watch = asyncio.create_task(self._watch_node(self.handle))
         try:
-            await asyncio.wait_for(self.session.joined.wait(), self.pool.boot_timeout_s)
+            await asyncio.wait_for(self.session.joined.wait(), timeout_s)
         except TimeoutError:
-            limit = f"{self.pool.boot_timeout_s:g}"
-            self.post(fsm.NodeFault(f"boot timeout: node did not join within {limit} s"))
-            return
-        self._node_event(ev.NodeState.READY)
-        self.post(fsm.NodeReady())
+            return False
+        self.remember(endpoint_id=self.session.endpoint_id)
+        self._node_event(state)
+        return True
 
     async def _watch_node(self, handle: NodeHandle) -> None:
         reason = await self._provider.node_exited(handle)
         self.post(fsm.NodeLost(reason))
 
-    async def _start_step(self, step: Step, command: str) -> None:
+    async def start_step(self, step: Step, command: str) -> None:
         self._node_event(ev.NodeState.BUSY)
-        self._running_step = step
-        self._step_exited.clear()
-        self.logs.open(step)
+        self.expect_exit(step)
+        self.started.add(step.value)
+        self.remember(started=sorted(self.started))
         try:
             await self.session.send(RunStep(step=step, command=command, env=self.job.env))
         except NodeGone as exc:
             self.post(fsm.NodeLost(str(exc)))
 
-    async def _teardown(self) -> None:
+    def expect_exit(self, step: Step) -> None:
+        """`step` is running on the node: its exit will arrive as an event."""
+        self._running_step = step
+        self._step_exited.clear()
+        self.logs.open(step)
+
+    async def teardown(self) -> None:
         await self._cancel_work(keep=asyncio.current_task())
         if self.handle is not None:
             self._node_event(ev.NodeState.TEARING_DOWN)
@@ -214,11 +252,15 @@ class RunDriver:
             case LogBatch():
                 lines = [ln.model_copy(update={"text": self._redact(ln.text)}) for ln in msg.lines]
                 self.logs.write(msg.step, lines)
-                self.publish(ev.Log(run_id=self.view.run_id, step=msg.step, lines=lines))
+                self.publish(
+                    ev.Log(run_id=self.view.run_id, step=msg.step, lines=lines, node_seq=msg.seq)
+                )
+                return
             case StepExited():
                 self._on_exit(msg)
             case NodeFault():
                 self.post(fsm.NodeFault(f"node fault: {self._redact(msg.reason)}"))
+        self.remember(last_seq=msg.seq)
 
     def _on_exit(self, msg: StepExited) -> None:
         self._running_step = None
@@ -255,10 +297,10 @@ class RunDriver:
                 state=self._fsm.state.value if self._fsm.state else "FAILED",
                 exit_code=self._fsm.exit_code,
                 reason=self.view.reason,
-                missing_outputs=self._outputs.get("missing", []),
+                missing_outputs=self.outputs.get("missing", []),
             )
         )
-        extra = {"outputs": self._outputs.get("summary"), "job_file": str(self.job.source)}
+        extra = {"outputs": self.outputs.get("summary"), "job_file": str(self.job.source)}
         if self.view.node and self.view.node.price_per_hour is not None:
             extra["cost_by_phase"] = cost_by_phase(
                 self.view.node.price_per_hour, self.clock.durations()

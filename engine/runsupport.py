@@ -17,7 +17,6 @@ from engine.transfer import TransferError, pull_outputs, push_workspace
 
 if TYPE_CHECKING:
     from agent.transfer import Progress
-
     from engine.orchestrator import RunDriver
 
 COST_EVENT_EVERY_S = 5.0

@@ -71,6 +71,16 @@ class Provider(Protocol):
         """
         ...
 
+    def adopt(self, handle: NodeHandle) -> None:
+        """Own a node that an earlier engine process provisioned (crash recovery), so that
+        `teardown` and `node_exited` work on it as on one of ours."""
+        ...
+
+    async def find_node(self, run_id: str) -> NodeHandle | None:
+        """A node created for `run_id` whose handle the engine never recorded (it died
+        between the create call and writing the answer down), or None."""
+        ...
+
     async def teardown(self, handle: NodeHandle) -> None:
         """Destroy the node. Idempotent; raises TeardownError when it could not confirm."""
         ...

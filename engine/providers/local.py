@@ -25,9 +25,28 @@ AGENT_EXIT_GRACE_S = 15.0
 
 
 class _LocalNode:
-    def __init__(self, process: asyncio.subprocess.Process, root: Path) -> None:
-        self.process = process
+    """An agent process: our child, or (after an engine restart) adopted by pid."""
+
+    def __init__(self, pid: int, root: Path, process: asyncio.subprocess.Process | None) -> None:
+        self.pid = pid
         self.root = root
+        self.process = process
+
+    @property
+    def adopted(self) -> bool:
+        return self.process is None
+
+    def signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, sig)
+
+    async def wait(self) -> int | None:
+        """The exit code (None for an adopted process: only its parent could reap it)."""
+        if self.process is not None:
+            return await self.process.wait()
+        while _alive(self.pid):
+            await asyncio.sleep(0.2)
+        return None
 
 
 class LocalProvider:
@@ -48,7 +67,7 @@ class LocalProvider:
 
     async def _start(self, bootstrap: Bootstrap) -> NodeHandle:
         node_id = f"local-{bootstrap.run_id}-{secrets.token_hex(2)}"
-        root = cache_dir() / "nodes" / node_id
+        root = _node_root(node_id)
         root.mkdir(parents=True)
         env = {**os.environ, TOKEN_ENV: bootstrap.token}
         args = [*bootstrap.agent_args(), "--root", str(root), "--grace", f"{self._stop_grace_s:g}"]
@@ -62,39 +81,62 @@ class LocalProvider:
         except OSError as exc:
             shutil.rmtree(root, ignore_errors=True)
             raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
-        self._nodes[node_id] = _LocalNode(process, root)
+        self._nodes[node_id] = _LocalNode(process.pid, root, process)
         return NodeHandle(provider=self.name, node_id=node_id, offer={"pid": process.pid})
+
+    def adopt(self, handle: NodeHandle) -> None:
+        """Take back a node an earlier engine process started (crash recovery). It does not
+        count against max_nodes: refusing to own a running node would be worse."""
+        pid = handle.offer.get("pid")
+        if isinstance(pid, int):
+            self._nodes[handle.node_id] = _LocalNode(pid, _node_root(handle.node_id), None)
+
+    async def find_node(self, run_id: str) -> NodeHandle | None:
+        """Local nodes are recorded before the engine awaits anything: none can be unknown."""
+        return None
 
     async def node_exited(self, handle: NodeHandle) -> str:
         node = self._nodes.get(handle.node_id)
         if node is None:
             return "node is gone"
-        code = await node.process.wait()
-        return f"agent process exited with code {code}"
+        code = await node.wait()
+        return "agent process exited" + (f" with code {code}" if code is not None else "")
 
     async def teardown(self, handle: NodeHandle) -> None:
         node = self._nodes.pop(handle.node_id, None)
         if node is None:
             return
         try:
-            await _end_process(node.process, self._stop_grace_s + AGENT_EXIT_GRACE_S)
+            await _end_process(node, self._stop_grace_s + AGENT_EXIT_GRACE_S)
             _kill_orphan_group(node.root)
             shutil.rmtree(node.root, ignore_errors=True)
         finally:
-            self._slots.release()
+            if not node.adopted:
+                self._slots.release()
 
 
-async def _end_process(process: asyncio.subprocess.Process, grace_s: float) -> None:
-    """SIGTERM, wait up to `grace_s`, then SIGKILL; always reaps the process."""
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), grace_s)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-    await process.wait()
+def _node_root(node_id: str) -> Path:
+    return cache_dir() / "nodes" / node_id
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def _end_process(node: _LocalNode, grace_s: float) -> None:
+    """SIGTERM, wait up to `grace_s`, then SIGKILL; reaps our own child."""
+    node.signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(node.wait(), grace_s)
+    except TimeoutError:
+        node.signal(signal.SIGKILL)
+        await node.wait()
 
 
 def _kill_orphan_group(root: Path) -> None:

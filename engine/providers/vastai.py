@@ -81,6 +81,7 @@ class VastProvider:
         self._policy = retry or RetryPolicy()
         self._poll_s = poll_s
         self._slots = asyncio.Semaphore(pool.max_nodes)
+        self._adopted: dict[str, int] = {}
         self._entries: dict[str, int] = {}  # instance id → ledger entry
         self._api: VastApi | None = None
 
@@ -221,6 +222,29 @@ class VastProvider:
 
     # ---- teardown -----------------------------------------------------------------------
 
+    async def find_node(self, run_id: str) -> NodeHandle | None:
+        """From the ledger (written before every create) or, when the create's answer was
+        never recorded, from the instance carrying this run's label."""
+        entries = await asyncio.to_thread(self._ledger.open_entries)
+        mine = [e for e in entries if e.run_id == run_id]
+        known = [e.instance_id for e in mine if e.instance_id]
+        instance = known[0] if known else None
+        if instance is None and mine:
+            instance = await self._find_labelled(label_for(run_id))
+        if instance is None:
+            return None
+        for entry in mine:
+            if entry.instance_id in (None, instance):
+                self._adopted[instance] = entry.entry
+        return NodeHandle(provider=self.name, node_id=instance)
+
+    def adopt(self, handle: NodeHandle) -> None:
+        """A node an earlier engine process rented: teardown closes its ledger row too (no
+        pool slot is taken for it; refusing to own a billing node would be worse)."""
+        for entry in self._ledger.open_entries():
+            if entry.instance_id == handle.node_id:
+                self._adopted[handle.node_id] = entry.entry
+
     async def teardown(self, handle: NodeHandle) -> None:
         instance = handle.node_id
         try:
@@ -236,6 +260,9 @@ class VastProvider:
         if entry is not None:
             await asyncio.to_thread(self._ledger.record_destroyed, entry)
             self._slots.release()
+        adopted = self._adopted.pop(instance, None)
+        if adopted is not None:
+            await asyncio.to_thread(self._ledger.record_destroyed, adopted)
 
     async def _destroy_verified(self, instance: str) -> None:
         api = self.api()

@@ -1,0 +1,118 @@
+"""Carry the runs of a crashed or killed engine process to their end.
+
+While the operator is away the agent keeps running the job and journals its events.
+A restarted engine (same identity: engine/identity.py) finds its unfinished runs in
+the store, rebuilds each run's FSM state from its `events.jsonl`, lets the node
+rejoin with its original token, has the agent replay what was missed (from the last
+node sequence number the run's log holds), and re-issues the command that was in
+flight — push, pull, teardown — each of which is safe to repeat. A node that does
+not come back is torn down through the provider and the run marked FAILED.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.protocol import Step
+from engine import events as ev
+from engine import fsm
+from engine.jobspec import JobFileError, JobSpec, load_job
+from engine.views import RunView
+
+if TYPE_CHECKING:
+    from engine.orchestrator import RunDriver
+
+REJOIN_S = 30.0
+"""How long a recovered run waits for its node (the agent redials with backoff capped at 10 s)."""
+
+
+def job_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def recovered_job(view: RunView, recovery: dict[str, Any]) -> tuple[JobSpec, str | None]:
+    """The run's job as submitted, or a stand-in and the reason it cannot be continued.
+
+    Secrets are never stored, so the job is read again from its file; a file that
+    changed since submission would run a different job, so such a run is failed.
+    """
+    path = Path(recovery.get("job_file", ""))
+    try:
+        if job_digest(path) == recovery.get("job_sha256"):
+            return load_job(path), None
+        problem = "job file changed while the operator was away"
+    except (OSError, JobFileError):
+        problem = "job file is gone or unreadable"
+    stand_in = JobSpec.model_construct(
+        name=view.job_name, run="", setup=None, workspace=None, outputs=[], env={}, source=path
+    )
+    return stand_in, f"could not resume after operator restart: {problem}"
+
+
+def fsm_state_of(events: list[ev.Event], job: JobSpec) -> fsm.FsmState:
+    """The FSM state a run had reached, from the transitions in its event log."""
+    state = fsm.FsmState(has_setup=job.setup is not None, has_workspace=job.workspace is not None)
+    for event in events:
+        if isinstance(event, ev.Transition):
+            state = fsm.FsmState(
+                state=fsm.JobState(event.to_state),
+                phase=fsm.Phase(event.to_phase),
+                has_setup=state.has_setup,
+                has_workspace=state.has_workspace,
+                exit_code=event.exit_code if event.exit_code is not None else state.exit_code,
+                reason=state.reason or event.reason,
+            )
+    return state
+
+
+def last_node_seq(events: list[ev.Event]) -> int:
+    return max((e.node_seq or 0 for e in events if isinstance(e, ev.Log)), default=0)
+
+
+async def continue_run(driver: RunDriver, fault: str | None) -> None:
+    """Re-issue whatever the run was doing when the previous engine died."""
+    state = driver.fsm_state
+    terminal = state.state is not None and state.state.terminal
+    if fault is not None and not terminal:
+        driver.post(fsm.NodeFault(fault))
+    elif driver.handle is None and not terminal:
+        driver.post(fsm.NodeFault("operator restarted before the node was provisioned"))
+    elif driver.handle is None or state.phase is fsm.Phase.TEARDOWN:
+        await driver.teardown()
+    elif state.phase is fsm.Phase.PROVISIONING:
+        await _rejoin_then(driver, driver.pool.boot_timeout_s, ev.NodeState.READY)
+    else:
+        await _resume_active(driver, state)
+
+
+async def _rejoin_then(driver: RunDriver, timeout_s: float, node_state: ev.NodeState) -> bool:
+    if await driver.await_join(timeout_s, node_state):
+        if node_state is ev.NodeState.READY:
+            driver.post(fsm.NodeReady())
+        return True
+    reason = f"node did not rejoin within {timeout_s:g} s after the operator restarted"
+    driver.post(fsm.NodeLost(reason))
+    return False
+
+
+async def _resume_active(driver: RunDriver, state: fsm.FsmState) -> None:
+    if not await _rejoin_then(driver, REJOIN_S, ev.NodeState.BUSY):
+        return
+    match state.phase:
+        case fsm.Phase.MATERIALIZING:
+            await driver.transfers.push()
+        case fsm.Phase.SETUP | fsm.Phase.RUN:
+            step = Step.SETUP if state.phase is fsm.Phase.SETUP else Step.RUN
+            if step.value in driver.started:
+                driver.expect_exit(step)  # running or done on the node: the replay tells
+            else:
+                await driver.start_step(
+                    step, driver.job.setup or "" if step is Step.SETUP else driver.job.run
+                )
+        case fsm.Phase.COLLECTING:
+            failed = state.state is fsm.JobState.FAILED
+            driver.outputs = await driver.transfers.pull(best_effort=failed)
+            if failed:
+                await driver.teardown()

@@ -1,0 +1,175 @@
+"""Issue 6 part 2 and 4: the operator's process dies mid-run (kill -9); a new one carries
+the run to its end — or tears the node down when it cannot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.datastream import read_events
+from engine.engine import Engine, EngineConfig
+from engine.ledger import Ledger
+from engine.paths import cache_dir
+from engine.pools import load_pools
+from tests.integration.conftest import pid_alive
+from tests.integration.vast_fixtures import standin
+from tests.standin.server import StandIn
+
+LINES = 40
+JOB = f"""[job]
+name = "crashy"
+run = "for i in $(seq 1 {LINES}); do echo line $i; sleep 0.05; done; echo out > out.txt"
+workspace = {{ workdir = "." }}
+outputs = ["out.txt"]
+"""
+
+
+def swjob(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def run_dir_of(root: Path) -> Path:
+    dirs = list((root / "swjob-runs" / "crashy").iterdir())
+    assert len(dirs) == 1
+    return dirs[0]
+
+
+def logged_lines(run_dir: Path) -> int:
+    path = run_dir / "logs" / "run.log"
+    return path.read_text().count("line ") if path.exists() else 0
+
+
+@pytest.fixture
+def crashed_run(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """`swjob run` killed with SIGKILL while the job is half way; yields (run dir, agent pid)."""
+    (tmp_path / "job.toml").write_text(JOB)
+    cli = swjob("run", "job.toml", cwd=tmp_path)
+    try:
+        wait_for(lambda: (tmp_path / "swjob-runs" / "crashy").exists())
+        run_dir = run_dir_of(tmp_path)
+        wait_for(lambda: logged_lines(run_dir) >= 5)
+        os.kill(cli.pid, signal.SIGKILL)
+        cli.wait()
+        assert logged_lines(run_dir) < LINES, "the job finished before the crash"
+        agent_pid = json.loads(_node_event(run_dir))["offer"]["pid"]
+        yield run_dir, agent_pid
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        cli.wait()
+        if cli.stdout:
+            cli.stdout.close()
+
+
+def _node_event(run_dir: Path) -> str:
+    node = next(e for e in read_events(run_dir / "events.jsonl") if e.kind == "node")
+    return node.model_dump_json()
+
+
+async def test_attach_after_kill_9_finishes_the_run_with_the_full_log(
+    tmp_path: Path, crashed_run: tuple[Path, int]
+) -> None:
+    run_dir, agent_pid = crashed_run
+    assert pid_alive(agent_pid), "the node keeps running while the operator is away"
+    attach = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "engine.cli", "attach", run_dir.name,
+        cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(attach.communicate(), 60)
+    assert attach.returncode == 0, out.decode()
+    log = (run_dir / "logs" / "run.log").read_text().splitlines()
+    assert log == [f"line {i}" for i in range(1, LINES + 1)]  # complete, each line once
+    assert (run_dir / "outputs" / "out.txt").read_text() == "out\n"
+    summary = json.loads((run_dir / "run.json").read_text())
+    assert summary["state"] == "COMPLETED" and summary["exit_code"] == 0
+    assert not pid_alive(agent_pid)
+    assert list((cache_dir() / "nodes").iterdir()) == []
+    assert b"recovered after operator restart" in out
+
+
+async def test_a_restarted_engine_shows_the_recovered_run_live(
+    tmp_path: Path, crashed_run: tuple[Path, int]
+) -> None:
+    run_dir, _ = crashed_run
+    engine = Engine(EngineConfig(runs_dir=tmp_path / "swjob-runs", pools=load_pools(None)))
+    await engine.start()
+    try:
+        assert [v.run_id for v in engine.running()] == [run_dir.name]
+        view = await asyncio.wait_for(engine.wait(run_dir.name), 60)
+        assert view.state == "COMPLETED"
+    finally:
+        await engine.close()
+
+
+async def test_a_node_that_died_with_the_operator_is_torn_down_and_the_run_failed(
+    tmp_path: Path, crashed_run: tuple[Path, int]
+) -> None:
+    run_dir, agent_pid = crashed_run
+    os.kill(agent_pid, signal.SIGKILL)
+    engine = Engine(EngineConfig(runs_dir=tmp_path / "swjob-runs", pools=load_pools(None)))
+    await engine.start()
+    try:
+        view = await asyncio.wait_for(engine.wait(run_dir.name), 60)
+    finally:
+        await engine.close()
+    assert view.state == "FAILED" and view.reason.startswith("node lost: agent process exited")
+    assert list((cache_dir() / "nodes").iterdir()) == []
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
+    yield from standin(tmp_path, monkeypatch)
+
+
+async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
+    tmp_path: Path, api: StandIn
+) -> None:
+    """Kill the engine between 'instance created' and 'node joined'; the next engine finds
+    the instance (from the store or the ledger) and destroys it."""
+    api.cloud.faults.never_start = True
+    pools_file = tmp_path / "pools.toml"
+    pools_file.write_text(
+        '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nboot_timeout_s = 3\n'
+        "[pools.gpu.resources]\ngpu_count = 1\n"
+    )
+    (tmp_path / "job.toml").write_text('[job]\nname = "crashy"\nrun = "true"\n')
+    cli = swjob("run", "job.toml", "--pool", "gpu", "--pools", str(pools_file), cwd=tmp_path)
+    try:
+        wait_for(lambda: len(api.cloud.instances) == 1)
+        os.kill(cli.pid, signal.SIGKILL)
+    finally:
+        cli.wait()
+        if cli.stdout:
+            cli.stdout.close()
+    assert len(api.cloud.instances) == 1, "the crash left a billing instance behind"
+    engine = Engine(EngineConfig(runs_dir=tmp_path / "swjob-runs", pools=load_pools(pools_file)))
+    await engine.start()
+    try:
+        run_id = run_dir_of(tmp_path).name
+        view = await asyncio.wait_for(engine.wait(run_id), 60)
+    finally:
+        await engine.close()
+    assert view.state == "FAILED"
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
+    assert Ledger().open_entries() == []
