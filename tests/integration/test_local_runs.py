@@ -110,12 +110,12 @@ async def test_excludes_are_honoured_anchored_and_unanchored(engine, make_job) -
     }
     job = make_job(
         files=files,
-        run="find . -type f ! -name job.toml | sort > listing.txt",
+        run="find . -type f ! -name job.toml > listing.txt",
         workspace={"workdir": ".", "exclude": ["/artifacts", "__pycache__"]},
         outputs=["listing.txt"],
     )
     view = await run_to_end(engine, job)
-    listing = (view.run_dir / "outputs/listing.txt").read_text().split()
+    listing = sorted((view.run_dir / "outputs/listing.txt").read_text().split())
     assert listing == ["./keep.py", "./listing.txt", "./src/artifacts/keep.txt"]
 
 
