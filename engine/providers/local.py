@@ -18,6 +18,7 @@ import signal
 import sys
 from pathlib import Path
 
+from agent.procgroup import kill_group_now
 from engine.paths import cache_dir
 from engine.providers.base import TOKEN_ENV, Bootstrap, NodeHandle, ProvisionError
 
@@ -147,5 +148,4 @@ def _kill_orphan_group(root: Path) -> None:
     except (OSError, ValueError):
         return
     if pgid > 1:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+        kill_group_now(pgid)
