@@ -18,7 +18,8 @@ from pathlib import Path
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
-from textual.screen import ModalScreen
+from textual.command import CommandPalette
+from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
 from engine import events as ev
@@ -146,8 +147,14 @@ class SwjobApp(App[None]):
     # ---- what the keys act on -----------------------------------------------------------
 
     @property
+    def work_screen(self) -> Screen[object]:
+        """The screen the user works in: the one under the command palette, if it is open."""
+        stack = [s for s in self.screen_stack if not isinstance(s, CommandPalette)]
+        return stack[-1] if stack else self.screen
+
+    @property
     def target_id(self) -> str | None:
-        return getattr(self.screen, "run_id", None)
+        return getattr(self.work_screen, "run_id", None)
 
     @property
     def target(self) -> RunView | None:
@@ -159,7 +166,9 @@ class SwjobApp(App[None]):
         return None if run is None else run.terminal
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("submit", "stop", "outputs", "help") and isinstance(self.screen, ModalScreen):
+        if action in ("submit", "stop", "outputs", "help") and isinstance(
+            self.work_screen, ModalScreen
+        ):
             return False
         if action == "stop":
             run = self.target

@@ -7,12 +7,23 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
+from textual.app import App
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.screen import Screen
 
 if TYPE_CHECKING:
     from tui.app import SwjobApp
 
 Command = tuple[str, str, Callable[[], Any]]
+
+
+def ours(node: object, action: str) -> bool:
+    """Console actions only: a widget's inherited plumbing (cursor moves, page up…) stays
+    on its keys and out of the palette."""
+    if isinstance(node, App | Screen):
+        return True
+    method = getattr(type(node), f"action_{action.split('(')[0]}", None)
+    return method is not None and method.__module__.startswith("tui.")
 
 
 class ActionCommands(Provider):
@@ -21,7 +32,9 @@ class ActionCommands(Provider):
         found: dict[str, Command] = {}
         for key, active in self.screen.active_bindings.items():
             binding = active.binding
-            if not binding.description or not active.enabled or binding.description in found:
+            if not ours(active.node, binding.action) or not active.enabled:
+                continue
+            if not binding.description or binding.description in found:
                 continue
             run = partial(app.run_action, binding.action, active.node)
             found[binding.description] = (

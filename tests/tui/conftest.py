@@ -82,6 +82,10 @@ def screen_text(app: SwjobApp) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
 
 
+def toasts(app: SwjobApp) -> list[str]:
+    return [note.message for note in app._notifications]
+
+
 async def booted(pilot: Pilot) -> SwjobApp:
     app = pilot.app
     assert isinstance(app, SwjobApp)

@@ -50,8 +50,10 @@ class BoardScreen(Screen[None]):
 
     @property
     def run_id(self) -> str | None:
-        """The run the board's actions apply to: the one under the cursor."""
-        return self.query_one(JobsTable).selected
+        """The run the board's actions apply to: the one under the cursor (None before the
+        table is mounted: the app asks on every tick)."""
+        tables = self.query(JobsTable)
+        return tables.first().selected if tables else None
 
     def on_mount(self) -> None:
         self.refresh_all()

@@ -1,0 +1,228 @@
+"""Every binding and modal, pressed through Pilot against a real engine on the local pool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.text import Text
+from textual.command import CommandPalette
+
+from engine.jobspec import load_job
+from tests.tui.conftest import HELLO, SIZE, booted, finished, screen_text, toasts, until
+from tui.app import SwjobApp
+from tui.screens.board import BoardScreen, FilterBar
+from tui.screens.detail import DetailScreen
+from tui.screens.help import HelpScreen
+from tui.screens.outputs import OutputsScreen
+from tui.screens.submit import SubmitScreen
+from tui.widgets.jobs_table import JobsTable
+from tui.widgets.log_pane import LogPane, SearchBar
+from tui.widgets.log_view import LogView
+
+CHATTY = "for i in $(seq 1 300); do echo line $i; echo err $i >&2; done"
+
+
+async def two_finished_runs(pilot) -> tuple[SwjobApp, JobsTable]:
+    app = await booted(pilot)
+    for run in app.engine.runs():
+        await finished(app, run.run_id)
+    table = app.screen.query_one(JobsTable)
+    await until(
+        pilot,
+        lambda: all(
+            str(table.get_cell(r.run_id, "state")) == "COMPLETED" for r in app.engine.runs()
+        ),
+    )
+    return app, table
+
+
+async def test_board_moves_opens_detail_and_logs(engine) -> None:
+    app = SwjobApp(engine, jobs=[load_job(HELLO), load_job(HELLO)])
+    async with app.run_test(size=SIZE) as pilot:
+        app, table = await two_finished_runs(pilot)
+        newest, oldest = [r.run_id for r in engine.runs()]
+        assert table.get_row_at(0)[1] == newest  # newest first
+        await pilot.press("g")
+        assert table.selected == newest
+        await pilot.press("j")
+        assert table.selected == oldest
+        await pilot.press("k")
+        assert table.selected == newest
+        await pilot.press("G")
+        assert table.selected == oldest
+        await pilot.press("g", "down", "up")
+        assert table.selected == newest
+
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen) and app.screen.run_id == newest
+        await until(pilot, lambda: "NodeTornDown" in screen_text(app))
+        assert "JobSubmitted" in screen_text(app) and "ProvisionNode" in screen_text(app)
+        await pilot.press("escape")
+        assert isinstance(app.screen, BoardScreen)
+
+        await pilot.press("l")
+        assert isinstance(app.screen, DetailScreen)
+        assert isinstance(app.screen.maximized, LogPane)
+        await pilot.press("l")
+        assert app.screen.maximized is None
+        await pilot.press("escape")
+        assert isinstance(app.screen, BoardScreen)
+
+
+async def test_filter_narrows_the_board_and_esc_clears_it(engine) -> None:
+    app = SwjobApp(engine, jobs=[load_job(HELLO), load_job(HELLO)])
+    async with app.run_test(size=SIZE) as pilot:
+        app, table = await two_finished_runs(pilot)
+        await pilot.press("slash")
+        assert app.screen.query_one(FilterBar).has_focus
+        await pilot.press(*"nomatch")
+        assert table.row_count == 0
+        await pilot.press("escape")
+        assert table.row_count == 2 and table.has_focus
+        await pilot.press("slash", *"hello", "enter")
+        assert table.row_count == 2 and table.has_focus
+
+
+async def test_finished_job_cannot_be_stopped(engine) -> None:
+    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await finished(app, engine.runs()[0].run_id)
+        await until(pilot, lambda: app.check_action("stop", ()) is None)
+        await pilot.press("s")
+        assert isinstance(app.screen, BoardScreen)
+        await pilot.press("o")
+        assert isinstance(app.screen, OutputsScreen)
+        await pilot.press("escape")
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running)
+
+
+@pytest.mark.parametrize("key", ["question_mark", "f1"])
+async def test_help_lists_the_keys_of_where_you_are(engine, key: str) -> None:
+    app = SwjobApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await pilot.press(key)
+        assert isinstance(app.screen, HelpScreen)
+        text = screen_text(app)
+        for description in ("Submit", "Stop", "Outputs", "Filter", "Quit", "Help"):
+            assert description in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, BoardScreen)
+
+
+async def test_palette_offers_every_action_and_runs_it(engine) -> None:
+    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"open run hello")
+        await until(pilot, lambda: "Openrunhello" in screen_text(app).replace(" ", ""))
+        await pilot.press(*["backspace"] * 14, *"Submit")
+        await until(pilot, lambda: "key:n" in screen_text(app).replace(" ", ""))
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, SubmitScreen))
+        await pilot.press("escape")
+        await finished(app, engine.runs()[0].run_id)
+
+
+async def test_submit_modal_shows_problems_inline_naming_the_field(engine, tmp_path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[job]\nname = "x"\nrun = "true"\ngpu = "A100"\n')
+    app = SwjobApp(engine, cwd=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await pilot.press("n")
+        await pilot.press("enter")
+        await until(pilot, lambda: "choose a .toml file" in screen_text(app))
+        await pilot.press(*"bad.toml")
+        await until(pilot, lambda: "gpu" in screen_text(app))
+        assert "bad.toml:4" in screen_text(app)
+        await pilot.press("enter")  # refused: nothing submitted, the modal stays
+        await pilot.pause()
+        assert isinstance(app.screen, SubmitScreen) and engine.runs() == []
+        await pilot.press(*"x")
+        await until(pilot, lambda: "file not found" in screen_text(app))
+        await pilot.press("escape")
+        assert isinstance(app.screen, BoardScreen)
+
+
+async def test_log_pane_follow_search_and_wrap(engine, make_job) -> None:
+    app = SwjobApp(engine, jobs=[make_job(name="chatty", run=CHATTY)])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id
+        await finished(app, run_id)
+        await pilot.press("enter")
+        view = app.screen.query_one(LogView)
+        await until(pilot, lambda: view.line_count == 600)
+        assert view.has_focus and view.following
+        stderr = next(line for line in view.lines if "err 7" in line)
+        styled = view.highlighter(Text(stderr))
+        assert any("red" in str(span.style) for span in styled.spans)
+
+        await pilot.press("g")
+        assert not view.following
+        await pilot.press("end")
+        assert view.following
+        await pilot.press("f")
+        assert not view.following and "paused" in str(view.border_title)
+        await pilot.press("f")
+        assert view.following
+
+        await pilot.press("slash")
+        bar = app.screen.query_one(SearchBar)
+        assert bar.has_focus
+        await pilot.press(*"err 1", "enter")
+        assert view.has_focus and not bar.display
+        assert len(view.matches) == 111 and view.border_subtitle == "match 1/111"
+        first = view.scroll_y
+        await pilot.press("n")
+        assert view.border_subtitle == "match 2/111" and not view.following
+        await pilot.press("N", "N")
+        assert view.border_subtitle == "match 111/111" and view.scroll_y > first
+
+        await pilot.press("w")
+        assert view.wrap and "wrap" in str(view.border_title)
+        assert max(len(line) for line in view.lines) <= view.scrollable_content_region.width
+
+
+async def test_log_memory_is_capped(engine, make_job) -> None:
+    job = make_job(name="flood", run="seq 1 5000")
+    app = SwjobApp(engine, jobs=[job], log_cap=200)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id
+        await pilot.press("enter")
+        await finished(app, run_id)
+        view = app.screen.query_one(LogView)
+        await until(pilot, lambda: view.lines and view.lines[-1].endswith(" 5000"))
+        assert view.line_count == 200 and len(app.feed.log(run_id).lines) == 200
+        assert app.feed.log(run_id).total == 5000
+        assert "seq" not in Path(engine.log_path(run_id, "run")).read_text()[:0]
+        assert Path(engine.log_path(run_id, "run")).read_text().count("\n") == 5000
+
+
+async def test_outputs_browser_keys(engine, monkeypatch) -> None:
+    monkeypatch.setenv("PAGER", "cat")
+    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await finished(app, engine.runs()[0].run_id)
+        await pilot.press("o")
+        screen = app.screen
+        assert isinstance(screen, OutputsScreen)
+        await until(pilot, lambda: screen.path is not None)
+        await pilot.press("j")
+        await until(pilot, lambda: screen.path is not None and screen.path.name == "logs")
+        await pilot.press("k", "e")  # the root is a directory: nothing to open
+        await until(pilot, lambda: "Select a file first" in toasts(app))
+        await pilot.press("j", "j", "j", "v")  # a file: headless, the app cannot suspend
+        await until(pilot, lambda: any("Cannot suspend" in t for t in toasts(app)))
+        await pilot.press("tab")
+        assert not screen.query_one("#tree").has_focus
+        await pilot.press("escape")
+        assert isinstance(app.screen, BoardScreen)
