@@ -4,8 +4,9 @@ The job keeps running while the orchestrator is away, so every event goes to
 `state/events.jsonl` first (one JSON line, flushed) and only then to the wire. On
 re-join the orchestrator says which seq it stored last and the agent replays the
 rest from here. Memory stays bounded: only the newest events, up to a byte budget,
-are kept as objects; older ones are read back from the file through an offset
-index (8 bytes per event), and whatever the orchestrator acknowledged is dropped.
+are kept, encoded (so the budget is what they really cost); older ones are read
+back from the file through an offset index (8 bytes per event), and whatever the
+orchestrator acknowledged is dropped.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Journal:
         self._path = path
         self._budget = memory_budget
         self._offsets = array("q")  # file offset of seq i+1 at index i
-        self._recent: deque[tuple[AgentEvent, int]] = deque()  # (event, encoded size)
+        self._recent: deque[tuple[int, bytes]] = deque()  # (seq, encoded line), newest last
         self._recent_bytes = 0
         self._listeners: list[Callable[[], None]] = []
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,7 +57,7 @@ class Journal:
         self._offsets.append(self._file.tell())
         self._file.write(line)
         self._file.flush()
-        self._recent.append((numbered, len(line)))
+        self._recent.append((numbered.seq, line))
         self._recent_bytes += len(line)
         while self._recent_bytes > self._budget and len(self._recent) > 1:
             self._drop_oldest()
@@ -66,26 +67,27 @@ class Journal:
 
     def ack(self, last_seq: int) -> None:
         """The orchestrator stored everything up to `last_seq`: drop those in-memory copies."""
-        while self._recent and self._recent[0][0].seq <= last_seq:
+        while self._recent and self._recent[0][0] <= last_seq:
             self._drop_oldest()
 
     def events_after(self, seq: int, limit: int = 256) -> list[AgentEvent]:
         """Up to `limit` events with seq > `seq`, in order: older ones from the file."""
-        first_in_memory = self._recent[0][0].seq if self._recent else self.last_seq + 1
+        first_in_memory = self._recent[0][0] if self._recent else self.last_seq + 1
         out: list[AgentEvent] = []
         if seq + 1 < first_in_memory:
             out = self._read_file(seq, min(limit, first_in_memory - 1 - seq))
             seq += len(out)
         start = max(seq + 1 - first_in_memory, 0)
-        out.extend(ev for ev, _ in islice(self._recent, start, start + limit - len(out)))
+        window = islice(self._recent, start, start + limit - len(out))
+        out.extend(decode(line) for _, line in window)
         return out
 
     def close(self) -> None:
         self._file.close()
 
     def _drop_oldest(self) -> None:
-        _, size = self._recent.popleft()
-        self._recent_bytes -= size
+        _, line = self._recent.popleft()
+        self._recent_bytes -= len(line)
 
     def _read_file(self, seq: int, count: int) -> list[AgentEvent]:
         with self._path.open("rb") as f:

@@ -263,17 +263,22 @@ class NodeAgent:
         log.warning("orchestrator silent for %.1f s: connection lost", self.cfg.deadline)
 
     async def _flush_sent(self, timeout: float) -> None:
-        """Give the sender a moment to deliver the last events (e.g. StepExited) before exit."""
+        """Deliver the last events (e.g. the stopped StepExited) before exit, within `timeout`.
+
+        Closing a QUIC connection drops unacknowledged stream data, so the stream is
+        finished and we wait for the peer to acknowledge it (`stopped()`).
+        """
         s = self._session
         if s is None:
             return
-        deadline = time.monotonic() + timeout
-        while self._sent < self.journal.last_seq and (left := deadline - time.monotonic()) > 0:
-            self._progress.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._progress.wait(), left)
-        with contextlib.suppress(DIAL_ERRORS):
-            await asyncio.wait_for(s.stream.send().finish(), timeout)
+        with contextlib.suppress(*DIAL_ERRORS):
+            async with asyncio.timeout(timeout):
+                while self._sent < self.journal.last_seq:
+                    self._progress.clear()
+                    await self._progress.wait()
+                send = s.stream.send()
+                await send.finish()
+                await send.stopped()
 
     def _spawn_background(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

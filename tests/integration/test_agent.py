@@ -198,6 +198,8 @@ async def test_shutdown_exits_0_and_leaves_no_job_process(
     await orch.send(Shutdown())
     assert await node.exit_code() == 0
     assert not any(pid_alive(p) for p in pids)
+    exited = await step_exited(orch)  # delivered before the agent hung up
+    assert exited.stopped and exited.code == 143
 
 
 async def test_orphaned_agent_stops_the_job_and_exits_5(start_agent: StartAgent) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -201,6 +202,31 @@ async def test_flood_is_batched(sup: Supervisor, rec: Recorder) -> None:
     assert rec.lines() == [str(i) for i in range(1, 100001)]
     assert max(len(b.lines) for b in batches) <= 1000
     assert len(batches) < 300
+
+
+async def test_flood_memory_stays_bounded(tmp_path: Path) -> None:
+    """200k lines through the supervisor allocate a bounded peak (batches are let go)."""
+    counts = {"lines": 0, "batches": 0}
+    done = asyncio.Event()
+
+    def count(ev: AgentEvent) -> None:
+        if isinstance(ev, LogBatch):
+            counts["lines"] += len(ev.lines)
+            counts["batches"] += 1
+        if isinstance(ev, StepExited):
+            done.set()
+
+    sup = Supervisor(tmp_path, tmp_path / "logs", count)
+    tracemalloc.start()
+    try:
+        await sup.start(Step.RUN, "seq 1 200000", {})
+        await asyncio.wait_for(done.wait(), 30)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counts["lines"] == 200000
+    assert counts["batches"] < 500
+    assert peak < 16 * 1024 * 1024
 
 
 async def test_one_step_at_a_time(sup: Supervisor, rec: Recorder) -> None:
