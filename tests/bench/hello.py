@@ -1,0 +1,126 @@
+"""Speed benchmark of the smallest job (issue 2; not part of CI).
+
+1. End to end: `swjob run examples/hello/job.toml` as a subprocess, N times (default 10):
+   median wall time, and the share of each phase from every run's run.json durations_s.
+2. Engine overhead per transition: the same job N times in-process; for every observed
+   event, the time from its arrival at the run's driver (`RunDriver.post`) until its
+   Transition event is published (`fsm.step` + publish + bookkeeping in `_advance`).
+
+Goals: median wall under 1.0 s, overhead per transition under 10 ms. State, cache and
+runs live in a temp dir removed afterwards.
+
+    python -m tests.bench.hello [-n 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+JOB = REPO / "examples" / "hello" / "job.toml"
+STEP = "(fsm.step + publish only)"
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = {**os.environ, "SWJOB_IROH_RELAY": "disabled", "SWJOB_IROH_BIND": "127.0.0.1:0"}
+    for name in ("STATE", "CACHE", "CONFIG"):
+        env[f"SWJOB_{name}_DIR"] = str(root / name.lower())
+    return env
+
+
+def end_to_end(root: Path, runs: int) -> None:
+    walls: list[float] = []
+    phases: dict[str, list[float]] = defaultdict(list)
+    runs_dir = root / "runs"
+    for _ in range(runs):
+        started = time.monotonic()
+        done = subprocess.run(
+            ["swjob", "run", str(JOB), "--runs-dir", str(runs_dir)],
+            env=_env(root), capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        walls.append(time.monotonic() - started)
+        if done.returncode != 0:
+            raise SystemExit(f"swjob run failed:\n{done.stdout}\n{done.stderr}")
+    for summary in runs_dir.glob("hello/*/run.json"):
+        for phase, seconds in json.loads(summary.read_text())["durations_s"].items():
+            phases[phase].append(seconds)
+    median = statistics.median(walls)
+    print(f"swjob run (subprocess), {runs} runs: median {median:.3f} s, "
+          f"min {min(walls):.3f} s, max {max(walls):.3f} s  (goal < 1.0 s)")  # fmt: skip
+    total = sum(statistics.median(v) for v in phases.values())
+    print(f"  median run (submitted → finished, from run.json): {total:.3f} s, by phase:")
+    for phase, values in phases.items():
+        share = statistics.median(values)
+        print(f"    {phase:<14} {share * 1000:7.1f} ms  {share / total:5.1%}")
+
+
+async def _in_process(root: Path, runs: int) -> dict[str, list[float]]:
+    from engine.engine import Engine, EngineConfig
+    from engine.jobspec import load_job
+    from engine.orchestrator import RunDriver
+    from engine.pools import load_pools
+
+    arrived: dict[int, float] = {}
+    latency: dict[str, list[float]] = defaultdict(list)
+    post, advance = RunDriver.post, RunDriver._advance
+
+    def timed_post(self: RunDriver, event: object) -> None:
+        arrived[id(event)] = time.perf_counter()
+        post(self, event)
+
+    def timed_advance(self: RunDriver, event: object) -> None:
+        begun = time.perf_counter()
+        advance(self, event)
+        done = time.perf_counter()
+        latency[type(event).__name__].append(done - arrived.pop(id(event)))
+        latency[STEP].append(done - begun)
+
+    RunDriver.post, RunDriver._advance = timed_post, timed_advance  # type: ignore[method-assign]
+    try:
+        config = EngineConfig(runs_dir=root / "runs-inproc", pools=load_pools(None))
+        engine = Engine(config)
+        await engine.start()
+        try:
+            for _ in range(runs):
+                await engine.wait(await engine.submit(load_job(JOB), "local"))
+        finally:
+            await engine.close()
+    finally:
+        RunDriver.post, RunDriver._advance = post, advance  # type: ignore[method-assign]
+    return latency
+
+
+def overhead(root: Path, runs: int) -> None:
+    for key, value in _env(root).items():
+        os.environ[key] = value
+    latency = asyncio.run(_in_process(root, runs))
+    every = [v for cause, values in latency.items() if cause != STEP for v in values]
+    print(f"engine overhead per transition (event arrival → Transition published), "
+          f"{len(every)} transitions: median {statistics.median(every) * 1000:.2f} ms, "
+          f"max {max(every) * 1000:.2f} ms  (goal < 10 ms)")  # fmt: skip
+    for cause, values in latency.items():
+        print(f"    {cause:<22} median {statistics.median(values) * 1000:6.2f} ms  "
+              f"max {max(values) * 1000:6.2f} ms")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--runs", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="swjob-hello-") as tmp:
+        end_to_end(Path(tmp), args.runs)
+        overhead(Path(tmp), args.runs)
+    print(f"reproduce: python -m tests.bench.hello -n {args.runs}")
+
+
+if __name__ == "__main__":
+    main()
