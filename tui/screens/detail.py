@@ -11,13 +11,11 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from engine.datastream import read_events
-from engine.runbook import fold
 from engine.views import RunView
 from tui import format as fmt
+from tui import history
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
-from tui.logtail import tail
 from tui.messages import RunsUpdated
 from tui.widgets.log_pane import LogPane
 from tui.widgets.log_view import LogView
@@ -76,27 +74,17 @@ class DetailScreen(Screen[None]):
         if run is not None and (run.live or self.run_id in self.feed.logs):
             view.attach(self.feed.log(run.run_id))
         elif run is not None:
-            self._load_history(run.run_id)
-            self._load_timeline(run.run_dir)
+            self._load_history(run.run_dir)
         view.focus()
         if self.logs_first:
             self.action_logs()
 
-    @work(thread=True, group="log-tail", exit_on_error=False, description="read log tail")
-    def _load_history(self, run_id: str) -> None:
-        lines = []
-        for step in ("setup", "run"):
-            lines += tail(self.engine.log_path(run_id, step), step, self.feed.cap)
-        self.app.call_from_thread(self.query_one(LogView).add, lines[-self.feed.cap :])
-
-    @work(thread=True, group="timeline", exit_on_error=False, description="read run history")
-    def _load_timeline(self, run_dir: Path) -> None:
-        """The run index keeps summaries only; a past run's timeline is its events.jsonl,
-        folded by the engine's own reducer so it reads exactly as it did live."""
-        view = fold(read_events(run_dir / "events.jsonl"))
-        if view is not None:
-            self.history = view
-            self.app.call_from_thread(self.refresh_run)
+    @work(thread=True, group="history", exit_on_error=False, description="read run history")
+    def _load_history(self, run_dir: Path) -> None:
+        view, lines = history.load(run_dir, self.feed.cap)
+        self.history = view
+        self.app.call_from_thread(self.refresh_run)
+        self.app.call_from_thread(self.query_one(LogView).add, lines)
 
     def refresh_run(self) -> None:
         run = self.history or self.engine.run(self.run_id or "")

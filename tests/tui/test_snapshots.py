@@ -1,0 +1,133 @@
+"""SVG snapshots of the main screens, built from recorded runs of the real local pool.
+
+`data/runs` holds two runs recorded on the local pool (ids, times and host facts
+normalised). They are put where a real engine finds its history — the landing dirs
+under `runs_dir`, their summaries in the run index — and the app runs on that engine
+with a fixed clock, so nothing on screen depends on when or where the test runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DirectoryTree, Input
+
+from engine.engine import Engine
+from engine.store import Store
+from tests.tui.conftest import SIZE, booted, fixed_clock, until
+from tui import history
+from tui.app import SwjobApp
+from tui.screens.modals import QuitScreen
+
+DATA = Path(__file__).parent / "data"
+HELLO_ID = "20260102-110000-0011"
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch):
+    """Times render in the local zone; pin it."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture
+def recorded(engine: Engine) -> Engine:
+    """The engine with the recorded runs as its history."""
+    runs_dir = engine.config.runs_dir
+    shutil.copytree(DATA / "runs", runs_dir)
+    store = Store()
+    for events in sorted(runs_dir.glob("*/*/events.jsonl")):
+        events.write_text(events.read_text().replace("{RUN_DIR}", str(events.parent)))
+        view, _ = history.load(events.parent, 10)
+        assert view is not None
+        store.save(view)
+    store.close()
+    return engine
+
+
+def app_on(engine: Engine, cwd: Path | None = None) -> SwjobApp:
+    return SwjobApp(engine, clock=fixed_clock, cwd=cwd)
+
+
+async def no_blink(pilot: Pilot) -> None:
+    for field in pilot.app.screen.query(Input):
+        field.cursor_blink = False
+
+
+def test_board(snap_compare, recorded: Engine) -> None:
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        await until(
+            pilot, lambda: "trainer" in str(pilot.app.screen.query_one("#jobs").get_row_at(0))
+        )
+
+    assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
+
+
+def test_job_detail(snap_compare, recorded: Engine) -> None:
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: pilot.app.screen.query_one("#log").line_count == 3)
+
+    assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
+
+
+def test_job_detail_with_transfers(snap_compare, recorded: Engine) -> None:
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        await pilot.press("G", "enter")
+        await until(pilot, lambda: pilot.app.screen.query_one("#log").line_count == 1)
+        await until(pilot, lambda: pilot.app.screen.query("#transfer-pull"))
+        await pilot.pause(0.2)
+
+    assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
+
+
+def test_outputs_browser(snap_compare, recorded: Engine) -> None:
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        await pilot.press("G", "o")
+        tree = pilot.app.screen.query_one(DirectoryTree)
+        await until(pilot, lambda: len(tree.root.children) == 4)
+        tree.move_cursor(next(n for n in tree.root.children if str(n.label) == "outputs"))
+        await pilot.press("enter")
+        await until(pilot, lambda: tree.cursor_node is not None and tree.cursor_node.children)
+        await pilot.press("down")
+        await until(
+            pilot,
+            lambda: (
+                getattr(pilot.app.screen, "path", None)
+                and pilot.app.screen.path.name == "hello.txt"
+            ),
+        )
+        await pilot.pause(0.2)
+
+    assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
+
+
+def test_submit_modal(snap_compare, recorded: Engine) -> None:
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        await pilot.press("n", *"smoke.toml")
+        await until(pilot, lambda: "smoke" in str(pilot.app.screen.query_one("#plan").content))
+        await no_blink(pilot)
+
+    app = app_on(recorded, cwd=DATA / "jobs")
+    assert snap_compare(app, terminal_size=SIZE, run_before=ready)
+
+
+def test_quit_modal(snap_compare, recorded: Engine) -> None:
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        pilot.app.push_screen(QuitScreen(recorded.runs()[:1]))
+        await pilot.pause()
+
+    assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)

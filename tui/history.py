@@ -1,0 +1,42 @@
+"""A finished run as the console shows it, read back from its `events.jsonl`.
+
+The run index keeps only summaries, so a past run's timeline and its recent,
+stream-tagged log lines come from the datastream it left behind, folded by the
+engine's own reducer: a run reads the same after the fact as it did live. Log
+events are kept raw and only the last ones parsed, so a flooded run stays cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from pathlib import Path
+
+from engine import events as ev
+from engine.runbook import fold
+from engine.views import RunView
+from tui.feed import Line
+
+_LOG_MARKS = ('"kind":"log"', '"kind": "log"')
+
+
+def load(run_dir: Path, cap: int) -> tuple[RunView | None, list[Line]]:
+    events: list[ev.Event] = []
+    logs: deque[str] = deque(maxlen=cap)
+    try:
+        with (run_dir / "events.jsonl").open(encoding="utf-8") as handle:
+            for raw in handle:
+                if any(mark in raw for mark in _LOG_MARKS):
+                    logs.append(raw)
+                    continue
+                with contextlib.suppress(ValueError):
+                    events.append(ev.parse_event(raw))
+    except OSError:
+        return None, []
+    lines: list[Line] = []
+    for raw in logs:
+        with contextlib.suppress(ValueError):
+            log = ev.parse_event(raw)
+            if isinstance(log, ev.Log):
+                lines += [Line(log.step.value, ln.stream, ln.text) for ln in log.lines]
+    return fold(events), lines[-cap:]
