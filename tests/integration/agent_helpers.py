@@ -46,7 +46,7 @@ class FakeOrchestrator:
         self.hellos: list[Hello] = []
         self.events: list[AgentEvent] = []  # stored, contiguous by seq
         self.received: list[int] = []  # every seq that arrived, duplicates included
-        self.xfer_conns = 0
+        self.xfer_conns: list[Any] = []
         self.silent = False
         self.conn: Any = None
         self.channel: Channel | None = None
@@ -125,7 +125,7 @@ class FakeOrchestrator:
             if alpn == CTL_ALPN:
                 self._spawn(self._serve_ctl(conn))
             elif alpn == XFER_ALPN:
-                self.xfer_conns += 1
+                self.xfer_conns.append(conn)
                 self._notify()
 
     async def _serve_ctl(self, conn: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -65,7 +66,7 @@ async def step_exited(o: FakeOrchestrator, count: int = 1) -> StepExited:
     return o.of_type(StepExited)[-1]
 
 
-async def test_join_sends_facts_and_dials_xfer(
+async def test_join_sends_facts_and_keeps_xfer_dialed(
     orch: FakeOrchestrator, start_agent: StartAgent
 ) -> None:
     node = await start_agent(orch)
@@ -77,7 +78,10 @@ async def test_join_sends_facts_and_dials_xfer(
     assert facts.cpus >= 1 and facts.memory_mb > 0 and facts.disk_free_mb > 0
     assert facts.agent_version == agent.__version__
     assert facts.python_version == platform.python_version()
-    await orch.until(lambda: orch.xfer_conns >= 1)
+    await orch.until(lambda: len(orch.xfer_conns) == 1)
+    orch.xfer_conns[0].close(0, b"test drop")
+    await orch.until(lambda: len(orch.xfer_conns) == 2)  # redialed; control untouched
+    assert len(orch.hellos) == 1
     await orch.send(Shutdown())
     assert await node.exit_code() == 0
 
@@ -187,15 +191,19 @@ async def test_silent_orchestrator_counts_as_lost(
     orch.silent = False
 
 
+@pytest.mark.parametrize("how", ["message", "sigterm"])
 async def test_shutdown_exits_0_and_leaves_no_job_process(
-    orch: FakeOrchestrator, start_agent: StartAgent
+    orch: FakeOrchestrator, start_agent: StartAgent, how: str
 ) -> None:
     node = await start_agent(orch)
     await joined(orch)
     await orch.send(RunStep(step=Step.RUN, command=TREE))
     await orch.until(lambda: len(orch.pids()) == 3)
     pids = orch.pids()
-    await orch.send(Shutdown())
+    if how == "message":
+        await orch.send(Shutdown())
+    else:
+        node.proc.send_signal(signal.SIGTERM)
     assert await node.exit_code() == 0
     assert not any(pid_alive(p) for p in pids)
     exited = await step_exited(orch)  # delivered before the agent hung up
