@@ -30,7 +30,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--run-id", required=True)
     p.add_argument("--ticket", required=True, help="the orchestrator's endpoint ticket")
     p.add_argument("--orchestrator-id", required=True, help="the only endpoint id to obey")
-    p.add_argument("--root", type=Path, default=Path("~/swjob").expanduser())
+    p.add_argument("--root", type=Path, required=True, help="work/, logs/, state/ go here")
     p.add_argument("--grace", type=float, default=10.0, help="TERM→KILL grace on shutdown (s)")
     p.add_argument("--heartbeat", type=float, default=1.0, help="heartbeat interval (s)")
     p.add_argument("--deadline", type=float, default=10.0, help="silence that means lost (s)")

@@ -44,6 +44,7 @@ log = logging.getLogger("swjob.agent")
 
 DIAL_TIMEOUT_S = 10.0
 FLUSH_ON_EXIT_S = 2.0
+ENDPOINT_CLOSE_S = 3.0
 DIAL_ERRORS = (iroh_ffi.IrohError, TimeoutError, ProtocolError, OSError)
 
 
@@ -64,6 +65,9 @@ class JoinRefused(Exception):
 
 @dataclass(frozen=True)
 class AgentConfig:
+    """The agent's command line. `heartbeat` is used only when Welcome leaves `heartbeat_s`
+    unset (the orchestrator sets the pace); `deadline` is how long silence means lost."""
+
     run_id: str
     ticket: str
     orchestrator_id: str
@@ -134,7 +138,8 @@ class NodeAgent:
             await asyncio.gather(serve, stop, *self._background, return_exceptions=True)
             await self.supervisor.stop(self.cfg.grace)
             self.journal.close()
-            await self._ep.close()
+            with contextlib.suppress(*DIAL_ERRORS):  # never let a stuck close keep us alive
+                await asyncio.wait_for(self._ep.close(), ENDPOINT_CLOSE_S)
 
     async def _serve(self) -> ExitCode:
         backoff = Backoff()
