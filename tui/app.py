@@ -45,7 +45,7 @@ def utc_clock() -> datetime:
 
 class SwjobApp(App[None]):
     TITLE = "swjob"
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     COMMANDS = App.COMMANDS | {ActionCommands}
     BINDINGS = [
         Binding("n", "submit", "Submit", tooltip="Submit a job file to a pool"),

@@ -44,6 +44,26 @@ def summary(run: RunView, clock: Clock) -> Text:
     return text
 
 
+def render_key(run: RunView, clock: Clock) -> tuple[object, ...]:
+    """What the header, timeline and bars show. The view changes with every log batch
+    (its `updated` stamp), so redrawing on each tick would re-lay out the screen ~10×/s
+    under a flood; redrawing only when this key changes costs one redraw a second."""
+    transfers = tuple((d, t.bytes_done, t.files_done, t.done) for d, t in run.transfers.items())
+    node = run.node.state if run.node else None
+    second = 0 if run.finished else int(clock().timestamp())
+    return (
+        run.state,
+        run.phase,
+        len(run.timeline),
+        node,
+        transfers,
+        run.cost_dollars,
+        len(run.alerts),
+        run.missing_outputs,
+        second,
+    )
+
+
 class DetailScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
@@ -58,6 +78,7 @@ class DetailScreen(Screen[None]):
         self.run_id: str | None = run_id
         self.logs_first = logs
         self.history: RunView | None = None  # a finished run's view folded from its events
+        self._shown: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -88,8 +109,9 @@ class DetailScreen(Screen[None]):
 
     def refresh_run(self) -> None:
         run = self.history or self.engine.run(self.run_id or "")
-        if run is None:
+        if run is None or render_key(run, self.clock) == self._shown:
             return
+        self._shown = render_key(run, self.clock)
         self.sub_title = f"{run.job_name} · {run.run_id}"
         self.query_one("#summary", Static).update(summary(run, self.clock))
         self.query_one(Timeline).show(run)

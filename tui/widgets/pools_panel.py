@@ -45,8 +45,15 @@ class PoolsPanel(Static):
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.clock = clock
+        self._shown: tuple[object, ...] = ()
 
     def show(self, pools: list[PoolView], alerts: list[str]) -> None:
-        parts: list[Table | Text] = [render_pools(pools, self.clock())]
+        """Redraw only when what it shows changed (uptimes tick once a second)."""
+        now = self.clock()
+        key = (tuple(p.model_dump_json() for p in pools), tuple(alerts), int(now.timestamp()))
+        if key == self._shown:
+            return
+        self._shown = key
+        parts: list[Table | Text] = [render_pools(pools, now)]
         parts += [Text(f"⚠ {alert}", style="bold red") for alert in alerts]
         self.update(Group(*parts))
