@@ -1,0 +1,123 @@
+"""Regenerate screenshots/*.svg from a real run on the local pool.
+
+    python scripts/screenshots.py [--out screenshots]
+
+A small training-like job (a workspace to push, a run that logs to stdout and
+stderr for a few seconds, outputs to pull) runs on the built-in local pool while
+the console is driven headless; the board and the job detail are captured mid-run,
+the outputs browser after it completed, and the submit modal on the job's folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("SWJOB_IROH_RELAY", "disabled")
+os.environ.setdefault("SWJOB_IROH_BIND", "127.0.0.1:0")
+_TMP = Path(tempfile.mkdtemp(prefix="swjob-shots-"))
+for _name in ("STATE", "CACHE", "CONFIG"):
+    os.environ[f"SWJOB_{_name}_DIR"] = str(_TMP / _name.lower())
+
+from textual.pilot import Pilot  # noqa: E402
+from textual.widgets import DirectoryTree  # noqa: E402
+
+from engine.engine import Engine, EngineConfig  # noqa: E402
+from engine.jobspec import load_job  # noqa: E402
+from engine.pools import load_pools  # noqa: E402
+from tui.app import SwjobApp  # noqa: E402
+
+TRAIN = """import json, random, sys, time
+random.seed(7)
+with open("metrics.jsonl", "w") as out:
+    for epoch in range(1, 41):
+        loss = 2.0 / epoch + random.random() * 0.05
+        print(f"epoch {epoch:3d}  loss {loss:.4f}  lr 3e-4  {64 * epoch} samples/s", flush=True)
+        if epoch % 7 == 0:
+            print(f"warning: epoch {epoch}: gradient norm clipped", file=sys.stderr, flush=True)
+        out.write(json.dumps({"epoch": epoch, "loss": round(loss, 4)}) + "\\n")
+        time.sleep(0.15)
+json.dump({"epochs": 40, "final_loss": round(loss, 4), "model": "tiny-mlp"},
+          open("final_metrics.json", "w"), indent=None)
+"""
+
+JOB = """[job]
+name = "tiny-train"
+setup = "python3 -c 'print(\\"setup: nothing to install\\")'"
+run = "python3 train.py"
+workspace = { workdir = ".", exclude = ["/runs"] }
+outputs = ["metrics.jsonl", "final_metrics.json"]
+"""
+
+
+def project() -> Path:
+    """A demo project: code, a config and some data so the push has bytes to show."""
+    root = _TMP / "demo"
+    (root / "data").mkdir(parents=True)
+    (root / "train.py").write_text(TRAIN)
+    (root / "job.toml").write_text(JOB)
+    for i in range(8):
+        (root / "data" / f"shard-{i}.bin").write_bytes(os.urandom(4 << 20))
+    return root
+
+
+async def until(pilot: Pilot, condition: Callable[[], object], timeout: float = 60) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise TimeoutError(str(condition))
+        await pilot.pause(0.05)
+
+
+async def shoot(out: Path) -> None:
+    root = project()
+    engine = Engine(EngineConfig(runs_dir=_TMP / "runs", pools=load_pools(None)))
+    app = SwjobApp(engine, jobs=[load_job(root / "job.toml")], cwd=root)
+    async with app.run_test(size=(140, 42)) as pilot:
+        await asyncio.wait_for(app.booted.wait(), 30)
+        run_id = engine.runs()[0].run_id
+        await until(pilot, lambda: engine.run(run_id).phase == "run")
+        await until(pilot, lambda: len(app.feed.log(run_id).lines) >= 12)
+        await pilot.pause(0.3)
+        app.save_screenshot("board.svg", path=str(out))
+        await pilot.press("enter")
+        await until(pilot, lambda: len(app.feed.log(run_id).lines) >= 20)
+        await pilot.pause(0.3)
+        app.save_screenshot("job-detail.svg", path=str(out))
+        await asyncio.wait_for(engine.wait(run_id), 60)
+        await pilot.press("o")
+        await browse_to(pilot, "metrics.jsonl")
+        app.save_screenshot("outputs.svg", path=str(out))
+        await pilot.press("escape", "escape", "n", *"job.toml")
+        await until(pilot, lambda: "push:" in str(app.screen.query_one("#plan").content))
+        app.save_screenshot("submit.svg", path=str(out))
+        await pilot.press("escape", "q")
+
+
+async def browse_to(pilot: Pilot, name: str) -> None:
+    tree = pilot.app.screen.query_one(DirectoryTree)
+    await until(pilot, lambda: any(str(n.label) == "outputs" for n in tree.root.children))
+    tree.move_cursor(next(n for n in tree.root.children if str(n.label) == "outputs"))
+    await pilot.press("enter")
+    await until(pilot, lambda: tree.cursor_node is not None and tree.cursor_node.children)
+    await pilot.press("down", "down")
+    await until(pilot, lambda: getattr(pilot.app.screen, "path", Path()).name == name)
+    await pilot.pause(0.3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "screenshots")
+    args = parser.parse_args()
+    args.out.mkdir(exist_ok=True)
+    asyncio.run(shoot(args.out))
+    print(f"wrote {', '.join(sorted(p.name for p in args.out.glob('*.svg')))} to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
