@@ -28,7 +28,7 @@ TAIL_POLL_S = 0.25
 async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path) -> int:
     engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools))
     await engine.start()
-    printer = RunPrinter(Console(highlight=False))
+    printer = RunPrinter(Console(highlight=False, soft_wrap=True))
     sub = engine.subscribe()
     try:
         run_id = await engine.submit(job, pool)
@@ -46,7 +46,7 @@ async def attach(run_ref: str, pools: PoolSet) -> int:
         view = store.find(run_ref)
     finally:
         store.close()
-    printer = RunPrinter(Console(highlight=False))
+    printer = RunPrinter(Console(highlight=False, soft_wrap=True))
     if view is None:
         printer.console.print(f"[red]error:[/] no run {run_ref!r} (or the prefix is not unique)")
         return 1
