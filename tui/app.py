@@ -79,7 +79,7 @@ class SwjobApp(App[None]):
     # ---- engine plumbing -----------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.push_screen(BoardScreen(self.engine, self.clock))
+        self.push_screen(BoardScreen(self.engine, self.clock, self.feed))
         self._boot()
         self.set_interval(1 / TICK_HZ, self._tick, name="tick")
 
@@ -124,7 +124,7 @@ class SwjobApp(App[None]):
         self.post_message(RunFinished(event.run_id, name, event.state, event.reason))
 
     def _tick(self) -> None:
-        self.screen.post_message(RunsUpdated(self.feed.take_dirty()))
+        self.screen.post_message(RunsUpdated())
         state = (self.screen, self.target_id, self._target_terminal())
         if state != self._binding_state:
             self._binding_state = state

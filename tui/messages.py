@@ -9,9 +9,11 @@ from textual.message import Message
 
 @dataclass
 class RunsUpdated(Message):
-    """These runs changed since the last tick: screens refresh exactly those rows/panels."""
+    """Tick: runs may have changed. The screen takes the changed ids from the feed when it
+    handles this, so a newer tick can replace a queued one without losing anything."""
 
-    run_ids: frozenset[str]
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RunsUpdated)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The board: pools and their nodes on top, every run (live and history) below.
 
 The table's cursor picks the run that `s`, `o`, `l` and enter act on. Refreshes
-come from the app's tick as `RunsUpdated` with only the runs that changed.
+come from the app's tick (`RunsUpdated`): only the runs the feed marked changed are redrawn.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input
 
 from tui.api import Clock, EngineAPI
+from tui.feed import Feed
 from tui.messages import OpenRun, RunsUpdated
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import PoolsPanel
@@ -35,9 +36,9 @@ class BoardScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
-    def __init__(self, engine: EngineAPI, clock: Clock) -> None:
+    def __init__(self, engine: EngineAPI, clock: Clock, feed: Feed) -> None:
         super().__init__()
-        self.engine, self.clock = engine, clock
+        self.engine, self.clock, self.feed = engine, clock, feed
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -82,9 +83,9 @@ class BoardScreen(Screen[None]):
         self.query_one(PoolsPanel).show(self.engine.pools(), alerts)
 
     @on(RunsUpdated)
-    def refresh_runs(self, message: RunsUpdated) -> None:
+    def refresh_runs(self) -> None:
         """Update only the changed runs' rows; elapsed times of live runs tick too."""
-        ids = set(message.run_ids) | {r.run_id for r in self.engine.running()}
+        ids = set(self.feed.take_dirty()) | {r.run_id for r in self.engine.running()}
         runs = [run for rid in ids if self._matches(rid) and (run := self.engine.run(rid))]
         with self.app.batch_update():
             self.query_one(JobsTable).upsert(runs)

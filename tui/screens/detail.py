@@ -118,10 +118,10 @@ class DetailScreen(Screen[None]):
         self.query_one(Transfers).show(run.transfers)
 
     @on(RunsUpdated)
-    def _updated(self, message: RunsUpdated) -> None:
-        run = self.engine.run(self.run_id or "")
-        if run is not None and (self.run_id in message.run_ids or not run.terminal):
-            self.refresh_run()
+    def _updated(self) -> None:
+        """The board refreshes everything when it is shown again, so the ids can go."""
+        self.feed.take_dirty()
+        self.refresh_run()
 
     def action_logs(self) -> None:
         """Give the log the whole screen (or take it back)."""
