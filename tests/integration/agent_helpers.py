@@ -184,7 +184,7 @@ class AgentProc:
         argv = [
             *("--run-id", "run-1", "--ticket", orch.ticket),
             *("--orchestrator-id", orchestrator_id or orch.id, "--root", str(root)),
-            *("--grace", "1", "--heartbeat", "0.2", "--deadline", "3", *args),
+            *("--grace", "1", "--heartbeat", "0.2", "--deadline", "10", *args),
         ]
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
