@@ -104,12 +104,6 @@ class Supervisor:
             run.stopper = asyncio.create_task(procgroup.terminate_group(run.pgid, grace_s))
         await asyncio.shield(run.task)
 
-    async def wait(self) -> None:
-        """Return once no step is running."""
-        run = self._current
-        if run is not None and run.task is not None:
-            await asyncio.shield(run.task)
-
     async def _spawn(self, step: Step, command: str, env: Mapping[str, str]) -> _Running:
         """Start the command with pipes we own.
 
