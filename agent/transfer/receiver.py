@@ -48,6 +48,7 @@ class _Partial:
     mtime_ns: int
     fd: int
     done: set[int] = field(default_factory=set)
+    hashes: dict[int, str] = field(default_factory=dict)  # verified chunk → its SHA-256
 
 
 def _int(meta: dict[str, Any], key: str, low: int = 0, high: int = 1 << 62) -> int:
@@ -183,11 +184,13 @@ class Receiver:
         index = _int(meta, "i", 0, chunk_count(size) - 1)
         length = _int(meta, "n", 1, min(CHUNK, size - index * CHUNK))
         data = decompress(payload, length) if meta.get("z") else bytes(payload)
-        if len(data) != length or hashlib.sha256(data).hexdigest() != _sha(meta):
+        digest = _sha(meta)
+        if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
             raise TransferError(f"verification failed for {path!r}: chunk {index} does not match")
         part = self._partial(path, size, _int(meta, "m", 0, 0o7777), _int(meta, "mt"))
         os.pwrite(part.fd, data, index * CHUNK)
         with self._lock:
+            part.hashes[index] = digest
             part.done.add(index)
             complete = len(part.done) == chunk_count(size) and path in self._partials
             if complete:
@@ -208,22 +211,26 @@ class Receiver:
 
     def _finish_chunked(self, path: str, part: _Partial) -> None:
         try:
-            digest = self._hash_fd(part.fd, part.size) if self.hash_chunked else None
+            digest = self._reverify(path, part)
             self._lander.finish_part(path, part.fd, part.mode, part.mtime_ns)
         finally:
             os.close(part.fd)
         self.verified[path] = Landed(path, part.size, part.mode & 0o777, digest)
 
-    @staticmethod
-    def _hash_fd(fd: int, size: int) -> str:
-        digest, offset = hashlib.sha256(), 0
-        while offset < size:
-            piece = os.pread(fd, 8 * CHUNK, offset)
-            if not piece:
-                break
-            digest.update(piece)
-            offset += len(piece)
-        return digest.hexdigest()
+    def _reverify(self, path: str, part: _Partial) -> str | None:
+        """Re-read every chunk from disk against its verified hash before the file takes its
+        name: a byte that changed after its chunk landed must never become an output.
+        Returns the whole file's SHA-256 when `hash_chunked` (same pass, no extra read)."""
+        whole = hashlib.sha256() if self.hash_chunked else None
+        for index in range(chunk_count(part.size)):
+            data = os.pread(part.fd, CHUNK, index * CHUNK)
+            if hashlib.sha256(data).hexdigest() != part.hashes.get(index):
+                raise TransferError(
+                    f"verification failed for {path!r}: chunk {index} changed after landing"
+                )
+            if whole is not None:
+                whole.update(data)
+        return whole.hexdigest() if whole is not None else None
 
 
 def _records(body: bytes) -> list[tuple[dict[str, Any], bytes | None]]:
