@@ -164,6 +164,11 @@ async def test_log_pane_follow_search_and_wrap(engine, make_job) -> None:
         styled = view.highlighter(Text(stderr))
         assert any("red" in str(span.style) for span in styled.spans)
 
+        await pilot.press("n")  # no search yet: n is submit, as everywhere
+        assert isinstance(app.screen, SubmitScreen)
+        await pilot.press("escape")
+        assert view.has_focus
+
         await pilot.press("g")
         assert not view.following
         await pilot.press("end")

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from rich.highlighter import Highlighter
 from rich.text import Text
+from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.events import Resize
 from textual.widgets import Log
@@ -158,15 +159,22 @@ class LogView(Log):
         self.refresh_lines(0, self.line_count)
         following = [i for i, y in enumerate(self.matches) if y >= self.scroll_y]
         self.match_index = (following[0] if following else 0) - 1
-        self.action_next_match()
+        self._move(+1)
 
     def action_next_match(self) -> None:
-        self._jump(+1)
+        self._skip_unless_searching()
+        self._move(+1)
 
     def action_previous_match(self) -> None:
-        self._jump(-1)
+        self._skip_unless_searching()
+        self._move(-1)
 
-    def _jump(self, step: int) -> None:
+    def _skip_unless_searching(self) -> None:
+        """With no search, `n` is the app's submit again: the key falls through."""
+        if not self.highlighter.term:
+            raise SkipAction()
+
+    def _move(self, step: int) -> None:
         if not self.matches:
             self.border_subtitle = "no match" if self.highlighter.term else ""
             return

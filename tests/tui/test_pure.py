@@ -1,0 +1,81 @@
+"""The console's pure parts: the capped log ring, formatting, previews, history reading."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from agent.protocol import Stream
+from tui import format as fmt
+from tui import history
+from tui.feed import Line, RunLog
+from tui.widgets.log_view import LogHighlighter, tag
+from tui.widgets.preview import load_manifest, preview
+
+
+def rendered(renderable: object) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_ring_keeps_the_newest_lines_and_counts_what_a_reader_missed() -> None:
+    ring = RunLog(cap=3)
+    ring.extend([Line("run", Stream.STDOUT, str(i)) for i in range(5)])
+    assert [ln.text for ln in ring.since(0)] == ["2", "3", "4"]  # at most cap
+    assert [ln.text for ln in ring.since(3)] == ["3", "4"]
+    assert ring.since(5) == [] and ring.total == 5
+
+
+def test_formatting() -> None:
+    assert [fmt.duration(s) for s in (0, 9, 245, 7380)] == ["0s", "9s", "4m05s", "2h03m"]
+    assert fmt.duration(timedelta(seconds=61)) == "1m01s" and fmt.duration(None) == "—"
+    assert [fmt.size(n) for n in (3, 2048, 5 << 20)] == ["3 B", "2.0 KiB", "5.0 MiB"]
+    assert fmt.one_line("a\n  b\tc") == "a b c"
+    assert fmt.money(None) == "—" and fmt.money(1.5) == "$1.50"
+
+
+def test_stderr_lines_are_red_and_search_hits_marked() -> None:
+    highlighter = LogHighlighter()
+    highlighter.term = "disk"
+    err = highlighter(Text(tag(Line("run", Stream.STDERR, "x")) + "slow disk"))
+    out = highlighter(Text(tag(Line("run", Stream.STDOUT, "x")) + "fine"))
+    assert any("red" in str(span.style) for span in err.spans)
+    assert any("reverse" in str(span.style) for span in err.spans)
+    assert not any("red" in str(span.style) for span in out.spans)
+
+
+def test_preview_of_each_kind(tmp_path: Path) -> None:
+    out = tmp_path / "outputs"
+    out.mkdir()
+    (out / "m.json").write_text('{"b": 1, "a": [1, 2]}')
+    (out / "log.jsonl").write_text("".join(f'{{"i": {i}}}\n' for i in range(100)))
+    (out / "w.bin").write_bytes(bytes(range(256)))
+    entries = [{"path": "w.bin", "size": 256, "sha256": "ab" * 32, "verified": True}]
+    (tmp_path / "manifest.json").write_text(json.dumps({"files": entries}))
+    manifest = load_manifest(tmp_path)
+    pretty = rendered(preview(out / "m.json", None))
+    assert '"a": [' in pretty and "[1, 2]" not in pretty  # re-indented, one item a line
+    jsonl = rendered(preview(out / "log.jsonl", None))
+    assert '{"i": 99}' in jsonl and '{"i": 59}' not in jsonl
+    binary = rendered(preview(out / "w.bin", manifest["w.bin"]))
+    assert "binary file" in binary and "ab" * 32 in binary and "verified" in binary
+    assert "NOT verified" in rendered(preview(out / "w.bin", {**entries[0], "verified": False}))
+    assert "not in manifest" in rendered(preview(out / "m.json", None))
+
+
+def test_history_skips_a_torn_last_line(tmp_path: Path) -> None:
+    run_dir = next((Path(__file__).parent / "data" / "runs" / "trainer").iterdir())
+    text = (run_dir / "events.jsonl").read_text()
+    (tmp_path / "events.jsonl").write_text(text + '{"run_id": "x", "se')
+    view, lines = history.load(tmp_path, cap=2)
+    assert view is not None and view.state == "FAILED" and len(view.timeline) == 5
+    assert [(ln.stream, ln.text) for ln in lines] == [
+        (Stream.STDOUT, "epoch 1"),
+        (Stream.STDERR, "warn: slow disk"),
+    ]
+    assert history.load(tmp_path / "missing", cap=2) == (None, [])
