@@ -74,10 +74,17 @@ class Tap:
                     return self.seen[-1]
         raise AssertionError("the datastream closed before the awaited event")
 
+    def drain(self) -> None:
+        """Take in what is queued without waiting (arrival times are then the drain's)."""
+        now = time.monotonic()
+        while (event := self._sub.get_nowait()) is not None:
+            self.seen.append((now, event))
+
     def events(self, run_id: str) -> list[ev.Event]:
         return [e for _, e in self.seen if e.run_id == run_id]
 
     def close(self) -> None:
+        self.drain()
         self._sub.close()
 
 
