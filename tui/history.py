@@ -38,5 +38,5 @@ def load(run_dir: Path, cap: int) -> tuple[RunView | None, list[Line]]:
         with contextlib.suppress(ValueError):
             log = ev.parse_event(raw)
             if isinstance(log, ev.Log):
-                lines += [Line(log.step.value, ln.stream, ln.text) for ln in log.lines]
+                lines += [(log.step.value, line) for line in log.lines]
     return fold(events), lines[-cap:]

@@ -90,7 +90,7 @@ async def test_stop_confirms_with_enter_too(engine, make_job) -> None:
     app = SwjobApp(engine, jobs=[make_job(name="sleeper", run="sleep 60")])
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        run_id = engine.runs()[0].run_id  # still PENDING: stop works while provisioning too
+        run_id = engine.runs()[0].run_id
         await pilot.press("s", "enter")
         view = await finished(app, run_id)
         assert view.reason == "stopped by operator"

@@ -9,10 +9,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from agent.protocol import Stream
+from agent.protocol import LogLine, Stream
 from tui import format as fmt
 from tui import history
-from tui.feed import Line, RunLog
+from tui.feed import RunLog
 from tui.widgets.log_view import LogHighlighter, tag
 from tui.widgets.preview import load_manifest, preview
 
@@ -25,9 +25,9 @@ def rendered(renderable: object) -> str:
 
 def test_ring_keeps_the_newest_lines_and_counts_what_a_reader_missed() -> None:
     ring = RunLog(cap=3)
-    ring.extend([Line("run", Stream.STDOUT, str(i)) for i in range(5)])
-    assert [ln.text for ln in ring.since(0)] == ["2", "3", "4"]  # at most cap
-    assert [ln.text for ln in ring.since(3)] == ["3", "4"]
+    ring.extend([("run", LogLine(stream=Stream.STDOUT, text=str(i))) for i in range(5)])
+    assert [ln.text for _, ln in ring.since(0)] == ["2", "3", "4"]  # at most cap
+    assert [ln.text for _, ln in ring.since(3)] == ["3", "4"]
     assert ring.since(5) == [] and ring.total == 5
 
 
@@ -42,8 +42,8 @@ def test_formatting() -> None:
 def test_stderr_lines_are_red_and_search_hits_marked() -> None:
     highlighter = LogHighlighter()
     highlighter.term = "disk"
-    err = highlighter(Text(tag(Line("run", Stream.STDERR, "x")) + "slow disk"))
-    out = highlighter(Text(tag(Line("run", Stream.STDOUT, "x")) + "fine"))
+    err = highlighter(Text(tag("run", Stream.STDERR) + "slow disk"))
+    out = highlighter(Text(tag("run", Stream.STDOUT) + "fine"))
     assert any("red" in str(span.style) for span in err.spans)
     assert any("reverse" in str(span.style) for span in err.spans)
     assert not any("red" in str(span.style) for span in out.spans)
@@ -74,8 +74,15 @@ def test_history_skips_a_torn_last_line(tmp_path: Path) -> None:
     (tmp_path / "events.jsonl").write_text(text + '{"run_id": "x", "se')
     view, lines = history.load(tmp_path, cap=2)
     assert view is not None and view.state == "FAILED" and len(view.timeline) == 5
-    assert [(ln.stream, ln.text) for ln in lines] == [
+    assert [(ln.stream, ln.text) for _, ln in lines] == [
         (Stream.STDOUT, "epoch 1"),
         (Stream.STDERR, "warn: slow disk"),
     ]
     assert history.load(tmp_path / "missing", cap=2) == (None, [])
+
+
+def test_cli_refuses_a_bad_job_file_before_starting_anything(tmp_path: Path, capsys) -> None:
+    from tui.app import main
+
+    assert main([str(tmp_path / "nope.toml")]) == 1
+    assert "file not found" in capsys.readouterr().err

@@ -29,9 +29,12 @@ OUT_MARK = "│"
 FLUSH_HZ = 15
 
 
-def tag(line: Line, first: bool = True) -> str:
-    mark = ERR_MARK if line.stream is Stream.STDERR else OUT_MARK
-    return f"{line.step if first else '':<{TAG_WIDTH - 2}}{mark} "
+def tag(step: str, stream: Stream, first: bool = True) -> str:
+    mark = ERR_MARK if stream is Stream.STDERR else OUT_MARK
+    return f"{step if first else '':<{TAG_WIDTH - 2}}{mark} "
+
+
+TAGS = {(step, stream): tag(step, stream) for step in ("setup", "run") for stream in Stream}
 
 
 class LogHighlighter(Highlighter):
@@ -113,12 +116,13 @@ class LogView(Log):
 
     def _render(self, lines: list[Line]) -> list[str]:
         if not self.wrap:
-            return [tag(line) + line.text for line in lines]
+            return [TAGS[step, line.stream] + line.text for step, line in lines]
         width = max(10, self.scrollable_content_region.width - TAG_WIDTH - 1)
         out: list[str] = []
-        for line in lines:
-            pieces = [line.text[i : i + width] for i in range(0, len(line.text), width)] or [""]
-            out.extend(tag(line, i == 0) + piece for i, piece in enumerate(pieces))
+        for step, line in lines:
+            text = line.text
+            pieces = [text[i : i + width] for i in range(0, len(text), width)] or [""]
+            out.extend(tag(step, line.stream, i == 0) + p for i, p in enumerate(pieces))
         return out
 
     def _reflow(self) -> None:
