@@ -63,7 +63,7 @@ class RunDriver:
         self._stream = stream
         self._grace = stop_grace_s
         self._on_change = on_change
-        self._redact = Redactor(job.secrets())
+        self.redact = Redactor(job.secrets())
         self._queue: asyncio.Queue[fsm.Event] = asyncio.Queue()
         self._fsm = fsm.FsmState()
         self._work: set[asyncio.Task[None]] = set()
@@ -78,6 +78,7 @@ class RunDriver:
         self.outputs: dict[str, Any] = {}
         self.recovery: dict[str, Any] = {}  # what a restarted engine needs; see engine/recovery.py
         self.started: set[str] = set()
+        self.lost = False
         # queued first, so a stop that arrives before the loop starts still finds a job
         self.post(fsm.JobSubmitted(job.setup is not None, job.workspace is not None))
 
@@ -124,7 +125,7 @@ class RunDriver:
                 from_phase=before.phase.value,
                 to_phase=outcome.state.phase.value,
                 commands=[fsm.name(c) for c in outcome.commands],
-                reason=self._redact(outcome.state.reason) if outcome.state.reason else None,
+                reason=self.redact(outcome.state.reason) if outcome.state.reason else None,
                 exit_code=outcome.state.exit_code,
             )
         )
@@ -180,7 +181,7 @@ class RunDriver:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.post(fsm.NodeFault(f"provisioning failed: {self._redact(str(exc))}"))
+            self.post(fsm.NodeFault(f"provisioning failed: {self.redact(str(exc))}"))
             return
         self.remember(handle=dataclasses.asdict(self.handle))
         self._node_event(ev.NodeState.PROVISIONING)
@@ -204,8 +205,7 @@ class RunDriver:
         return True
 
     async def _watch_node(self, handle: NodeHandle) -> None:
-        reason = await self._provider.node_exited(handle)
-        self.post(fsm.NodeLost(reason))
+        self.on_node_lost(await self._provider.node_exited(handle))
 
     async def start_step(self, step: Step, command: str) -> None:
         self._node_event(ev.NodeState.BUSY)
@@ -236,8 +236,9 @@ class RunDriver:
         self.post(fsm.NodeTornDown())
 
     async def _release_node(self) -> None:
-        """Ask a connected agent to stop its step and exit before the provider destroys it."""
-        if not self.session.joined.is_set() or self.session.closed:
+        """Ask a connected agent to stop its step and exit before the provider destroys it
+        (a lost node cannot answer: waiting on it would only delay the teardown)."""
+        if self.lost or not self.session.joined.is_set() or self.session.closed:
             return
         with contextlib.suppress(NodeGone, TimeoutError):
             if self._running_step is not None and not self._step_exited.is_set():
@@ -250,7 +251,7 @@ class RunDriver:
     def on_agent_event(self, msg: AgentEvent) -> None:
         match msg:
             case LogBatch():
-                lines = [ln.model_copy(update={"text": self._redact(ln.text)}) for ln in msg.lines]
+                lines = [ln.model_copy(update={"text": self.redact(ln.text)}) for ln in msg.lines]
                 self.logs.write(msg.step, lines)
                 self.publish(
                     ev.Log(run_id=self.view.run_id, step=msg.step, lines=lines, node_seq=msg.seq)
@@ -259,7 +260,7 @@ class RunDriver:
             case StepExited():
                 self._on_exit(msg)
             case NodeFault():
-                self.post(fsm.NodeFault(f"node fault: {self._redact(msg.reason)}"))
+                self.post(fsm.NodeFault(f"node fault: {self.redact(msg.reason)}"))
         self.remember(last_seq=msg.seq)
 
     def _on_exit(self, msg: StepExited) -> None:
@@ -271,6 +272,7 @@ class RunDriver:
             self.post(fsm.JobExited(msg.code))
 
     def on_node_lost(self, reason: str) -> None:
+        self.lost = True
         self.post(fsm.NodeLost(reason))
 
     # ---- bookkeeping -------------------------------------------------------------------

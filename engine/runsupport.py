@@ -56,7 +56,7 @@ class Transfers:
                 self._progress(ev.TransferDirection.PUSH),
             )
         except TransferError as exc:
-            self._d.post(fsm.NodeFault(f"transfer failed: {exc}"))
+            self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
         except NodeGone as exc:
             self._d.post(fsm.NodeLost(str(exc)))
         else:
@@ -73,9 +73,9 @@ class Transfers:
             )
         except (TransferError, NodeGone) as exc:
             if not best_effort:
-                self._d.post(fsm.NodeFault(f"transfer failed: {exc}"))
+                self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
                 return {}
-            message = f"outputs not collected: {exc}"
+            message = self._d.redact(f"outputs not collected: {exc}")
             self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
             self._d.post(fsm.OutputsCollected())
             return {"missing": list(self._d.job.outputs)}

@@ -16,6 +16,7 @@ import secrets
 import shutil
 import signal
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from agent.procgroup import kill_group_now
@@ -53,10 +54,22 @@ class _LocalNode:
 class LocalProvider:
     name = "local"
 
-    def __init__(self, max_nodes: int, *, stop_grace_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        max_nodes: int,
+        *,
+        stop_grace_s: float = 10.0,
+        launcher: Sequence[str] = (),
+        agent_env: Mapping[str, str] | None = None,
+    ) -> None:
+        """`launcher` prefixes the agent's command line (it must exec in place, so the pid
+        stays the agent's — e.g. `ip netns exec NS` puts nodes behind their own link);
+        `agent_env` adds to the agent's environment."""
         self._slots = asyncio.Semaphore(max_nodes)
         self._nodes: dict[str, _LocalNode] = {}
         self._stop_grace_s = stop_grace_s
+        self._launcher = list(launcher)
+        self._agent_env = dict(agent_env or {})
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
         await self._slots.acquire()
@@ -70,12 +83,12 @@ class LocalProvider:
         node_id = f"local-{bootstrap.run_id}-{secrets.token_hex(2)}"
         root = _node_root(node_id)
         root.mkdir(parents=True)
-        env = {**os.environ, TOKEN_ENV: bootstrap.token}
+        env = {**os.environ, **self._agent_env, TOKEN_ENV: bootstrap.token}
         args = [*bootstrap.agent_args(), "--root", str(root), "--grace", f"{self._stop_grace_s:g}"]
         try:
             with (root / "agent.log").open("ab") as agent_log:
                 process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "agent", *args,
+                    *self._launcher, sys.executable, "-m", "agent", *args,
                     env=env, stdin=asyncio.subprocess.DEVNULL,
                     stdout=agent_log, stderr=agent_log,
                 )  # fmt: skip
@@ -131,8 +144,10 @@ def _alive(pid: int) -> bool:
 
 
 async def _end_process(node: _LocalNode, grace_s: float) -> None:
-    """SIGTERM, wait up to `grace_s`, then SIGKILL; reaps our own child."""
+    """SIGTERM (and SIGCONT, so a frozen agent can act on it), wait up to `grace_s`, then
+    SIGKILL; reaps our own child."""
     node.signal(signal.SIGTERM)
+    node.signal(signal.SIGCONT)
     try:
         await asyncio.wait_for(node.wait(), grace_s)
     except TimeoutError:

@@ -10,17 +10,13 @@ removes the link and the namespace.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import os
 import secrets
 import shutil
 import subprocess
-import sys
 
-from engine.paths import cache_dir
-from engine.providers.base import TOKEN_ENV, Bootstrap, NodeHandle, ProvisionError
-from engine.providers.local import LocalProvider, _LocalNode
+from engine.providers.local import LocalProvider
 
 
 def netns_unavailable() -> str | None:
@@ -83,37 +79,14 @@ class Netns:
         _ip("netns", "del", self.name, check=False)
 
 
-class NetnsProvider(LocalProvider):
-    """The local pool, but each agent runs inside `netns` and binds on its address.
-
-    `_start` mirrors LocalProvider's with a command prefix and one env var; a `launcher`
-    prefix parameter on LocalProvider would make this override unnecessary.
-    """
-
-    def __init__(self, netns: Netns, max_nodes: int = 4, *, stop_grace_s: float = 10.0) -> None:
-        super().__init__(max_nodes, stop_grace_s=stop_grace_s)
-        self._netns = netns
-
-    async def _start(self, bootstrap: Bootstrap) -> NodeHandle:
-        node_id = f"netns-{bootstrap.run_id}-{secrets.token_hex(2)}"
-        root = cache_dir() / "nodes" / node_id
-        root.mkdir(parents=True)
-        env = {
-            **os.environ,
-            TOKEN_ENV: bootstrap.token,
-            "SWJOB_IROH_BIND": f"{self._netns.node_ip}:0",
-        }
-        args = [*bootstrap.agent_args(), "--root", str(root), "--grace", f"{self._stop_grace_s:g}"]
-        prefix = ["ip", "netns", "exec", self._netns.name]  # execs in place: the pid is the agent's
-        try:
-            with (root / "agent.log").open("ab") as agent_log:
-                process = await asyncio.create_subprocess_exec(
-                    *prefix, sys.executable, "-m", "agent", *args,
-                    env=env, stdin=asyncio.subprocess.DEVNULL,
-                    stdout=agent_log, stderr=agent_log,
-                )  # fmt: skip
-        except OSError as exc:
-            shutil.rmtree(root, ignore_errors=True)
-            raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
-        self._nodes[node_id] = _LocalNode(process.pid, root, process)
-        return NodeHandle(provider=self.name, node_id=node_id, offer={"pid": process.pid})
+def netns_provider(
+    netns: Netns, max_nodes: int = 4, *, stop_grace_s: float = 10.0
+) -> LocalProvider:
+    """The local pool, but each agent runs inside `netns` (`ip netns exec` execs in place, so
+    the pid is the agent's) and binds its endpoint on the namespace's address."""
+    return LocalProvider(
+        max_nodes,
+        stop_grace_s=stop_grace_s,
+        launcher=["ip", "netns", "exec", netns.name],
+        agent_env={"SWJOB_IROH_BIND": f"{netns.node_ip}:0"},
+    )

@@ -19,7 +19,7 @@ from engine.engine import Engine
 from engine.paths import cache_dir
 from engine.views import RunView
 from tests.reliability.helpers import Tap, engine_with, kill_quietly, pid_alive, pids_in_logs
-from tests.reliability.netns import Netns, NetnsProvider, netns_unavailable
+from tests.reliability.netns import Netns, netns_provider, netns_unavailable
 
 pytestmark = [pytest.mark.timeout(90)]
 
@@ -126,7 +126,7 @@ async def test_cut_network_is_lost_after_the_deadline(
 
     monkeypatch.setenv("SWJOB_IROH_BIND", f"{netns.host_ip}:0")  # the engine listens on the veth
     async with engine_with(tmp_path / "runs", deadline_s=DEADLINE_S) as engine:
-        engine._providers["local"] = NetnsProvider(netns, stop_grace_s=engine.config.stop_grace_s)
+        engine._providers["local"] = netns_provider(netns, stop_grace_s=engine.config.stop_grace_s)
         loss = await lose_node(engine, make_job(run=JOB), cut)
     assert_lost_and_clean(loss, "no heartbeat")
     assert DEADLINE_S <= loss.detected_s < DEADLINE_S + 1.5
