@@ -48,12 +48,26 @@ class SwjobApp(App[None]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     COMMANDS = App.COMMANDS | {ActionCommands}
     BINDINGS = [
-        Binding("n", "submit", "Submit", tooltip="Submit a job file to a pool"),
-        Binding("s", "stop", "Stop", tooltip="Stop the selected job and tear its node down"),
-        Binding("o", "outputs", "Outputs", tooltip="Browse the run's landing directory"),
-        Binding("question_mark,f1", "help", "Help", key_display="?"),
-        Binding("q", "quit", "Quit"),
-        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+        Binding(
+            "n", "submit", "Submit", tooltip="Submit a job file to a pool", id="swjob.app.submit"
+        ),
+        Binding(
+            "s",
+            "stop",
+            "Stop",
+            tooltip="Stop the selected job and tear its node down",
+            id="swjob.app.stop",
+        ),
+        Binding(
+            "o",
+            "outputs",
+            "Outputs",
+            tooltip="Browse the run's landing directory",
+            id="swjob.app.outputs",
+        ),
+        Binding("question_mark,f1", "help", "Help", key_display="?", id="swjob.app.help"),
+        Binding("q", "quit", "Quit", id="swjob.app.quit"),
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id="swjob.app.quit_priority"),
     ]
 
     def __init__(

@@ -14,6 +14,7 @@ from tui.app import SwjobApp
 from tui.screens.board import BoardScreen, FilterBar
 from tui.screens.detail import DetailScreen
 from tui.screens.help import HelpScreen
+from tui.screens.modals import QuitScreen
 from tui.screens.outputs import OutputsScreen
 from tui.screens.submit import SubmitScreen
 from tui.widgets.jobs_table import JobsTable
@@ -231,3 +232,32 @@ async def test_outputs_browser_keys(engine, monkeypatch) -> None:
         assert not screen.query_one("#tree").has_focus
         await pilot.press("escape")
         assert isinstance(app.screen, BoardScreen)
+
+
+async def test_quit_modal_leave_running_and_cancel_keys(engine) -> None:
+    """`l` leaves runs to their nodes (the engine is closed without stopping them); `c` and
+    the Cancel button keep the console. Shown here over a finished run, so nothing leaks."""
+    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run = await finished(app, engine.runs()[0].run_id)
+        for cancel in ("c", "#cancel"):
+            app.push_screen(QuitScreen([run]), app._quit_answer)
+            await pilot.pause()
+            await (pilot.press(cancel) if cancel == "c" else pilot.click(cancel))
+            assert isinstance(app.screen, BoardScreen) and app.is_running
+        app.push_screen(QuitScreen([run]), app._quit_answer)
+        await pilot.pause()
+        await pilot.press("l")
+        await until(pilot, lambda: not app.is_running)
+    assert app._stop_on_close is False
+
+
+async def test_quit_without_live_runs_exits_at_once(engine) -> None:
+    app = SwjobApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await pilot.press("question_mark", "q")  # q closes the help first
+        assert isinstance(app.screen, BoardScreen)
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running)

@@ -20,7 +20,7 @@ from tui.widgets.pools_panel import PoolsPanel
 
 
 class FilterBar(Input):
-    BINDINGS = [Binding("escape", "clear", "Clear filter", show=False)]
+    BINDINGS = [Binding("escape", "clear", "Clear filter", show=False, id="swjob.board.clear")]
 
     def action_clear(self) -> None:
         self.value = ""
@@ -30,10 +30,12 @@ class FilterBar(Input):
 
 class BoardScreen(Screen[None]):
     BINDINGS = [
-        Binding("enter", "open", "Detail", show=False),
-        Binding("l", "logs", "Logs"),
-        Binding("slash", "filter", "Filter", key_display="/"),
-        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("enter", "open", "Detail", show=False, id="swjob.board.open"),
+        Binding("l", "logs", "Logs", id="swjob.board.logs"),
+        Binding("slash", "filter", "Filter", key_display="/", id="swjob.board.filter"),
+        Binding(
+            "escape", "clear_filter", "Clear filter", show=False, id="swjob.board.clear_filter"
+        ),
     ]
 
     def __init__(self, engine: EngineAPI, clock: Clock, feed: Feed) -> None:

@@ -66,8 +66,8 @@ def render_key(run: RunView, clock: Clock) -> tuple[object, ...]:
 
 class DetailScreen(Screen[None]):
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
-        Binding("l", "logs", "Logs"),
+        Binding("escape", "app.pop_screen", "Back", id="swjob.detail.back"),
+        Binding("l", "logs", "Logs", id="swjob.detail.logs"),
     ]
 
     def __init__(

@@ -32,9 +32,9 @@ def help_table(bindings: dict[str, ActiveBinding], key_display: dict[str, str]) 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
-        Binding("question_mark", "dismiss", "Close", show=False),
-        Binding("q", "dismiss", "Close", show=False),
+        Binding("escape", "dismiss", "Close", id="swjob.help.dismiss"),
+        Binding("question_mark", "dismiss", "Close", show=False, id="swjob.help.dismiss_question"),
+        Binding("q", "dismiss", "Close", show=False, id="swjob.help.dismiss_q"),
     ]
 
     def __init__(self, table: Table) -> None:

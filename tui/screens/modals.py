@@ -16,10 +16,14 @@ class ConfirmStopScreen(ModalScreen[bool]):
     """`y`/enter stops, `n`/esc cancels: a stop tears the node down, so it is never one key."""
 
     BINDINGS = [
-        Binding("y", "answer(True)", "Stop it"),
-        Binding("enter", "answer(True)", "Stop it", show=False),
-        Binding("n", "answer(False)", "Cancel"),
-        Binding("escape", "answer(False)", "Cancel", show=False),
+        Binding("y", "answer(True)", "Stop it", id="swjob.modals.answer_true"),
+        Binding(
+            "enter", "answer(True)", "Stop it", show=False, id="swjob.modals.answer_true_enter"
+        ),
+        Binding("n", "answer(False)", "Cancel", id="swjob.modals.answer_false"),
+        Binding(
+            "escape", "answer(False)", "Cancel", show=False, id="swjob.modals.answer_false_escape"
+        ),
     ]
 
     def __init__(self, run: RunView) -> None:
@@ -43,10 +47,10 @@ class QuitScreen(ModalScreen[str | None]):
     """Leaving with runs alive is a money decision, so it is asked, with both options."""
 
     BINDINGS = [
-        Binding("s", "answer('stop')", "Stop all and tear down"),
-        Binding("l", "answer('leave')", "Leave running"),
-        Binding("escape", "answer(None)", "Cancel"),
-        Binding("c", "answer(None)", "Cancel", show=False),
+        Binding("s", "answer('stop')", "Stop all and tear down", id="swjob.modals.answer_stop"),
+        Binding("l", "answer('leave')", "Leave running", id="swjob.modals.answer_leave"),
+        Binding("escape", "answer(None)", "Cancel", id="swjob.modals.answer_none"),
+        Binding("c", "answer(None)", "Cancel", show=False, id="swjob.modals.answer_none_c"),
     ]
 
     def __init__(self, running: list[RunView]) -> None:

@@ -22,11 +22,23 @@ from tui.widgets.preview import load_manifest, preview
 
 class OutputsScreen(Screen[None]):
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
-        Binding("e", "open('EDITOR')", "Edit", tooltip="Open the file in $EDITOR"),
-        Binding("v", "open('PAGER')", "Page", tooltip="Open the file in $PAGER"),
-        Binding("j", "cursor('down')", "Down", show=False),
-        Binding("k", "cursor('up')", "Up", show=False),
+        Binding("escape", "app.pop_screen", "Back", id="swjob.outputs.back"),
+        Binding(
+            "e",
+            "open('EDITOR')",
+            "Edit",
+            tooltip="Open the file in $EDITOR",
+            id="swjob.outputs.open_editor",
+        ),
+        Binding(
+            "v",
+            "open('PAGER')",
+            "Page",
+            tooltip="Open the file in $PAGER",
+            id="swjob.outputs.open_pager",
+        ),
+        Binding("j", "cursor('down')", "Down", show=False, id="swjob.outputs.cursor_down"),
+        Binding("k", "cursor('up')", "Up", show=False, id="swjob.outputs.cursor_up"),
     ]
 
     def __init__(self, run: RunView) -> None:

@@ -60,7 +60,7 @@ def push_summary(plan: Plan) -> str:
 
 
 class SubmitScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "dismiss", "Cancel")]
+    BINDINGS = [Binding("escape", "dismiss", "Cancel", id="swjob.submit.dismiss")]
 
     def __init__(self, engine: EngineAPI, pool: str, root: Path) -> None:
         super().__init__()

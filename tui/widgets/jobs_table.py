@@ -47,10 +47,10 @@ def cells(run: RunView, now: datetime) -> dict[str, str | Text]:
 
 class JobsTable(DataTable[str | Text]):
     BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g", "scroll_top", "Top", show=False),
-        Binding("G", "scroll_bottom", "Bottom", show=False),
+        Binding("j", "cursor_down", "Down", show=False, id="swjob.jobs_table.cursor_down"),
+        Binding("k", "cursor_up", "Up", show=False, id="swjob.jobs_table.cursor_up"),
+        Binding("g", "scroll_top", "Top", show=False, id="swjob.jobs_table.scroll_top"),
+        Binding("G", "scroll_bottom", "Bottom", show=False, id="swjob.jobs_table.scroll_bottom"),
     ]
 
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:

@@ -13,7 +13,7 @@ from tui.widgets.log_view import LogView
 
 
 class SearchBar(Input):
-    BINDINGS = [Binding("escape", "close", "Close search", show=False)]
+    BINDINGS = [Binding("escape", "close", "Close search", show=False, id="swjob.log_pane.close")]
 
     def action_close(self) -> None:
         self.display = False

@@ -58,16 +58,24 @@ class LogHighlighter(Highlighter):
 
 class LogView(Log):
     BINDINGS = [
-        Binding("f", "toggle_follow", "Follow", tooltip="Toggle following the tail"),
-        Binding("end", "resume", "Resume follow", show=False),
-        Binding("slash", "search", "Search", key_display="/"),
-        Binding("n", "next_match", "Next match", show=False),
-        Binding("N", "previous_match", "Previous match", show=False),
-        Binding("w", "toggle_wrap", "Wrap", show=False),
-        Binding("g", "scroll_home", "Top", show=False),
-        Binding("G", "resume", "Bottom", show=False),
-        Binding("j", "scroll_down", "Down", show=False),
-        Binding("k", "scroll_up", "Up", show=False),
+        Binding(
+            "f",
+            "toggle_follow",
+            "Follow",
+            tooltip="Toggle following the tail",
+            id="swjob.log_view.toggle_follow",
+        ),
+        Binding("end", "resume", "Resume follow", show=False, id="swjob.log_view.resume"),
+        Binding("slash", "search", "Search", key_display="/", id="swjob.log_view.search"),
+        Binding("n", "next_match", "Next match", show=False, id="swjob.log_view.next_match"),
+        Binding(
+            "N", "previous_match", "Previous match", show=False, id="swjob.log_view.previous_match"
+        ),
+        Binding("w", "toggle_wrap", "Wrap", show=False, id="swjob.log_view.toggle_wrap"),
+        Binding("g", "scroll_home", "Top", show=False, id="swjob.log_view.scroll_home"),
+        Binding("G", "resume", "Bottom", show=False, id="swjob.log_view.bottom"),
+        Binding("j", "scroll_down", "Down", show=False, id="swjob.log_view.scroll_down"),
+        Binding("k", "scroll_up", "Up", show=False, id="swjob.log_view.scroll_up"),
     ]
 
     def __init__(self, cap: int = 5000, **kwargs: object) -> None:
