@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input
 
+from engine.views import RunView
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
 from tui.messages import OpenRun, RunsUpdated
@@ -65,15 +66,14 @@ class BoardScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         self.refresh_all()
 
-    def _matches(self, run_id: str) -> bool:
+    def _matches(self, run: RunView) -> bool:
         term = self.query_one(FilterBar).value.strip().lower()
-        run = self.engine.run(run_id)
-        if not term or run is None:
-            return run is not None
-        return any(term in s.lower() for s in (run.job_name, run.run_id, run.state, run.pool))
+        return not term or any(
+            term in s.lower() for s in (run.job_name, run.run_id, run.state, run.pool)
+        )
 
     def refresh_all(self) -> None:
-        runs = [r for r in self.engine.runs() if self._matches(r.run_id)]
+        runs = [r for r in self.engine.runs() if self._matches(r)]
         table = self.query_one(JobsTable)
         with self.app.batch_update():
             table.keep_only({r.run_id for r in runs})
@@ -88,7 +88,7 @@ class BoardScreen(Screen[None]):
     def refresh_runs(self) -> None:
         """Update only the changed runs' rows; elapsed times of live runs tick too."""
         ids = set(self.feed.take_dirty()) | {r.run_id for r in self.engine.running()}
-        runs = [run for rid in ids if self._matches(rid) and (run := self.engine.run(rid))]
+        runs = [run for rid in ids if (run := self.engine.run(rid)) and self._matches(run)]
         with self.app.batch_update():
             self.query_one(JobsTable).upsert(runs)
             self._refresh_pools()
