@@ -86,3 +86,22 @@ def test_cli_refuses_a_bad_job_file_before_starting_anything(tmp_path: Path, cap
 
     assert main([str(tmp_path / "nope.toml")]) == 1
     assert "file not found" in capsys.readouterr().err
+
+
+def test_transfer_figures() -> None:
+    from engine.events import TransferDirection, TransferProgress
+    from tui.widgets.transfers import describe
+
+    tp = TransferProgress(
+        run_id="r",
+        direction=TransferDirection.PUSH,
+        bytes_done=1 << 20,
+        bytes_total=4 << 20,
+        files_done=1,
+        files_total=3,
+        current="data/a.bin",
+        rate_bps=2 << 20,
+        eta_s=1.5,
+    )
+    assert describe(tp) == "1.0 MiB / 4.0 MiB · 1/3 files · 2.0 MiB/s · ETA 1s · data/a.bin"
+    assert describe(tp.model_copy(update={"done": True})).endswith("· done")

@@ -18,10 +18,11 @@ TITLES = {"push": "workspace push", "pull": "output pull"}
 
 def describe(tp: TransferProgress) -> str:
     eta = "done" if tp.done else f"ETA {fmt.duration(tp.eta_s)}"
-    return (
+    figures = (
         f"{fmt.size(tp.bytes_done)} / {fmt.size(tp.bytes_total)} · "
         f"{tp.files_done}/{tp.files_total} files · {fmt.rate(tp.rate_bps)} · {eta}"
     )
+    return figures if tp.done or not tp.current else f"{figures} · {tp.current}"
 
 
 class TransferBar(Horizontal):
