@@ -7,18 +7,29 @@ rest from here. Memory stays bounded: only the newest events, up to a byte budge
 are kept, encoded (so the budget is what they really cost); older ones are read
 back from the file through an offset index (8 bytes per event), and whatever the
 orchestrator acknowledged is dropped.
+
+A full disk (the job may fill it) must not stop the events: once a write fails,
+the file is cut back to its last whole line and the journal goes on in memory
+only. Events that never reached the file are kept until acknowledged, whatever
+the budget says; what is lost is only replay across an agent restart.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from array import array
 from collections import deque
 from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
+from typing import BinaryIO
 
+from agent.lines import write_all
 from agent.protocol import AgentEvent, ProtocolError, decode
+
+log = logging.getLogger("swjob.agent")
 
 DEFAULT_MEMORY_BUDGET = 8 * 1024 * 1024
 
@@ -29,17 +40,19 @@ class Journal:
     def __init__(self, path: Path, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
         self._path = path
         self._budget = memory_budget
-        self._offsets = array("q")  # file offset of seq i+1 at index i
+        self._offsets = array("q")  # file offset of seq i+1 at index i, for what is in the file
+        self._last_seq = 0
         self._recent: deque[tuple[int, bytes]] = deque()  # (seq, encoded line), newest last
         self._recent_bytes = 0
         self._listeners: list[Callable[[], None]] = []
         path.parent.mkdir(parents=True, exist_ok=True)
         self._recover()
-        self._file = path.open("ab")
+        self._last_seq = len(self._offsets)
+        self._file: BinaryIO | None = path.open("ab", buffering=0)
 
     @property
     def last_seq(self) -> int:
-        return len(self._offsets)
+        return self._last_seq
 
     @property
     def memory_bytes(self) -> int:
@@ -54,12 +67,11 @@ class Journal:
         """Give `event` the next seq, persist it, and return the numbered copy."""
         numbered = event.model_copy(update={"seq": self.last_seq + 1})
         line = numbered.model_dump_json().encode() + b"\n"
-        self._offsets.append(self._file.tell())
-        self._file.write(line)
-        self._file.flush()
+        self._last_seq = numbered.seq
+        self._persist(line)
         self._recent.append((numbered.seq, line))
         self._recent_bytes += len(line)
-        while self._recent_bytes > self._budget and len(self._recent) > 1:
+        while self._recent_bytes > self._budget and self._droppable():
             self._drop_oldest()
         for listener in self._listeners:
             listener()
@@ -83,7 +95,28 @@ class Journal:
         return out
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _persist(self, line: bytes) -> None:
+        """Append `line` to the file while it can be written; on failure go memory-only."""
+        if self._file is None:
+            return
+        end = self._file.tell()
+        try:
+            write_all(self._file, line)
+        except OSError as exc:
+            log.warning("journal write failed (%s): keeping events in memory", exc.strerror)
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._file.fileno(), end)  # no torn line for a restart to read
+            self.close()
+        else:
+            self._offsets.append(end)
+
+    def _droppable(self) -> bool:
+        """The oldest in-memory event may go: another is kept and it can be read back."""
+        return len(self._recent) > 1 and self._recent[0][0] <= len(self._offsets)
 
     def _drop_oldest(self) -> None:
         _, line = self._recent.popleft()
@@ -104,7 +137,7 @@ class Journal:
         good_end = 0
         with self._path.open("rb") as f:
             for line in iter(f.readline, b""):
-                if not line.endswith(b"\n") or not self._valid(line, self.last_seq + 1):
+                if not line.endswith(b"\n") or not self._valid(line, len(self._offsets) + 1):
                     break
                 self._offsets.append(good_end)
                 good_end += len(line)

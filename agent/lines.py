@@ -5,7 +5,11 @@ newline, or 200k lines in a second. `LineSplitter` makes lines out of that (each
 `\\r\\n`, `\\r` or `\\n` ends a line; a line longer than `max_line` characters is cut
 into pieces; bad bytes become U+FFFD). `LogBatcher` groups lines into `LogBatch`
 events — at most every `interval` seconds or every `max_lines` lines — so a flood
-becomes a few hundred frames, and writes the same lines to the step's log file.
+becomes a few hundred frames, and writes the same lines to the step's `StepLog`.
+
+The events are what matters; the node-side file is a copy. A job may fill the
+node's disk, so a failing log write never stops the events: it is reported once,
+as a stderr line in the stream, and the file is given up.
 
 Log file convention: stdout lines are written as they are; stderr lines start with
 `STDERR_PREFIX` ("[stderr] "), so the two can be told apart in one file.
@@ -15,14 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import BinaryIO
 
 from agent.protocol import AgentEvent, LogBatch, Step, Stream
 
 MAX_LINE = 64 * 1024
 STDERR_PREFIX = "[stderr] "
+LOG_FAILED = "[swjob] node log write failed: "
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
@@ -66,6 +73,52 @@ class LineSplitter:
         return out
 
 
+class StepLog:
+    """The node-side log file of one step; writing to it never raises.
+
+    Unbuffered, so a failed write leaves nothing queued that a later write or the
+    close would retry. After the first failure (or if the file cannot even be
+    opened) the file is given up and `write` hands back a note, once, to report.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._file: BinaryIO | None = None
+        self._note: str | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("ab", buffering=0)
+        except OSError as exc:
+            self._failed(exc)
+
+    def write(self, data: bytes) -> str | None:
+        """Append `data`; the failure note the first time the log cannot be written."""
+        if self._file is not None:
+            try:
+                write_all(self._file, data)
+            except OSError as exc:
+                self._failed(exc)
+        note, self._note = self._note, None
+        return note
+
+    def close(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+
+    def _failed(self, exc: OSError) -> None:
+        self.close()
+        self._note = LOG_FAILED + (exc.strerror or str(exc))
+
+
+def write_all(file: BinaryIO, data: bytes) -> None:
+    """Write all of `data` to an unbuffered file: a short write (a disk filling up) is
+    followed by another, which then raises the real error."""
+    view = memoryview(data)
+    while view:
+        view = view[file.write(view) :]
+
+
 class LogBatcher:
     """Collects one step's lines and emits them as LogBatch events, also appending to its log."""
 
@@ -73,7 +126,7 @@ class LogBatcher:
         self,
         step: Step,
         emit: Callable[[AgentEvent], object],
-        log: BinaryIO,
+        log: StepLog,
         *,
         max_lines: int = 1000,
         interval: float = 0.05,
@@ -100,8 +153,9 @@ class LogBatcher:
         if not self._lines:
             return
         lines, self._lines = self._lines, []
-        self._log.write("".join(_log_text(stream, text) for stream, text in lines).encode())
-        self._log.flush()
+        note = self._log.write("".join(_log_text(stream, text) for stream, text in lines).encode())
+        if note is not None:
+            lines.append((Stream.STDERR, note))
         # One validation of plain dicts runs in pydantic-core: ~4x faster than a model per line.
         raw = [{"stream": stream, "text": text} for stream, text in lines]
         self._emit(LogBatch.model_validate({"seq": 0, "step": self._step, "lines": raw}))

@@ -4,7 +4,9 @@ The command runs as `/bin/sh -c COMMAND` in the workdir, in its own session (so 
 process group can be signalled as a whole), with stdin from /dev/null and an
 environment of the agent's own minus the join token plus the job's `env`. Its
 stdout and stderr are always drained, split into lines, redacted with the job's env
-values, written to `logs/<step>.log` and emitted as batched `LogBatch` events.
+values, written to `logs/<step>.log` and emitted as batched `LogBatch` events. The
+events are what counts: a node whose disk is full (often filled by the job itself)
+loses the file copy, never the events or the step's StepExited.
 
 A step is over when its leader exits; whatever it left behind in its group is then
 terminated too (TERM, a short grace, KILL), so no process of a step outlives it and
@@ -14,7 +16,9 @@ no stray child keeps its pipes open. Events carry `seq=0`: the journal numbers t
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,9 +26,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agent import procgroup
-from agent.lines import LineSplitter, LogBatcher
+from agent.lines import LineSplitter, LogBatcher, StepLog
 from agent.protocol import AgentEvent, NodeFault, Step, StepExited, StepStarted, Stream
 from agent.redact import Redactor
+
+log = logging.getLogger("swjob.agent")
 
 TOKEN_ENV = "SWJOB_JOIN_TOKEN"  # same name as engine.providers.base.TOKEN_ENV
 READ_CHUNK = 256 * 1024
@@ -145,18 +151,19 @@ class Supervisor:
         return f"cannot start {step}: {exc.strerror or exc.__class__.__name__}"
 
     async def _supervise(self, run: _Running, redact: Redactor) -> None:
-        self._logs_dir.mkdir(parents=True, exist_ok=True)
+        """Follow the step to its end; its StepExited is emitted whatever goes wrong here."""
+        step_log = StepLog(self._logs_dir / f"{run.step}.log")
         try:
-            with (self._logs_dir / f"{run.step}.log").open("ab") as log:
-                batcher = LogBatcher(run.step, self._emit, log)
-                await self._follow(run, redact, batcher)
-                batcher.flush()
+            batcher = LogBatcher(run.step, self._emit, step_log)
+            await self._follow(run, redact, batcher)
+            batcher.flush()
         finally:
-            if procgroup.group_alive(run.pgid):  # only when cancelled mid-way
+            step_log.close()
+            if procgroup.group_alive(run.pgid):  # only when cancelled or broken mid-way
                 procgroup.kill_group_now(run.pgid)
             self._clear_pgid()
             self._current = None
-        self._emit(_exited(run))
+            self._emit(_exited(run))
 
     async def _follow(self, run: _Running, redact: Redactor, batcher: LogBatcher) -> None:
         run.readers = [
@@ -176,9 +183,14 @@ class Supervisor:
             await asyncio.wait(pending)
 
     def _write_pgid(self, pgid: int) -> None:
+        """Best effort: the file only helps clean up after a dead agent, and a full disk
+        must not keep a started step from being supervised."""
         if self._pgid_file is not None:
-            self._pgid_file.parent.mkdir(parents=True, exist_ok=True)
-            self._pgid_file.write_text(f"{pgid}\n")
+            try:
+                self._pgid_file.parent.mkdir(parents=True, exist_ok=True)
+                self._pgid_file.write_text(f"{pgid}\n")
+            except OSError as exc:
+                log.warning("cannot write %s: %s", self._pgid_file, exc.strerror or exc)
 
     def _clear_pgid(self) -> None:
         if self._pgid_file is not None:
@@ -209,7 +221,8 @@ async def _drain(pipe: BinaryIO, stream: Stream, redact: Redactor, batcher: LogB
 
 def _exited(run: _Running) -> StepExited:
     rc = run.proc.returncode
-    assert rc is not None
+    if rc is None:  # supervision ended early and the group was just SIGKILLed
+        rc = -signal.SIGKILL
     sig = -rc if rc < 0 else None
     code = 128 + sig if sig is not None else rc
     return StepExited(seq=0, step=run.step, code=code, signal=sig, stopped=run.stopped)

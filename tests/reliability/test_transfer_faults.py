@@ -144,21 +144,22 @@ async def test_push_onto_a_full_disk_fails_clearly(
     record_fault("node disk full during the workspace push", None, f"FAILED '{view.reason}'")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agent bug: writing the node-side step log on a full disk raises in the supervisor, "
-    "no StepExited is ever sent, heartbeats go on: the run hangs in RUNNING",
-)
 async def test_job_filling_the_disk_fails_clearly(
     tmp_path, make_job, small_node_disk, record_fault
 ) -> None:
-    # the disk is full to the last page before the step's first log line is written
-    fill = "head -c 64M /dev/zero > fill.bin; head -c 1M /dev/zero > fill2.bin; echo after-fill"
+    # the disk is full to the last page before the step's first log line is written; the job
+    # goes on after its failed write and exits with that write's status (the exit code decides)
+    fill = (
+        "head -c 64M /dev/zero > fill.bin; rc=$?; head -c 1M /dev/zero > fill2.bin; "
+        "echo after-fill; exit $rc"
+    )
     job = make_job(run=fill, outputs=["fill.bin"])
     async with engine_with(tmp_path / "runs") as engine:
         view = await asyncio.wait_for(engine.wait(await engine.submit(job, "local")), 15)
     log = (view.run_dir / "logs" / "run.log").read_text()
-    assert view.state == "FAILED" and "after-fill" in log
+    assert view.state == "FAILED" and view.reason == "run exited with code 1", view.reason
+    assert "after-fill" in log and "No space left on device" in log
+    assert "[swjob] node log write failed: No space left on device" in log
     assert list(small_node_disk.iterdir()) == []
     record_fault("node disk filled by the job", None, f"FAILED '{view.reason}'")
 

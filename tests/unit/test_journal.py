@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agent.journal import Journal
 from agent.protocol import LogBatch, LogLine, NodeFault, Step, StepStarted, Stream, decode
+from tests.unit.full_disk import Disk
 
 
 def batch(n: int, width: int = 100) -> LogBatch:
@@ -78,3 +79,24 @@ def test_reopen_continues_seq_and_cuts_a_torn_line(tmp_path: Path) -> None:
     assert nxt.seq == 4
     assert [decode(x).seq for x in path.read_bytes().splitlines()] == [1, 2, 3, 4]
     j2.close()
+
+
+def test_a_full_disk_keeps_events_in_memory_and_in_order(small_disk: Disk) -> None:
+    """A job filled the node's disk: appends go on, nothing is dropped before it is acked."""
+    path = small_disk.path / "events.jsonl"
+    j = Journal(path, memory_budget=4096)
+    durable = [j.append(NodeFault(seq=0, reason=f"r{i}")) for i in range(3)]
+    small_disk.fill()
+    kept = [j.append(batch(50)) for _ in range(20)]  # ~100 kB, far past the budget
+    assert [e.seq for e in kept] == list(range(4, 24)) and j.last_seq == 23
+    assert j.memory_bytes > 4096  # unwritten events are never dropped by the budget
+    assert j.events_after(0, limit=100) == durable + kept
+    assert j.events_after(10, limit=3) == kept[7:10]
+    assert [decode(x) for x in path.read_bytes().splitlines()] == durable  # no torn line
+    j.ack(23)
+    assert j.memory_bytes == 0
+    j.close()
+    small_disk.free_up()
+    again = Journal(path)  # a restarted agent continues after what reached the file
+    assert again.last_seq == 3 and again.append(NodeFault(seq=0, reason="x")).seq == 4
+    again.close()

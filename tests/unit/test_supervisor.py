@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.lines import STDERR_PREFIX, LineSplitter
+from agent.lines import LOG_FAILED, STDERR_PREFIX, LineSplitter
 from agent.protocol import (
     AgentEvent,
     LogBatch,
@@ -24,6 +24,7 @@ from agent.protocol import (
 )
 from agent.redact import MASK
 from agent.supervisor import TOKEN_ENV, Supervisor
+from tests.unit.full_disk import Disk
 
 SECRET = "hunter2-very-secret-value"
 
@@ -256,3 +257,33 @@ async def test_spawn_failure_is_a_node_fault(tmp_path: Path, rec: Recorder) -> N
         NodeFault(seq=0, reason=f"cannot start setup: workdir {missing} does not exist")
     ]
     assert not sup.busy
+
+
+def log_failures(rec: Recorder) -> list[str]:
+    return [x for x in rec.lines(Stream.STDERR) if x.startswith(LOG_FAILED)]
+
+
+async def test_a_full_disk_loses_the_log_file_never_the_events(
+    tmp_path: Path, rec: Recorder, small_disk: Disk
+) -> None:
+    (tmp_path / "work").mkdir()
+    state = small_disk.path / "state"
+    sup = Supervisor(tmp_path / "work", small_disk.path / "logs", rec, pgid_file=state / "pgid")
+    small_disk.fill()
+    for code in (3, 0):  # the first step's failure does not stop the next from being supervised
+        exited = await run_step(sup, rec, f"seq 1 3000; echo last >&2; exit {code}")
+        assert exited == StepExited(seq=0, step=Step.RUN, code=code)
+    assert rec.lines(Stream.STDOUT) == [str(i) for i in range(1, 3001)] * 2
+    assert log_failures(rec) == [f"{LOG_FAILED}No space left on device"] * 2  # once per step
+    assert not sup.busy
+
+
+async def test_the_disk_filling_mid_step(tmp_path: Path, rec: Recorder, small_disk: Disk) -> None:
+    """~2.6 MB of output into a 1 MiB log disk: a short write, then ENOSPC, mid-flood."""
+    (tmp_path / "work").mkdir()
+    sup = Supervisor(tmp_path / "work", small_disk.path / "logs", rec)
+    exited = await run_step(sup, rec, "seq 1 400000")
+    assert exited == StepExited(seq=0, step=Step.RUN, code=0)
+    assert rec.lines(Stream.STDOUT) == [str(i) for i in range(1, 400001)]
+    assert log_failures(rec) == [f"{LOG_FAILED}No space left on device"]
+    assert 0 < (small_disk.path / "logs" / "run.log").stat().st_size <= 1024 * 1024

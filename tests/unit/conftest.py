@@ -1,0 +1,5 @@
+"""Fixtures shared by the unit tests."""
+
+from __future__ import annotations
+
+from tests.unit.full_disk import small_disk  # noqa: F401  (fixture)
