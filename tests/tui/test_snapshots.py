@@ -18,7 +18,7 @@ from textual.widgets import DirectoryTree, Input
 
 from engine.engine import Engine
 from engine.store import Store
-from tests.tui.conftest import SIZE, booted, fixed_clock, until
+from tests.tui.conftest import SIZE, booted, fixed_clock, screen_text, until
 from tui import history
 from tui.app import SwjobApp
 from tui.screens.modals import QuitScreen
@@ -50,6 +50,25 @@ def recorded(engine: Engine) -> Engine:
         store.save(view)
     store.close()
     return engine
+
+
+async def test_board_keeps_persistent_alerts_in_view(recorded: Engine) -> None:
+    """A node that could not be torn down stays on the board until someone acts on it."""
+    from engine.events import Alert
+
+    run_dir = next(recorded.config.runs_dir.glob("trainer/*"))
+    alert = Alert(
+        run_id=run_dir.name, seq=99, message="node local-x may still be billing", persistent=True
+    )
+    with (run_dir / "events.jsonl").open("a") as handle:
+        handle.write(alert.model_dump_json() + "\n")
+    view, _ = history.load(run_dir, 10)
+    Store().save(view)
+
+    app = app_on(recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await until(pilot, lambda: "⚠ node local-x may still be billing" in screen_text(app))
 
 
 def app_on(engine: Engine, cwd: Path | None = None) -> SwjobApp:
