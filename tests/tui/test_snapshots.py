@@ -8,8 +8,10 @@ with a fixed clock, so nothing on screen depends on when or where the test runs.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,12 +30,16 @@ HELLO_ID = "20260102-110000-0011"
 
 
 @pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch):
-    """Times render in the local zone; pin it."""
-    monkeypatch.setenv("TZ", "UTC")
+def utc() -> Iterator[None]:
+    """Times render in the local zone; pin it (and give the old one back)."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
     time.tzset()
     yield
-    monkeypatch.undo()
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
     time.tzset()
 
 
