@@ -23,8 +23,9 @@ from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
 from engine import events as ev
+from engine.jobspec import JobSpec
 from engine.views import RunView
-from tui.api import Clock, EngineAPI
+from tui.api import Clock, EngineAPI, Subscription
 from tui.commands import ActionCommands
 from tui.feed import Feed
 from tui.messages import OpenRun, RunFinished, RunsUpdated
@@ -74,7 +75,7 @@ class SwjobApp(App[None]):
         self,
         engine: EngineAPI,
         *,
-        jobs: Sequence[object] = (),
+        jobs: Sequence[JobSpec] = (),
         pool: str = "local",
         clock: Clock = utc_clock,
         cwd: Path | None = None,
@@ -107,7 +108,7 @@ class SwjobApp(App[None]):
         self.feed.mark({r.run_id for r in self.engine.runs()[:500]})
         self.booted.set()
 
-    async def _submit_job(self, job: object) -> None:
+    async def _submit_job(self, job: JobSpec) -> None:
         from engine.engine import SubmitError
 
         try:
@@ -116,10 +117,10 @@ class SwjobApp(App[None]):
             self.notify(str(exc), title="submit failed", severity="error")
 
     @work(group="feed", exit_on_error=False, description="engine events")
-    async def _consume(self, sub: object) -> None:
+    async def _consume(self, sub: Subscription) -> None:
         count = 0
         try:
-            async for event in sub:  # type: ignore[attr-defined]
+            async for event in sub:
                 self.feed.ingest(event)
                 if isinstance(event, ev.Finished):
                     self._finished(event)
@@ -130,7 +131,7 @@ class SwjobApp(App[None]):
                 if count % YIELD_EVERY == 0:
                     await asyncio.sleep(0)  # a flood must not starve key handling
         finally:
-            sub.close()  # type: ignore[attr-defined]
+            sub.close()
 
     def _finished(self, event: ev.Finished) -> None:
         run = self.engine.run(event.run_id)
