@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -115,7 +116,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "screenshots")
     args = parser.parse_args()
     args.out.mkdir(exist_ok=True)
-    asyncio.run(shoot(args.out))
+    try:
+        asyncio.run(shoot(args.out))
+    finally:
+        shutil.rmtree(_TMP, ignore_errors=True)
     print(f"wrote {', '.join(sorted(p.name for p in args.out.glob('*.svg')))} to {args.out}")
 
 

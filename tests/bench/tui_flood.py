@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import os
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -113,7 +114,10 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--cap", type=int, default=5000)
     args = parser.parse_args()
-    asyncio.run(bench(args.lines, args.cap))
+    try:
+        asyncio.run(bench(args.lines, args.cap))
+    finally:
+        shutil.rmtree(_TMP, ignore_errors=True)
 
 
 if __name__ == "__main__":
