@@ -39,6 +39,12 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process so far (all threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 async def _agent_main(ticket: str, workdir: Path) -> None:
     from agent import endpoint
     from agent.protocol import XFER_ALPN
@@ -48,7 +54,7 @@ async def _agent_main(ticket: str, workdir: Path) -> None:
     conn = await ep.connect(endpoint.addr_from_ticket(ticket), XFER_ALPN)
     await serve_transfer(conn, workdir)
     await ep.close()
-    print(json.dumps({"rss_mb": _peak_rss_mb()}), flush=True)
+    print(json.dumps({"rss_mb": _peak_rss_mb(), "cpu_s": _cpu_s()}), flush=True)
 
 
 class _Link:
@@ -79,8 +85,9 @@ async def _operator_main(src: Path, dst: Path, node_ns: str | None) -> None:
             agent.kill()
             agent.wait()
     await ep.close()
-    agent_rss = json.loads(out.strip().splitlines()[-1])["rss_mb"]
-    print(json.dumps({"s": seconds, "op_rss": _peak_rss_mb(), "agent_rss": agent_rss}))
+    node = json.loads(out.strip().splitlines()[-1])
+    report = {"s": seconds, "op_rss": _peak_rss_mb(), "agent_rss": node["rss_mb"]}
+    print(json.dumps(report | {"op_cpu": _cpu_s(), "agent_cpu": node["cpu_s"]}))
 
 
 def _in_ns(ns: str | None, cmd: list[str]) -> list[str]:
