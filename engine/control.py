@@ -165,6 +165,7 @@ class NodeSession:
                     continue  # a replayed event we already have
                 self.last_seq = seq
                 self._on_event(msg)
+                await asyncio.sleep(0)  # let the UI run between frames of a flood
         except Exception as exc:
             log.info("control channel of %s ended: %s", self.run_id, exc)
         finally:

@@ -17,6 +17,7 @@ from typing import Any
 from agent.protocol import (
     AgentEvent,
     LogBatch,
+    LogLine,
     NodeFault,
     RunStep,
     Shutdown,
@@ -251,7 +252,7 @@ class RunDriver:
     def on_agent_event(self, msg: AgentEvent) -> None:
         match msg:
             case LogBatch():
-                lines = [ln.model_copy(update={"text": self.redact(ln.text)}) for ln in msg.lines]
+                lines = [self._redacted(line) for line in msg.lines]
                 self.logs.write(msg.step, lines)
                 self.publish(
                     ev.Log(run_id=self.view.run_id, step=msg.step, lines=lines, node_seq=msg.seq)
@@ -262,6 +263,11 @@ class RunDriver:
             case NodeFault():
                 self.post(fsm.NodeFault(f"node fault: {self.redact(msg.reason)}"))
         self.remember(last_seq=msg.seq)
+
+    def _redacted(self, line: LogLine) -> LogLine:
+        """The line with secrets masked; copied only when something was masked (floods)."""
+        text = self.redact(line.text)
+        return line if text == line.text else line.model_copy(update={"text": text})
 
     def _on_exit(self, msg: StepExited) -> None:
         self._running_step = None
