@@ -282,6 +282,9 @@ def measure(fn, reps: int, dst: Path, ns: str | None = None) -> dict[str, float]
     for key in ("op_rss", "agent_rss"):
         if key in runs[0]:
             out[key] = max(r[key] for r in runs)
+    for key in ("op_cpu", "agent_cpu"):
+        if key in runs[0]:
+            out[key] = statistics.median(r[key] for r in runs)
     return out
 
 
@@ -327,13 +330,13 @@ def bench_shaped(src: Path, size: int, reps: int, dst: Path) -> list[tuple]:
 def print_table(rows: list[tuple]) -> None:
     print(
         f"{'tree':4} {'link':9} {'tool':12} {'median s':>9} {'MiB/s':>8} "
-        f"{'op RSS MB':>10} {'agent RSS MB':>13}"
+        f"{'op RSS MB':>10} {'agent RSS MB':>13} {'op CPU s':>9} {'agent CPU s':>12}"
     )
     for kind, link, name, size, m in rows:
         rss = (
-            f"{m['op_rss']:10.0f} {m['agent_rss']:13.0f}"
+            f"{m['op_rss']:10.0f} {m['agent_rss']:13.0f} {m['op_cpu']:9.1f} {m['agent_cpu']:12.1f}"
             if "op_rss" in m
-            else f"{'-':>10} {'-':>13}"
+            else f"{'-':>10} {'-':>13} {'-':>9} {'-':>12}"
         )
         print(f"{kind:4} {link:9} {name:12} {m['s']:9.2f} {size / m['s'] / 2**20:8.1f} {rss}")
     print(f"\nreproduce: python {' '.join(sys.argv)}")
