@@ -16,11 +16,12 @@ from agent.transfer.walk import Entry
 class _Bytes:
     """A readable stream over fixed bytes, handing them out in small pieces."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, piece: int = 7) -> None:
         self._data = data
+        self._piece = piece
 
     async def read(self, size_limit: int) -> bytes:
-        piece, self._data = self._data[:7], self._data[7:]
+        piece, self._data = self._data[: self._piece], self._data[self._piece :]
         return piece
 
     async def read_exact(self, size: int) -> bytes:
@@ -38,6 +39,16 @@ async def test_frames_round_trip_across_small_reads() -> None:
     assert await reader.next_frame() == (wire.DATA, b"abc")
     assert await reader.next_meta() == {"t": "x"}
     assert await reader.next_frame() == (wire.DATA, big)
+    assert await reader.next_frame() is None
+
+
+async def test_large_body_after_an_exact_header_read_is_whole() -> None:
+    """Nothing buffered when a large body starts: it comes from one read_exact, uncopied."""
+    big = os.urandom(300_000)
+    stream = wire.frame(wire.DATA, big) + wire.frame(wire.DATA, b"tail")
+    reader = wire.FrameReader(_Bytes(stream, piece=wire.HEADER.size))
+    assert await reader.next_frame() == (wire.DATA, big)
+    assert await reader.next_frame() == (wire.DATA, b"tail")
     assert await reader.next_frame() is None
 
 
