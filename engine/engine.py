@@ -13,7 +13,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iroh.iroh_ffi import IrohError
 
@@ -23,6 +23,7 @@ from engine import fsm, identity, recovery
 from engine.control import ControlServer, NodeSession
 from engine.datastream import Datastream, Subscription, read_events
 from engine.jobspec import JobSpec
+from engine.ledger import Ledger
 from engine.orchestrator import RunDriver
 from engine.paths import DEFAULT_RUNS_DIR
 from engine.pools import Pool, PoolFileError, PoolSet, load_pools
@@ -31,6 +32,9 @@ from engine.providers.registry import make_provider
 from engine.runbook import fold, new_view
 from engine.store import Store
 from engine.views import PoolView, RunView
+
+if TYPE_CHECKING:
+    from engine.gc import Orphan
 
 log = logging.getLogger("swjob.engine")
 
@@ -257,23 +261,36 @@ class Engine:
         """An engine-wide warning (not tied to one run): shown by the TUI and the CLI."""
         self.stream.publish(ev.Alert(run_id="", message=message))
 
-    async def _check_orphans(self) -> None:
-        """At start, warn about nodes that bill without a live run (a crash, a lost teardown)."""
+    async def orphans(self) -> list[Orphan]:
+        """Nodes billing without a live run (Vast.ai labels and ledger rows), for `swjob gc`
+        and the board's collect action. Runs not yet finished are never orphans: they
+        belong to a live engine or await recovery. Raises VastApiError when an account
+        cannot be listed."""
         if not any(p.provider == "vastai" for p in self.config.pools):
-            return
+            return []
         from engine.gc import find_orphans
-        from engine.ledger import Ledger
-        from engine.providers.vast_api import VastApiError
 
         owned = {v.run_id for v in self.running()}
         if self._store is not None:
             owned |= {view.run_id for view, _ in self._store.unfinished()}
+        return await find_orphans(self.config.pools, Ledger(), owned)
+
+    async def collect_orphans(self, orphans: list[Orphan]) -> list[str]:
+        """Destroy (verified) the given orphans; returns one line per failure."""
+        from engine.gc import destroy_orphans
+
+        return await destroy_orphans(orphans, self.config.pools, Ledger())
+
+    async def _check_orphans(self) -> None:
+        """At start, warn about nodes that bill without a live run (a crash, a lost teardown)."""
+        from engine.providers.vast_api import VastApiError
+
         try:
-            orphans = await find_orphans(self.config.pools, Ledger(), owned)
+            found = await self.orphans()
         except VastApiError as exc:
             self.alert(f"could not check for orphaned nodes: {exc}")
             return
-        for orphan in orphans:
+        for orphan in found:
             self.alert(f"orphaned node: {orphan.describe()} — run `swjob gc`")
 
     # ---- reading -----------------------------------------------------------------------
