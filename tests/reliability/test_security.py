@@ -37,7 +37,7 @@ FACTS = NodeFacts(
     python_version="3.11", agent_version="0",
 )  # fmt: skip
 ROGUE_CMD = "touch {marker}"
-DIAL_S = 3.0
+DIAL_S = 2.0
 
 
 @contextlib.asynccontextmanager
