@@ -8,6 +8,7 @@ It runs on the caller's event loop (the TUI's, or the CLI's `asyncio.run`).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import secrets
 import time
@@ -261,12 +262,15 @@ class Engine:
         """An engine-wide warning (not tied to one run): shown by the TUI and the CLI."""
         self.stream.publish(ev.Alert(run_id="", message=message))
 
+    def _rents_nodes(self) -> bool:
+        return any(p.provider == "vastai" for p in self.config.pools)
+
     async def orphans(self) -> list[Orphan]:
         """Nodes billing without a live run (Vast.ai labels and ledger rows), for `swjob gc`
         and the board's collect action. Runs not yet finished are never orphans: they
         belong to a live engine or await recovery. Raises VastApiError when an account
         cannot be listed."""
-        if not any(p.provider == "vastai" for p in self.config.pools):
+        if not self._rents_nodes():
             return []
         from engine.gc import find_orphans
 
@@ -283,6 +287,10 @@ class Engine:
 
     async def _check_orphans(self) -> None:
         """At start, warn about nodes that bill without a live run (a crash, a lost teardown)."""
+        if not self._rents_nodes():
+            return
+        # the vastai SDK takes a second or more to import: never on the event loop
+        await asyncio.to_thread(importlib.import_module, "engine.gc")
         from engine.providers.vast_api import VastApiError
 
         try:
