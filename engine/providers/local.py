@@ -85,12 +85,15 @@ class LocalProvider:
         root.mkdir(parents=True)
         env = {**os.environ, **self._agent_env, TOKEN_ENV: bootstrap.token}
         args = [*bootstrap.agent_args(), "--root", str(root), "--grace", f"{self._stop_grace_s:g}"]
+        # Its own session: Ctrl-C and a closed terminal reach the operator, which decides
+        # (stop and tear down, or leave the node running) — never the node directly.
         try:
             with (root / "agent.log").open("ab") as agent_log:
                 process = await asyncio.create_subprocess_exec(
                     *self._launcher, sys.executable, "-m", "agent", *args,
                     env=env, stdin=asyncio.subprocess.DEVNULL,
                     stdout=agent_log, stderr=agent_log,
+                    start_new_session=True,
                 )  # fmt: skip
         except OSError as exc:
             shutil.rmtree(root, ignore_errors=True)
