@@ -1,0 +1,86 @@
+"""The headless CLI as a user runs it: a real `swjob` process, exit codes, plain piped output."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from engine.paths import cache_dir
+
+HELLO = Path(__file__).parents[2] / "examples" / "hello" / "job.toml"
+
+
+def swjob(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def test_run_hello_prints_every_transition_and_exits_0(tmp_path: Path) -> None:
+    done = swjob("run", str(HELLO), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    for needle in [
+        "JobSubmitted → ProvisionNode",
+        "NodeReady → MaterializeWorkspace",
+        "WorkspaceMaterialized → RunJob",
+        "run | hi",
+        "JobExited → CollectOutputs",
+        "OutputsCollected → TeardownNode",
+        "COMPLETED exit code 0",
+    ]:
+        assert any(needle in line for line in lines), needle
+    assert "\x1b[" not in done.stdout  # no colour codes when piped
+    run_dir = next((tmp_path / "swjob-runs" / "hello").iterdir())
+    assert (run_dir / "outputs" / "hello.txt").read_text() == "hi\n"
+
+    listed = swjob("runs", cwd=tmp_path)
+    assert listed.returncode == 0 and run_dir.name in listed.stdout
+    assert listed.stdout.split("\t")[3] == "COMPLETED"
+    logs = swjob("logs", run_dir.name[:17], cwd=tmp_path)
+    assert logs.returncode == 0 and logs.stdout == "hi\n"
+
+
+def test_a_failed_job_exits_1_with_its_reason(tmp_path: Path) -> None:
+    (tmp_path / "job.toml").write_text('[job]\nname = "bad"\nrun = "exit 3"\n')
+    done = swjob("run", "job.toml", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "FAILED exit code 3 — run exited with code 3" in done.stdout
+
+
+def test_ctrl_c_is_the_operators_stop(tmp_path: Path) -> None:
+    (tmp_path / "job.toml").write_text('[job]\nname = "long"\nrun = "echo started; sleep 60"\n')
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", "job.toml"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert cli.stdout is not None
+        for line in cli.stdout:
+            if "started" in line:
+                break
+        cli.send_signal(signal.SIGINT)
+        out = cli.stdout.read()
+        assert cli.wait(timeout=30) == 1
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        cli.wait()
+    assert "FAILED" in out and "stopped by operator" in out
+    deadline = time.monotonic() + 5
+    while any((cache_dir() / "nodes").iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list((cache_dir() / "nodes").iterdir()) == []
+
+
+def test_validate_gives_one_line_and_exit_codes(tmp_path: Path) -> None:
+    assert swjob("validate", str(HELLO), cwd=tmp_path).returncode == 0
+    (tmp_path / "bad.toml").write_text('[job]\nname = "x"\nrun = "true"\noutputs = ["/etc"]\n')
+    done = swjob("validate", "bad.toml", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout == "" and done.stderr.count("\n") == 1
+    assert "bad.toml:4: job.outputs[0]" in done.stderr
