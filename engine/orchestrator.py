@@ -80,6 +80,7 @@ class RunDriver:
         self.recovery: dict[str, Any] = {}  # what a restarted engine needs; see engine/recovery.py
         self.started: set[str] = set()
         self.lost = False
+        self.workspace_refused: list[str] = []
         # queued first, so a stop that arrives before the loop starts still finds a job
         self.post(fsm.JobSubmitted(job.setup is not None, job.workspace is not None))
 
@@ -308,7 +309,11 @@ class RunDriver:
                 missing_outputs=self.outputs.get("missing", []),
             )
         )
-        extra = {"outputs": self.outputs.get("summary"), "job_file": str(self.job.source)}
+        extra = {
+            "outputs": self.outputs.get("summary"),
+            "workspace_refused": self.workspace_refused,
+            "job_file": str(self.job.source),
+        }
         if self.view.node and self.view.node.price_per_hour is not None:
             extra["cost_by_phase"] = cost_by_phase(
                 self.view.node.price_per_hour, self.clock.durations()

@@ -49,7 +49,7 @@ class Transfers:
         workspace = self._d.job.workspace
         assert workspace is not None
         try:
-            await push_workspace(
+            result = await push_workspace(
                 self._d.session,
                 workspace.workdir,
                 workspace.exclude,
@@ -60,7 +60,19 @@ class Transfers:
         except NodeGone as exc:
             self._d.post(fsm.NodeLost(str(exc)))
         else:
+            self._record_refused(result.refused)
             self._d.post(fsm.WorkspaceMaterialized())
+
+    def _record_refused(self, refused: list[str]) -> None:
+        """What the push left out (links escaping the workspace, special files): in run.json
+        and as an alert, so nothing is skipped silently."""
+        if not refused:
+            return
+        lines = [self._d.redact(line) for line in refused]
+        self._d.workspace_refused = lines
+        shown = "; ".join(lines[:3]) + (f"; … {len(lines) - 3} more" if len(lines) > 3 else "")
+        message = f"workspace push left out {len(lines)} path(s): {shown}"
+        self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
 
     async def pull(self, best_effort: bool) -> dict[str, Any]:
         """Collect the declared outputs; returns what run.json records about them."""

@@ -271,11 +271,6 @@ async def test_a_hostile_workspace_is_pushed_without_escaping(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine gap: push_workspace returns PushResult.refused but Transfers.push "
-    "(engine/runsupport.py) drops it: nothing in run.json or the events says what was left out",
-)
 async def test_workspace_refusals_are_recorded_in_run_json(tmp_path, make_job) -> None:
     _hostile_tree(tmp_path / "project", tmp_path)
     job = make_job(run="true", workspace={"workdir": "."})
