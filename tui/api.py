@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engine.events import Event
 from engine.jobspec import JobSpec
 from engine.views import PoolView, RunView
+
+if TYPE_CHECKING:
+    from engine.gc import Orphan  # engine.gc imports the Vast.ai SDK (~1 s): only for typing
 
 Clock = Callable[[], datetime]
 
@@ -36,3 +39,5 @@ class EngineAPI(Protocol):
     def pools(self) -> list[PoolView]: ...
     def running(self) -> list[RunView]: ...
     def log_path(self, run_id: str, step: str) -> Path: ...
+    async def orphans(self) -> list[Orphan]: ...
+    async def collect_orphans(self, orphans: list[Orphan]) -> list[str]: ...

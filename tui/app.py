@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import App
@@ -33,8 +34,12 @@ from tui.screens.board import BoardScreen
 from tui.screens.detail import DetailScreen
 from tui.screens.help import HelpScreen, help_table
 from tui.screens.modals import ConfirmStopScreen, QuitScreen
+from tui.screens.orphans import OrphansScreen
 from tui.screens.outputs import OutputsScreen
 from tui.screens.submit import SubmitScreen
+
+if TYPE_CHECKING:
+    from engine.gc import Orphan
 
 TICK_HZ = 10
 YIELD_EVERY = 256
@@ -126,12 +131,21 @@ class SwjobApp(App[None]):
                     self._finished(event)
                     self._settled.set()
                 elif isinstance(event, ev.Alert):
-                    self.notify(event.message, severity="error" if event.persistent else "warning")
+                    self._alert(event)
                 count += 1
                 if count % YIELD_EVERY == 0:
                     await asyncio.sleep(0)  # a flood must not starve key handling
         finally:
             sub.close()
+
+    def _alert(self, event: ev.Alert) -> None:
+        """Every alert is a toast; a persistent one (a node that may still bill) lasts until
+        dismissed, and the board keeps it in its banner besides."""
+        title = event.run_id or "engine"
+        if event.persistent:
+            self.notify(event.message, title=title, severity="error", timeout=3600)
+        else:
+            self.notify(event.message, title=title, severity="warning")
 
     def _finished(self, event: ev.Finished) -> None:
         run = self.engine.run(event.run_id)
@@ -225,6 +239,39 @@ class SwjobApp(App[None]):
         run = self.target
         if run is not None:
             self.push_screen(OutputsScreen(run))
+
+    def action_collect(self) -> None:
+        """List the nodes billing without a live run; destroy them if the operator agrees."""
+        self.push_screen(OrphansScreen(self.engine.orphans), self._collect)
+
+    def _collect(self, orphans: list[Orphan] | None) -> None:
+        if orphans:
+            self._destroy(orphans)
+
+    @work(group="orphans", exclusive=True, exit_on_error=False, description="collect orphans")
+    async def _destroy(self, orphans: list[Orphan]) -> None:
+        self.notify(f"destroying {len(orphans)} orphaned node(s)…", title="collect")
+        errors = await self.engine.collect_orphans(orphans)
+        done = len(orphans) - len(errors)
+        if errors:
+            lines = "\n".join(errors)
+            self.notify(f"collected {done} of {len(orphans)}\n{lines}", severity="error")
+        else:
+            self.notify(
+                f"collected {done} of {len(orphans)}: nothing left billing", title="collect"
+            )
+        await self._recheck_orphans()
+
+    async def _recheck_orphans(self) -> None:
+        """The banner shows what is still out there, not what was out there at start."""
+        from engine.providers.vast_api import VastApiError
+
+        try:
+            left = await self.engine.orphans()
+        except VastApiError as exc:
+            self.notify(f"could not re-check for orphaned nodes: {exc}", severity="warning")
+            return
+        self.feed.orphans = [o.describe() for o in left]
 
     def action_help(self) -> None:
         bindings = self.screen.active_bindings

@@ -4,6 +4,10 @@ The subscription can deliver thousands of log events a second; the UI must not
 render per event. The feed does only cheap bookkeeping per event — append log
 lines to a capped ring per run, mark the run dirty — and the app renders from it
 on a timer. Log memory is bounded by `cap` lines per run; the full log is on disk.
+
+It also keeps what the run views do not: each run's latest cost split by phase
+(a view carries only the total) and the engine-wide orphan warnings, which have
+no run to live in and stay on the board until the nodes are collected.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ from engine import events as ev
 Line = tuple[str, LogLine]
 """(step, line): the event's own line objects, paired without a per-line Python call —
 a flood delivers tens of thousands a second."""
+
+ORPHAN_MARK, GC_HINT = "orphaned node: ", " — run `swjob gc`"
+"""How the engine's start-up check words its warning (engine.Engine._check_orphans); in the
+console the board's collect action replaces the hint."""
 
 
 @dataclass
@@ -48,6 +56,8 @@ class Feed:
     def __init__(self, cap: int = 5000) -> None:
         self.cap = cap
         self.logs: dict[str, RunLog] = {}
+        self.costs: dict[str, dict[str, float]] = {}  # run id → dollars by phase
+        self.orphans: list[str] = []  # one line per orphaned node, until collected
         self._dirty: set[str] = set()
 
     def log(self, run_id: str) -> RunLog:
@@ -59,6 +69,10 @@ class Feed:
         if isinstance(event, ev.Log):
             self.log(event.run_id).extend(list(zip(repeat(event.step.value), event.lines)))
             return
+        if isinstance(event, ev.Cost):
+            self.costs[event.run_id] = event.by_phase
+        elif isinstance(event, ev.Alert) and event.message.startswith(ORPHAN_MARK):
+            self.orphans.append(event.message.removeprefix(ORPHAN_MARK).removesuffix(GC_HINT))
         self._dirty.add(event.run_id)
 
     def mark(self, run_ids: set[str]) -> None:

@@ -38,12 +38,15 @@ def node_state_text(state: str) -> Text:
     return Text(state.replace("_", " "), style=NODE_STYLES.get(state, ""))
 
 
-def duration(seconds: float | timedelta | None) -> str:
-    """Compact h/m/s form an operator reads at a glance: 9s, 4m05s, 2h03m."""
+def duration(seconds: float | timedelta | None, *, tenths: bool = False) -> str:
+    """Compact h/m/s form an operator reads at a glance: 9s, 4m05s, 2h03m. With `tenths`,
+    a span under a second reads 0.3s: a timeline step that took 300 ms is not "0s"."""
     if seconds is None:
         return "—"
     if isinstance(seconds, timedelta):
         seconds = seconds.total_seconds()
+    if tenths and 0 <= seconds < 1:
+        return f"{seconds:.1f}s"
     total = max(0, int(seconds))
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
@@ -73,7 +76,11 @@ def clock_time(ts: datetime) -> str:
 
 
 def money(dollars: float | None) -> str:
-    return "—" if dollars is None else f"${dollars:.2f}"
+    """Cents, and a tenth of a cent below a dollar: a short run on a $0.22/h node costs
+    fractions of a cent, and "$0.00" would hide that it bills at all."""
+    if dollars is None:
+        return "—"
+    return f"${dollars:.2f}" if dollars >= 1 else f"${dollars:.3f}"
 
 
 def gpu_summary(node: NodeView | None) -> str:
@@ -87,6 +94,45 @@ def gpu_summary(node: NodeView | None) -> str:
 
 def price(per_hour: float | None) -> str:
     return "" if per_hour is None else f"${per_hour:.2f}/h"
+
+
+def short_node_id(node: NodeView) -> str:
+    """A local node's id repeats its run id (`local-<run id>-ab12`); the board already
+    shows the run, so the node column keeps only what tells nodes apart."""
+    if node.run_id and f"-{node.run_id}-" in node.node_id:
+        return node.node_id.replace(f"-{node.run_id}", "", 1)
+    return node.node_id
+
+
+def offer_summary(node: NodeView | None) -> str:
+    """The rented offer's facts as one line: GPU, $/h, location, reliability, offer id."""
+    if node is None or not node.offer or "gpu_name" not in node.offer:
+        return ""
+    offer = node.offer
+    gpus = f"{offer.get('num_gpus') or 1}× {offer.get('gpu_name')}"
+    mem = offer.get("gpu_ram_mb")
+    parts = [f"{gpus} {int(mem) // 1000} GB" if isinstance(mem, int | float) else gpus]
+    parts.append(
+        price(node.price_per_hour if node.price_per_hour is not None else _num(offer, "dph"))
+    )
+    if offer.get("geolocation"):
+        parts.append(str(offer["geolocation"]))
+    if isinstance(offer.get("reliability"), int | float):
+        parts.append(f"reliability {float(offer['reliability']):.3f}")  # type: ignore[arg-type]
+    if offer.get("offer_id") is not None:
+        parts.append(f"offer {offer['offer_id']}")
+    return " · ".join(p for p in parts if p)
+
+
+def _num(offer: dict[str, str | float | int | None], key: str) -> float | None:
+    value = offer.get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def cost_split(by_phase: dict[str, float], order: list[str]) -> str:
+    """'provisioning $0.01 · setup $0.00 · run $0.12': phases in the order the run took them."""
+    ranked = sorted(by_phase, key=lambda p: order.index(p) if p in order else len(order))
+    return " · ".join(f"{phase} {money(by_phase[phase])}" for phase in ranked)
 
 
 def one_line(text: str, limit: int = 200) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import events as ev
@@ -20,7 +21,16 @@ from tui.feed import Line
 _LOG_MARKS = ('"kind":"log"', '"kind": "log"')
 
 
-def load(run_dir: Path, cap: int) -> tuple[RunView | None, list[Line]]:
+@dataclass
+class Past:
+    """A finished run as read back: its view, its last log lines, its cost split by phase."""
+
+    view: RunView | None
+    lines: list[Line] = field(default_factory=list)
+    cost_by_phase: dict[str, float] = field(default_factory=dict)
+
+
+def load(run_dir: Path, cap: int) -> Past:
     events: list[ev.Event] = []
     logs: deque[str] = deque(maxlen=cap)
     try:
@@ -32,11 +42,12 @@ def load(run_dir: Path, cap: int) -> tuple[RunView | None, list[Line]]:
                 with contextlib.suppress(ValueError):
                     events.append(ev.parse_event(raw))
     except OSError:
-        return None, []
+        return Past(None)
     lines: list[Line] = []
     for raw in logs:
         with contextlib.suppress(ValueError):
             log = ev.parse_event(raw)
             if isinstance(log, ev.Log):
                 lines += [(log.step.value, line) for line in log.lines]
-    return fold(events), lines[-cap:]
+    costs = [e.by_phase for e in events if isinstance(e, ev.Cost)]
+    return Past(fold(events), lines[-cap:], costs[-1] if costs else {})

@@ -48,13 +48,8 @@ async def test_hello_through_the_submit_modal_to_the_outputs_browser(engine) -> 
         await pilot.press("o")
         assert isinstance(app.screen, OutputsScreen)
         tree = app.screen.query_one(DirectoryTree)
-        await until(pilot, lambda: "outputs" in tree_labels(tree))
-        outputs = next(n for n in tree.root.children if str(n.label) == "outputs")
-        tree.move_cursor(outputs)
-        await pilot.press("enter")
-        await until(pilot, lambda: "hello.txt" in tree_labels(tree))
-        await pilot.press("down")
-        await until(pilot, lambda: "verified" in screen_text(app))
+        await until(pilot, lambda: "hello.txt" in tree_labels(tree))  # outputs/ opened for us
+        await until(pilot, lambda: "verified" in screen_text(app))  # and its file previewed
         shown = screen_text(app)
         assert "hello.txt" in shown and "✓" in shown and "98ea6e4f" in shown
         assert (engine.run(run_id).run_dir / "outputs" / "hello.txt").read_text() == "hi\n"

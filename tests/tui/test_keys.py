@@ -221,12 +221,13 @@ async def test_outputs_browser_keys(engine, monkeypatch) -> None:
         await pilot.press("o")
         screen = app.screen
         assert isinstance(screen, OutputsScreen)
-        await until(pilot, lambda: screen.path is not None)
-        await pilot.press("j")
-        await until(pilot, lambda: screen.path is not None and screen.path.name == "logs")
-        await pilot.press("k", "e")  # the root is a directory: nothing to open
+        # it opens on outputs/ with the first file under the cursor
+        await until(pilot, lambda: screen.path is not None and screen.path.name == "hello.txt")
+        await pilot.press("k")
+        await until(pilot, lambda: screen.path is not None and screen.path.name == "outputs")
+        await pilot.press("e")  # a directory: nothing to open
         await until(pilot, lambda: "Select a file first" in toasts(app))
-        await pilot.press("j", "j", "j", "v")  # a file: headless, the app cannot suspend
+        await pilot.press("j", "v")  # a file: headless, the app cannot suspend
         await until(pilot, lambda: any("Cannot suspend" in t for t in toasts(app)))
         await pilot.press("tab")
         assert not screen.query_one("#tree").has_focus

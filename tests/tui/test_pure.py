@@ -72,13 +72,14 @@ def test_history_skips_a_torn_last_line(tmp_path: Path) -> None:
     run_dir = next((Path(__file__).parent / "data" / "runs" / "trainer").iterdir())
     text = (run_dir / "events.jsonl").read_text()
     (tmp_path / "events.jsonl").write_text(text + '{"run_id": "x", "se')
-    view, lines = history.load(tmp_path, cap=2)
+    past = history.load(tmp_path, cap=2)
+    view, lines = past.view, past.lines
     assert view is not None and view.state == "FAILED" and len(view.timeline) == 5
     assert [(ln.stream, ln.text) for _, ln in lines] == [
         (Stream.STDOUT, "epoch 1"),
         (Stream.STDERR, "warn: slow disk"),
     ]
-    assert history.load(tmp_path / "missing", cap=2) == (None, [])
+    assert history.load(tmp_path / "missing", cap=2) == history.Past(None)
 
 
 def test_cli_refuses_a_bad_job_file_before_starting_anything(tmp_path: Path, capsys) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DirectoryTree, Input
+from textual.widgets import Input
 
 from engine.engine import Engine
 from engine.store import Store
@@ -51,7 +51,7 @@ def recorded(engine: Engine) -> Engine:
     store = Store()
     for events in sorted(runs_dir.glob("*/*/events.jsonl")):
         events.write_text(events.read_text().replace("{RUN_DIR}", str(events.parent)))
-        view, _ = history.load(events.parent, 10)
+        view = history.load(events.parent, 10).view
         assert view is not None
         store.save(view)
     store.close()
@@ -68,7 +68,7 @@ async def test_board_keeps_persistent_alerts_in_view(recorded: Engine) -> None:
     )
     with (run_dir / "events.jsonl").open("a") as handle:
         handle.write(alert.model_dump_json() + "\n")
-    view, _ = history.load(run_dir, 10)
+    view = history.load(run_dir, 10).view
     Store().save(view)
 
     app = app_on(recorded)
@@ -117,15 +117,11 @@ def test_job_detail_with_transfers(snap_compare, recorded: Engine) -> None:
 
 
 def test_outputs_browser(snap_compare, recorded: Engine) -> None:
+    """It opens on outputs/ expanded with the first file selected and previewed."""
+
     async def ready(pilot: Pilot) -> None:
         await booted(pilot)
         await pilot.press("G", "o")
-        tree = pilot.app.screen.query_one(DirectoryTree)
-        await until(pilot, lambda: len(tree.root.children) == 4)
-        tree.move_cursor(next(n for n in tree.root.children if str(n.label) == "outputs"))
-        await pilot.press("enter")
-        await until(pilot, lambda: tree.cursor_node is not None and tree.cursor_node.children)
-        await pilot.press("down")
         await until(
             pilot,
             lambda: (
@@ -133,6 +129,7 @@ def test_outputs_browser(snap_compare, recorded: Engine) -> None:
                 and pilot.app.screen.path.name == "hello.txt"
             ),
         )
+        await until(pilot, lambda: "sha256" in screen_text(pilot.app))
         await pilot.pause(0.2)
 
     assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)

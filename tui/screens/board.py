@@ -10,14 +10,22 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input
+from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from engine.views import RunView
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
 from tui.messages import OpenRun, RunsUpdated
+from tui.widgets.banner import Banner
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import PoolsPanel
+
+EMPTY_HINT = (
+    "No jobs yet. Press [b]n[/] to submit a job file, or start with "
+    "[b]swjob-tui JOB.toml[/]. [b]?[/] lists every key."
+)
+
+NO_MATCH = "No run matches the filter. [b]esc[/] clears it."
 
 
 class FilterBar(Input):
@@ -35,6 +43,13 @@ class BoardScreen(Screen[None]):
         Binding("l", "logs", "Logs", id="swjob.board.logs"),
         Binding("slash", "filter", "Filter", key_display="/", id="swjob.board.filter"),
         Binding(
+            "x",
+            "app.collect",
+            "Collect orphans",
+            tooltip="List nodes billing without a live run and destroy them",
+            id="swjob.board.collect",
+        ),
+        Binding(
             "escape", "clear_filter", "Clear filter", show=False, id="swjob.board.clear_filter"
         ),
     ]
@@ -46,10 +61,14 @@ class BoardScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield PoolsPanel(self.clock, id="pools")
+        yield Banner(id="banner")
         bar = FilterBar(placeholder="filter runs by name, id, state or pool (esc clears)")
         bar.display = False
         yield bar
         yield JobsTable(self.clock, id="jobs")
+        hint = Static("", id="empty")
+        hint.display = False
+        yield hint
         yield Footer()
 
     @property
@@ -66,8 +85,11 @@ class BoardScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         self.refresh_all()
 
+    def _term(self) -> str:
+        return self.query_one(FilterBar).value.strip().lower()
+
     def _matches(self, run: RunView) -> bool:
-        term = self.query_one(FilterBar).value.strip().lower()
+        term = self._term()
         return not term or any(
             term in s.lower() for s in (run.job_name, run.run_id, run.state, run.pool)
         )
@@ -81,8 +103,22 @@ class BoardScreen(Screen[None]):
             self._refresh_pools()
 
     def _refresh_pools(self) -> None:
-        alerts = [a for run in self.engine.runs() for a in run.alerts]
-        self.query_one(PoolsPanel).show(self.engine.pools(), alerts)
+        """Pools, the warning banner and the empty-board hint: a few lines, each redrawn
+        only when what it shows changed."""
+        self.query_one(PoolsPanel).show(self.engine.pools())
+        self.query_one(Banner).show(self.engine.runs(), self.feed.orphans)
+        self._refresh_hint()
+
+    def _refresh_hint(self) -> None:
+        """An empty table says how to fill it (or that the filter hides everything)."""
+        hint, table = self.query_one("#empty", Static), self.query_one(JobsTable)
+        text = "" if table.row_count else EMPTY_HINT
+        if text and self._term():
+            text = NO_MATCH
+        if str(hint.content) != text:
+            hint.update(text)
+            hint.display = bool(text)
+            table.set_class(bool(text), "-empty")
 
     @on(RunsUpdated)
     def refresh_runs(self) -> None:

@@ -23,18 +23,32 @@ from tui.widgets.timeline import Timeline
 from tui.widgets.transfers import Transfers
 
 
-def summary(run: RunView, clock: Clock) -> Text:
+def summary(run: RunView, clock: Clock, cost_by_phase: dict[str, float]) -> Text:
     end = run.finished or clock()
     text = Text.assemble(
         (run.job_name, "bold"),
         f"  {run.run_id}  ",
         fmt.state_text(run.state),
         f"  pool {run.pool}",
-        f"  node {run.node.node_id if run.node else '—'}",
         f"  elapsed {fmt.duration(end - run.created)}",
         f"  exit {'—' if run.exit_code is None else run.exit_code}",
-        f"  cost {fmt.money(run.cost_dollars)}",
     )
+    if run.node is not None:
+        offer = fmt.offer_summary(run.node) or fmt.price(run.node.price_per_hour)
+        text.append(f"\nnode {run.node.node_id}  ")
+        text.append_text(fmt.node_state_text(run.node.state.value))
+        text.append(f"  {offer}" if offer else "", style="dim")
+    if run.cost_dollars is not None:
+        text.append(f"\ncost {fmt.money(run.cost_dollars)}", style="bold")
+        order = [tr.to_phase for tr in run.timeline]
+        split = fmt.cost_split(cost_by_phase, order)
+        text.append(f"  ({split})" if split else "", style="dim")
+    return text.append_text(warnings(run))
+
+
+def warnings(run: RunView) -> Text:
+    """The lines an operator must not miss: why it failed, what is missing, what leaked."""
+    text = Text()
     if run.state == "FAILED" and run.reason:
         text.append(f"\nFAILED: {run.reason}", style="bold red")
     if run.missing_outputs:
@@ -49,13 +63,12 @@ def render_key(run: RunView, clock: Clock) -> tuple[object, ...]:
     (its `updated` stamp), so redrawing on each tick would re-lay out the screen ~10×/s
     under a flood; redrawing only when this key changes costs one redraw a second."""
     transfers = tuple((d, t.bytes_done, t.files_done, t.done) for d, t in run.transfers.items())
-    node = run.node.state if run.node else None
     second = 0 if run.finished else int(clock().timestamp())
     return (
         run.state,
         run.phase,
         len(run.timeline),
-        node,
+        run.node,
         transfers,
         run.cost_dollars,
         len(run.alerts),
@@ -77,7 +90,7 @@ class DetailScreen(Screen[None]):
         self.engine, self.clock, self.feed = engine, clock, feed
         self.run_id: str | None = run_id
         self.logs_first = logs
-        self.history: RunView | None = None  # a finished run's view folded from its events
+        self.past: history.Past | None = None  # a finished run, read back from its events
         self._shown: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
@@ -102,18 +115,19 @@ class DetailScreen(Screen[None]):
 
     @work(thread=True, group="history", exit_on_error=False, description="read run history")
     def _load_history(self, run_dir: Path) -> None:
-        view, lines = history.load(run_dir, self.feed.cap)
-        self.history = view
+        past = history.load(run_dir, self.feed.cap)
+        self.past = past if past.view is not None else None
         self.app.call_from_thread(self.refresh_run)
-        self.app.call_from_thread(self.query_one(LogView).add, lines)
+        self.app.call_from_thread(self.query_one(LogView).add, past.lines)
 
     def refresh_run(self) -> None:
-        run = self.history or self.engine.run(self.run_id or "")
+        run = self.past.view if self.past else self.engine.run(self.run_id or "")
         if run is None or render_key(run, self.clock) == self._shown:
             return
         self._shown = render_key(run, self.clock)
         self.sub_title = f"{run.job_name} · {run.run_id}"
-        self.query_one("#summary", Static).update(summary(run, self.clock))
+        split = self.past.cost_by_phase if self.past else self.feed.costs.get(run.run_id, {})
+        self.query_one("#summary", Static).update(summary(run, self.clock, split))
         self.query_one(Timeline).show(run)
         self.query_one(Transfers).show(run.transfers)
 

@@ -49,6 +49,9 @@ class OutputsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
+        missing = self.run.missing_outputs
+        if missing:
+            yield Static(f"⚠ missing outputs (matched nothing): {', '.join(missing)}", id="missing")
         with Horizontal():
             yield DirectoryTree(self.run.run_dir, id="tree")
             with VerticalScroll(id="preview-scroll"):
@@ -58,7 +61,23 @@ class OutputsScreen(Screen[None]):
     def on_mount(self) -> None:
         self.sub_title = f"outputs · {self.run.job_name} · {self.run.run_id}"
         self.manifest = load_manifest(self.run.run_dir)
-        self.query_one(DirectoryTree).focus()
+        tree = self.query_one(DirectoryTree)
+        tree.focus()
+        tree.call_later(self._open_outputs)  # after the tree's own first load of the root
+
+    @work(group="tree", exit_on_error=False, description="open outputs/")
+    async def _open_outputs(self) -> None:
+        """Start where the user is going anyway: outputs/ open, its first file previewed."""
+        tree = self.query_one(DirectoryTree)
+        if not tree.root.children:
+            await tree.reload_node(tree.root)
+        node = next((n for n in tree.root.children if str(n.label) == "outputs"), None)
+        while node is not None and node.allow_expand:
+            await tree.reload_node(node)
+            files = [child for child in node.children if not child.allow_expand]
+            node = files[0] if files else next(iter(node.children), None)
+        if node is not None:
+            tree.move_cursor(node, animate=False)
 
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:

@@ -18,23 +18,27 @@ from engine.views import RunView
 from tui import format as fmt
 
 COLUMNS = (
-    ("name", "job", 20),
-    ("id", "run id", 20),
+    ("name", "job", 22),
+    ("id", "run id", 24),  # YYYYmmdd-HHMMSS-xxxxxxxx, whole: it is what `swjob` commands take
     ("state", "state", 10),
     ("step", "step", 13),
-    ("node", "node", 24),
-    ("elapsed", "elapsed", 8),
-    ("exit", "exit", 5),
+    ("node", "node", 18),
+    ("elapsed", "elapsed", 7),
+    ("exit", "exit", 4),
     ("cost", "cost", 7),
 )
+ALERT_MARK = "⚠ "
 
 
 def cells(run: RunView, now: datetime) -> dict[str, str | Text]:
     end = run.finished or now
-    node = run.node.node_id if run.node else "—"
+    node = fmt.short_node_id(run.node) if run.node else "—"
     step = "done" if run.terminal and run.phase == "done" else run.phase
+    name: str | Text = run.job_name
+    if run.alerts:  # a node that may still bill: the row says so, the banner says what
+        name = Text.assemble((ALERT_MARK, "bold red"), run.job_name)
     return {
-        "name": run.job_name,
+        "name": name,
         "id": run.run_id,
         "state": fmt.state_text(run.state),
         "step": step,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
@@ -16,7 +15,7 @@ from tui import format as fmt
 
 def _node_row(node: NodeView, now: datetime) -> list[Text | str]:
     return [
-        f"  {node.node_id}",
+        f"  {fmt.short_node_id(node)}",
         fmt.node_state_text(node.state.value),
         fmt.gpu_summary(node) or "—",
         fmt.price(node.price_per_hour) or "—",
@@ -47,13 +46,11 @@ class PoolsPanel(Static):
         self.clock = clock
         self._shown: tuple[object, ...] = ()
 
-    def show(self, pools: list[PoolView], alerts: list[str]) -> None:
+    def show(self, pools: list[PoolView]) -> None:
         """Redraw only when what it shows changed (uptimes tick once a second)."""
         now = self.clock()
-        key = (tuple(p.model_dump_json() for p in pools), tuple(alerts), int(now.timestamp()))
+        key = (tuple(pools), int(now.timestamp()))
         if key == self._shown:
             return
         self._shown = key
-        parts: list[Table | Text] = [render_pools(pools, now)]
-        parts += [Text(f"⚠ {alert}", style="bold red") for alert in alerts]
-        self.update(Group(*parts))
+        self.update(render_pools(pools, now))

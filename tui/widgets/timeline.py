@@ -32,7 +32,7 @@ def _row(tr: Transition, until: datetime, current: bool, now: datetime) -> list[
     return [
         fmt.clock_time(tr.ts),
         where,
-        fmt.duration(until - tr.ts),
+        fmt.duration(until - tr.ts, tenths=True),
         cause,
         ", ".join(tr.commands) or "—",
     ]

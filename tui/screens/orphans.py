@@ -1,0 +1,83 @@
+"""Collect orphans: the nodes that bill without a live run, listed, destroyed on `y`.
+
+Listing asks the provider's accounts, so it runs in a worker while the modal says
+so; destroying is the app's job (a worker that outlives this modal), so the modal
+only answers with the orphans the operator agreed to destroy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+if TYPE_CHECKING:
+    from engine.gc import Orphan
+
+Finder = Callable[[], Awaitable[list["Orphan"]]]
+
+
+def describe(orphans: list[Orphan]) -> Text:
+    """One line per node, then what they cost together per hour."""
+    if not orphans:
+        return Text("no orphaned nodes", style="green")
+    text = Text("\n".join(f"• {o.describe()}" for o in orphans))
+    per_hour = sum(o.price_per_hour or 0.0 for o in orphans)
+    if per_hour:
+        text.append(f"\n\ntogether ${per_hour:.3f}/h while they live", style="bold yellow")
+    return text
+
+
+class OrphansScreen(ModalScreen["list[Orphan] | None"]):
+    """`y`/enter destroys every listed node, `n`/esc cancels; nothing is destroyed unasked."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Destroy them", id="swjob.orphans.answer_true"),
+        Binding(
+            "enter", "answer(True)", "Destroy them", show=False, id="swjob.orphans.answer_enter"
+        ),
+        Binding("n", "answer(False)", "Cancel", id="swjob.orphans.answer_false"),
+        Binding("escape", "answer(False)", "Cancel", show=False, id="swjob.orphans.answer_escape"),
+    ]
+
+    def __init__(self, find: Finder) -> None:
+        super().__init__()
+        self.find = find
+        self.found: list[Orphan] | None = None  # None while the accounts are being listed
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog orphans"):
+            yield Label("Orphaned nodes: billing without a live run", classes="title")
+            with VerticalScroll():
+                yield Static("listing provider accounts and the instance ledger…", id="found")
+            yield Label("[b]n[/]/esc cancel", id="orphan-keys", classes="keys")
+
+    def on_mount(self) -> None:
+        self._list()
+
+    @work(exclusive=True, group="orphans", exit_on_error=False, description="list orphans")
+    async def _list(self) -> None:
+        from engine.providers.vast_api import VastApiError  # the SDK takes ~1 s to import
+
+        try:
+            found = await self.find()
+        except VastApiError as exc:
+            self.query_one("#found", Static).update(Text(f"cannot list: {exc}", style="red"))
+            return
+        self.show(found)
+
+    def show(self, found: list[Orphan]) -> None:
+        self.found = found
+        self.query_one("#found", Static).update(describe(found))
+        keys = f"[b]y[/]/enter destroy {len(found)} · " if found else ""
+        self.query_one("#orphan-keys", Label).update(f"{keys}[b]n[/]/esc cancel")
+
+    def action_answer(self, destroy: bool) -> None:
+        self.dismiss(self.found if destroy and self.found else None)
