@@ -262,3 +262,12 @@ async def test_quit_without_live_runs_exits_at_once(engine) -> None:
         assert isinstance(app.screen, BoardScreen)
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running)
+
+
+async def test_an_empty_board_says_how_to_submit(engine) -> None:
+    app = SwjobApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await until(pilot, lambda: "No jobs yet. Press n to submit" in screen_text(app))
+        await pilot.press("n")
+        assert isinstance(app.screen, SubmitScreen)

@@ -36,7 +36,44 @@ def test_formatting() -> None:
     assert fmt.duration(timedelta(seconds=61)) == "1m01s" and fmt.duration(None) == "—"
     assert [fmt.size(n) for n in (3, 2048, 5 << 20)] == ["3 B", "2.0 KiB", "5.0 MiB"]
     assert fmt.one_line("a\n  b\tc") == "a b c"
-    assert fmt.money(None) == "—" and fmt.money(1.5) == "$1.50"
+    assert fmt.money(None) == "—" and fmt.money(1.5) == "$1.50" and fmt.money(0.0123) == "$0.012"
+    assert fmt.duration(0.34, tenths=True) == "0.3s" and fmt.duration(0.34) == "0s"
+    assert fmt.duration(75.2, tenths=True) == "1m15s"
+
+
+def test_node_offer_and_cost_split() -> None:
+    from datetime import UTC, datetime
+
+    from engine.events import NodeState
+    from engine.views import NodeView
+
+    offer = {
+        "gpu_name": "RTX 3090",
+        "num_gpus": 1,
+        "gpu_ram_mb": 24576,
+        "dph": 0.22,
+        "reliability": 0.995,
+        "geolocation": "Norway, NO",
+        "offer_id": 103,
+    }
+    node = NodeView(
+        provider="vastai",
+        node_id="1000123",
+        pool="gpu",
+        run_id="r-1",
+        state=NodeState.BUSY,
+        price_per_hour=0.22,
+        offer=offer,
+        since=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    assert fmt.offer_summary(node) == (
+        "1× RTX 3090 24 GB · $0.22/h · Norway, NO · reliability 0.995 · offer 103"
+    )
+    local = node.model_copy(update={"node_id": "local-r-1-ab12", "offer": {"pid": 7}})
+    assert fmt.short_node_id(local) == "local-ab12" and fmt.short_node_id(node) == "1000123"
+    assert fmt.offer_summary(local) == ""
+    split = fmt.cost_split({"run": 0.5, "provisioning": 0.01}, ["provisioning", "setup", "run"])
+    assert split == "provisioning $0.010 · run $0.500"
 
 
 def test_stderr_lines_are_red_and_search_hits_marked() -> None:

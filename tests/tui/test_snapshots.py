@@ -20,10 +20,11 @@ from textual.widgets import Input
 
 from engine.engine import Engine
 from engine.store import Store
-from tests.tui.conftest import SIZE, booted, fixed_clock, screen_text, until
+from tests.tui.conftest import SIZE, booted, fixed_clock, screen_text, toasts, until
 from tui import history
 from tui.app import SwjobApp
 from tui.screens.modals import QuitScreen
+from tui.screens.orphans import OrphansScreen
 
 DATA = Path(__file__).parent / "data"
 HELLO_ID = "20260102-110000-0011"
@@ -58,14 +59,19 @@ def recorded(engine: Engine) -> Engine:
     return engine
 
 
-async def test_board_keeps_persistent_alerts_in_view(recorded: Engine) -> None:
-    """A node that could not be torn down stays on the board until someone acts on it."""
+LEAK = (
+    "could not confirm that Vast.ai instance 4242 is destroyed (HTTP 500); "
+    "it may still be billing: run `swjob gc`"
+)
+
+
+async def test_a_leaked_node_stays_in_view_on_the_board_and_in_the_detail(recorded) -> None:
+    """A teardown that finally failed: the row is marked, the banner names the instance
+    until someone acts, and the run's detail says it too."""
     from engine.events import Alert
 
     run_dir = next(recorded.config.runs_dir.glob("trainer/*"))
-    alert = Alert(
-        run_id=run_dir.name, seq=99, message="node local-x may still be billing", persistent=True
-    )
+    alert = Alert(run_id=run_dir.name, seq=99, message=LEAK, persistent=True)
     with (run_dir / "events.jsonl").open("a") as handle:
         handle.write(alert.model_dump_json() + "\n")
     view = history.load(run_dir, 10).view
@@ -74,7 +80,37 @@ async def test_board_keeps_persistent_alerts_in_view(recorded: Engine) -> None:
     app = app_on(recorded)
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        await until(pilot, lambda: "⚠ node local-x may still be billing" in screen_text(app))
+        await until(pilot, lambda: "⚠ could not confirm that Vast.ai instance 4242" in shown(app))
+        assert f"(trainer · {run_dir.name})" in banner_text(app)
+        assert "⚠ trainer" in screen_text(app)  # the row's marker
+        assert "⚠ hello" not in screen_text(app)
+        await pilot.press("enter")
+        await until(pilot, lambda: "⚠ could not confirm that Vast.ai instance 4242" in shown(app))
+
+
+async def test_engine_wide_alerts_are_toasts_and_orphans_a_banner(recorded) -> None:
+    app = app_on(recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        recorded.alert("Vast.ai show instances: HTTP 503, retrying in 1.0 s")
+        recorded.alert(
+            "orphaned node: instance 77 (pool gpu, run r1, running): billing for "
+            "2.00 h at $0.220/h, ≈ $0.44 — run `swjob gc`"
+        )
+        await until(pilot, lambda: len(toasts(app)) == 2)
+        assert [n.severity for n in app._notifications] == ["warning", "warning"]
+        assert "HTTP 503" in toasts(app)[0]
+        await until(pilot, lambda: "⚠ orphaned node: instance 77" in screen_text(app))
+        assert "x to collect" in screen_text(app) and "HTTP 503, retrying" not in banner_text(app)
+
+
+def shown(app: SwjobApp) -> str:
+    """The screen's text with wrapped lines joined (long warnings wrap at 130 columns)."""
+    return " ".join(line.strip(" │") for line in screen_text(app).splitlines())
+
+
+def banner_text(app: SwjobApp) -> str:
+    return str(app.screen.query_one("#banner").content)
 
 
 def app_on(engine: Engine, cwd: Path | None = None) -> SwjobApp:
@@ -150,6 +186,28 @@ def test_quit_modal(snap_compare, recorded: Engine) -> None:
     async def ready(pilot: Pilot) -> None:
         await booted(pilot)
         pilot.app.push_screen(QuitScreen(recorded.runs()[:1]))
+        await pilot.pause()
+
+    assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
+
+
+def test_orphans_modal(snap_compare, recorded: Engine) -> None:
+    from engine.gc import GONE, Orphan
+
+    found = [
+        Orphan("gpu", "20260102-090000-4f2a9c1e", "1000123", "running", 7380.0, 0.22, (1,)),
+        Orphan("gpu", "20260102-100000-77aa01b3", "1000456", "loading", 600.0, 0.41),
+        Orphan("gpu", "20260102-110000-0b0b0b0b", None, GONE, 30.0, None, (3,)),
+    ]
+
+    async def find() -> list[Orphan]:
+        return found
+
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        screen = OrphansScreen(find)
+        pilot.app.push_screen(screen)
+        await until(pilot, lambda: screen.found is not None)
         await pilot.pause()
 
     assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)

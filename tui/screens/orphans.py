@@ -76,7 +76,7 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
     def show(self, found: list[Orphan]) -> None:
         self.found = found
         self.query_one("#found", Static).update(describe(found))
-        keys = f"[b]y[/]/enter destroy {len(found)} · " if found else ""
+        keys = f"[b]y[/]/enter collect all {len(found)} · " if found else ""
         self.query_one("#orphan-keys", Label).update(f"{keys}[b]n[/]/esc cancel")
 
     def action_answer(self, destroy: bool) -> None:

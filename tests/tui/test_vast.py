@@ -1,0 +1,130 @@
+"""The console on a `vastai` pool, against the Vast.ai stand-in (tests/standin) through the
+real SDK: orphaned nodes collected from the board, live cost, offer facts, missing outputs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.engine import Engine, EngineConfig
+from engine.ledger import Ledger
+from engine.pools import BUILTIN_LOCAL, PoolSet
+from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider, standin
+from tests.standin.server import StandIn
+from tests.tui.conftest import SIZE, booted, finished, screen_text, toasts, until
+from tui.app import SwjobApp
+from tui.screens.board import BoardScreen
+from tui.screens.detail import DetailScreen
+from tui.screens.orphans import OrphansScreen
+from tui.screens.outputs import OutputsScreen
+from tui.widgets.banner import Banner
+from tui.widgets.jobs_table import JobsTable
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
+    yield from standin(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def engine(api: StandIn, tmp_path: Path) -> Engine:
+    """Not started: the app starts it (and its orphan check) and closes it on unmount."""
+    pools = PoolSet({"local": BUILTIN_LOCAL, "gpu": gpu_pool(max_nodes=4)})
+    config = EngineConfig(runs_dir=tmp_path / "runs", pools=pools, heartbeat_s=0.5)
+    return Engine(config)
+
+
+@pytest.fixture
+async def orphan(api: StandIn) -> AsyncIterator[str]:
+    """An instance rented by an engine that then crashed: a ledger row, a labelled
+    instance, no live run. Its id is yielded."""
+    api.cloud.faults.never_start = True
+    handle = await provider(api, gpu_pool(max_nodes=4), []).provision(bootstrap("run-crashed"))
+    yield handle.node_id
+
+
+def banner(app: SwjobApp) -> str:
+    return str(app.screen.query_one(Banner).content) if app.screen.query(Banner) else ""
+
+
+async def test_x_lists_orphans_and_collects_them_after_confirmation(engine, api, orphan) -> None:
+    app = SwjobApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        # the engine's start-up check: a warning toast, and a banner that stays
+        await until(pilot, lambda: any(f"instance {orphan}" in t for t in toasts(app)))
+        await until(pilot, lambda: f"instance {orphan}" in banner(app))
+        assert "x to collect" in banner(app)
+
+        await pilot.press("x")  # n cancels: nothing destroyed
+        screen = app.screen
+        assert isinstance(screen, OrphansScreen)
+        await until(pilot, lambda: screen.found is not None)
+        assert f"instance {orphan}" in screen_text(app) and "billing for" in screen_text(app)
+        await pilot.press("n")
+        assert isinstance(app.screen, BoardScreen) and int(orphan) in api.cloud.instances
+
+        await pilot.press("x")
+        await until(pilot, lambda: getattr(app.screen, "found", None))
+        await pilot.press("y")
+        await until(pilot, lambda: any("collected 1 of 1" in t for t in toasts(app)))
+        assert api.cloud.instances == {} and Ledger().open_entries() == []
+        await until(pilot, lambda: not app.screen.query_one(Banner).display)
+
+        await pilot.press("x")  # nothing left: the modal says so, and y destroys nothing
+        await until(pilot, lambda: "no orphaned nodes" in screen_text(app))
+        await pilot.press("y")
+        assert isinstance(app.screen, BoardScreen)
+
+
+async def test_an_account_that_cannot_be_listed_is_said_in_the_modal(
+    engine, api, monkeypatch
+) -> None:
+    app = SwjobApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        wrong = "revoked-key-" + "q" * 20
+        monkeypatch.setenv("VAST_API_KEY", wrong)  # refused (401), which no retry mends
+        await pilot.press("x")
+        await until(pilot, lambda: "cannot list" in screen_text(app))
+        assert "HTTP 401" in screen_text(app)
+        assert wrong not in screen_text(app) and api.api_key not in screen_text(app)
+        await pilot.press("escape")
+        assert isinstance(app.screen, BoardScreen)
+
+
+async def test_a_run_on_a_rented_node_shows_cost_offer_and_missing_outputs(
+    engine, api, make_job
+) -> None:
+    """Cost ticks on the board while the job runs (the engine publishes it every 5 s);
+    the detail splits it by phase and names the offer; what matched nothing is listed."""
+    job = make_job(
+        name="rented", run="echo 42 > result.txt && sleep 3", outputs=["result.txt", "nope.txt"]
+    )
+    app = SwjobApp(engine, jobs=[job], pool="gpu")
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id
+        table = app.screen.query_one(JobsTable)
+        await until(pilot, lambda: str(table.get_cell(run_id, "cost")).startswith("$"))
+        assert not engine.run(run_id).terminal  # live, not only the final figure
+
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        assert (await finished(app, run_id)).state == "COMPLETED"
+        await until(pilot, lambda: "nope.txt" in screen_text(app))
+        shown = screen_text(app)
+        assert "RTX 3090" in shown and "$0.22/h" in shown and "reliability" in shown
+        assert "offer 103" in shown
+        assert "provisioning $" in shown and "run $" in shown and "cost $" in shown
+        assert "missing outputs: nope.txt" in shown
+
+        await pilot.press("o")
+        assert isinstance(app.screen, OutputsScreen)
+        await until(pilot, lambda: "result.txt" in screen_text(app))
+        assert "missing outputs (matched nothing): nope.txt" in screen_text(app)
+    assert api.cloud.instances == {}
