@@ -82,6 +82,7 @@ class Transfers:
                 self._d.job.outputs,
                 self._d.view.run_dir,
                 self._progress(ev.TransferDirection.PULL),
+                redact=self._d.redact,
             )
         except (TransferError, NodeGone) as exc:
             if not best_effort:

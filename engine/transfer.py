@@ -309,9 +309,15 @@ def _write_manifest(run_dir: Path, result: PullResult) -> None:
 
 
 async def pull_outputs(
-    link: XferLink, patterns: list[str], run_dir: Path, on_progress: OnProgress
+    link: XferLink,
+    patterns: list[str],
+    run_dir: Path,
+    on_progress: OnProgress,
+    redact: Callable[[str], str] = str,
 ) -> PullResult:
-    """Pull the declared outputs into `run_dir/outputs/`, verified, and write manifest.json."""
+    """Pull the declared outputs into `run_dir/outputs/`, verified, and write manifest.json.
+
+    `redact` masks secrets in the refusal messages (they quote names the job chose)."""
     receiver = Receiver(run_dir / "outputs", hash_chunked=True)
     (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []
@@ -337,6 +343,7 @@ async def pull_outputs(
     meters[0].finish()
     files = _manifest(listing.entries, receiver)
     total = sum(e.size for e in files)
-    result = PullResult(files, listing.missing, total, listing.refused, attempts)
+    refused = [redact(line) for line in listing.refused]
+    result = PullResult(files, listing.missing, total, refused, attempts)
     _write_manifest(run_dir, result)
     return result

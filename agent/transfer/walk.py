@@ -49,7 +49,9 @@ def compile_excludes(exclude: list[str]) -> GitIgnoreSpec:
 
 
 def _entry(root: Path, rel: str, st: os.stat_result) -> Entry:
-    """Describe one lstat'ed path; raises UnsafePath for escaping links and special files."""
+    """Describe one lstat'ed path; raises UnsafePath for unsafe names (NUL, line breaks),
+    escaping links and special files, so the walk refuses that one path, not the transfer."""
+    check_relpath(rel)
     if stat.S_ISDIR(st.st_mode):
         return Entry(rel, "dir", 0, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
     if stat.S_ISLNK(st.st_mode):

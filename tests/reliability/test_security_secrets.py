@@ -101,16 +101,7 @@ CASES = {
 }
 
 
-LEAKY = pytest.mark.xfail(
-    strict=True,
-    reason="engine gap: engine/transfer.py writes manifest.json's `refused` lines unredacted, "
-    "so an output link named with the secret puts the secret in the manifest",
-)
-
-
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=LEAKY) if c == "refused output" else c for c in CASES]
-)
+@pytest.mark.parametrize("case", CASES)
 async def test_secrets_stay_redacted(
     tmp_path, make_job, record_fault, caplog: pytest.LogCaptureFixture, case: str
 ) -> None:
