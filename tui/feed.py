@@ -14,14 +14,21 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from itertools import repeat
 
-from agent.protocol import LogLine
+from agent.protocol import LogLine, Stream
 from engine import events as ev
 
-Line = tuple[str, LogLine]
-"""(step, line): the event's own line objects, paired without a per-line Python call —
-a flood delivers tens of thousands a second."""
+Line = tuple[str, bool, str]
+"""(step, is stderr, text). Plain values, not the event's LogLine models: tuples of
+strings and bools drop out of the garbage collector's sight, so the lines held per
+run cost a flood no collector time. With the LogLines kept, full collections walked
+them and stalled key handling for up to ~180 ms."""
+
+
+def lines_of(step: str, lines: list[LogLine]) -> list[Line]:
+    err = Stream.STDERR
+    return [(step, line.stream is err, line.text) for line in lines]
+
 
 ORPHAN_MARK, GC_HINT = "orphaned node: ", " — run `swjob gc`"
 """How the engine's start-up check words its warning (engine.Engine._check_orphans); in the
@@ -67,7 +74,7 @@ class Feed:
 
     def ingest(self, event: ev.Event) -> None:
         if isinstance(event, ev.Log):
-            self.log(event.run_id).extend(list(zip(repeat(event.step.value), event.lines)))
+            self.log(event.run_id).extend(lines_of(event.step.value, event.lines))
             return
         if isinstance(event, ev.Cost):
             self.costs[event.run_id] = event.by_phase

@@ -16,7 +16,7 @@ from pathlib import Path
 from engine import events as ev
 from engine.runbook import fold
 from engine.views import RunView
-from tui.feed import Line
+from tui.feed import Line, lines_of
 
 _LOG_MARKS = ('"kind":"log"', '"kind": "log"')
 
@@ -48,6 +48,6 @@ def load(run_dir: Path, cap: int) -> Past:
         with contextlib.suppress(ValueError):
             log = ev.parse_event(raw)
             if isinstance(log, ev.Log):
-                lines += [(log.step.value, line) for line in log.lines]
+                lines += lines_of(log.step.value, log.lines)
     costs = [e.by_phase for e in events if isinstance(e, ev.Cost)]
     return Past(fold(events), lines[-cap:], costs[-1] if costs else {})

@@ -12,7 +12,7 @@ from rich.text import Text
 from agent.protocol import LogLine, Stream
 from tui import format as fmt
 from tui import history
-from tui.feed import RunLog
+from tui.feed import RunLog, lines_of
 from tui.widgets.log_view import LogHighlighter, tag
 from tui.widgets.preview import load_manifest, preview
 
@@ -25,9 +25,9 @@ def rendered(renderable: object) -> str:
 
 def test_ring_keeps_the_newest_lines_and_counts_what_a_reader_missed() -> None:
     ring = RunLog(cap=3)
-    ring.extend([("run", LogLine(stream=Stream.STDOUT, text=str(i))) for i in range(5)])
-    assert [ln.text for _, ln in ring.since(0)] == ["2", "3", "4"]  # at most cap
-    assert [ln.text for _, ln in ring.since(3)] == ["3", "4"]
+    ring.extend(lines_of("run", [LogLine(stream=Stream.STDOUT, text=str(i)) for i in range(5)]))
+    assert [text for _, _, text in ring.since(0)] == ["2", "3", "4"]  # at most cap
+    assert [text for _, _, text in ring.since(3)] == ["3", "4"]
     assert ring.since(5) == [] and ring.total == 5
 
 
@@ -79,8 +79,8 @@ def test_node_offer_and_cost_split() -> None:
 def test_stderr_lines_are_red_and_search_hits_marked() -> None:
     highlighter = LogHighlighter()
     highlighter.term = "disk"
-    err = highlighter(Text(tag("run", Stream.STDERR) + "slow disk"))
-    out = highlighter(Text(tag("run", Stream.STDOUT) + "fine"))
+    err = highlighter(Text(tag("run", True) + "slow disk"))
+    out = highlighter(Text(tag("run", False) + "fine"))
     assert any("red" in str(span.style) for span in err.spans)
     assert any("reverse" in str(span.style) for span in err.spans)
     assert not any("red" in str(span.style) for span in out.spans)
@@ -112,9 +112,9 @@ def test_history_skips_a_torn_last_line(tmp_path: Path) -> None:
     past = history.load(tmp_path, cap=2)
     view, lines = past.view, past.lines
     assert view is not None and view.state == "FAILED" and len(view.timeline) == 5
-    assert [(ln.stream, ln.text) for _, ln in lines] == [
-        (Stream.STDOUT, "epoch 1"),
-        (Stream.STDERR, "warn: slow disk"),
+    assert [(err, text) for _, err, text in lines] == [
+        (False, "epoch 1"),
+        (True, "warn: slow disk"),
     ]
     assert history.load(tmp_path / "missing", cap=2) == history.Past(None)
 
@@ -143,3 +143,16 @@ def test_transfer_figures() -> None:
     )
     assert describe(tp) == "1.0 MiB / 4.0 MiB · 1/3 files · 2.0 MiB/s · ETA 1s · data/a.bin"
     assert describe(tp.model_copy(update={"done": True})).endswith("· done")
+
+
+def test_log_view_still_overrides_textual_log_sizing() -> None:
+    """LogView replaces Log's private `_update_size` (a thread per write); fail loudly if
+    Textual renames it or the width callback, rather than silently losing the fix."""
+    from textual.widgets import Log
+
+    from tui.widgets.log_view import LogView
+
+    assert callable(getattr(Log, "_update_size", None))
+    assert callable(getattr(Log, "_update_maximum_width", None))
+    assert callable(getattr(Log, "_process_line", None))
+    assert LogView._update_size is not Log._update_size

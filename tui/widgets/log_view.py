@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.actions import SkipAction
@@ -19,7 +20,6 @@ from textual.binding import Binding
 from textual.events import Resize
 from textual.widgets import Log
 
-from agent.protocol import Stream
 from tui.feed import Line, RunLog
 from tui.messages import SearchRequested
 
@@ -29,12 +29,12 @@ OUT_MARK = "│"
 FLUSH_HZ = 15
 
 
-def tag(step: str, stream: Stream, first: bool = True) -> str:
-    mark = ERR_MARK if stream is Stream.STDERR else OUT_MARK
+def tag(step: str, stderr: bool, first: bool = True) -> str:
+    mark = ERR_MARK if stderr else OUT_MARK
     return f"{step if first else '':<{TAG_WIDTH - 2}}{mark} "
 
 
-TAGS = {(step, stream): tag(step, stream) for step in ("setup", "run") for stream in Stream}
+TAGS = {(step, err): tag(step, err) for step in ("setup", "run") for err in (False, True)}
 
 
 class LogHighlighter(Highlighter):
@@ -92,6 +92,17 @@ class LogView(Log):
     def on_mount(self) -> None:
         self.set_interval(1 / FLUSH_HZ, self.flush, name="log-flush")
 
+    def _update_size(self, updates: int, lines: list[str]) -> None:
+        """Textual's Log measures every written line in a thread worker to size its
+        horizontal scroll. Under a flood that is a thread per flush walking thousands of
+        lines while holding the GIL: it took time from the event loop and kept key
+        presses waiting (p95 ~75 ms → ~50 ms without it, tests/bench/tui_flood.py).
+        Measuring only the longest line, here, is the same figure for the text a log
+        holds (a line of wide characters can be a few cells wider than it counts)."""
+        if lines:
+            longest = max(lines, key=len)
+            self._update_maximum_width(updates, cell_len(self._process_line(longest)))
+
     def attach(self, source: RunLog) -> None:
         """Show this run's ring from now on: everything it still holds, then new lines."""
         self.source, self.seen = source, 0
@@ -124,13 +135,12 @@ class LogView(Log):
 
     def _render(self, lines: list[Line]) -> list[str]:
         if not self.wrap:
-            return [TAGS[step, line.stream] + line.text for step, line in lines]
+            return [TAGS[step, err] + text for step, err, text in lines]
         width = max(10, self.scrollable_content_region.width - TAG_WIDTH - 1)
         out: list[str] = []
-        for step, line in lines:
-            text = line.text
+        for step, err, text in lines:
             pieces = [text[i : i + width] for i in range(0, len(text), width)] or [""]
-            out.extend(tag(step, line.stream, i == 0) + p for i, p in enumerate(pieces))
+            out.extend(tag(step, err, i == 0) + p for i, p in enumerate(pieces))
         return out
 
     def _reflow(self) -> None:
