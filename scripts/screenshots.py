@@ -25,7 +25,6 @@ for _name in ("STATE", "CACHE", "CONFIG"):
     os.environ[f"SWJOB_{_name}_DIR"] = str(_TMP / _name.lower())
 
 from textual.pilot import Pilot  # noqa: E402
-from textual.widgets import DirectoryTree  # noqa: E402
 
 from engine.engine import Engine, EngineConfig  # noqa: E402
 from engine.jobspec import load_job  # noqa: E402
@@ -101,13 +100,13 @@ async def shoot(out: Path) -> None:
 
 
 async def browse_to(pilot: Pilot, name: str) -> None:
-    tree = pilot.app.screen.query_one(DirectoryTree)
-    await until(pilot, lambda: any(str(n.label) == "outputs" for n in tree.root.children))
-    tree.move_cursor(next(n for n in tree.root.children if str(n.label) == "outputs"))
-    await pilot.press("enter")
-    await until(pilot, lambda: tree.cursor_node is not None and tree.cursor_node.children)
-    await pilot.press("down", "down")
-    await until(pilot, lambda: getattr(pilot.app.screen, "path", Path()).name == name)
+    """The browser opens on the first file of outputs/; walk down to `name`."""
+    screen = pilot.app.screen
+    await until(pilot, lambda: getattr(screen, "path", None) is not None)
+    while screen.path.name != name:  # type: ignore[attr-defined]
+        before = screen.path  # type: ignore[attr-defined]
+        await pilot.press("down")
+        await until(pilot, lambda seen=before: screen.path != seen)  # type: ignore[attr-defined]
     await pilot.pause(0.3)
 
 

@@ -316,6 +316,7 @@ class SwjobApp(App[None]):
     async def on_unmount(self) -> None:
         """Also reached on a crash: then live runs are stopped and their nodes torn down."""
         await self.engine.close(stop_running=self._stop_on_close)
+        gc.unfreeze()  # what the app held is collectable again (tests run many apps)
 
 
 # ---- command line ----------------------------------------------------------------------
