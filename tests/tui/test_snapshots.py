@@ -89,6 +89,8 @@ async def test_a_leaked_node_stays_in_view_on_the_board_and_in_the_detail(record
 
 
 async def test_engine_wide_alerts_are_toasts_and_orphans_a_banner(recorded) -> None:
+    from engine.events import Alert
+
     app = app_on(recorded)
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
@@ -102,6 +104,12 @@ async def test_engine_wide_alerts_are_toasts_and_orphans_a_banner(recorded) -> N
         assert "HTTP 503" in toasts(app)[0]
         await until(pilot, lambda: "⚠ orphaned node: instance 77" in screen_text(app))
         assert "x to collect" in screen_text(app) and "HTTP 503, retrying" not in banner_text(app)
+
+        leak = Alert(run_id="", message="Vast.ai instance 9 may still be billing", persistent=True)
+        recorded.stream.publish(leak)  # a persistent one is an error toast that stays
+        await until(pilot, lambda: len(toasts(app)) == 3)
+        note = list(app._notifications)[-1]
+        assert note.severity == "error" and note.timeout >= 600
 
 
 def shown(app: SwjobApp) -> str:

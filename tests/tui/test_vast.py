@@ -75,7 +75,9 @@ async def test_x_lists_orphans_and_collects_them_after_confirmation(engine, api,
         assert api.cloud.instances == {} and Ledger().open_entries() == []
         await until(pilot, lambda: not app.screen.query_one(Banner).display)
 
-        await pilot.press("x")  # nothing left: the modal says so, and y destroys nothing
+        await pilot.press("ctrl+p", *"Collect orphans")  # the palette offers it too
+        await until(pilot, lambda: "key:x" in screen_text(app).replace(" ", ""))
+        await pilot.press("enter")  # nothing left: the modal says so, and y destroys nothing
         await until(pilot, lambda: "no orphaned nodes" in screen_text(app))
         await pilot.press("y")
         assert isinstance(app.screen, BoardScreen)
