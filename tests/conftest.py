@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.standin.server import StandIn
 
 os.environ["SWJOB_IROH_RELAY"] = "disabled"
 os.environ["SWJOB_IROH_BIND"] = "127.0.0.1:0"
@@ -22,6 +27,15 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("state", "cache", "config"):
         monkeypatch.setenv(f"SWJOB_{name.upper()}_DIR", str(tmp_path / f"swjob-{name}"))
     return tmp_path
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
+    """A local stand-in of the Vast.ai REST API, driven through the real SDK (DESIGN §6);
+    it fails the test that leaves an instance alive."""
+    from tests.integration.vast_fixtures import standin
+
+    yield from standin(tmp_path, monkeypatch)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

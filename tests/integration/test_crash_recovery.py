@@ -21,7 +21,6 @@ from engine.ledger import Ledger
 from engine.paths import cache_dir
 from engine.pools import load_pools
 from tests.integration.conftest import pid_alive
-from tests.integration.vast_fixtures import standin
 from tests.standin.server import StandIn
 
 LINES = 40
@@ -135,11 +134,6 @@ async def test_a_node_that_died_with_the_operator_is_torn_down_and_the_run_faile
         await engine.close()
     assert view.state == "FAILED" and view.reason.startswith("node lost: agent process exited")
     assert list((cache_dir() / "nodes").iterdir()) == []
-
-
-@pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
-    yield from standin(tmp_path, monkeypatch)
 
 
 async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(

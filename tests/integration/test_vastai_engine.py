@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,15 +13,10 @@ import pytest
 from engine.engine import Engine, EngineConfig
 from engine.ledger import Ledger
 from engine.pools import BUILTIN_LOCAL, PoolSet
-from tests.integration.vast_fixtures import gpu_pool, standin
+from tests.integration.vast_fixtures import gpu_pool
 from tests.standin.server import StandIn
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
-    yield from standin(tmp_path, monkeypatch)
 
 
 @pytest.fixture

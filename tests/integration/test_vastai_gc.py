@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from engine.gc import GONE, cli_gc, destroy_orphans, find_orphans
 from engine.ledger import Ledger
 from engine.pools import BUILTIN_LOCAL, PoolSet
-from tests.integration.vast_fixtures import FAST, bootstrap, gpu_pool, provider, standin
+from tests.integration.vast_fixtures import FAST, bootstrap, gpu_pool, provider
 from tests.standin.server import PAGE_CAP, StandIn
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
-    yield from standin(tmp_path, monkeypatch)
 
 
 @pytest.fixture

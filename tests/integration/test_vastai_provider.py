@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.ledger import Ledger
 from engine.providers.base import NodeHandle, ProvisionError, TeardownError
-from tests.integration.vast_fixtures import TOKEN, bootstrap, gpu_pool, provider, standin
+from tests.integration.vast_fixtures import TOKEN, bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
-    yield from standin(tmp_path, monkeypatch)
 
 
 def creates(api: StandIn) -> list[tuple[str, dict]]:

@@ -3,7 +3,7 @@ real SDK: orphaned nodes collected from the board, live cost, offer facts, missi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from engine.engine import Engine, EngineConfig
 from engine.ledger import Ledger
 from engine.pools import BUILTIN_LOCAL, PoolSet
-from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider, standin
+from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
 from tests.tui.conftest import SIZE, booted, finished, screen_text, toasts, until
 from tui.app import SwjobApp
@@ -23,11 +23,6 @@ from tui.widgets.banner import Banner
 from tui.widgets.jobs_table import JobsTable
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
-    yield from standin(tmp_path, monkeypatch)
 
 
 @pytest.fixture
