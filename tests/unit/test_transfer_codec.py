@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -19,12 +20,15 @@ class _Bytes:
     def __init__(self, data: bytes, piece: int = 7) -> None:
         self._data = data
         self._piece = piece
+        self.exact_reads = 0
 
     async def read(self, size_limit: int) -> bytes:
-        piece, self._data = self._data[: self._piece], self._data[self._piece :]
+        size = min(self._piece, size_limit)
+        piece, self._data = self._data[:size], self._data[size:]
         return piece
 
     async def read_exact(self, size: int) -> bytes:
+        self.exact_reads += 1
         if len(self._data) < size:
             raise EOFError("short")
         piece, self._data = self._data[:size], self._data[size:]
@@ -34,7 +38,7 @@ class _Bytes:
 async def test_frames_round_trip_across_small_reads() -> None:
     big = os.urandom(200_000)
     stream = wire.record({"t": "file", "p": "a"}, b"abc") + wire.record({"t": "x"}, big)
-    reader = wire.FrameReader(_Bytes(stream))
+    reader = wire.FrameReader(_Bytes(stream), pace_s=0)
     assert await reader.next_meta() == {"t": "file", "p": "a"}
     assert await reader.next_frame() == (wire.DATA, b"abc")
     assert await reader.next_meta() == {"t": "x"}
@@ -42,14 +46,48 @@ async def test_frames_round_trip_across_small_reads() -> None:
     assert await reader.next_frame() is None
 
 
-async def test_large_body_after_an_exact_header_read_is_whole() -> None:
-    """Nothing buffered when a large body starts: it comes from one read_exact, uncopied."""
-    big = os.urandom(300_000)
-    stream = wire.frame(wire.DATA, big) + wire.frame(wire.DATA, b"tail")
-    reader = wire.FrameReader(_Bytes(stream, piece=wire.HEADER.size))
+async def test_large_body_on_a_fast_link_takes_the_rest_in_one_read_exact() -> None:
+    """A first piece of FAST bytes means a fast link: no pacing, the rest in one call."""
+    big = os.urandom(3 * wire.FAST)
+    stream = _Bytes(wire.frame(wire.DATA, big) + wire.frame(wire.DATA, b"tail"), wire.FAST)
+    reader = wire.FrameReader(stream, pace_s=60.0)  # a sleep would time the test out
     assert await reader.next_frame() == (wire.DATA, big)
     assert await reader.next_frame() == (wire.DATA, b"tail")
     assert await reader.next_frame() is None
+    assert stream.exact_reads == 1
+
+
+class _Trickle:
+    """A stream whose bytes arrive at a fixed rate (loop time), like a slow link."""
+
+    def __init__(self, data: bytes, bytes_per_s: float) -> None:
+        self._data, self._rate, self._pos = data, bytes_per_s, 0
+        self._start = asyncio.get_running_loop().time()
+        self.reads = 0
+
+    def _arrived(self) -> int:
+        elapsed = asyncio.get_running_loop().time() - self._start
+        return min(len(self._data), int(elapsed * self._rate))
+
+    async def read(self, size_limit: int) -> bytes:
+        self.reads += 1
+        while self._arrived() <= self._pos:  # a real read waits for the next packet
+            await asyncio.sleep(0.0002)
+        end = min(self._arrived(), self._pos + size_limit)
+        piece, self._pos = self._data[self._pos : end], end
+        return piece
+
+    async def read_exact(self, size: int) -> bytes:
+        raise AssertionError("a trickling body must not be read per packet")
+
+
+async def test_large_body_on_a_slow_link_is_read_in_paced_pieces() -> None:
+    """At ~20 MB/s a 1 MB body arrives over ~50 ms: a handful of reads, not one per packet."""
+    big = os.urandom(1_000_000)
+    stream = _Trickle(wire.frame(wire.DATA, big), 20e6)
+    reader = wire.FrameReader(stream)
+    assert await reader.next_frame() == (wire.DATA, big)
+    assert stream.reads <= 1 + 50 / (wire.PACE_S * 1000) + 5
 
 
 async def test_truncated_stream_is_a_dropped_connection() -> None:
