@@ -36,6 +36,11 @@ PRINTS = (
 )
 
 
+def outcome(view: RunView) -> str:
+    """The run's state, and its reason when it has one (for the fault table)."""
+    return f"{view.state} '{view.reason}'" if view.reason else view.state
+
+
 def leaks(run_dir: Path, *texts: str) -> list[str]:
     """Where a secret shows: files (and file names) under the run dir but outside its
     outputs, everything in the state dir, and the given texts (events, logs, output)."""
@@ -122,7 +127,7 @@ async def test_secrets_stay_redacted(
     record_fault(
         f"secret printed, in a file name and an error message; {case}",
         None,
-        f"{view.state} '{view.reason or ''}'; secret in no file, event, log or store",
+        f"{outcome(view)}; secret in no file, event, log or store",
     )
 
 
@@ -146,7 +151,7 @@ async def test_a_push_failure_naming_a_secret_file_is_redacted(
     record_fault(
         "workspace names holding the secret refused by the push",
         None,
-        f"{view.state} '{view.reason}'; secret in no file, event, log or store",
+        f"{outcome(view)}; secret in no file, event, log or store",
     )
 
 
