@@ -181,7 +181,13 @@ class NodeAgent:
             stream = await conn.open_bi()
             channel = Channel(stream.recv(), stream.send())
             facts_now = await asyncio.to_thread(facts.collect, self.cfg.root)
-            hello = Hello(run_id=self.cfg.run_id, token=self.cfg.token, facts=facts_now)
+            hello = Hello(
+                run_id=self.cfg.run_id,
+                token=self.cfg.token,
+                facts=facts_now,
+                busy=self.supervisor.busy,
+                last_seq=self.journal.last_seq,
+            )
             await channel.send(hello)
             reply = await asyncio.wait_for(channel.recv(), self.cfg.deadline)
         except BaseException:

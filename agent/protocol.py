@@ -76,6 +76,8 @@ class Hello(_Msg):
     run_id: str
     token: str
     facts: NodeFacts
+    busy: bool = False  # a step is running right now (a rejoin after the operator was away)
+    last_seq: int = 0  # the newest event in the node's journal: where a replay ends
 
 
 class LogBatch(_Msg):

@@ -61,6 +61,7 @@ class NodeSession:
         self._on_lost = on_lost
         self.endpoint_id: str | None = None
         self.facts: NodeFacts | None = None
+        self.hello: Hello | None = None  # the node's latest (re)join: busy, journal end
         self.last_seq = last_seq
         self.joined = asyncio.Event()
         self._channel: Channel | None = None
@@ -88,6 +89,7 @@ class NodeSession:
     async def attach(self, conn: Any, channel: Channel, hello: Hello, remote_id: str) -> None:
         self.endpoint_id = remote_id
         self.facts = hello.facts
+        self.hello = hello
         await channel.send(Welcome(replay_after=self.last_seq, heartbeat_s=self.heartbeat_s))
         self._channel = channel
         self._conns.append(conn)

@@ -219,6 +219,10 @@ class RunDriver:
         except NodeGone as exc:
             self.post(fsm.NodeLost(str(exc)))
 
+    @property
+    def step_exited(self) -> bool:
+        return self._step_exited.is_set()
+
     def expect_exit(self, step: Step) -> None:
         """`step` is running on the node: its exit will arrive as an event."""
         self._running_step = step

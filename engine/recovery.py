@@ -11,7 +11,9 @@ not come back is torn down through the provider and the run marked FAILED.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 
 REJOIN_S = 30.0
 """How long a recovered run waits for its node (the agent redials with backoff capped at 10 s)."""
+REPLAY_S = 10.0
+"""How long a rejoined node may take to replay its journal before we judge what it missed."""
 
 
 def job_digest(path: Path) -> str:
@@ -87,6 +91,19 @@ async def continue_run(driver: RunDriver, fault: str | None) -> None:
         await _resume_active(driver, state)
 
 
+async def _never_delivered(driver: RunDriver) -> bool:
+    """True when the engine recorded a step as started but died before its RunStep left:
+    the node is idle, and its replayed journal (up to where its Hello said it ends) holds
+    no exit for the step."""
+    hello = driver.session.hello
+    if hello is None or hello.busy:
+        return False
+    deadline = time.monotonic() + REPLAY_S
+    while driver.session.last_seq < hello.last_seq and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return not driver.step_exited
+
+
 async def _rejoin_then(driver: RunDriver, timeout_s: float, node_state: ev.NodeState) -> bool:
     if await driver.await_join(timeout_s, node_state):
         if node_state is ev.NodeState.READY:
@@ -98,19 +115,19 @@ async def _rejoin_then(driver: RunDriver, timeout_s: float, node_state: ev.NodeS
 
 
 async def _resume_active(driver: RunDriver, state: fsm.FsmState) -> None:
+    step = {fsm.Phase.SETUP: Step.SETUP, fsm.Phase.RUN: Step.RUN}.get(state.phase)
+    if step is not None and step.value in driver.started:
+        driver.expect_exit(step)  # before the rejoin: the replay may carry its exit at once
     if not await _rejoin_then(driver, REJOIN_S, ev.NodeState.BUSY):
         return
     match state.phase:
         case fsm.Phase.MATERIALIZING:
             await driver.transfers.push()
         case fsm.Phase.SETUP | fsm.Phase.RUN:
-            step = Step.SETUP if state.phase is fsm.Phase.SETUP else Step.RUN
-            if step.value in driver.started:
-                driver.expect_exit(step)  # running or done on the node: the replay tells
-            else:
-                await driver.start_step(
-                    step, driver.job.setup or "" if step is Step.SETUP else driver.job.run
-                )
+            assert step is not None
+            if step.value not in driver.started or await _never_delivered(driver):
+                command = driver.job.run if step is Step.RUN else driver.job.setup or ""
+                await driver.start_step(step, command)
         case fsm.Phase.COLLECTING:
             failed = state.state is fsm.JobState.FAILED
             driver.outputs = await driver.transfers.pull(best_effort=failed)

@@ -167,3 +167,69 @@ async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
     assert view.state == "FAILED"
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []
+
+
+FREEZE = """
+import asyncio, sys
+from pathlib import Path
+from agent.protocol import RunStep, Step
+from engine import control
+from engine.engine import Engine, EngineConfig
+from engine.jobspec import load_job
+from engine.pools import load_pools
+
+real_send = control.NodeSession.send
+
+async def send(self, msg):
+    if isinstance(msg, RunStep) and msg.step is Step.RUN:
+        print("FROZEN", flush=True)
+        await asyncio.Event().wait()  # the operator dies here: the RunStep never leaves
+    await real_send(self, msg)
+
+control.NodeSession.send = send
+
+async def main():
+    engine = Engine(EngineConfig(runs_dir=Path(sys.argv[2]), pools=load_pools(None)))
+    await engine.start()
+    await engine.submit(load_job(Path(sys.argv[1])), "local")
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_step_recorded_as_started_but_never_sent_is_started_after_recovery(
+    tmp_path: Path,
+) -> None:
+    """The operator dies between recording 'run started' and sending RunStep: the node is
+    idle and its journal holds no exit, so the next engine starts the step — once."""
+    job = tmp_path / "job.toml"
+    job.write_text(
+        '[job]\nname = "crashy"\nsetup = "echo set up"\n'
+        'run = "echo ran | tee out.txt"\noutputs = ["out.txt"]\n'
+    )
+    runs = tmp_path / "swjob-runs"
+    first = subprocess.Popen(
+        [sys.executable, "-c", FREEZE, str(job), str(runs)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert first.stdout is not None
+        assert "FROZEN" in first.stdout.readline()
+        os.kill(first.pid, signal.SIGKILL)
+    finally:
+        first.kill()
+        first.wait()
+        if first.stdout:
+            first.stdout.close()
+    engine = Engine(EngineConfig(runs_dir=runs, pools=load_pools(None)))
+    await engine.start()
+    try:
+        run_id = run_dir_of(tmp_path).name
+        view = await asyncio.wait_for(engine.wait(run_id), 60)
+    finally:
+        await engine.close()
+    assert view.state == "COMPLETED", view.reason
+    assert (view.run_dir / "outputs" / "out.txt").read_text() == "ran\n"
+    assert (view.run_dir / "logs" / "run.log").read_text() == "ran\n"  # started exactly once
+    assert list((cache_dir() / "nodes").iterdir()) == []
