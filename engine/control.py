@@ -51,7 +51,6 @@ class NodeSession:
         deadline_s: float,
         on_event: Callable[[AgentEvent], None],
         on_lost: Callable[[str], None],
-        last_seq: int = 0,
     ) -> None:
         self.run_id = run_id
         self._token = token
@@ -60,9 +59,8 @@ class NodeSession:
         self._on_event = on_event
         self._on_lost = on_lost
         self.endpoint_id: str | None = None
-        self.facts: NodeFacts | None = None
-        self.hello: Hello | None = None  # the node's latest (re)join: busy, journal end
-        self.last_seq = last_seq
+        self.hello: Hello | None = None  # the node's latest (re)join: facts, busy, journal end
+        self.last_seq = 0  # the newest node event delivered (recovery sets it from the log)
         self.joined = asyncio.Event()
         self._channel: Channel | None = None
         self._connected = asyncio.Event()
@@ -73,6 +71,10 @@ class NodeSession:
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self.closed = False
+
+    @property
+    def facts(self) -> NodeFacts | None:
+        return self.hello.facts if self.hello else None
 
     # ---- admission -----------------------------------------------------------------
 
@@ -88,7 +90,6 @@ class NodeSession:
 
     async def attach(self, conn: Any, channel: Channel, hello: Hello, remote_id: str) -> None:
         self.endpoint_id = remote_id
-        self.facts = hello.facts
         self.hello = hello
         await channel.send(Welcome(replay_after=self.last_seq, heartbeat_s=self.heartbeat_s))
         self._channel = channel

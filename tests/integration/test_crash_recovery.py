@@ -19,7 +19,8 @@ from engine.datastream import read_events
 from engine.engine import Engine, EngineConfig
 from engine.ledger import Ledger
 from engine.paths import cache_dir
-from engine.pools import load_pools
+from engine.pools import PoolSet, load_pools
+from engine.views import RunView
 from tests.integration.conftest import pid_alive
 from tests.standin.server import StandIn
 
@@ -57,6 +58,16 @@ def run_dir_of(root: Path) -> Path:
 def logged_lines(run_dir: Path) -> int:
     path = run_dir / "logs" / "run.log"
     return path.read_text().count("line ") if path.exists() else 0
+
+
+async def recover(runs_dir: Path, pools: PoolSet, run_id: str) -> RunView:
+    """Start a new engine (it takes over the dead one's runs) and wait for `run_id` to end."""
+    engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools))
+    await engine.start()
+    try:
+        return await asyncio.wait_for(engine.wait(run_id), 60)
+    finally:
+        await engine.close()
 
 
 @pytest.fixture
@@ -126,12 +137,7 @@ async def test_a_node_that_died_with_the_operator_is_torn_down_and_the_run_faile
 ) -> None:
     run_dir, agent_pid = crashed_run
     os.kill(agent_pid, signal.SIGKILL)
-    engine = Engine(EngineConfig(runs_dir=tmp_path / "swjob-runs", pools=load_pools(None)))
-    await engine.start()
-    try:
-        view = await asyncio.wait_for(engine.wait(run_dir.name), 60)
-    finally:
-        await engine.close()
+    view = await recover(tmp_path / "swjob-runs", load_pools(None), run_dir.name)
     assert view.state == "FAILED" and view.reason.startswith("node lost: agent process exited")
     assert list((cache_dir() / "nodes").iterdir()) == []
 
@@ -157,13 +163,7 @@ async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
         if cli.stdout:
             cli.stdout.close()
     assert len(api.cloud.instances) == 1, "the crash left a billing instance behind"
-    engine = Engine(EngineConfig(runs_dir=tmp_path / "swjob-runs", pools=load_pools(pools_file)))
-    await engine.start()
-    try:
-        run_id = run_dir_of(tmp_path).name
-        view = await asyncio.wait_for(engine.wait(run_id), 60)
-    finally:
-        await engine.close()
+    view = await recover(tmp_path / "swjob-runs", load_pools(pools_file), run_dir_of(tmp_path).name)
     assert view.state == "FAILED"
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []
@@ -176,7 +176,8 @@ from agent.protocol import RunStep, Step
 from engine import control
 from engine.engine import Engine, EngineConfig
 from engine.jobspec import load_job
-from engine.pools import load_pools
+from engine.pools import PoolSet, load_pools
+from engine.views import RunView
 
 real_send = control.NodeSession.send
 
@@ -222,13 +223,7 @@ async def test_a_step_recorded_as_started_but_never_sent_is_started_after_recove
         first.wait()
         if first.stdout:
             first.stdout.close()
-    engine = Engine(EngineConfig(runs_dir=runs, pools=load_pools(None)))
-    await engine.start()
-    try:
-        run_id = run_dir_of(tmp_path).name
-        view = await asyncio.wait_for(engine.wait(run_id), 60)
-    finally:
-        await engine.close()
+    view = await recover(runs, load_pools(None), run_dir_of(tmp_path).name)
     assert view.state == "COMPLETED", view.reason
     assert (view.run_dir / "outputs" / "out.txt").read_text() == "ran\n"
     assert (view.run_dir / "logs" / "run.log").read_text() == "ran\n"  # started exactly once
