@@ -4,7 +4,8 @@ Trees: (a) 4 × 256 MiB random, (b) 20,000 × 4 KiB in 200 dirs, (c) a copy of t
 venv's site-packages. Each tool runs `--reps` times (medians reported) on loopback,
 and tree (c) again over a 100 Mbit veth between two network namespaces (tbf-shaped)
 against `rsync -az`. swjob's operator and agent run as separate processes and
-report their peak RSS. Needs root (netns, apt-get, a throwaway sshd).
+report their peak RSS. Tree (a) also gets an "iroh floor" row: the same bytes over bare
+iroh streams (tests/bench/iroh_floor.py), the ceiling the binding allows. Needs root (netns, apt-get, a throwaway sshd).
 
     python tests/bench/transfer.py [--trees a,b,c] [--reps 3] [--no-shaped]
 """
@@ -183,6 +184,15 @@ def run_cmd(cmd: list[str], ns: str | None) -> dict[str, float]:
     return {"s": time.perf_counter() - started}
 
 
+def iroh_floor(size: int) -> dict[str, float]:
+    """The same bytes over bare iroh streams (no files, hashing or framing): the binding's
+    ceiling for swjob, in the op/agent CPU columns as sender/receiver."""
+    cmd = [sys.executable, str(HERE.parent / "iroh_floor.py"), "--mib", str(size >> 20)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"s": got["s"], "op_cpu": got["send_cpu"], "agent_cpu": got["recv_cpu"]}
+
+
 def rsync(ssh: list[str], host: str, src: Path, dst: Path, z: bool, ns: str | None) -> dict:
     flags = "-az" if z else "-a"
     return run_cmd(["rsync", flags, "-e", " ".join(ssh), f"{src}/", f"{host}:{dst}/"], ns)
@@ -306,6 +316,8 @@ def bench_loopback(kind: str, src: Path, size: int, reps: int, dst: Path) -> lis
             "rsync -a": lambda: rsync(ssh, "127.0.0.1", src, dst, False, None),
             "tar|ssh|tar": lambda: tar_ssh(ssh, "127.0.0.1", src, dst, None),
         }
+        if kind == "a":
+            tools["iroh floor"] = lambda: iroh_floor(size)
         if kind == "c":
             tools["rsync -az"] = lambda: rsync(ssh, "127.0.0.1", src, dst, True, None)
         rows = [(kind, "loopback", n, size, measure(fn, reps, dst)) for n, fn in tools.items()]
@@ -327,16 +339,18 @@ def bench_shaped(src: Path, size: int, reps: int, dst: Path) -> list[tuple]:
         return [("c", "100 Mbit", name, size, measure(fn, reps, dst)) for name, fn in tools.items()]
 
 
+_COLUMNS = (("op_rss", 10, 0), ("agent_rss", 13, 0), ("op_cpu", 9, 1), ("agent_cpu", 12, 1))
+
+
 def print_table(rows: list[tuple]) -> None:
     print(
         f"{'tree':4} {'link':9} {'tool':12} {'median s':>9} {'MiB/s':>8} "
         f"{'op RSS MB':>10} {'agent RSS MB':>13} {'op CPU s':>9} {'agent CPU s':>12}"
     )
     for kind, link, name, size, m in rows:
-        rss = (
-            f"{m['op_rss']:10.0f} {m['agent_rss']:13.0f} {m['op_cpu']:9.1f} {m['agent_cpu']:12.1f}"
-            if "op_rss" in m
-            else f"{'-':>10} {'-':>13} {'-':>9} {'-':>12}"
+        rss = " ".join(
+            f"{m[key]:{width}.{digits}f}" if key in m else f"{'-':>{width}}"
+            for key, width, digits in _COLUMNS
         )
         print(f"{kind:4} {link:9} {name:12} {m['s']:9.2f} {size / m['s'] / 2**20:8.1f} {rss}")
     print(f"\nreproduce: python {' '.join(sys.argv)}")
