@@ -5,7 +5,8 @@ venv's site-packages. Each tool runs `--reps` times (medians reported) on loopba
 and tree (c) again over a 100 Mbit veth between two network namespaces (tbf-shaped)
 against `rsync -az`. swjob's operator and agent run as separate processes and
 report their peak RSS. Tree (a) also gets an "iroh floor" row: the same bytes over bare
-iroh streams (tests/bench/iroh_floor.py), the ceiling the binding allows. Needs root (netns, apt-get, a throwaway sshd).
+iroh streams (tests/bench/iroh_floor.py), the ceiling the binding allows. Needs root
+(netns, apt-get, a throwaway sshd).
 
     python tests/bench/transfer.py [--trees a,b,c] [--reps 3] [--no-shaped]
 """
