@@ -20,6 +20,7 @@ from rich.progress import (
 
 from agent.protocol import Stream
 from engine import events as ev
+from engine.money import cost_split, money
 
 STATE_STYLE = {"PENDING": "yellow", "RUNNING": "cyan", "COMPLETED": "green", "FAILED": "red"}
 
@@ -29,6 +30,8 @@ class RunPrinter:
         self.console = console
         self._progress: Progress | None = None
         self._bars: dict[str, TaskID] = {}
+        self._cost: ev.Cost | None = None
+        self._phases: list[str] = []  # in the order the run took them, for the cost split
 
     def __call__(self, event: ev.Event) -> None:
         match event:
@@ -45,6 +48,8 @@ class RunPrinter:
                 )
             case ev.Alert():
                 self.console.print(f"[bold red]warning:[/] {escape(event.message)}")
+            case ev.Cost():
+                self._cost = event
             case ev.Finished():
                 self._finished(event)
 
@@ -52,6 +57,7 @@ class RunPrinter:
         self.console.print(f"[dim]{escape(text)}[/]")
 
     def _transition(self, event: ev.Transition) -> None:
+        self._phases.append(event.to_phase)
         style = STATE_STYLE.get(event.to_state, "")
         arrow = " → " + ", ".join(event.commands) if event.commands else ""
         when = event.ts.astimezone().strftime("%H:%M:%S")
@@ -116,3 +122,8 @@ class RunPrinter:
         if event.missing_outputs:
             missing = ", ".join(event.missing_outputs)
             self.console.print(f"[yellow]missing outputs:[/] {escape(missing)}")
+        if self._cost is not None:
+            split = cost_split(self._cost.by_phase, self._phases)
+            self.console.print(
+                f"cost {money(self._cost.dollars)}" + (f" ({split})" if split else "")
+            )

@@ -258,9 +258,10 @@ class Engine:
     async def wait(self, run_id: str) -> RunView:
         return await asyncio.shield(self._tasks[run_id])
 
-    def alert(self, message: str) -> None:
-        """An engine-wide warning (not tied to one run): shown by the TUI and the CLI."""
-        self.stream.publish(ev.Alert(run_id="", message=message))
+    def alert(self, message: str, orphan: str | None = None) -> None:
+        """An engine-wide warning (not tied to one run): shown by the TUI and the CLI.
+        `orphan` names a node found billing without a run, so a console can list it."""
+        self.stream.publish(ev.Alert(run_id="", message=message, orphan=orphan))
 
     def _rents_nodes(self) -> bool:
         return any(p.provider == "vastai" for p in self.config.pools)
@@ -299,7 +300,8 @@ class Engine:
             self.alert(f"could not check for orphaned nodes: {exc}")
             return
         for orphan in found:
-            self.alert(f"orphaned node: {orphan.describe()} — run `swjob gc`")
+            described = orphan.describe()
+            self.alert(f"orphaned node: {described} — run `swjob gc`", orphan=described)
 
     # ---- reading -----------------------------------------------------------------------
 

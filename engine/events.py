@@ -101,6 +101,7 @@ class Alert(_Ev):
     kind: Literal["alert"] = "alert"
     message: str
     persistent: bool = False
+    orphan: str | None = None  # set on the start-up check's warnings: the node, described
 
 
 class Cost(_Ev):

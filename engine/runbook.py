@@ -64,7 +64,7 @@ def apply(view: RunView, event: ev.Event) -> RunView:
         case ev.Alert(persistent=True):
             changes["alerts"] = [*view.alerts, event.message]
         case ev.Cost():
-            changes["cost_dollars"] = event.dollars
+            changes |= {"cost_dollars": event.dollars, "cost_by_phase": event.by_phase}
         case ev.Finished():
             changes |= {
                 "state": event.state,

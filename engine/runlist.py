@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.cli_render import STATE_STYLE
+from engine.money import money
 from engine.store import Store
 from engine.views import RunView
 
@@ -34,7 +35,7 @@ def print_runs(console: Console, limit: int) -> None:
             code = "" if v.exit_code is None else str(v.exit_code)
             print(f"{v.run_id}\t{v.job_name}\t{v.pool}\t{v.state}\t{code}\t{v.run_dir}")
         return
-    table = Table("run", "job", "pool", "state", "exit", "started", "took", "reason")
+    table = Table("run", "job", "pool", "state", "exit", "started", "took", "cost", "reason")
     for v in views:
         style = STATE_STYLE.get(v.state, "")
         table.add_row(
@@ -45,6 +46,7 @@ def print_runs(console: Console, limit: int) -> None:
             "" if v.exit_code is None else str(v.exit_code),
             _when(v.created),
             _elapsed(v),
+            "" if v.cost_dollars is None else money(v.cost_dollars),
             v.reason or "",
         )
     console.print(table)

@@ -48,6 +48,7 @@ class RunView(_View):
     transfers: dict[str, TransferProgress] = {}  # keyed by direction: "push" / "pull"
     missing_outputs: list[str] = []
     cost_dollars: float | None = None
+    cost_by_phase: dict[str, float] = {}  # dollars per phase so far (fsm Phase values)
     alerts: list[str] = []  # persistent warnings (e.g. a node that could not be torn down)
     live: bool = False  # driven by this engine right now (False: from history)
 

@@ -30,11 +30,6 @@ def lines_of(step: str, lines: list[LogLine]) -> list[Line]:
     return [(step, line.stream is err, line.text) for line in lines]
 
 
-ORPHAN_MARK, GC_HINT = "orphaned node: ", " — run `swjob gc`"
-"""How the engine's start-up check words its warning (engine.Engine._check_orphans); in the
-console the board's collect action replaces the hint."""
-
-
 @dataclass
 class RunLog:
     """A run's most recent log lines; `total` counts every line ever appended so a
@@ -63,7 +58,6 @@ class Feed:
     def __init__(self, cap: int = 5000) -> None:
         self.cap = cap
         self.logs: dict[str, RunLog] = {}
-        self.costs: dict[str, dict[str, float]] = {}  # run id → dollars by phase
         self.orphans: list[str] = []  # one line per orphaned node, until collected
         self._dirty: set[str] = set()
 
@@ -76,10 +70,8 @@ class Feed:
         if isinstance(event, ev.Log):
             self.log(event.run_id).extend(lines_of(event.step.value, event.lines))
             return
-        if isinstance(event, ev.Cost):
-            self.costs[event.run_id] = event.by_phase
-        elif isinstance(event, ev.Alert) and event.message.startswith(ORPHAN_MARK):
-            self.orphans.append(event.message.removeprefix(ORPHAN_MARK).removesuffix(GC_HINT))
+        if isinstance(event, ev.Alert) and event.orphan:
+            self.orphans.append(event.orphan)
         self._dirty.add(event.run_id)
 
     def mark(self, run_ids: set[str]) -> None:

@@ -75,14 +75,6 @@ def clock_time(ts: datetime) -> str:
     return ts.astimezone().strftime("%H:%M:%S")
 
 
-def money(dollars: float | None) -> str:
-    """Cents, and a tenth of a cent below a dollar: a short run on a $0.22/h node costs
-    fractions of a cent, and "$0.00" would hide that it bills at all."""
-    if dollars is None:
-        return "—"
-    return f"${dollars:.2f}" if dollars >= 1 else f"${dollars:.3f}"
-
-
 def gpu_summary(node: NodeView | None) -> str:
     """'2× RTX 4090 24 GB' from the node's facts, or '' when it reported none."""
     if node is None or node.facts is None or not node.facts.gpus:
@@ -127,12 +119,6 @@ def offer_summary(node: NodeView | None) -> str:
 def _num(offer: dict[str, str | float | int | None], key: str) -> float | None:
     value = offer.get(key)
     return float(value) if isinstance(value, int | float) else None
-
-
-def cost_split(by_phase: dict[str, float], order: list[str]) -> str:
-    """'provisioning $0.01 · setup $0.00 · run $0.12': phases in the order the run took them."""
-    ranked = sorted(by_phase, key=lambda p: order.index(p) if p in order else len(order))
-    return " · ".join(f"{phase} {money(by_phase[phase])}" for phase in ranked)
 
 
 def one_line(text: str, limit: int = 200) -> str:

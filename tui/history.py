@@ -23,11 +23,10 @@ _LOG_MARKS = ('"kind":"log"', '"kind": "log"')
 
 @dataclass
 class Past:
-    """A finished run as read back: its view, its last log lines, its cost split by phase."""
+    """A finished run as read back: its view and its last log lines."""
 
     view: RunView | None
     lines: list[Line] = field(default_factory=list)
-    cost_by_phase: dict[str, float] = field(default_factory=dict)
 
 
 def load(run_dir: Path, cap: int) -> Past:
@@ -49,5 +48,4 @@ def load(run_dir: Path, cap: int) -> Past:
             log = ev.parse_event(raw)
             if isinstance(log, ev.Log):
                 lines += lines_of(log.step.value, log.lines)
-    costs = [e.by_phase for e in events if isinstance(e, ev.Cost)]
-    return Past(fold(events), lines[-cap:], costs[-1] if costs else {})
+    return Past(fold(events), lines[-cap:])

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agent.protocol import LogLine, Stream
+from engine.money import cost_split, money
 from tui import format as fmt
 from tui import history
 from tui.feed import RunLog, lines_of
@@ -36,7 +37,7 @@ def test_formatting() -> None:
     assert fmt.duration(timedelta(seconds=61)) == "1m01s" and fmt.duration(None) == "—"
     assert [fmt.size(n) for n in (3, 2048, 5 << 20)] == ["3 B", "2.0 KiB", "5.0 MiB"]
     assert fmt.one_line("a\n  b\tc") == "a b c"
-    assert fmt.money(None) == "—" and fmt.money(1.5) == "$1.50" and fmt.money(0.0123) == "$0.012"
+    assert money(None) == "—" and money(1.5) == "$1.50" and money(0.0123) == "$0.012"
     assert fmt.duration(0.34, tenths=True) == "0.3s" and fmt.duration(0.34) == "0s"
     assert fmt.duration(75.2, tenths=True) == "1m15s"
 
@@ -72,7 +73,7 @@ def test_node_offer_and_cost_split() -> None:
     local = node.model_copy(update={"node_id": "local-r-1-ab12", "offer": {"pid": 7}})
     assert fmt.short_node_id(local) == "local-ab12" and fmt.short_node_id(node) == "1000123"
     assert fmt.offer_summary(local) == ""
-    split = fmt.cost_split({"run": 0.5, "provisioning": 0.01}, ["provisioning", "setup", "run"])
+    split = cost_split({"run": 0.5, "provisioning": 0.01}, ["provisioning", "setup", "run"])
     assert split == "provisioning $0.010 · run $0.500"
 
 

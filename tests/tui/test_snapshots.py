@@ -95,10 +95,8 @@ async def test_engine_wide_alerts_are_toasts_and_orphans_a_banner(recorded) -> N
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
         recorded.alert("Vast.ai show instances: HTTP 503, retrying in 1.0 s")
-        recorded.alert(
-            "orphaned node: instance 77 (pool gpu, run r1, running): billing for "
-            "2.00 h at $0.220/h, ≈ $0.44 — run `swjob gc`"
-        )
+        orphan = "instance 77 (pool gpu, run r1, running): billing for 2.00 h at $0.220/h, ≈ $0.44"
+        recorded.alert(f"orphaned node: {orphan} — run `swjob gc`", orphan=orphan)
         await until(pilot, lambda: len(toasts(app)) == 2)
         assert [n.severity for n in app._notifications] == ["warning", "warning"]
         assert "HTTP 503" in toasts(app)[0]

@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from engine.money import cost_split, money
 from engine.views import RunView
 from tui import format as fmt
 from tui import history
@@ -23,7 +24,7 @@ from tui.widgets.timeline import Timeline
 from tui.widgets.transfers import Transfers
 
 
-def summary(run: RunView, clock: Clock, cost_by_phase: dict[str, float]) -> Text:
+def summary(run: RunView, clock: Clock) -> Text:
     end = run.finished or clock()
     text = Text.assemble(
         (run.job_name, "bold"),
@@ -39,9 +40,9 @@ def summary(run: RunView, clock: Clock, cost_by_phase: dict[str, float]) -> Text
         text.append_text(fmt.node_state_text(run.node.state.value))
         text.append(f"  {offer}" if offer else "", style="dim")
     if run.cost_dollars is not None:
-        text.append(f"\ncost {fmt.money(run.cost_dollars)}", style="bold")
+        text.append(f"\ncost {money(run.cost_dollars)}", style="bold")
         order = [tr.to_phase for tr in run.timeline]
-        split = fmt.cost_split(cost_by_phase, order)
+        split = cost_split(run.cost_by_phase, order)
         text.append(f"  ({split})" if split else "", style="dim")
     return text.append_text(warnings(run))
 
@@ -126,8 +127,7 @@ class DetailScreen(Screen[None]):
             return
         self._shown = render_key(run, self.clock)
         self.sub_title = f"{run.job_name} · {run.run_id}"
-        split = self.past.cost_by_phase if self.past else self.feed.costs.get(run.run_id, {})
-        self.query_one("#summary", Static).update(summary(run, self.clock, split))
+        self.query_one("#summary", Static).update(summary(run, self.clock))
         self.query_one(Timeline).show(run)
         self.query_one(Transfers).show(run.transfers)
 

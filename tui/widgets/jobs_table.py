@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
+from engine.money import money
 from engine.views import RunView
 from tui import format as fmt
 
@@ -45,7 +46,7 @@ def cells(run: RunView, now: datetime) -> dict[str, str | Text]:
         "node": node,
         "elapsed": fmt.duration(end - run.created),
         "exit": "—" if run.exit_code is None else str(run.exit_code),
-        "cost": fmt.money(run.cost_dollars),
+        "cost": money(run.cost_dollars),
     }
 
 
