@@ -300,9 +300,11 @@ def _manifest(entries: list[Entry], receiver: Receiver) -> list[ManifestEntry]:
     return out
 
 
-def _write_manifest(run_dir: Path, result: PullResult) -> None:
-    body = {"files": [asdict(e) for e in result.files], "missing": result.missing}
-    body["refused"] = result.refused
+def _write_manifest(run_dir: Path, result: PullResult, *, complete: bool = True) -> None:
+    """`complete` is False when the pull failed: the files marked verified landed whole,
+    the others did not land at all."""
+    body: dict[str, Any] = {"complete": complete, "files": [asdict(e) for e in result.files]}
+    body |= {"missing": result.missing, "refused": result.refused}
     tmp = run_dir / ".manifest.json.tmp"
     tmp.write_text(json.dumps(body, indent=2) + "\n")
     os.replace(tmp, run_dir / "manifest.json")
@@ -321,9 +323,17 @@ async def pull_outputs(
     receiver = Receiver(run_dir / "outputs", hash_chunked=True)
     (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []
+    listings: list[_Listing] = []
+
+    def result(listing: _Listing, attempts: int) -> PullResult:
+        files = _manifest(listing.entries, receiver)
+        total = sum(e.size for e in files)
+        refused = [redact(line) for line in listing.refused]
+        return PullResult(files, listing.missing, total, refused, attempts)
 
     async def attempt(number: int) -> _Listing:
         listing = await _list(link, patterns)
+        listings.append(listing)
         files = [e for e in listing.entries if e.kind == "file"]
         if not meters:
             meters.append(ProgressMeter(on_progress, sum(e.size for e in files), len(files)))
@@ -338,12 +348,14 @@ async def pull_outputs(
 
     try:
         listing, attempts = await _with_retries(attempt, "pull")
-    finally:
-        receiver.close()
+    except BaseException:
+        # failed or stopped: say which outputs landed whole; drop the partial ones' pieces
+        receiver.close(discard_partials=True)
+        if listings:
+            _write_manifest(run_dir, result(listings[-1], len(listings)), complete=False)
+        raise
+    receiver.close()
     meters[0].finish()
-    files = _manifest(listing.entries, receiver)
-    total = sum(e.size for e in files)
-    refused = [redact(line) for line in listing.refused]
-    result = PullResult(files, listing.missing, total, refused, attempts)
-    _write_manifest(run_dir, result)
-    return result
+    pulled = result(listing, attempts)
+    _write_manifest(run_dir, pulled)
+    return pulled

@@ -9,6 +9,7 @@ directory in the tree cannot block its own children from landing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -88,6 +89,10 @@ class Lander:
     def finish_part(self, path: str, fd: int, mode: int, mtime_ns: int) -> None:
         self._seal(fd, mode, mtime_ns)
         self._rename(self._tmp(path, "part"), path)
+
+    def discard_part(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._tmp(path, "part"))
 
     def _tmp(self, rel: str, suffix: str) -> str:
         parent, name = _split(rel)

@@ -94,11 +94,14 @@ class Receiver:
         with self._lock:
             return {p: set(part.done) for p, part in self._partials.items()}
 
-    def close(self) -> None:
-        """Release partial files' descriptors (their `.part` files stay for a later look)."""
+    def close(self, *, discard_partials: bool = False) -> None:
+        """Release partial files' descriptors. Their `.part` files stay for a later look,
+        or are removed with `discard_partials` (a transfer that will not resume)."""
         with self._lock:
-            for part in self._partials.values():
+            for path, part in self._partials.items():
                 os.close(part.fd)
+                if discard_partials:
+                    self._lander.discard_part(path)
             self._partials.clear()
 
     async def receive(self, reader: FrameReader, on_landed: OnLanded) -> dict[str, Any]:
@@ -236,6 +239,9 @@ class Receiver:
         try:
             digest = self._reverify(path, part)
             self._lander.finish_part(path, part.fd, part.mode, part.mtime_ns)
+        except TransferError:
+            self._lander.discard_part(path)  # changed on disk: no chunk of it can be trusted
+            raise
         finally:
             os.close(part.fd)
         self.verified[path] = Landed(path, part.size, part.mode & 0o777, digest)

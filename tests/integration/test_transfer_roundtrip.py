@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.transfer import Progress
+from agent.transfer import Progress, TransferError
 from agent.transfer.schedule import LARGE_MIN
 from agent.transfer.server import _sessions
 from engine.transfer import pull_outputs, push_workspace
@@ -143,3 +143,30 @@ async def test_push_resumes_after_connection_cut_mid_file(tmp_path: Path) -> Non
     assert result.resumed_files >= 20  # verified small files were not sent again
     assert result.resumed_bytes > 20 * 1000  # nor were the verified chunks of the big files
     assert snapshot(node) == snapshot(src)
+
+
+async def test_a_pull_that_keeps_losing_the_node_fails_and_says_what_landed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("engine.transfer.BACKOFF_S", 0.01)
+    node, run_dir = tmp_path / "node", tmp_path / "run"
+    node.mkdir()
+    (node / "metrics.json").write_text('{"loss": 0.1}')
+    (node / "model.bin").write_bytes(os.urandom(16 * LARGE_MIN))
+
+    def on_progress(p: Progress) -> None:
+        if p.bytes_done and not p.done:
+            link.cut()  # every attempt loses the node as soon as bytes flow
+
+    async with loopback_pair(node) as link:
+        with pytest.raises(TransferError, match="connection to the node lost 5 times"):
+            await pull_outputs(link, ["metrics.json", "model.bin"], run_dir, on_progress)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False
+    verified = {e["path"]: e["verified"] for e in manifest["files"]}
+    assert verified.keys() == {"metrics.json", "model.bin"} and not verified["model.bin"]
+    out = run_dir / "outputs"
+    assert not (out / "model.bin").exists()
+    assert not [p for p in out.rglob("*") if "swjob-" in p.name], "temporary files left behind"
+    if verified["metrics.json"]:
+        assert (out / "metrics.json").read_text() == '{"loss": 0.1}'

@@ -202,4 +202,8 @@ async def test_a_byte_corrupted_after_verification_is_never_an_output(
     landed = view.run_dir / "outputs" / "out.bin"
     assert not landed.exists() or sha256_of(landed) == true_sha, "a corrupted file was landed"
     assert view.state == "FAILED" and "verification failed for 'out.bin'" in view.reason
+    manifest = json.loads((view.run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False
+    assert [(e["path"], e["verified"]) for e in manifest["files"]] == [("out.bin", False)]
+    assert not part.exists(), "the failed pull's partial file was left behind"
     record_fault("one byte of a pulled chunk flipped on disk", None, f"FAILED '{view.reason}'")

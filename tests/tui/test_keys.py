@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -233,6 +234,19 @@ async def test_outputs_browser_keys(engine, monkeypatch) -> None:
         assert not screen.query_one("#tree").has_focus
         await pilot.press("escape")
         assert isinstance(app.screen, BoardScreen)
+
+
+async def test_outputs_browser_calls_out_a_pull_that_did_not_finish(engine) -> None:
+    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id
+        await finished(app, run_id)
+        manifest = engine.run(run_id).run_dir / "manifest.json"
+        body = json.loads(manifest.read_text())
+        manifest.write_text(json.dumps(body | {"complete": False}))  # as a failed pull writes it
+        await pilot.press("o")
+        await until(pilot, lambda: "the output pull did not finish" in screen_text(app))
 
 
 async def test_quit_modal_leave_running_and_cancel_keys(engine) -> None:

@@ -15,7 +15,7 @@ from tui import format as fmt
 from tui import history
 from tui.feed import RunLog, lines_of
 from tui.widgets.log_view import LogHighlighter, tag
-from tui.widgets.preview import load_manifest, preview
+from tui.widgets.preview import incomplete_pull, load_manifest, preview
 
 
 def rendered(renderable: object) -> str:
@@ -104,6 +104,15 @@ def test_preview_of_each_kind(tmp_path: Path) -> None:
     assert "binary file" in binary and "ab" * 32 in binary and "verified" in binary
     assert "NOT verified" in rendered(preview(out / "w.bin", {**entries[0], "verified": False}))
     assert "not in manifest" in rendered(preview(out / "m.json", None))
+
+
+def test_an_unfinished_pull_is_called_out(tmp_path: Path) -> None:
+    assert incomplete_pull(tmp_path) is None  # no manifest yet
+    files = [{"path": "a", "verified": True}, {"path": "b", "verified": False}]
+    (tmp_path / "manifest.json").write_text(json.dumps({"complete": True, "files": files}))
+    assert incomplete_pull(tmp_path) is None
+    (tmp_path / "manifest.json").write_text(json.dumps({"complete": False, "files": files}))
+    assert "1 of 2 files landed whole" in (incomplete_pull(tmp_path) or "")
 
 
 def test_history_skips_a_torn_last_line(tmp_path: Path) -> None:

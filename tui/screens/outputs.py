@@ -17,7 +17,7 @@ from textual.screen import Screen
 from textual.widgets import DirectoryTree, Footer, Header, Static, Tree
 
 from engine.views import RunView
-from tui.widgets.preview import load_manifest, preview
+from tui.widgets.preview import incomplete_pull, load_manifest, preview
 
 
 class OutputsScreen(Screen[None]):
@@ -52,6 +52,8 @@ class OutputsScreen(Screen[None]):
         missing = self.run.missing_outputs
         if missing:
             yield Static(f"⚠ missing outputs (matched nothing): {', '.join(missing)}", id="missing")
+        if warning := incomplete_pull(self.run.run_dir):
+            yield Static(warning, id="incomplete")
         with Horizontal():
             yield DirectoryTree(self.run.run_dir, id="tree")
             with VerticalScroll(id="preview-scroll"):

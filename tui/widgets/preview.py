@@ -20,14 +20,31 @@ MAX_TEXT = 256 * 1024
 JSONL_TAIL = 40
 
 
+def _read_manifest(run_dir: Path) -> Any:
+    try:
+        return json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def load_manifest(run_dir: Path) -> dict[str, dict[str, Any]]:
     """manifest.json's entries keyed by their path relative to outputs/ ({} if absent)."""
-    try:
-        data = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    data = _read_manifest(run_dir) or {}
     entries = data.get("entries", data.get("files", [])) if isinstance(data, dict) else data
     return {str(e["path"]): e for e in entries if isinstance(e, dict) and "path" in e}
+
+
+def incomplete_pull(run_dir: Path) -> str | None:
+    """The warning for an output pull that failed part-way (manifest `complete: false`)."""
+    data = _read_manifest(run_dir)
+    if not isinstance(data, dict) or data.get("complete") is not False:
+        return None
+    files = [e for e in data.get("files", []) if isinstance(e, dict)]
+    landed = sum(1 for e in files if e.get("verified"))
+    return (
+        f"⚠ the output pull did not finish: {landed} of {len(files)} files landed whole "
+        "(✓ in the preview); the others are not here"
+    )
 
 
 def facts(path: Path, entry: dict[str, Any] | None) -> Text:
