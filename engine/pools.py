@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent import __version__
 from engine import paths
 from engine.tomlload import (
     SAFE_NAME,
@@ -88,6 +87,7 @@ class _PoolTable(_Strict):
     selection: Selection = Selection()
     caps: Caps = Caps()
     agent_install: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,2048}$")] | None = None
+    """pip requirement the node installs the agent from; default: this build (agent_source)."""
     api_key_env: Annotated[str, Field(pattern=_ENV_NAME)] | None = None
 
     @model_validator(mode="before")
@@ -96,8 +96,6 @@ class _PoolTable(_Strict):
         """Fill what depends on the provider before field validation sees it."""
         if isinstance(data, dict) and data.get("provider") in _DEFAULTS:
             data = _DEFAULTS[data["provider"]] | data
-            if data["provider"] == "vastai" and "agent_install" not in data:
-                data["agent_install"] = f"swjob=={__version__}"  # the node runs our version
         return data
 
     @model_validator(mode="after")

@@ -1,11 +1,11 @@
 """What a Vast.ai instance is told to do when it boots: install the agent and start it.
 
-The instance's on-start command installs the agent with pip (pinned to this swjob
-version unless the pool names another source, e.g. a git URL for an unreleased
-build) and starts `swjob-agent` in the background with the run's bootstrap. The
-join token is NOT in the command: it travels in the instance's environment
-(`TOKEN_ENV`), which the agent reads. Everything the agent and pip print goes to
-`$HOME/swjob/agent.log` on the node, the first place to look when a node never joins.
+The instance's on-start command installs the agent with pip (the requirement from
+agent_source: the pool's `agent_install`, else this very build) and starts
+`swjob-agent` in the background with the run's bootstrap. The join token is NOT in
+the command: it travels in the instance's environment (`TOKEN_ENV`), which the agent
+reads. Everything the agent and pip print goes to `$HOME/swjob/agent.log` on the
+node, the first place to look when a node never joins.
 
 The command is backgrounded (`( ... ) &`) because an on-start script is expected to
 return; the container itself keeps running under Vast's own init.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import shlex
 
-from agent import __version__
 from engine.providers.base import Bootstrap
 
 LABEL_PREFIX = "swjob:"
@@ -24,10 +23,6 @@ _PIP = (
     "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet "
     "--disable-pip-version-check --no-input"
 )
-
-
-def default_agent_install() -> str:
-    return f"swjob=={__version__}"
 
 
 def label_for(run_id: str) -> str:
@@ -42,9 +37,9 @@ def run_id_of(label: str | None) -> str | None:
     return None
 
 
-def onstart_command(bootstrap: Bootstrap, agent_install: str | None) -> str:
+def onstart_command(bootstrap: Bootstrap, agent_install: str) -> str:
     """The shell command run at boot; contains no secret (the token is in the env)."""
-    requirement = shlex.quote(agent_install or default_agent_install())
+    requirement = shlex.quote(agent_install)
     args = " ".join(shlex.quote(a) for a in bootstrap.agent_args())
     return (
         f"mkdir -p {NODE_ROOT} && cd {NODE_ROOT} && "

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.ledger import Ledger
 from engine.providers import vast_offers as offers
+from engine.providers.agent_source import agent_install_for
 from engine.providers.base import (
     TOKEN_ENV,
     Bootstrap,
@@ -107,6 +108,7 @@ class VastProvider:
             raise
 
     async def _provision(self, bootstrap: Bootstrap) -> NodeHandle:
+        agent_install_for(self._pool)  # no node is rented that could not install the agent
         candidates = await self._search()
         for offer in candidates[:CREATE_TRIES]:
             try:
@@ -203,7 +205,7 @@ class VastProvider:
                 disk=offers.disk_gb(pool.resources.disk_mb),
                 env={TOKEN_ENV: bootstrap.token},
                 label=label,
-                onstart_cmd=onstart_command(bootstrap, pool.agent_install),
+                onstart_cmd=onstart_command(bootstrap, agent_install_for(pool)),
                 ssh=True,
                 cancel_unavail=True,
             )

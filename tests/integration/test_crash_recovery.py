@@ -151,6 +151,7 @@ async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
     pools_file = tmp_path / "pools.toml"
     pools_file.write_text(
         '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nboot_timeout_s = 3\n'
+        'agent_install = "swjob"\n'
         "[pools.gpu.resources]\ngpu_count = 1\n"
     )
     (tmp_path / "job.toml").write_text('[job]\nname = "crashy"\nrun = "true"\n')

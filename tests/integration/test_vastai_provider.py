@@ -276,3 +276,12 @@ async def test_handle_facts_survive_a_fresh_provider_for_teardown(api) -> None:
     handle = await provider(api, gpu_pool(), []).provision(bootstrap())
     await provider(api, gpu_pool(), []).teardown(NodeHandle("vastai", handle.node_id))
     assert api.cloud.instances == {}
+
+
+async def test_nothing_is_rented_when_the_node_could_not_install_the_agent(api) -> None:
+    """This checkout is a local directory install: without `agent_install` the pool names no
+    source a node can reach, so provisioning stops before the first API call."""
+    vast = provider(api, gpu_pool(agent_install=None), [])
+    with pytest.raises(ProvisionError, match="set agent_install in the pool"):
+        await vast.provision(bootstrap())
+    assert api.requests == [] and Ledger().open_entries() == []

@@ -31,6 +31,9 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn
     assert api.leaked == [], f"instances left alive: {api.leaked}"
 
 
+AGENT_INSTALL = "swjob==0.1.0"  # already in this venv: the stand-in's pip install is a no-op
+
+
 def gpu_pool(name: str = "gpu", **overrides: Any) -> Pool:
     """1 GPU ≥ 24 GB, ≤ $0.60/h, reliability ≥ 0.98, verified hosts, cheapest first."""
     fields: dict[str, Any] = {
@@ -40,6 +43,7 @@ def gpu_pool(name: str = "gpu", **overrides: Any) -> Pool:
         "image": "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime",
         "resources": {"gpu_count": 1, "gpu_memory_mb": 24000, "disk_mb": 40000},
         "selection": {"max_price_per_hour": 0.6, "reliability_min": 0.98},
+        "agent_install": AGENT_INSTALL,
     }
     fields.update(overrides)
     return Pool(name=name, **fields)

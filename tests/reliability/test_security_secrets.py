@@ -227,7 +227,7 @@ def test_cli_provisioning_failure_is_redacted(
     pools.write_text(
         '[pools.gpu]\nprovider = "vastai"\nmax_nodes = 1\nboot_timeout_s = 30\n'
         'image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"\n'
-        'api_key_env = "SWJOB_TEST_VAST_KEY"\n'
+        'api_key_env = "SWJOB_TEST_VAST_KEY"\nagent_install = "swjob"\n'
     )
     job = make_job(env={"API_TOKEN": SECRET}, run=PRINTS)
     code, printed = swjob_run(

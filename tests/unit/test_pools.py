@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
-from agent import __version__
 from engine import paths
 from engine.pools import BUILTIN_LOCAL, Pool, PoolFileError, PoolSet, load_pools
 
@@ -90,7 +88,7 @@ def test_unknown_pool_without_a_file() -> None:
 def test_vastai_defaults(tmp_path: Path) -> None:
     gpu = load_pools(write(tmp_path, VAST)).get("gpu")
     assert (gpu.max_nodes, gpu.boot_timeout_s) == (1, 900.0)
-    assert gpu.agent_install == f"swjob=={__version__}" == f"swjob=={version('swjob')}"
+    assert gpu.agent_install is None  # this build, decided at rent time (agent_source)
     assert gpu.selection.verified_only is True and gpu.selection.order == "price"
     assert gpu.api_key_env is None
 
@@ -206,10 +204,6 @@ def test_summary(kwargs: dict[str, object], summary: str) -> None:
 
 def test_direct_construction_gets_provider_defaults() -> None:
     gpu = Pool(name="p", provider="vastai", image="img")
-    assert (gpu.max_nodes, gpu.boot_timeout_s, gpu.agent_install) == (
-        1,
-        900.0,
-        f"swjob=={__version__}",
-    )
+    assert (gpu.max_nodes, gpu.boot_timeout_s, gpu.agent_install) == (1, 900.0, None)
     local = Pool(name="l", provider="local")
     assert (local.max_nodes, local.boot_timeout_s, local.agent_install) == (4, 60.0, None)

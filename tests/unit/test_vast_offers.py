@@ -106,7 +106,6 @@ def test_boot_command_quotes_args_and_keeps_the_token_out() -> None:
     assert shlex.quote("tick;rm -rf /") in command
     assert "git+https://example.invalid/swjob@main" in command
     assert command.rstrip().endswith("&")  # returns at once; the agent runs in the background
-    assert "swjob==" in onstart_command(boot, None)
 
 
 def test_labels_round_trip() -> None:

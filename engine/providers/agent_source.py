@@ -1,0 +1,67 @@
+"""Where a rented node gets the swjob agent: the very build this operator runs.
+
+pip records how a package was installed (PEP 610 `direct_url.json`). From a package
+index (no record): the node installs `swjob==<version>`. From a git URL: the node
+installs the same commit. From a wheel or sdist URL: the same URL. From a local
+directory or file, which no rented node can reach, there is no safe guess (a bare
+`swjob==<version>` could fetch a stranger's package of that name), so the pool must
+say where with `agent_install` — and the run stops before any node is rented.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from typing import Any
+
+from engine.pools import Pool
+from engine.providers.base import ProvisionError
+
+EXAMPLE = "swjob @ git+https://github.com/<you>/swjob@<commit>"
+
+
+def requirement_from(version: str, direct_url: str | None) -> str | None:
+    """The pip requirement that reinstalls this build elsewhere, or None if none can."""
+    if direct_url is None:
+        return f"swjob=={version}"
+    try:
+        info: Any = json.loads(direct_url)
+    except ValueError:
+        return None
+    url = info.get("url", "") if isinstance(info, dict) else ""
+    if not url.startswith(("https://", "http://", "ssh://", "git@")):
+        return None  # file:// — a directory or archive on this machine only
+    vcs = info.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("vcs") == "git":
+        ref = vcs.get("commit_id") or vcs.get("requested_revision")
+        spec = f"swjob @ git+{url}" + (f"@{ref}" if ref else "")
+        subdirectory = info.get("subdirectory")
+        return spec + (f"#subdirectory={subdirectory}" if subdirectory else "")
+    if "archive_info" in info:
+        return f"swjob @ {url}"
+    return None
+
+
+def own_requirement() -> str | None:
+    """How a node installs the swjob installed here (None: from here only).
+
+    Only an installer's record counts (its INSTALLER file): a source tree on sys.path
+    can carry a stale `swjob.egg-info` build artefact that would read as an index install."""
+    installed = [d for d in metadata.distributions(name="swjob") if d.read_text("INSTALLER")]
+    if not installed:
+        return None
+    return requirement_from(installed[0].version, installed[0].read_text("direct_url.json"))
+
+
+def agent_install_for(pool: Pool) -> str:
+    """The pool's `agent_install`, else this build's own requirement; refuses before renting
+    when neither is something a node can install."""
+    if pool.agent_install:
+        return pool.agent_install
+    found = own_requirement()
+    if found is None:
+        raise ProvisionError(
+            f"pool {pool.name!r}: this swjob was installed from a local directory, which a "
+            f"rented node cannot reach; set agent_install in the pool, e.g. {EXAMPLE!r}"
+        )
+    return found
