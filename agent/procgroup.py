@@ -1,7 +1,9 @@
 """Signalling and watching a job's process group until nothing of it is left.
 
 Every step runs in its own session, so its process group id is the leader's pid
-and every child it forks (unless it calls setsid itself) is in that group. Zombies
+and every child it forks (unless it calls setsid itself) is in that group. A child
+that does leave the group (`setsid`, a double-forked daemon) still carries the
+step's marker in the environment it was started with, and is found by that. Zombies
 count as gone: an orphaned child is reaped by whoever is PID 1 on the node, which
 in a container may never do it, yet a zombie holds no resources and runs nothing.
 """
@@ -76,3 +78,47 @@ async def terminate_group(pgid: int, grace: float) -> None:
 def kill_group_now(pgid: int) -> None:
     """Last resort when we cannot wait (cancelled, exiting): KILL without ceremony."""
     signal_group(pgid, signal.SIGKILL)
+
+
+def marked(marker: str) -> list[int]:
+    """Live processes whose start-up environment holds `marker` (a `NAME=value` entry)."""
+    wanted, me, found = marker.encode() + b"\0", os.getpid(), []
+    for entry in _PROC.iterdir() if _PROC.is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if wanted not in (entry / "environ").read_bytes():
+                continue
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone, or not ours to read
+        if stat[stat.rfind(")") + 2] not in "ZX":
+            found.append(int(entry.name))
+    return found
+
+
+def _signal_pids(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def kill_marked_now(marker: str) -> None:
+    """KILL every process carrying `marker`, without waiting (cancelled, exiting)."""
+    _signal_pids(marked(marker), signal.SIGKILL)
+
+
+async def terminate_marked(marker: str, grace: float) -> list[int]:
+    """TERM every process carrying `marker`, KILL what is left after `grace`; the pids found."""
+    escaped = marked(marker)
+    if not escaped:
+        return []
+    _signal_pids(escaped, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while (left := marked(marker)) and time.monotonic() < deadline:
+        await asyncio.sleep(POLL_S)
+    while left:
+        _signal_pids(left, signal.SIGKILL)
+        await asyncio.sleep(POLL_S)
+        left = marked(marker)
+    return escaped

@@ -9,8 +9,9 @@ events are what counts: a node whose disk is full (often filled by the job itsel
 loses the file copy, never the events or the step's StepExited.
 
 A step is over when its leader exits; whatever it left behind in its group is then
-terminated too (TERM, a short grace, KILL), so no process of a step outlives it and
-no stray child keeps its pipes open. Events carry `seq=0`: the journal numbers them.
+terminated too (TERM, a short grace, KILL), and so is any process that left the group
+but carries the step's `STEP_ENV` marker (a `setsid` daemon), so no process of a step
+outlives it and no stray child keeps its pipes open. Events carry `seq=0`: the journal numbers them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
@@ -33,6 +35,7 @@ from agent.redact import Redactor
 log = logging.getLogger("swjob.agent")
 
 TOKEN_ENV = "SWJOB_JOIN_TOKEN"  # same name as engine.providers.base.TOKEN_ENV
+STEP_ENV = "SWJOB_STEP_ID"  # a fresh value per step, inherited by everything it starts
 READ_CHUNK = 256 * 1024
 LEFTOVER_GRACE_S = 2.0
 PIPE_DRAIN_S = 1.0  # after the group is gone, how long pipes held by escapees may stay open
@@ -45,6 +48,7 @@ class _Running:
     step: Step
     proc: asyncio.subprocess.Process
     pipes: list[tuple[BinaryIO, Stream]]
+    marker: str  # STEP_ENV=<value>, as it appears in /proc/<pid>/environ
     task: asyncio.Task[None] | None = None
     stopper: asyncio.Task[None] | None = None
     stopped: bool = False
@@ -124,13 +128,14 @@ class Supervisor:
             (open(out_r, "rb", 0), Stream.STDOUT),  # noqa: SIM115
             (open(err_r, "rb", 0), Stream.STDERR),  # noqa: SIM115
         ]
+        marker = f"{STEP_ENV}={secrets.token_hex(8)}"
         try:
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh",
                 "-c",
                 command,
                 cwd=self._workdir,
-                env={**self._base_env, **env},
+                env={**self._base_env, **env, STEP_ENV: marker.split("=", 1)[1]},
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
@@ -143,7 +148,7 @@ class Supervisor:
         finally:
             os.close(out_w)
             os.close(err_w)
-        return _Running(step=step, proc=proc, pipes=pipes)
+        return _Running(step=step, proc=proc, pipes=pipes, marker=marker)
 
     def _spawn_failure(self, step: Step, exc: OSError) -> str:
         if not self._workdir.is_dir():
@@ -161,6 +166,7 @@ class Supervisor:
             step_log.close()
             if procgroup.group_alive(run.pgid):  # only when cancelled or broken mid-way
                 procgroup.kill_group_now(run.pgid)
+            procgroup.kill_marked_now(run.marker)
             self._clear_pgid()
             self._current = None
             self._emit(_exited(run))
@@ -175,6 +181,7 @@ class Supervisor:
                 await run.stopper
             else:
                 await procgroup.terminate_group(run.pgid, LEFTOVER_GRACE_S)
+            await procgroup.terminate_marked(run.marker, LEFTOVER_GRACE_S)
             _, pending = await asyncio.wait(run.readers, timeout=PIPE_DRAIN_S)
         finally:
             for reader in run.readers:

@@ -287,3 +287,21 @@ async def test_the_disk_filling_mid_step(tmp_path: Path, rec: Recorder, small_di
     assert rec.lines(Stream.STDOUT) == [str(i) for i in range(1, 400001)]
     assert log_failures(rec) == [f"{LOG_FAILED}No space left on device"]
     assert 0 < (small_disk.path / "logs" / "run.log").stat().st_size <= 1024 * 1024
+
+
+async def test_a_daemon_that_left_the_group_dies_with_the_step_too(
+    sup: Supervisor, rec: Recorder
+) -> None:
+    """`setsid` plus a double fork puts a process outside the step's group and session;
+    the marker in its environment still ties it to the step."""
+    await run_step(sup, rec, "( setsid sh -c 'sleep 1000 & echo pid $!' & ); sleep 0.3; exit 0")
+    pid = int(rec.lines()[0].split()[1])
+    assert not process_alive(pid), "the escaped daemon outlived its step"
+    assert rec.events[-1] == StepExited(seq=0, step=Step.RUN, code=0)
+
+
+async def test_steps_are_told_their_own_marker(sup: Supervisor, rec: Recorder) -> None:
+    await run_step(sup, rec, 'echo "$SWJOB_STEP_ID"')
+    await run_step(sup, rec, 'echo "$SWJOB_STEP_ID"')
+    first, second = rec.lines()
+    assert len(first) == 16 and first != second
