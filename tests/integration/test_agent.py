@@ -78,9 +78,10 @@ async def test_join_sends_facts_and_keeps_xfer_dialed(
     assert facts.cpus >= 1 and facts.memory_mb > 0 and facts.disk_free_mb > 0
     assert facts.agent_version == agent.__version__
     assert facts.python_version == platform.python_version()
-    await orch.until(lambda: len(orch.xfer_conns) == 1)
-    orch.xfer_conns[0].close(0, b"test drop")
-    await orch.until(lambda: len(orch.xfer_conns) == 2)  # redialed; control untouched
+    await orch.until(lambda: len(orch.xfer_conns) >= 1)
+    dialed = len(orch.xfer_conns)  # counted, not assumed: a busy host may see a redial already
+    orch.xfer_conns[-1].close(0, b"test drop")
+    await orch.until(lambda: len(orch.xfer_conns) > dialed)  # redialed; control untouched
     assert len(orch.hellos) == 1
     await orch.send(Shutdown())
     assert await node.exit_code() == 0
