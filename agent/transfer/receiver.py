@@ -22,7 +22,8 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,8 @@ class Receiver:
         self._partials: dict[str, _Partial] = {}
         self._lock = threading.Lock()
         self._lander = Lander(root)
+        self._inflight: set[Future[tuple[int, int, str | None]]] = set()
+        self._closed = False
 
     def chunks_held(self) -> dict[str, set[int]]:
         with self._lock:
@@ -96,7 +99,15 @@ class Receiver:
 
     def close(self, *, discard_partials: bool = False) -> None:
         """Release partial files' descriptors. Their `.part` files stay for a later look,
-        or are removed with `discard_partials` (a transfer that will not resume)."""
+        or are removed with `discard_partials` (a transfer that will not resume).
+
+        A writer thread may still be landing a record of a stream that was cancelled when
+        the connection dropped: it is waited for (a few ms), so no descriptor is closed
+        under a write and no `.part` file appears after this returns."""
+        with self._lock:
+            self._closed = True
+            running = list(self._inflight)
+        wait_futures(running)
         with self._lock:
             for path, part in self._partials.items():
                 os.close(part.fd)
@@ -159,16 +170,25 @@ class Receiver:
         step = -(-len(records) // WRITERS)
         if len(records) < _PARALLEL_MIN or len({m.get("p") for m, _ in records}) < len(records):
             step = len(records)
-        loop = asyncio.get_running_loop()
-        slices = [
-            loop.run_in_executor(_writers(), self._apply_job, records[i : i + step])
-            for i in range(0, len(records), step)
-        ]
+        slices = [self._submit(records[i : i + step]) for i in range(0, len(records), step)]
         await asyncio.wait(slices)  # every writer has stopped before an error is reported
         done = [f.result() for f in slices]
         return sum(d[0] for d in done), sum(d[1] for d in done), done[-1][2]
 
+    def _submit(self, job: list[Record]) -> asyncio.Future[tuple[int, int, str | None]]:
+        future = _writers().submit(self._apply_job, job)
+        with self._lock:
+            self._inflight.add(future)
+        future.add_done_callback(self._forget)
+        return asyncio.wrap_future(future)
+
+    def _forget(self, future: Future[tuple[int, int, str | None]]) -> None:
+        with self._lock:
+            self._inflight.discard(future)
+
     def _apply_job(self, job: list[Record]) -> tuple[int, int, str | None]:
+        if self._closed:
+            raise TransferError("the transfer was closed")
         nbytes = files = 0
         current = None
         try:
@@ -227,6 +247,8 @@ class Receiver:
 
     def _partial(self, path: str, size: int, mode: int, mtime_ns: int) -> _Partial:
         with self._lock:
+            if self._closed:
+                raise TransferError("the transfer was closed")
             part = self._partials.get(path)
             if part is None:
                 fd = self._lander.open_part(path, size)

@@ -79,8 +79,10 @@ async def loopback_pair(
     finally:
         for task in tasks:
             task.cancel()
+        # endpoints first: a dial in flight (the agent redialing after a cut) is a binding
+        # call that cancelling does not interrupt; closing its endpoint ends it at once
+        await agent_ep.close()
+        await engine_ep.close()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await agent_ep.close()
-        await engine_ep.close()
