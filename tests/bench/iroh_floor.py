@@ -77,10 +77,10 @@ async def _send(total: int, streams: int) -> dict[str, float]:
         await bis[0].recv().read_exact(1)
         seconds, cpu = time.perf_counter() - started, _cpu_s() - cpu0
         out, _ = receiver.communicate(timeout=60)
-    finally:
-        if receiver.poll() is None:
-            receiver.kill()
-            receiver.wait()
+    except BaseException:
+        receiver.kill()  # by its pid; it has not finished on its own
+        receiver.wait()
+        raise
     await ep.close()
     return {"s": seconds, "send_cpu": cpu, "recv_cpu": json.loads(out)["cpu_s"]}
 
