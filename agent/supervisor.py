@@ -128,14 +128,14 @@ class Supervisor:
             (open(out_r, "rb", 0), Stream.STDOUT),  # noqa: SIM115
             (open(err_r, "rb", 0), Stream.STDERR),  # noqa: SIM115
         ]
-        marker = f"{STEP_ENV}={secrets.token_hex(8)}"
+        step_id = secrets.token_hex(8)
         try:
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh",
                 "-c",
                 command,
                 cwd=self._workdir,
-                env={**self._base_env, **env, STEP_ENV: marker.split("=", 1)[1]},
+                env={**self._base_env, **env, STEP_ENV: step_id},
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
@@ -148,7 +148,7 @@ class Supervisor:
         finally:
             os.close(out_w)
             os.close(err_w)
-        return _Running(step=step, proc=proc, pipes=pipes, marker=marker)
+        return _Running(step=step, proc=proc, pipes=pipes, marker=f"{STEP_ENV}={step_id}")
 
     def _spawn_failure(self, step: Step, exc: OSError) -> str:
         if not self._workdir.is_dir():

@@ -29,8 +29,8 @@ def requirement_from(version: str, direct_url: str | None) -> str | None:
     except ValueError:
         return None
     url = info.get("url", "") if isinstance(info, dict) else ""
-    if not url.startswith(("https://", "http://", "ssh://", "git@")):
-        return None  # file:// — a directory or archive on this machine only
+    if not url.startswith(("https://", "ssh://")):
+        return None  # file:// is on this machine only; plain http is no source to trust
     vcs = info.get("vcs_info")
     if isinstance(vcs, dict) and vcs.get("vcs") == "git":
         ref = vcs.get("commit_id") or vcs.get("requested_revision")

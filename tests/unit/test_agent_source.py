@@ -41,6 +41,7 @@ def direct_url(**info: object) -> str:
         (direct_url(url="file:///home/me/swjob", dir_info={}), None),
         (direct_url(url="file:///tmp/swjob-0.1.0.tar.gz", archive_info={}), None),
         (direct_url(url="https://hg.example.org/swjob", vcs_info={"vcs": "hg"}), None),
+        (direct_url(url="http://example.org/swjob-0.1.0.tar.gz", archive_info={}), None),
         ("not json", None),
     ],
 )
