@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 POLL_S = 0.02
@@ -38,21 +39,25 @@ def group_alive(pgid: int) -> bool:
     return _has_live_member(pgid)
 
 
-def _has_live_member(pgid: int) -> bool:
-    if not _PROC.is_dir():
-        return True
+def _live_processes() -> Iterator[tuple[Path, list[str]]]:
+    """Each live (non-zombie) process's /proc entry and its stat fields after the
+    parenthesised command name: state, ppid, pgrp, ..."""
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
         except OSError:
-            continue
-        # Fields after the parenthesised command name: state, ppid, pgrp, ...
+            continue  # gone meanwhile
         fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
+        if fields[0] not in ("Z", "X"):
+            yield entry, fields
+
+
+def _has_live_member(pgid: int) -> bool:
+    if not _PROC.is_dir():
+        return True
+    return any(int(fields[2]) == pgid for _, fields in _live_processes())
 
 
 async def wait_group_gone(pgid: int, timeout: float | None) -> bool:
@@ -83,17 +88,14 @@ def kill_group_now(pgid: int) -> None:
 def marked(marker: str) -> list[int]:
     """Live processes whose start-up environment holds `marker` (a `NAME=value` entry)."""
     wanted, me, found = marker.encode() + b"\0", os.getpid(), []
-    for entry in _PROC.iterdir() if _PROC.is_dir() else ():
-        if not entry.name.isdigit() or int(entry.name) == me:
+    for entry, _ in _live_processes() if _PROC.is_dir() else ():
+        if int(entry.name) == me:
             continue
         try:
-            if wanted not in (entry / "environ").read_bytes():
-                continue
-            stat = (entry / "stat").read_text()
+            if wanted in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
         except OSError:
             continue  # gone, or not ours to read
-        if stat[stat.rfind(")") + 2] not in "ZX":
-            found.append(int(entry.name))
     return found
 
 
