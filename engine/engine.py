@@ -8,7 +8,6 @@ It runs on the caller's event loop (the TUI's, or the CLI's `asyncio.run`).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import secrets
 import time
@@ -23,11 +22,13 @@ from engine import events as ev
 from engine import fsm, identity, recovery
 from engine.control import ControlServer, NodeSession
 from engine.datastream import Datastream, Subscription, read_events
+from engine.errors import one_line
 from engine.jobspec import JobSpec
 from engine.ledger import Ledger
 from engine.orchestrator import RunDriver
 from engine.paths import DEFAULT_RUNS_DIR
 from engine.pools import Pool, PoolFileError, PoolSet, load_pools
+from engine.providers import vast_sdk
 from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.providers.registry import make_provider
 from engine.runbook import fold, new_view
@@ -74,6 +75,7 @@ class Engine:
         self._server: ControlServer | None = None
         self._identity: identity.Identity | None = None
         self._orphan_check: asyncio.Task[None] | None = None
+        self._sdk_loading: asyncio.Future[Any] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -84,8 +86,22 @@ class Engine:
         self._identity.remember_port(iroh_endpoint.bound_port(self._endpoint))
         self._server = ControlServer(self._endpoint)
         self._server.start()
+        if self._rents_nodes():  # ~1 s of imports: in a thread, while the rest starts
+            self._sdk_loading = asyncio.ensure_future(asyncio.to_thread(vast_sdk.load))
         await self._recover()
         self._orphan_check = asyncio.create_task(self._check_orphans())
+
+    async def _providers_ready(self, pool: Pool) -> None:
+        """Wait until `pool`'s provider can be built: a rented pool needs its SDK loaded.
+        A failed import raises here, on the call that needed it, as one line."""
+        if pool.provider != "vastai":
+            return
+        if self._sdk_loading is None:
+            self._sdk_loading = asyncio.ensure_future(asyncio.to_thread(vast_sdk.load))
+        try:
+            await asyncio.shield(self._sdk_loading)
+        except Exception as exc:
+            raise SubmitError(f"pool {pool.name!r}: cannot load the Vast.ai SDK: {exc}") from None
 
     async def _bind(self) -> Any:
         """Bind with our persistent identity, on last time's port when it is free."""
@@ -126,6 +142,7 @@ class Engine:
             pool_def = self.config.pools.get(pool)
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
+        await self._providers_ready(pool_def)
         run_id = new_run_id()
         run_dir = (self.config.runs_dir / job.name / run_id).absolute()
         run_dir.mkdir(parents=True)
@@ -190,6 +207,11 @@ class Engine:
             try:
                 pool = self.config.pools.get(saved.get("pool", view.pool))
             except PoolFileError as exc:
+                self.alert(f"run {view.run_id} cannot be recovered: {exc}")
+                continue
+            try:
+                await self._providers_ready(pool)
+            except SubmitError as exc:
                 self.alert(f"run {view.run_id} cannot be recovered: {exc}")
                 continue
             provider = self._provider(pool)
@@ -273,6 +295,8 @@ class Engine:
         cannot be listed."""
         if not self._rents_nodes():
             return []
+        for pool in self.config.pools:
+            await self._providers_ready(pool)
         from engine.gc import find_orphans
 
         owned = {v.run_id for v in self.running()}
@@ -282,6 +306,8 @@ class Engine:
 
     async def collect_orphans(self, orphans: list[Orphan]) -> list[str]:
         """Destroy (verified) the given orphans; returns one line per failure."""
+        for pool in self.config.pools:
+            await self._providers_ready(pool)
         from engine.gc import destroy_orphans
 
         return await destroy_orphans(orphans, self.config.pools, Ledger())
@@ -290,14 +316,10 @@ class Engine:
         """At start, warn about nodes that bill without a live run (a crash, a lost teardown)."""
         if not self._rents_nodes():
             return
-        # the vastai SDK takes a second or more to import: never on the event loop
-        await asyncio.to_thread(importlib.import_module, "engine.gc")
-        from engine.providers.vast_api import VastApiError
-
         try:
             found = await self.orphans()
-        except VastApiError as exc:
-            self.alert(f"could not check for orphaned nodes: {exc}")
+        except Exception as exc:  # whatever broke, the operator hears of it: never silence
+            self.alert(f"could not check for orphaned nodes: {one_line(exc)}")
             return
         for orphan in found:
             described = orphan.describe()

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import requests
-from vastai import VastAI
 
 from agent.redact import Redactor
+from engine.errors import ProviderError
+from engine.providers import vast_sdk
 
 RETRY_AFTER_CAP_S = 60.0
 
@@ -43,7 +44,7 @@ class RetryPolicy:
         return backoff * random.uniform(0.5, 1.5)
 
 
-class VastApiError(Exception):
+class VastApiError(ProviderError):
     """A Vast.ai call failed for good; `status` is the HTTP status when there was one."""
 
     def __init__(self, message: str, *, status: int | None = None, transient: bool = False):
@@ -91,7 +92,9 @@ class VastApi:
         on_retry: Callable[[str], None],
     ) -> None:
         try:
-            sdk = VastAI(api_key=resolve_key(api_key_env), server_url=server_url, retry=1)
+            sdk = vast_sdk.sdk_class()(
+                api_key=resolve_key(api_key_env), server_url=server_url, retry=1
+            )
         except RuntimeError:
             raise VastApiError("no Vast.ai API key (set VAST_API_KEY or the pool's key)") from None
         sdk.client.timeout = policy.timeout_s

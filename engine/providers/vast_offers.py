@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vastai.api.query import parse_order
+from engine.providers.vast_sdk import parse_order
 
 if TYPE_CHECKING:
     from engine.pools import Pool

@@ -1,0 +1,100 @@
+"""A real terminal for the real binaries: a pseudo-terminal (pexpect) whose output is
+played into a VT100 screen (pyte), so a test reads what a person would see.
+
+Pilot drives an app inside the test's own process, where stdout is never a terminal;
+the failures only a terminal shows (an SDK reading `sys.stdout.encoding`, a job's escape
+sequences moving the real cursor) need the binary in a pty. The process is ended by its
+own pid, and the screen is only ever read, never trusted to be complete: every wait
+polls it until a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pexpect
+import pyte
+
+
+class Terminal:
+    """One program in a `cols`×`rows` pty; `text()` is the screen as lines of text."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        cols: int = 120,
+        rows: int = 40,
+    ) -> None:
+        self.screen = pyte.Screen(cols, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.child = pexpect.spawn(
+            argv[0], argv[1:], cwd=str(cwd), env=env, dimensions=(rows, cols), echo=False
+        )
+        self.transcript = bytearray()
+
+    def pump(self, seconds: float = 0.05) -> None:
+        """Feed whatever the program wrote within `seconds` into the screen."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                chunk = self.child.read_nonblocking(
+                    65536, timeout=max(0.0, deadline - time.monotonic())
+                )
+            except pexpect.TIMEOUT:
+                return
+            except pexpect.EOF:
+                return
+            self.transcript += chunk
+            self.stream.feed(chunk)
+            if time.monotonic() >= deadline:
+                return
+
+    def text(self) -> str:
+        return "\n".join(line.rstrip() for line in self.screen.display)
+
+    def wait_for(self, condition: str | Callable[[str], bool], timeout: float = 30) -> str:
+        """Pump until the screen shows `condition` (a substring, or a test on the text)."""
+        test = condition if callable(condition) else (lambda text: condition in text)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.pump(0.1)
+            text = self.text()
+            if test(text):
+                return text
+            if not self.child.isalive():
+                self.pump(0.2)
+                break
+        raise AssertionError(f"timed out waiting for {condition!r}; screen:\n{self.text()}")
+
+    def press(self, *keys: str) -> None:
+        for key in keys:
+            self.child.send(key)
+            self.pump(0.05)
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        deadline = time.monotonic() + timeout
+        while self.child.isalive() and time.monotonic() < deadline:
+            self.pump(0.1)
+        if self.child.isalive():
+            raise AssertionError(f"still running after {timeout}s; screen:\n{self.text()}")
+        self.child.close()
+        return (
+            self.child.exitstatus if self.child.exitstatus is not None else -self.child.signalstatus
+        )
+
+    def kill(self) -> None:
+        """End the program by its pid (TERM, then KILL), never by name."""
+        if self.child.isalive():
+            os.kill(self.child.pid, signal.SIGTERM)
+            try:
+                self.wait_exit(10)
+            except AssertionError:
+                os.kill(self.child.pid, signal.SIGKILL)
+        self.child.close(force=True)
