@@ -27,6 +27,7 @@ from textual.worker import Worker, WorkerState
 from engine import events as ev
 from engine.jobspec import JobSpec
 from engine.views import RunView
+from tui import calls
 from tui.api import Clock, EngineAPI, Subscription
 from tui.commands import ActionCommands
 from tui.feed import Feed
@@ -106,7 +107,11 @@ class SwjobApp(App[None]):
 
     @work(group="engine", exit_on_error=False, description="start the engine")
     async def _boot(self) -> None:
-        await self.engine.start()
+        try:
+            await calls.call("start the engine", self.engine.start(), timeout=calls.START_TIMEOUT_S)
+        except calls.CallError as exc:
+            self.notify(str(exc), title="error", severity="error", timeout=3600)
+            return
         sub = self.engine.subscribe()
         self._consume(sub)
         for job in self.startup_jobs:
@@ -125,12 +130,11 @@ class SwjobApp(App[None]):
         gc.freeze()
 
     async def _submit_job(self, job: JobSpec) -> None:
-        from engine.engine import SubmitError
-
+        submitting = self.engine.submit(job, self.pool)
         try:
-            await self.engine.submit(job, self.pool)
-        except SubmitError as exc:
-            self.notify(str(exc), title="submit failed", severity="error")
+            await calls.call(f"submit {job.name}", submitting, timeout=calls.SUBMIT_TIMEOUT_S)
+        except calls.CallError as exc:
+            self.notify(str(exc), title="submit failed", severity="error", timeout=30)
 
     @work(group="feed", exit_on_error=False, description="engine events")
     async def _consume(self, sub: Subscription) -> None:
@@ -243,7 +247,13 @@ class SwjobApp(App[None]):
 
     @work(group="engine", exit_on_error=False, description="stop")
     async def _stop(self, run_id: str) -> None:
-        await self.engine.stop(run_id)
+        try:
+            await calls.call(
+                f"stop {run_id}", self.engine.stop(run_id), timeout=calls.STOP_TIMEOUT_S
+            )
+        except calls.CallError as exc:
+            self.notify(str(exc), title="stop failed", severity="error")
+            return
         self.notify(f"stopping {run_id}: tearing its node down", title="stop")
 
     def action_outputs(self) -> None:
@@ -262,7 +272,13 @@ class SwjobApp(App[None]):
     @work(group="orphans", exclusive=True, exit_on_error=False, description="collect orphans")
     async def _destroy(self, orphans: list[Orphan]) -> None:
         self.notify(f"destroying {len(orphans)} orphaned node(s)…", title="collect")
-        errors = await self.engine.collect_orphans(orphans)
+        collecting = self.engine.collect_orphans(orphans)
+        try:
+            errors = await calls.call(
+                "collect orphaned nodes", collecting, timeout=calls.COLLECT_TIMEOUT_S
+            )
+        except calls.CallError as exc:
+            errors = [str(exc)]
         done = len(orphans) - len(errors)
         if errors:
             lines = "\n".join(errors)
@@ -275,12 +291,13 @@ class SwjobApp(App[None]):
 
     async def _recheck_orphans(self) -> None:
         """The banner shows what is still out there, not what was out there at start."""
-        from engine.providers.vast_api import VastApiError
-
+        listing = self.engine.orphans()
         try:
-            left = await self.engine.orphans()
-        except VastApiError as exc:
-            self.notify(f"could not re-check for orphaned nodes: {exc}", severity="warning")
+            left = await calls.call(
+                "re-check orphaned nodes", listing, timeout=calls.LIST_TIMEOUT_S
+            )
+        except calls.CallError as exc:
+            self.notify(str(exc), severity="warning")
             return
         self.feed.orphans = [o.describe() for o in left]
 
@@ -346,5 +363,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     config = EngineConfig(runs_dir=args.runs_dir or DEFAULT_RUNS_DIR, pools=pools)
-    SwjobApp(Engine(config), jobs=jobs, pool=args.pool).run()
-    return 0
+    app = SwjobApp(Engine(config), jobs=jobs, pool=args.pool)
+    app.run()
+    return app.return_code or 0  # a crash is not a success

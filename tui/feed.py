@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from agent.protocol import LogLine, Stream
 from engine import events as ev
+from tui.printable import printable
 
 Line = tuple[str, bool, str]
 """(step, is stderr, text). Plain values, not the event's LogLine models: tuples of
@@ -26,8 +27,9 @@ them and stalled key handling for up to ~180 ms."""
 
 
 def lines_of(step: str, lines: list[LogLine]) -> list[Line]:
+    """The lines as the console holds them: drawable text only (tui/printable.py)."""
     err = Stream.STDERR
-    return [(step, line.stream is err, line.text) for line in lines]
+    return [(step, line.stream is err, printable(line.text)) for line in lines]
 
 
 @dataclass

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomlkit
 
 from tests.smoke.terminal import Terminal
 from tests.standin.server import StandIn
@@ -18,9 +19,8 @@ BIN = Path(sys.executable).parent
 
 def write_job(root: Path, name: str, run: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "job.toml").write_text(
-        f'[job]\nname = "{name}"\nrun = """{run}"""\noutputs = ["out.txt"]\n'
-    )
+    job = {"job": {"name": name, "run": run, "outputs": ["out.txt"]}}
+    (root / "job.toml").write_text(tomlkit.dumps(job))
     return root / "job.toml"
 
 
@@ -36,8 +36,12 @@ def vast_pools(path: Path) -> Path:
     return path
 
 
-def console(tmp_path: Path, *args: str, cols: int = 120, rows: int = 40) -> Terminal:
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
+def console(
+    tmp_path: Path, *args: str, cols: int = 120, rows: int = 40, env: dict[str, str] | None = None
+) -> Terminal:
+    """The real binary in a real terminal of `cols`×`rows`, on this test's state dirs."""
+    env = {**os.environ, "TERM": "xterm-256color", **(env or {})}
+    env.pop("COLUMNS", None), env.pop("LINES", None)
     argv = [str(BIN / "swjob-tui"), "--runs-dir", str(tmp_path / "runs"), *args]
     return Terminal(argv, cwd=tmp_path, env=env, cols=cols, rows=rows)
 
@@ -53,3 +57,52 @@ def test_a_vast_pool_runs_a_job_to_completed_from_the_console(tmp_path: Path, ap
     finally:
         term.kill()
     assert (tmp_path / "runs" / "vastjob").is_dir()
+
+
+HOSTILE_RUN = r"""printf '\033[2J\033[Hcleared?\n'; printf '\033[31mred\033[0m\n'; printf '\033]52;c;ZXZpbA==\007osc\n'; printf '\033[?1049h\033[5;5Hmoved\n'; echo done > out.txt"""
+
+
+def test_hostile_job_output_leaves_the_screen_intact_at_80x24(tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", "hostile", HOSTILE_RUN)
+    term = console(tmp_path, str(job), cols=80, rows=24)
+    try:
+        term.wait_for("COMPLETED")
+        term.press("\r")  # the detail, with the log pane
+        screen = term.wait_for(lambda text: "cleared?" in text and "moved" in text)
+        rows = screen.splitlines()
+        assert "swjob" in rows[0], screen  # the header was not cleared or overwritten
+        log_rows = [row for row in rows if "run " in row and ("cleared?" in row or "red" in row)]
+        assert log_rows and all(
+            row.rstrip().endswith(("│", "▌", "▐", "▎", "▊")) for row in log_rows
+        ), screen
+        assert b"\x1b]52" not in term.transcript and b"\x1b[?1049h\x1b[5;5H" not in term.transcript
+        term.press("q")
+        assert term.wait_exit() == 0
+    finally:
+        term.kill()
+
+
+def test_failing_editor_and_pager_are_toasts_and_a_job_submitted_with_n_runs(
+    tmp_path: Path,
+) -> None:
+    job = write_job(tmp_path / "job", "edited", "echo data > out.txt")
+    env_extra = {"EDITOR": "no-such-editor-swjob", "PAGER": "false"}
+    term = console(tmp_path, env=env_extra)
+    try:
+        term.wait_for("No jobs yet")
+        term.press("n")
+        term.wait_for("Submit a job")
+        term.press(*"job/job.toml", "\r")
+        term.wait_for("COMPLETED")
+        term.press("o")
+        term.wait_for("sha256")  # outputs browser, a file previewed
+        term.press("e")
+        term.wait_for("cannot start no-such-editor-swjob")
+        term.press("v")
+        term.wait_for("false exited with code 1")
+        term.press("\x1b")
+        term.wait_for("COMPLETED")
+        term.press("q")
+        assert term.wait_exit() == 0
+    finally:
+        term.kill()

@@ -217,3 +217,42 @@ def test_orphans_modal(snap_compare, recorded: Engine) -> None:
         await pilot.pause()
 
     assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
+
+
+HOSTILE = [
+    "\x1b[2J\x1b[Hcleared the screen?",
+    "\x1b[31mred\x1b[0m and \x1b[1;32mbold green\x1b[0m colour codes",
+    "\x1b]52;c;ZXZpbA==\x07an OSC 52 clipboard write came before this",
+    "\x1b]0;new title\x1b\\a title change came before this",
+    "wide: 漢字漢字漢字 ✓ é\ttab",
+    "\x1b[?1049h\x1b[10;10Hcursor moved \x1b[Kerased \x1b7saved\x1b8",
+]
+
+
+def with_hostile_output(engine: Engine) -> Engine:
+    """The hello run, as if its job had printed escape sequences (pip, tqdm, rich, or
+    a hostile job): the detail's log pane must draw them as text."""
+    from engine.events import Log
+
+    run_dir = engine.config.runs_dir / "hello" / HELLO_ID
+    lines = [{"stream": "stdout", "text": text} for text in HOSTILE]
+    log = Log(run_id=HELLO_ID, seq=98, step="run", lines=lines, node_seq=9)
+    events = (run_dir / "events.jsonl").read_text().splitlines()
+    events.insert(-3, log.model_dump_json())
+    (run_dir / "events.jsonl").write_text("\n".join(events) + "\n")
+    return engine
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_job_detail_with_hostile_output(snap_compare, recorded: Engine, size) -> None:
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        await pilot.press("G", "enter")
+        log = pilot.app.screen.query_one("#log")
+        await until(pilot, lambda: log.line_count == 1 + len(HOSTILE))
+        assert not any(c in line for line in log.lines for c in "\x1b\x07\x9b\x9d")
+        assert any("cleared the screen?" in line for line in log.lines)
+        await pilot.pause(0.2)
+
+    app = app_on(with_hostile_output(recorded))
+    assert snap_compare(app, terminal_size=size, run_before=ready)

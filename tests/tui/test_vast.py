@@ -87,7 +87,7 @@ async def test_an_account_that_cannot_be_listed_is_said_in_the_modal(
         wrong = "revoked-key-" + "q" * 20
         monkeypatch.setenv("VAST_API_KEY", wrong)  # refused (401), which no retry mends
         await pilot.press("x")
-        await until(pilot, lambda: "cannot list" in screen_text(app))
+        await until(pilot, lambda: "list orphaned nodes: Vast.ai" in screen_text(app))
         assert "HTTP 401" in screen_text(app)
         assert wrong not in screen_text(app) and api.api_key not in screen_text(app)
         await pilot.press("escape")

@@ -18,6 +18,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from tui import calls
+
 if TYPE_CHECKING:
     from engine.gc import Orphan
 
@@ -64,12 +66,12 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
 
     @work(exclusive=True, group="orphans", exit_on_error=False, description="list orphans")
     async def _list(self) -> None:
-        from engine.providers.vast_api import VastApiError  # the SDK takes ~1 s to import
-
         try:
-            found = await self.find()
-        except VastApiError as exc:
-            self.query_one("#found", Static).update(Text(f"cannot list: {exc}", style="red"))
+            found = await calls.call(
+                "list orphaned nodes", self.find(), timeout=calls.LIST_TIMEOUT_S
+            )
+        except calls.CallError as exc:
+            self.query_one("#found", Static).update(Text(str(exc), style="red"))
             return
         self.show(found)
 

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text, TextType
 from textual import on, work
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
@@ -17,7 +18,25 @@ from textual.screen import Screen
 from textual.widgets import DirectoryTree, Footer, Header, Static, Tree
 
 from engine.views import RunView
+from tui.printable import printable
 from tui.widgets.preview import incomplete_pull, load_manifest, preview
+
+
+class OutputsTree(DirectoryTree):
+    """The landing directory; a file's name is the job's data, drawn, never obeyed."""
+
+    def process_label(self, label: TextType) -> Text:
+        return super().process_label(printable(label) if isinstance(label, str) else label)
+
+
+def run_external(command: list[str]) -> str | None:
+    """Run a program the user chose ($EDITOR, $PAGER) in the foreground; what went wrong,
+    in one line, or None when it ran and exited 0."""
+    try:
+        code = subprocess.run(command, check=False).returncode
+    except OSError as exc:
+        return f"cannot start {command[0]}: {exc.strerror or exc}"
+    return None if code == 0 else f"{command[0]} exited with code {code}"
 
 
 class OutputsScreen(Screen[None]):
@@ -55,7 +74,7 @@ class OutputsScreen(Screen[None]):
         if warning := incomplete_pull(self.run.run_dir):
             yield Static(warning, id="incomplete")
         with Horizontal():
-            yield DirectoryTree(self.run.run_dir, id="tree")
+            yield OutputsTree(self.run.run_dir, id="tree")
             with VerticalScroll(id="preview-scroll"):
                 yield Static("select a file", id="preview")
         yield Footer()
@@ -112,9 +131,19 @@ class OutputsScreen(Screen[None]):
         if self.path is None or self.path.is_dir():
             self.notify("Select a file first", severity="warning")
             return
-        command = shlex.split(os.environ.get(variable) or ("less" if variable == "PAGER" else "vi"))
+        default = "less" if variable == "PAGER" else "vi"
+        try:
+            command = shlex.split(os.environ.get(variable) or default)
+        except ValueError as exc:
+            self.notify(f"${variable} cannot be parsed: {exc}", severity="error")
+            return
+        if not command:
+            command = [default]
         try:
             with self.app.suspend():
-                subprocess.run([*command, str(self.path)], check=False)
+                problem = run_external([*command, str(self.path)])
         except SuspendNotSupported:
             self.notify(f"Cannot suspend the console here to run ${variable}", severity="warning")
+            return
+        if problem is not None:
+            self.notify(f"${variable}: {problem}", title="open failed", severity="error")

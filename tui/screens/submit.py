@@ -17,6 +17,7 @@ from textual.widgets import Button, DirectoryTree, Input, Label, Select, Static
 
 from engine.jobspec import JobFileError, JobSpec, load_job
 from engine.plan import Plan, plan_workspace
+from tui import calls
 from tui import format as fmt
 from tui.api import EngineAPI
 
@@ -141,11 +142,10 @@ class SubmitScreen(ModalScreen[str | None]):
             if not path.name:
                 self._show("job file: choose a .toml file or type its path")
             return
-        from engine.engine import SubmitError
-
+        submitting = self.engine.submit(job, pool)
         try:
-            run_id = await self.engine.submit(job, pool)
-        except SubmitError as exc:
+            run_id = await calls.call("submit", submitting, timeout=calls.SUBMIT_TIMEOUT_S)
+        except calls.CallError as exc:
             self._show(str(exc))
             return
         self.dismiss(run_id)

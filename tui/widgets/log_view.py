@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from rich.cells import cell_len
+from rich.cells import cell_len, chop_cells
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.actions import SkipAction
@@ -97,11 +97,12 @@ class LogView(Log):
         horizontal scroll. Under a flood that is a thread per flush walking thousands of
         lines while holding the GIL: it took time from the event loop and kept key
         presses waiting (p95 ~75 ms → ~50 ms without it, tests/bench/tui_flood.py).
-        Measuring only the longest line, here, is the same figure for the text a log
-        holds (a line of wide characters can be a few cells wider than it counts)."""
+        Measuring here, in cells (an ASCII line by its length), gives the same figure
+        without the thread: lines reach here as drawable text (tui/printable.py), so
+        nothing needs the Log's own control-code pass."""
         if lines:
-            longest = max(lines, key=len)
-            self._update_maximum_width(updates, cell_len(self._process_line(longest)))
+            width = max(len(line) if line.isascii() else cell_len(line) for line in lines)
+            self._update_maximum_width(updates, width)
 
     def attach(self, source: RunLog) -> None:
         """Show this run's ring from now on: everything it still holds, then new lines."""
@@ -139,7 +140,7 @@ class LogView(Log):
         width = max(10, self.scrollable_content_region.width - TAG_WIDTH - 1)
         out: list[str] = []
         for step, err, text in lines:
-            pieces = [text[i : i + width] for i in range(0, len(text), width)] or [""]
+            pieces = chop_cells(text, width) if text else [""]
             out.extend(tag(step, err, i == 0) + p for i, p in enumerate(pieces))
         return out
 

@@ -15,6 +15,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from tui import format as fmt
+from tui.printable import printable
 
 MAX_TEXT = 256 * 1024
 JSONL_TAIL = 40
@@ -49,7 +50,7 @@ def incomplete_pull(run_dir: Path) -> str | None:
 
 def facts(path: Path, entry: dict[str, Any] | None) -> Text:
     """The header line: size, sha256 and verification as recorded in the manifest."""
-    text = Text(f"{path.name}  ", style="bold")
+    text = Text(f"{printable(path.name)}  ", style="bold")
     text.append(fmt.size(entry["size"] if entry else path.stat().st_size))
     if entry is None:
         return text.append("  not in manifest", style="dim")
@@ -67,7 +68,7 @@ def _read_text(path: Path) -> str | None:
     if b"\0" in head:
         return None
     try:
-        return head.decode("utf-8")
+        return printable(head.decode("utf-8"), lines=True)
     except UnicodeDecodeError:
         return None
 
@@ -76,7 +77,7 @@ def _tail_jsonl(path: Path) -> str:
     with path.open("rb") as handle:
         handle.seek(max(0, path.stat().st_size - MAX_TEXT))
         lines = handle.read().decode("utf-8", "replace").splitlines()[-JSONL_TAIL:]
-    return "\n".join(lines)
+    return printable("\n".join(lines), lines=True)
 
 
 def body(path: Path) -> RenderableType:
@@ -98,5 +99,5 @@ def body(path: Path) -> RenderableType:
 
 def preview(path: Path, entry: dict[str, Any] | None) -> RenderableType:
     if path.is_dir():
-        return Text(f"{path.name}/", style="bold")
+        return Text(f"{printable(path.name)}/", style="bold")
     return Group(facts(path, entry), Text(""), body(path))
