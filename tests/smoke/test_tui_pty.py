@@ -59,7 +59,15 @@ def test_a_vast_pool_runs_a_job_to_completed_from_the_console(tmp_path: Path, ap
     assert (tmp_path / "runs" / "vastjob").is_dir()
 
 
-HOSTILE_RUN = r"""printf '\033[2J\033[Hcleared?\n'; printf '\033[31mred\033[0m\n'; printf '\033]52;c;ZXZpbA==\007osc\n'; printf '\033[?1049h\033[5;5Hmoved\n'; echo done > out.txt"""
+HOSTILE_RUN = "; ".join(
+    [
+        r"printf '\033[2J\033[Hcleared?\n'",  # clear the screen, cursor home
+        r"printf '\033[31mred\033[0m\n'",  # a colour
+        r"printf '\033]52;c;ZXZpbA==\007osc\n'",  # write the clipboard
+        r"printf '\033[?1049h\033[5;5Hmoved\n'",  # alternate screen, move the cursor
+        "echo done > out.txt",
+    ]
+)
 
 
 def test_hostile_job_output_leaves_the_screen_intact_at_80x24(tmp_path: Path) -> None:
@@ -85,7 +93,7 @@ def test_hostile_job_output_leaves_the_screen_intact_at_80x24(tmp_path: Path) ->
 def test_failing_editor_and_pager_are_toasts_and_a_job_submitted_with_n_runs(
     tmp_path: Path,
 ) -> None:
-    job = write_job(tmp_path / "job", "edited", "echo data > out.txt")
+    write_job(tmp_path / "job", "edited", "echo data > out.txt")
     env_extra = {"EDITOR": "no-such-editor-swjob", "PAGER": "false"}
     term = console(tmp_path, env=env_extra)
     try:
