@@ -1,6 +1,19 @@
-"""swjob operator side: job files, pools, the FSM, the orchestrator, providers and the CLI.
+"""swjob's operator side, in rooms that say what lives there.
 
-Imports `agent` (the shared wire and codec) but never `tui` or `textual`.
+- `jobs/`      what the user hands in: job files (spec §4), pool designations, the push plan.
+- `report/`    what a run tells the world: typed events, the datastream, run views folded
+               from events, and how money and job text are shown.
+- `state/`     what outlives the process: the run index, the instance ledger, the
+               operator's identity, state paths.
+- `providers/` where nodes come from: the local pool, Vast.ai, and orphan collection.
+- `run/`       the machinery of one run: the pure FSM, the driver that carries out its
+               commands, node control, transfers, crash recovery.
+- `cli/`       the headless `swjob` program.
+- `engine.py`  the Engine: the one object a program drives; `api.py` is the surface a
+               console may use (the TUI imports nothing else of the engine).
+
+Imports `agent` (the shared wire and codec) but never `tui` or `textual`; no package
+imports `cli`, and the lower rooms (jobs, report, state) never import run or providers.
 """
 
 from __future__ import annotations

@@ -18,25 +18,26 @@ from typing import TYPE_CHECKING, Any
 from iroh.iroh_ffi import IrohError
 
 from agent import endpoint as iroh_endpoint
-from engine import events as ev
-from engine import fsm, identity, recovery
-from engine.control import ControlServer, NodeSession
-from engine.datastream import Datastream, Subscription, read_events
 from engine.errors import one_line
-from engine.jobspec import JobSpec
-from engine.ledger import Ledger
-from engine.orchestrator import RunDriver
-from engine.paths import DEFAULT_RUNS_DIR
-from engine.pools import Pool, PoolFileError, PoolSet, load_pools
+from engine.jobs.jobspec import JobSpec
+from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
 from engine.providers import vast_sdk
 from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.providers.registry import make_provider
-from engine.runbook import fold, new_view
-from engine.store import Store
-from engine.views import PoolView, RunView
+from engine.report import events as ev
+from engine.report.datastream import Datastream, Subscription, read_events
+from engine.report.runbook import fold, new_view
+from engine.report.views import PoolView, RunView
+from engine.run import fsm, recovery
+from engine.run.control import ControlServer, NodeSession
+from engine.run.orchestrator import RunDriver
+from engine.state import identity
+from engine.state.ledger import Ledger
+from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.store import Store
 
 if TYPE_CHECKING:
-    from engine.gc import Orphan
+    from engine.providers.gc import Orphan
 
 log = logging.getLogger("swjob.engine")
 
@@ -198,7 +199,8 @@ class Engine:
         return driver
 
     async def _recover(self) -> None:
-        """Take over the unfinished runs this identity owned before a crash (engine/recovery.py)."""
+        """Take over the unfinished runs this identity owned before a crash
+        (engine/run/recovery.py)."""
         assert self._store is not None and self._endpoint is not None
         me = str(self._endpoint.id())
         for view, saved in self._store.unfinished():
@@ -297,7 +299,7 @@ class Engine:
             return []
         for pool in self.config.pools:
             await self._providers_ready(pool)
-        from engine.gc import find_orphans
+        from engine.providers.gc import find_orphans
 
         owned = {v.run_id for v in self.running()}
         if self._store is not None:
@@ -308,7 +310,7 @@ class Engine:
         """Destroy (verified) the given orphans; returns one line per failure."""
         for pool in self.config.pools:
             await self._providers_ready(pool)
-        from engine.gc import destroy_orphans
+        from engine.providers.gc import destroy_orphans
 
         return await destroy_orphans(orphans, self.config.pools, Ledger())
 

@@ -27,8 +27,8 @@ for _name in ("STATE", "CACHE", "CONFIG"):
 from textual.pilot import Pilot  # noqa: E402
 
 from engine.engine import Engine, EngineConfig  # noqa: E402
-from engine.jobspec import load_job  # noqa: E402
-from engine.pools import load_pools  # noqa: E402
+from engine.jobs.jobspec import load_job  # noqa: E402
+from engine.jobs.pools import load_pools  # noqa: E402
 from tui.app import SwjobApp  # noqa: E402
 
 TRAIN = """import json, random, sys, time

@@ -12,12 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from engine.events import Event
-from engine.jobspec import JobSpec
-from engine.views import PoolView, RunView
+from engine.api import Event, JobSpec, PoolView, RunView
 
 if TYPE_CHECKING:
-    from engine.gc import Orphan  # engine.gc imports the Vast.ai SDK (~1 s): only for typing
+    from engine.api import Orphan
 
 Clock = Callable[[], datetime]
 

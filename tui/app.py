@@ -24,9 +24,8 @@ from textual.command import CommandPalette
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
-from engine import events as ev
-from engine.jobspec import JobSpec
-from engine.views import RunView
+from engine.api import JobSpec, RunView
+from engine.api import events as ev
 from tui import calls
 from tui.api import Clock, EngineAPI, Subscription
 from tui.commands import ActionCommands
@@ -41,7 +40,7 @@ from tui.screens.outputs import OutputsScreen
 from tui.screens.submit import SubmitScreen
 
 if TYPE_CHECKING:
-    from engine.gc import Orphan
+    from engine.api import Orphan
 
 TICK_HZ = 10
 YIELD_EVERY = 256
@@ -349,10 +348,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.engine import Engine, EngineConfig
-    from engine.jobspec import JobFileError, load_job
-    from engine.paths import DEFAULT_RUNS_DIR
-    from engine.pools import PoolFileError, load_pools
+    from engine.api import (
+        DEFAULT_RUNS_DIR,
+        Engine,
+        EngineConfig,
+        JobFileError,
+        PoolFileError,
+        load_job,
+        load_pools,
+    )
 
     args = _parser().parse_args(argv)
     try:

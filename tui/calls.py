@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from engine.errors import one_line
+from engine.api import one_line
 
 T = TypeVar("T")
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from agent.protocol import LogLine, Stream
-from engine import events as ev
-from tui.printable import printable
+from engine.api import LogLine, Stream, printable
+from engine.api import events as ev
 
 Line = tuple[str, bool, str]
 """(step, is stderr, text). Plain values, not the event's LogLine models: tuples of

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from rich.text import Text
 
-from engine.views import NodeView
+from engine.api import NodeView
 
 STATE_STYLES = {
     "PENDING": "bold yellow",

@@ -13,9 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import events as ev
-from engine.runbook import fold
-from engine.views import RunView
+from engine.api import RunView, fold
+from engine.api import events as ev
 from tui.feed import Line, lines_of
 
 _LOG_MARKS = ('"kind":"log"', '"kind": "log"')

@@ -3,7 +3,7 @@
 One codec for both directions (`wire`), shared tree walking (`walk`), path safety
 (`safety`), compression that only runs when it pays (`compress`), and the two ends
 of a stream (`sender`, `receiver`). `server.serve_transfer` is the node side; the
-operator side lives in `engine.transfer`.
+operator side lives in `engine.run.transfer`.
 """
 
 from __future__ import annotations

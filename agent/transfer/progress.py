@@ -1,6 +1,6 @@
 """Progress snapshots for one transfer, throttled so a UI is fed, not flooded.
 
-The engine turns each `Progress` into an `engine.events.TransferProgress`; at most
+The engine turns each `Progress` into an `engine.report.events.TransferProgress`; at most
 ~10 per second reach it, plus one final `done=True` snapshot.
 """
 

@@ -14,7 +14,7 @@ import json
 from importlib import metadata
 from typing import Any
 
-from engine.pools import Pool
+from engine.jobs.pools import Pool
 from engine.providers.base import ProvisionError
 
 EXAMPLE = "swjob @ git+https://github.com/<you>/swjob@<commit>"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from engine.events import Alert
+from engine.report.events import Alert
 
 TOKEN_ENV = "SWJOB_JOIN_TOKEN"
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from agent.procgroup import kill_group_now
-from engine.paths import cache_dir
 from engine.providers.base import TOKEN_ENV, Bootstrap, NodeHandle, ProvisionError
+from engine.state.paths import cache_dir
 
 AGENT_EXIT_GRACE_S = 15.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.pools import Pool
+from engine.jobs.pools import Pool
 from engine.providers.base import Provider
 from engine.providers.local import LocalProvider
 
@@ -14,8 +14,10 @@ def make_provider(pool: Pool, *, stop_grace_s: float, on_alert: Callable[[str], 
     if pool.provider == "local":
         return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s)
     if pool.provider == "vastai":
-        from engine.ledger import Ledger  # the SDK is heavy: import it only when a pool needs it
         from engine.providers.vastai import VastProvider
+        from engine.state.ledger import (
+            Ledger,  # the SDK is heavy: import it only when a pool needs it
+        )
 
         return VastProvider(pool, Ledger(), on_alert=on_alert)
     raise ValueError(f"pool {pool.name!r}: unknown provider {pool.provider!r}")

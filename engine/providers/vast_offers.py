@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from engine.providers.vast_sdk import parse_order
 
 if TYPE_CHECKING:
-    from engine.pools import Pool
+    from engine.jobs.pools import Pool
 
 # Friendly orderings a pool may name; anything else is passed to the SDK as its own
 # order syntax ("dph_total", "score-", "dlperf_usd-,reliability-").

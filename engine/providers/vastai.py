@@ -20,7 +20,6 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from engine.ledger import Ledger
 from engine.providers import vast_offers as offers
 from engine.providers.agent_source import agent_install_for
 from engine.providers.base import (
@@ -32,9 +31,10 @@ from engine.providers.base import (
 )
 from engine.providers.vast_api import RetryPolicy, VastApi, VastApiError
 from engine.providers.vast_boot import label_for, onstart_command
+from engine.state.ledger import Ledger
 
 if TYPE_CHECKING:
-    from engine.pools import Pool
+    from engine.jobs.pools import Pool
 
 URL_ENV = "SWJOB_VAST_URL"
 CREATE_TRIES = 3  # offers tried when the best ones are rented away under us

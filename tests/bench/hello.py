@@ -65,9 +65,9 @@ def end_to_end(root: Path, runs: int) -> None:
 
 async def _in_process(root: Path, runs: int) -> dict[str, list[float]]:
     from engine.engine import Engine, EngineConfig
-    from engine.jobspec import load_job
-    from engine.orchestrator import RunDriver
-    from engine.pools import load_pools
+    from engine.jobs.jobspec import load_job
+    from engine.jobs.pools import load_pools
+    from engine.run.orchestrator import RunDriver
 
     arrived: dict[int, float] = {}
     latency: dict[str, list[float]] = defaultdict(list)

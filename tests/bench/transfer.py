@@ -69,7 +69,7 @@ class _Link:
 
 async def _operator_main(src: Path, dst: Path, node_ns: str | None) -> None:
     from agent import endpoint
-    from engine.transfer import push_workspace
+    from engine.run.transfer import push_workspace
 
     ep = await endpoint.bind(accept=True)
     cmd = [sys.executable, str(HERE), "--agent", endpoint.ticket_of(ep), str(dst)]

@@ -32,8 +32,8 @@ from textual import events  # noqa: E402
 from textual.binding import Binding  # noqa: E402
 
 from engine.engine import Engine, EngineConfig  # noqa: E402
-from engine.jobspec import load_job  # noqa: E402
-from engine.pools import load_pools  # noqa: E402
+from engine.jobs.jobspec import load_job  # noqa: E402
+from engine.jobs.pools import load_pools  # noqa: E402
 from tui.app import SwjobApp  # noqa: E402
 from tui.widgets.log_view import LogView  # noqa: E402
 

@@ -10,8 +10,8 @@ import pytest
 import tomlkit
 
 from engine.engine import Engine, EngineConfig
-from engine.jobspec import JobSpec, load_job
-from engine.pools import load_pools
+from engine.jobs.jobspec import JobSpec, load_job
+from engine.jobs.pools import load_pools
 
 
 @pytest.fixture

@@ -8,14 +8,14 @@ import sys
 import time
 from pathlib import Path
 
-from engine.paths import cache_dir
+from engine.state.paths import cache_dir
 
 HELLO = Path(__file__).parents[2] / "examples" / "hello" / "job.toml"
 
 
 def swjob(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args],
+        [sys.executable, "-m", "engine.cli.main", *args],
         cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
 
@@ -55,7 +55,7 @@ def test_a_failed_job_exits_1_with_its_reason(tmp_path: Path) -> None:
 def test_ctrl_c_is_the_operators_stop(tmp_path: Path) -> None:
     (tmp_path / "job.toml").write_text('[job]\nname = "long"\nrun = "echo started; sleep 60"\n')
     cli = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", "job.toml"],
+        [sys.executable, "-m", "engine.cli.main", "run", "job.toml"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:

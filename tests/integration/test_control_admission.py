@@ -23,8 +23,8 @@ from agent.protocol import (
     Stream,
     Welcome,
 )
-from engine import control
-from engine.control import ControlServer, NodeSession
+from engine.run import control
+from engine.run.control import ControlServer, NodeSession
 
 FACTS = NodeFacts(
     hostname="h", os="linux", cpus=1, memory_mb=1, disk_free_mb=1,

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.datastream import read_events
 from engine.engine import Engine, EngineConfig
-from engine.ledger import Ledger
-from engine.paths import cache_dir
-from engine.pools import PoolSet, load_pools
-from engine.views import RunView
+from engine.jobs.pools import PoolSet, load_pools
+from engine.report.datastream import read_events
+from engine.report.views import RunView
+from engine.state.ledger import Ledger
+from engine.state.paths import cache_dir
 from tests.integration.conftest import pid_alive
 from tests.standin.server import StandIn
 
@@ -35,7 +35,7 @@ outputs = ["out.txt"]
 
 def swjob(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", *args],
+        [sys.executable, "-m", "engine.cli.main", *args],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -103,7 +103,7 @@ async def test_attach_after_kill_9_finishes_the_run_with_the_full_log(
     run_dir, agent_pid = crashed_run
     assert pid_alive(agent_pid), "the node keeps running while the operator is away"
     attach = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "engine.cli", "attach", run_dir.name,
+        sys.executable, "-m", "engine.cli.main", "attach", run_dir.name,
         cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     out, _ = await asyncio.wait_for(attach.communicate(), 60)
@@ -174,11 +174,11 @@ FREEZE = """
 import asyncio, sys
 from pathlib import Path
 from agent.protocol import RunStep, Step
-from engine import control
+from engine.run import control
 from engine.engine import Engine, EngineConfig
-from engine.jobspec import load_job
-from engine.pools import PoolSet, load_pools
-from engine.views import RunView
+from engine.jobs.jobspec import load_job
+from engine.jobs.pools import PoolSet, load_pools
+from engine.report.views import RunView
 
 real_send = control.NodeSession.send
 

@@ -6,12 +6,12 @@ import asyncio
 import json
 import re
 
-from engine import events as ev
-from engine.datastream import read_events
 from engine.engine import Engine
-from engine.jobspec import JobSpec
-from engine.paths import cache_dir
-from engine.views import RunView
+from engine.jobs.jobspec import JobSpec
+from engine.report import events as ev
+from engine.report.datastream import read_events
+from engine.report.views import RunView
+from engine.state.paths import cache_dir
 from tests.integration.conftest import pid_alive
 
 

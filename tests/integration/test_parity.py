@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.engine import Engine, EngineConfig
-from engine.pools import BUILTIN_LOCAL, PoolSet
+from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
 from tests.integration.vast_fixtures import gpu_pool
 from tests.standin.server import StandIn
 

@@ -9,7 +9,7 @@ import sys
 CODE = """
 import asyncio, sys
 from engine.engine import Engine, EngineConfig
-from engine.pools import load_pools
+from engine.jobs.pools import load_pools
 
 async def main():
     engine = Engine(EngineConfig(pools=load_pools(None)))

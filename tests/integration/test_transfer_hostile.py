@@ -15,7 +15,7 @@ import pytest
 
 from agent.transfer import TransferError, wire
 from agent.transfer.schedule import CHUNK
-from engine.transfer import pull_outputs
+from engine.run.transfer import pull_outputs
 from tests.integration.transfer_harness import loopback_pair
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,7 +12,7 @@ import pytest
 from agent.transfer import Progress, TransferError
 from agent.transfer.schedule import LARGE_MIN
 from agent.transfer.server import _sessions
-from engine.transfer import pull_outputs, push_workspace
+from engine.run.transfer import pull_outputs, push_workspace
 from tests.integration.transfer_harness import loopback_pair
 
 pytestmark = pytest.mark.timeout(60)
@@ -148,7 +148,7 @@ async def test_push_resumes_after_connection_cut_mid_file(tmp_path: Path) -> Non
 async def test_a_pull_that_keeps_losing_the_node_fails_and_says_what_landed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("engine.transfer.BACKOFF_S", 0.01)
+    monkeypatch.setattr("engine.run.transfer.BACKOFF_S", 0.01)
     node, run_dir = tmp_path / "node", tmp_path / "run"
     node.mkdir()
     (node / "metrics.json").write_text('{"loss": 0.1}')

@@ -7,9 +7,9 @@ import io
 
 import pytest
 
-from engine.gc import GONE, cli_gc, destroy_orphans, find_orphans
-from engine.ledger import Ledger
-from engine.pools import BUILTIN_LOCAL, PoolSet
+from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
+from engine.providers.gc import GONE, cli_gc, destroy_orphans, find_orphans
+from engine.state.ledger import Ledger
 from tests.integration.vast_fixtures import FAST, bootstrap, gpu_pool, provider
 from tests.standin.server import PAGE_CAP, StandIn
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.ledger import Ledger
 from engine.providers.base import NodeHandle, ProvisionError, TeardownError
+from engine.state.ledger import Ledger
 from tests.integration.vast_fixtures import TOKEN, bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from engine.ledger import Ledger
-from engine.pools import Pool
+from engine.jobs.pools import Pool
 from engine.providers.base import Bootstrap
 from engine.providers.vast_api import RetryPolicy
 from engine.providers.vastai import VastProvider
+from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 
 FAST = RetryPolicy(attempts=4, base_s=0.01, max_s=0.05, timeout_s=10)

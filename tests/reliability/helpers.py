@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import events as ev
 from engine.engine import Engine, EngineConfig
-from engine.pools import load_pools
-from engine.views import RunView
+from engine.jobs.pools import load_pools
+from engine.report import events as ev
+from engine.report.views import RunView
 from tests.integration.conftest import pid_alive
 
 __all__ = ["Tap", "engine_with", "kill_quietly", "pid_alive", "pids_in_logs", "run_json"]

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import tomlkit
 
-from engine import events as ev
 from engine.engine import Engine
-from engine.jobspec import JobSpec, load_job
-from engine.views import RunView
+from engine.jobs.jobspec import JobSpec, load_job
+from engine.report import events as ev
+from engine.report.views import RunView
 from tests.reliability.helpers import Tap
 
 LINES = 5

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from engine.pools import BUILTIN_LOCAL
+from engine.jobs.pools import BUILTIN_LOCAL
 from tests.reliability.helpers import engine_with
 from tests.reliability.load import LINES, load_jobs, run_load
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import events as ev
 from engine.engine import Engine
-from engine.paths import cache_dir
-from engine.views import RunView
+from engine.report import events as ev
+from engine.report.views import RunView
+from engine.state.paths import cache_dir
 from tests.reliability.helpers import Tap, engine_with, kill_quietly, pid_alive, pids_in_logs
 from tests.reliability.netns import Netns, netns_provider, netns_unavailable
 

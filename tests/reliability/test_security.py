@@ -24,10 +24,10 @@ from agent import endpoint as iroh_endpoint
 from agent.protocol import CTL_ALPN, XFER_ALPN, Channel, Hello, NodeFacts, Reject, RunStep, Step
 from agent.transfer import TransferError, wire
 from agent.transfer.server import serve_transfer
-from engine import events as ev
 from engine.engine import Engine
-from engine.paths import cache_dir
-from engine.transfer import pull_outputs, push_workspace
+from engine.report import events as ev
+from engine.run.transfer import pull_outputs, push_workspace
+from engine.state.paths import cache_dir
 from tests.reliability.helpers import Tap, engine_with, run_json
 
 pytestmark = [pytest.mark.timeout(90)]
@@ -119,7 +119,7 @@ def loopback_addr(endpoint_id: str, ports: list[int | None]) -> Any:
 
 
 class _RogueLink:
-    """engine.transfer's XferLink over a rogue's own connection to the engine."""
+    """engine.run.transfer's XferLink over a rogue's own connection to the engine."""
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn

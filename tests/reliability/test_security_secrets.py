@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import events as ev
 from engine.engine import Engine
-from engine.views import RunView
+from engine.report import events as ev
+from engine.report.views import RunView
 from tests.reliability.helpers import Tap, engine_with
 
 pytestmark = [pytest.mark.timeout(90)]
@@ -195,7 +195,7 @@ def careless_api() -> Iterator[str]:
 def swjob_run(tmp_path: Path, job: Path, *args: str, **env: str) -> tuple[int, str]:
     """`swjob run` as the user runs it; its exit code and everything it printed."""
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
+        [sys.executable, "-c", "import sys; from engine.cli.main import main; sys.exit(main())",
          "run", str(job), "--runs-dir", str(tmp_path / "runs"), *args],
         env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from agent.transfer.schedule import CHUNK
-from engine import events as ev
 from engine.engine import Engine
-from engine.events import utcnow
-from engine.paths import cache_dir
+from engine.report import events as ev
+from engine.report.events import utcnow
+from engine.state.paths import cache_dir
 from tests.reliability.helpers import Tap, engine_with
 
 pytestmark = [pytest.mark.timeout(120)]

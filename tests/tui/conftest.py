@@ -18,9 +18,9 @@ import tomlkit
 from textual.pilot import Pilot
 
 from engine.engine import Engine, EngineConfig
-from engine.jobspec import JobSpec, load_job
-from engine.pools import load_pools
-from engine.views import RunView
+from engine.jobs.jobspec import JobSpec, load_job
+from engine.jobs.pools import load_pools
+from engine.report.views import RunView
 from tui.app import SwjobApp
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from textual.widgets import DirectoryTree
 
-from engine.jobspec import load_job
+from engine.jobs.jobspec import load_job
 from tests.integration.conftest import pid_alive
 from tests.tui.conftest import HELLO, REPO, SIZE, booted, finished, screen_text, until
 from tui.app import SwjobApp

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from engine.engine import Engine, EngineConfig
-from engine.jobspec import JobSpec
-from engine.pools import BUILTIN_LOCAL, Pool, PoolSet
+from engine.jobs.jobspec import JobSpec
+from engine.jobs.pools import BUILTIN_LOCAL, Pool, PoolSet
 from tests.tui.conftest import SIZE, booted, screen_text, toasts, until
 from tui import calls
 from tui.app import SwjobApp

@@ -9,7 +9,7 @@ import pytest
 from rich.text import Text
 from textual.command import CommandPalette
 
-from engine.jobspec import load_job
+from engine.jobs.jobspec import load_job
 from tests.tui.conftest import HELLO, SIZE, booted, finished, screen_text, toasts, until
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen, FilterBar

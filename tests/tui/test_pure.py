@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agent.protocol import LogLine, Stream
-from engine.money import cost_split, money
+from engine.report.money import cost_split, money
 from tui import format as fmt
 from tui import history
 from tui.feed import RunLog, lines_of
@@ -45,8 +45,8 @@ def test_formatting() -> None:
 def test_node_offer_and_cost_split() -> None:
     from datetime import UTC, datetime
 
-    from engine.events import NodeState
-    from engine.views import NodeView
+    from engine.report.events import NodeState
+    from engine.report.views import NodeView
 
     offer = {
         "gpu_name": "RTX 3090",
@@ -137,7 +137,7 @@ def test_cli_refuses_a_bad_job_file_before_starting_anything(tmp_path: Path, cap
 
 
 def test_transfer_figures() -> None:
-    from engine.events import TransferDirection, TransferProgress
+    from engine.report.events import TransferDirection, TransferProgress
     from tui.widgets.transfers import describe
 
     tp = TransferProgress(

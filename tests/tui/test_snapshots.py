@@ -19,7 +19,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from engine.engine import Engine
-from engine.store import Store
+from engine.state.store import Store
 from tests.tui.conftest import SIZE, booted, fixed_clock, screen_text, toasts, until
 from tui import history
 from tui.app import SwjobApp
@@ -68,7 +68,7 @@ LEAK = (
 async def test_a_leaked_node_stays_in_view_on_the_board_and_in_the_detail(recorded) -> None:
     """A teardown that finally failed: the row is marked, the banner names the instance
     until someone acts, and the run's detail says it too."""
-    from engine.events import Alert
+    from engine.report.events import Alert
 
     run_dir = next(recorded.config.runs_dir.glob("trainer/*"))
     alert = Alert(run_id=run_dir.name, seq=99, message=LEAK, persistent=True)
@@ -89,7 +89,7 @@ async def test_a_leaked_node_stays_in_view_on_the_board_and_in_the_detail(record
 
 
 async def test_engine_wide_alerts_are_toasts_and_orphans_a_banner(recorded) -> None:
-    from engine.events import Alert
+    from engine.report.events import Alert
 
     app = app_on(recorded)
     async with app.run_test(size=SIZE) as pilot:
@@ -198,7 +198,7 @@ def test_quit_modal(snap_compare, recorded: Engine) -> None:
 
 
 def test_orphans_modal(snap_compare, recorded: Engine) -> None:
-    from engine.gc import GONE, Orphan
+    from engine.providers.gc import GONE, Orphan
 
     found = [
         Orphan("gpu", "20260102-090000-4f2a9c1e", "1000123", "running", 7380.0, 0.22, (1,)),
@@ -232,7 +232,7 @@ HOSTILE = [
 def with_hostile_output(engine: Engine) -> Engine:
     """The hello run, as if its job had printed escape sequences (pip, tqdm, rich, or
     a hostile job): the detail's log pane must draw them as text."""
-    from engine.events import Log
+    from engine.report.events import Log
 
     run_dir = engine.config.runs_dir / "hello" / HELLO_ID
     lines = [{"stream": "stdout", "text": text} for text in HOSTILE]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.engine import Engine, EngineConfig
-from engine.ledger import Ledger
-from engine.pools import BUILTIN_LOCAL, PoolSet
+from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
+from engine.state.ledger import Ledger
 from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
 from tests.tui.conftest import SIZE, booted, finished, screen_text, toasts, until

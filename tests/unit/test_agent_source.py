@@ -8,7 +8,7 @@ from importlib.metadata import version
 import pytest
 
 from agent import __version__
-from engine.pools import Pool
+from engine.jobs.pools import Pool
 from engine.providers.agent_source import agent_install_for, own_requirement, requirement_from
 from engine.providers.base import ProvisionError
 

@@ -6,11 +6,11 @@ import io
 
 from rich.console import Console
 
-from engine import events as ev
-from engine.cli_render import RunPrinter
-from engine.runbook import fold
-from engine.runlist import print_runs
-from engine.store import Store
+from engine.cli.render import RunPrinter
+from engine.cli.runlist import print_runs
+from engine.report import events as ev
+from engine.report.runbook import fold
+from engine.state.store import Store
 
 RUN = "r1"
 

@@ -4,8 +4,8 @@ import asyncio
 from pathlib import Path
 
 from agent.protocol import LogLine, Step, Stream
-from engine import events as ev
-from engine.datastream import Datastream, read_events
+from engine.report import events as ev
+from engine.report.datastream import Datastream, read_events
 
 
 def _log(run_id: str, text: str) -> ev.Log:

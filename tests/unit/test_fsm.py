@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
-from engine import fsm
-from engine.fsm import JobState as S
-from engine.fsm import Phase as P
+from engine.run import fsm
+from engine.run.fsm import JobState as S
+from engine.run.fsm import Phase as P
 
 ALL_EVENTS: list[fsm.Event] = [
     fsm.JobSubmitted(True, True),

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.jobspec import JobFileError, load_job
-from engine.pools import PoolFileError, load_pools
-from engine.tomlload import MAX_FILE_BYTES
+from engine.jobs.jobspec import JobFileError, load_job
+from engine.jobs.pools import PoolFileError, load_pools
+from engine.jobs.tomlload import MAX_FILE_BYTES
 
 CORPUS = Path(__file__).parents[1] / "data" / "hostile"
 SECRET = "S3CR3T"

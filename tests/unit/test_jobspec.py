@@ -1,4 +1,4 @@
-"""Job files (spec §4): every rule of engine/jobspec.py, on real files in a temp dir."""
+"""Job files (spec §4): every rule of engine/jobs/jobspec.py, on real files in a temp dir."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pathspec
 import pytest
 
-from engine.jobspec import JobFileError, JobSpec, Workspace, load_job, parse_job
+from engine.jobs.jobspec import JobFileError, JobSpec, Workspace, load_job, parse_job
 
 SPEC_EXAMPLE = """\
 [job]

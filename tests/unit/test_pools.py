@@ -1,4 +1,5 @@
-"""Pool designations: engine/pools.py on real files (config dir isolated per test by conftest)."""
+"""Pool designations: engine/jobs/pools.py on real files (config dir isolated per test
+by conftest)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import paths
-from engine.pools import BUILTIN_LOCAL, Pool, PoolFileError, PoolSet, load_pools
+from engine.jobs.pools import BUILTIN_LOCAL, Pool, PoolFileError, PoolSet, load_pools
+from engine.state import paths
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "pools.toml"
 VAST = '[pools.gpu]\nprovider = "vastai"\nimage = "pytorch/pytorch"\n'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.printable import printable
+from engine.report.printable import printable
 
 CASES = [
     ("\x1b[2J\x1b[Hcleared?", "cleared?"),  # clear screen, cursor home

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine import events as ev
-from engine.runbook import apply, fold
+from engine.report import events as ev
+from engine.report.runbook import apply, fold
 
 RUN = "r1"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engine.plan import plan_workspace, render_plan
+from engine.jobs.plan import plan_workspace, render_plan
 
 
 def _workspace(root: Path) -> None:

@@ -6,7 +6,7 @@ import shlex
 
 from vastai.api.query import offers_alias, offers_fields, offers_mult, parse_query
 
-from engine.pools import Pool
+from engine.jobs.pools import Pool
 from engine.providers import vast_offers as vo
 from engine.providers.base import Bootstrap
 from engine.providers.vast_boot import label_for, onstart_command, run_id_of

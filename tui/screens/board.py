@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from engine.views import RunView
+from engine.api import RunView
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
 from tui.messages import OpenRun, RunsUpdated

@@ -11,8 +11,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from engine.money import cost_split, money
-from engine.views import RunView
+from engine.api import RunView, cost_split, money
 from tui import format as fmt
 from tui import history
 from tui.api import Clock, EngineAPI

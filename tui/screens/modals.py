@@ -9,7 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
-from engine.views import RunView
+from engine.api import RunView
 
 
 class ConfirmStopScreen(ModalScreen[bool]):

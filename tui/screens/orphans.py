@@ -21,7 +21,7 @@ from textual.widgets import Label, Static
 from tui import calls
 
 if TYPE_CHECKING:
-    from engine.gc import Orphan
+    from engine.api import Orphan
 
 Finder = Callable[[], Awaitable[list["Orphan"]]]
 

@@ -17,8 +17,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DirectoryTree, Footer, Header, Static, Tree
 
-from engine.views import RunView
-from tui.printable import printable
+from engine.api import RunView, printable
 from tui.widgets.preview import incomplete_pull, load_manifest, preview
 
 

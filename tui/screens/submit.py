@@ -15,8 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DirectoryTree, Input, Label, Select, Static
 
-from engine.jobspec import JobFileError, JobSpec, load_job
-from engine.plan import Plan, plan_workspace
+from engine.api import JobFileError, JobSpec, Plan, load_job, plan_workspace
 from tui import calls
 from tui import format as fmt
 from tui.api import EngineAPI

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.views import RunView
+from engine.api import RunView
 
 
 def render_banner(runs: list[RunView], orphans: list[str]) -> Text:

@@ -14,8 +14,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
-from engine.money import money
-from engine.views import RunView
+from engine.api import RunView, money
 from tui import format as fmt
 
 COLUMNS = (

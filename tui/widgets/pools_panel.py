@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.views import NodeView, PoolView
+from engine.api import NodeView, PoolView
 from tui import format as fmt
 
 

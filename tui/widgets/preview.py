@@ -14,8 +14,8 @@ from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
+from engine.api import printable
 from tui import format as fmt
-from tui.printable import printable
 
 MAX_TEXT = 256 * 1024
 JSONL_TAIL = 40

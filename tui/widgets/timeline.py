@@ -11,8 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.events import Transition
-from engine.views import RunView
+from engine.api import RunView, Transition
 from tui import format as fmt
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

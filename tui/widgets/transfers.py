@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, ProgressBar
 
-from engine.events import TransferProgress
+from engine.api import TransferProgress
 from tui import format as fmt
 
 TITLES = {"push": "workspace push", "pull": "output pull"}

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO
 
-from engine.events import Event, parse_event
+from engine.report.events import Event, parse_event
 
 DEFAULT_QUEUE = 10_000
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agent.protocol import LogLine, Step
-from engine.views import RunView
+from engine.report.views import RunView
 
 
 class PhaseClock:

@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from agent.protocol import NodeFacts
-from engine.events import NodeState, TransferProgress, Transition
+from engine.report.events import NodeState, TransferProgress, Transition
 
 
 class _View(BaseModel):

@@ -17,7 +17,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.paths import state_dir
+from engine.state.paths import state_dir
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS instances (

@@ -18,7 +18,7 @@ from typing import IO
 
 from iroh import iroh_ffi
 
-from engine.paths import state_dir
+from engine.state.paths import state_dir
 
 SLOTS = 8
 

@@ -2,7 +2,7 @@
 
 Ctrl-C (or SIGTERM) is the operator's stop: the run is stopped and its node torn
 down, never abandoned. `attach` starts an engine, which takes over the runs its
-identity owned before a crash (engine/recovery.py), prints the run's history from
+identity owned before a crash (engine/run/recovery.py), prints the run's history from
 its events.jsonl and follows it live; a run owned by another live swjob process is
 followed read-only from its event log.
 """
@@ -15,12 +15,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engine.cli_render import RunPrinter
-from engine.datastream import Subscription, read_events
+from engine.cli.render import RunPrinter
 from engine.engine import Engine, EngineConfig
-from engine.jobspec import JobSpec
-from engine.pools import PoolSet
-from engine.store import Store
+from engine.jobs.jobspec import JobSpec
+from engine.jobs.pools import PoolSet
+from engine.report.datastream import Subscription, read_events
+from engine.state.store import Store
 
 TAIL_POLL_S = 0.25
 

@@ -1,7 +1,7 @@
 """Carry the runs of a crashed or killed engine process to their end.
 
 While the operator is away the agent keeps running the job and journals its events.
-A restarted engine (same identity: engine/identity.py) finds its unfinished runs in
+A restarted engine (same identity: engine/state/identity.py) finds its unfinished runs in
 the store, rebuilds each run's FSM state from its `events.jsonl`, lets the node
 rejoin with its original token, has the agent replay what was missed (from the last
 node sequence number the run's log holds), and re-issues the command that was in
@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.protocol import Step
-from engine import events as ev
-from engine import fsm
-from engine.jobspec import JobFileError, JobSpec, load_job
-from engine.views import RunView
+from engine.jobs.jobspec import JobFileError, JobSpec, load_job
+from engine.report import events as ev
+from engine.report.views import RunView
+from engine.run import fsm
 
 if TYPE_CHECKING:
-    from engine.orchestrator import RunDriver
+    from engine.run.orchestrator import RunDriver
 
 REJOIN_S = 30.0
 """How long a recovered run waits for its node (the agent redials with backoff capped at 10 s)."""

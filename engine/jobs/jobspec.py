@@ -25,7 +25,7 @@ from pydantic import (
     field_validator,
 )
 
-from engine.tomlload import (
+from engine.jobs.tomlload import (
     SAFE_NAME,
     SAFE_NAME_RULE,
     ConfigFileError,

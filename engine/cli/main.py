@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from engine.jobspec import JobFileError, load_job
-from engine.paths import DEFAULT_RUNS_DIR
-from engine.pools import PoolFileError, load_pools
+from engine.jobs.jobspec import JobFileError, load_job
+from engine.jobs.pools import PoolFileError, load_pools
+from engine.state.paths import DEFAULT_RUNS_DIR
 
 if TYPE_CHECKING:
     pass
@@ -72,7 +72,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from engine.plan import plan_workspace, render_plan
+    from engine.jobs.plan import plan_workspace, render_plan
 
     job = load_job(args.job)
     console = Console(highlight=False)
@@ -88,7 +88,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from engine.cli_follow import run_and_follow
+    from engine.cli.follow import run_and_follow
 
     job = load_job(args.job)
     pools = load_pools(args.pools)
@@ -97,27 +97,27 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _attach(args: argparse.Namespace) -> int:
-    from engine.cli_follow import attach
+    from engine.cli.follow import attach
 
     return asyncio.run(attach(args.run, load_pools(args.pools)))
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from engine.runlist import print_runs
+    from engine.cli.runlist import print_runs
 
     print_runs(Console(highlight=False), args.limit)
     return 0
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from engine.runlist import print_logs
+    from engine.cli.runlist import print_logs
 
     return print_logs(args.run, args.step)
 
 
 def _gc(args: argparse.Namespace) -> int:
-    from engine.gc import cli_gc
-    from engine.store import Store
+    from engine.providers.gc import cli_gc
+    from engine.state.store import Store
 
     store = Store()
     try:  # runs not yet finished belong to a live engine or await its recovery

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from engine.ledger import Ledger, LedgerEntry
-from engine.pools import Pool, PoolFileError, PoolSet
+from engine.jobs.pools import Pool, PoolFileError, PoolSet
 from engine.providers.base import NodeHandle, TeardownError
 from engine.providers.vast_api import RetryPolicy, VastApiError
 from engine.providers.vast_boot import run_id_of
 from engine.providers.vastai import VastProvider, make_api
+from engine.state.ledger import Ledger, LedgerEntry
 
 GONE = "gone"
 UNVERIFIABLE = "unverifiable: its pool is no longer configured"

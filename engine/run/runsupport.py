@@ -9,15 +9,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from engine import events as ev
-from engine import fsm
-from engine.control import NodeGone
-from engine.runrecord import cost_by_phase
-from engine.transfer import TransferError, pull_outputs, push_workspace
+from engine.report import events as ev
+from engine.run import fsm
+from engine.run.control import NodeGone
+from engine.run.runrecord import cost_by_phase
+from engine.run.transfer import TransferError, pull_outputs, push_workspace
 
 if TYPE_CHECKING:
     from agent.transfer import Progress
-    from engine.orchestrator import RunDriver
+    from engine.run.orchestrator import RunDriver
 
 COST_EVENT_EVERY_S = 5.0
 

@@ -13,8 +13,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from engine.paths import state_dir
-from engine.views import RunView
+from engine.report.views import RunView
+from engine.state.paths import state_dir
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -8,10 +8,10 @@ from datetime import datetime
 from rich.console import Console
 from rich.table import Table
 
-from engine.cli_render import STATE_STYLE
-from engine.money import money
-from engine.store import Store
-from engine.views import RunView
+from engine.cli.render import STATE_STYLE
+from engine.report.money import money
+from engine.report.views import RunView
+from engine.state.store import Store
 
 
 def _elapsed(view: RunView) -> str:

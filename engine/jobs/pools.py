@@ -15,8 +15,7 @@ from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine import paths
-from engine.tomlload import (
+from engine.jobs.tomlload import (
     SAFE_NAME,
     SAFE_NAME_RULE,
     ConfigFileError,
@@ -25,6 +24,7 @@ from engine.tomlload import (
     read_toml,
     validation_error,
 )
+from engine.state import paths
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
 _API_KEY_IN_FILE = (

@@ -26,17 +26,17 @@ from agent.protocol import (
     StopStep,
 )
 from agent.redact import Redactor
-from engine import events as ev
-from engine import fsm
-from engine.control import NodeGone, NodeSession
-from engine.datastream import Datastream
-from engine.jobspec import JobSpec
-from engine.pools import Pool
+from engine.jobs.jobspec import JobSpec
+from engine.jobs.pools import Pool
 from engine.providers.base import Bootstrap, NodeHandle, Provider, TeardownError
-from engine.runbook import apply
-from engine.runrecord import LogFiles, PhaseClock, cost_by_phase, write_run_json
-from engine.runsupport import CostMeter, Transfers
-from engine.views import RunView
+from engine.report import events as ev
+from engine.report.datastream import Datastream
+from engine.report.runbook import apply
+from engine.report.views import RunView
+from engine.run import fsm
+from engine.run.control import NodeGone, NodeSession
+from engine.run.runrecord import LogFiles, PhaseClock, cost_by_phase, write_run_json
+from engine.run.runsupport import CostMeter, Transfers
 
 SHUTDOWN_TIMEOUT_S = 5.0
 
@@ -77,7 +77,9 @@ class RunDriver:
         self.transfers = Transfers(self)
         self._cost = CostMeter(self)
         self.outputs: dict[str, Any] = {}
-        self.recovery: dict[str, Any] = {}  # what a restarted engine needs; see engine/recovery.py
+        self.recovery: dict[
+            str, Any
+        ] = {}  # what a restarted engine needs; see engine/run/recovery.py
         self.started: set[str] = set()
         self.lost = False
         self.workspace_refused: list[str] = []
@@ -136,7 +138,7 @@ class RunDriver:
 
     def resume(self, state: fsm.FsmState, handle: NodeHandle | None) -> None:
         """Continue a run an earlier engine process left unfinished: start from `state`
-        instead of JobSubmitted (engine/recovery.py re-issues the interrupted command)."""
+        instead of JobSubmitted (engine/run/recovery.py re-issues the interrupted command)."""
         self._queue = asyncio.Queue()
         self._fsm = state
         self.handle = handle

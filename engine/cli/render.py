@@ -19,8 +19,8 @@ from rich.progress import (
 )
 
 from agent.protocol import Stream
-from engine import events as ev
-from engine.money import cost_split, money
+from engine.report import events as ev
+from engine.report.money import cost_split, money
 
 STATE_STYLE = {"PENDING": "yellow", "RUNNING": "cyan", "COMPLETED": "green", "FAILED": "red"}
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine import events as ev
-from engine.views import NodeView, RunView
+from engine.report import events as ev
+from engine.report.views import NodeView, RunView
 
 
 def new_view(event: ev.Submitted) -> RunView:

@@ -1,0 +1,69 @@
+"""The engine's public surface: everything a console (tui/) may use, and nothing else.
+
+The console imports only this module — no other engine module, nothing of `agent` —
+so the engine's rooms can be rearranged without touching it, and a test
+(tests/unit/test_layering.py) keeps it so. Orphan collection lives with the providers
+and is re-exported lazily: a console on local pools never pays for loading it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agent.protocol import LogLine, Stream
+from engine.engine import Engine, EngineConfig, SubmitError
+from engine.errors import ProviderError, one_line
+from engine.jobs.jobspec import JobFileError, JobSpec, load_job
+from engine.jobs.plan import Plan, plan_workspace
+from engine.jobs.pools import PoolFileError, load_pools
+from engine.report import events
+from engine.report.events import Event, TransferProgress, Transition
+from engine.report.money import cost_split, money
+from engine.report.printable import printable
+from engine.report.runbook import fold
+from engine.report.views import NodeView, PoolView, RunView
+from engine.state.paths import DEFAULT_RUNS_DIR
+
+if TYPE_CHECKING:
+    from engine.providers.gc import GONE, Orphan
+
+__all__ = [
+    "DEFAULT_RUNS_DIR",
+    "GONE",
+    "Engine",
+    "EngineConfig",
+    "Event",
+    "JobFileError",
+    "JobSpec",
+    "LogLine",
+    "NodeView",
+    "Orphan",
+    "Plan",
+    "PoolFileError",
+    "PoolView",
+    "ProviderError",
+    "RunView",
+    "Stream",
+    "SubmitError",
+    "TransferProgress",
+    "Transition",
+    "cost_split",
+    "events",
+    "fold",
+    "load_job",
+    "load_pools",
+    "money",
+    "one_line",
+    "plan_workspace",
+    "printable",
+]
+
+_LAZY = {"Orphan", "GONE"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from engine.providers import gc
+
+        return getattr(gc, name)
+    raise AttributeError(f"module 'engine.api' has no attribute {name!r}")
