@@ -52,6 +52,10 @@ def test_a_vast_pool_runs_a_job_to_completed_from_the_console(tmp_path: Path, ap
     term = console(tmp_path, str(job), "--pool", "gpu", "--pools", str(pools))
     try:
         term.wait_for("COMPLETED", timeout=60)
+        term.press("x")  # the account is listed, not "listing…" forever
+        term.wait_for("no orphaned nodes")
+        term.press("n")
+        term.wait_for(lambda text: "Orphaned nodes" not in text)
         term.press("q")
         assert term.wait_exit() == 0
     finally:
