@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from rich.text import Text
 from textual.command import CommandPalette
 
@@ -195,6 +196,25 @@ async def test_log_pane_follow_search_and_wrap(engine, make_job) -> None:
         await pilot.press("w")
         assert view.wrap and "wrap" in str(view.border_title)
         assert max(len(line) for line in view.lines) <= view.scrollable_content_region.width
+
+
+async def test_wide_characters_wrap_and_measure_in_cells(engine, make_job) -> None:
+    """A line of CJK text is twice as wide as it is long: wrapped pieces fit the pane in
+    cells, and the unwrapped view can scroll to the end of it."""
+    job = make_job(name="wide", run="python3 -c \"print('漢字' * 150)\"")
+    app = SwjobApp(engine, jobs=[job])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await pilot.press("enter")
+        await finished(app, engine.runs()[0].run_id)
+        view = app.screen.query_one(LogView)
+        await until(pilot, lambda: any("漢字" in line for line in view.lines))
+        assert view.virtual_size.width >= 600  # 300 wide characters, not 300 cells
+        view.focus()
+        await pilot.press("w")
+        width = view.scrollable_content_region.width
+        assert len(view.lines) > 600 // width
+        assert max(cell_len(line) for line in view.lines) <= width
 
 
 async def test_log_memory_is_capped(engine, make_job) -> None:
