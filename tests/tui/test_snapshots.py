@@ -252,6 +252,7 @@ def test_job_detail_with_hostile_output(snap_compare, recorded: Engine, size) ->
         await until(pilot, lambda: log.line_count == 1 + len(HOSTILE))
         assert not any(c in line for line in log.lines for c in "\x1b\x07\x9b\x9d")
         assert any("cleared the screen?" in line for line in log.lines)
+        await until(pilot, lambda: log.is_vertical_scroll_end)
         await pilot.pause(0.2)
 
     app = app_on(with_hostile_output(recorded))

@@ -102,7 +102,12 @@ class LogView(Log):
         nothing needs the Log's own control-code pass."""
         if lines:
             width = max(len(line) if line.isascii() else cell_len(line) for line in lines)
+            following = self.following
             self._update_maximum_width(updates, width)
+            if following:
+                # A new widest line can bring the horizontal scrollbar, which takes a row
+                # from the view: stay on the last line once the layout has settled.
+                self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False)
 
     def attach(self, source: RunLog) -> None:
         """Show this run's ring from now on: everything it still holds, then new lines."""
