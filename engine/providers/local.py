@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from agent.procgroup import kill_group_now
-from engine.providers.base import TOKEN_ENV, Bootstrap, NodeHandle, ProvisionError
+from engine.providers.base import Bootstrap, NodeHandle, ProvisionError
 from engine.state.paths import cache_dir
 
 AGENT_EXIT_GRACE_S = 15.0
@@ -83,7 +83,7 @@ class LocalProvider:
         node_id = f"local-{bootstrap.run_id}-{secrets.token_hex(2)}"
         root = _node_root(node_id)
         root.mkdir(parents=True)
-        env = {**os.environ, **self._agent_env, TOKEN_ENV: bootstrap.token}
+        env = {**os.environ, **self._agent_env, **bootstrap.agent_env()}
         args = [*bootstrap.agent_args(), "--root", str(root), "--grace", f"{self._stop_grace_s:g}"]
         # Its own session: Ctrl-C and a closed terminal reach the operator, which decides
         # (stop and tear down, or leave the node running) — never the node directly.

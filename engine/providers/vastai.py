@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from engine.providers import vast_offers as offers
 from engine.providers.agent_source import agent_install_for
 from engine.providers.base import (
-    TOKEN_ENV,
     Bootstrap,
     NodeHandle,
     ProvisionError,
@@ -203,7 +202,7 @@ class VastProvider:
                 id=offer["id"],
                 image=pool.image,
                 disk=offers.disk_gb(pool.resources.disk_mb),
-                env={TOKEN_ENV: bootstrap.token},
+                env=bootstrap.agent_env(),
                 label=label,
                 onstart_cmd=onstart_command(bootstrap, agent_install_for(pool)),
                 ssh=True,
