@@ -32,7 +32,7 @@ from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
-from engine.run import fsm, reclaim, recovery
+from engine.run import abandon, fsm, reclaim, recovery
 from engine.run.control import ControlServer, NodeSession
 from engine.run.orchestrator import RunDriver
 from engine.state import identity, ownership
@@ -378,16 +378,16 @@ class Engine:
             await self._providers_ready(pool)
         from engine.providers.gc import find_orphans
 
-        return await find_orphans(self.config.pools, Ledger(), self._owned_runs())
+        owned, abandoned = self._ownership()
+        return await find_orphans(self.config.pools, Ledger(), owned, abandoned=abandoned)
 
-    def _owned_runs(self) -> set[str]:
-        """Unfinished runs some live engine drives (this one or another): never orphans.
-        An unfinished run nobody drives is abandoned: its node is an orphan (ownership.py)."""
+    def _ownership(self) -> tuple[set[str], set[str]]:
+        """(runs some live engine drives, unfinished runs nobody drives). The first are
+        never orphans; the nodes of the second are (engine/state/ownership.py)."""
         owned = {v.run_id for v in self.running()}
-        if self._store is not None:
-            unfinished = {view.run_id for view, _ in self._store.unfinished()}
-            owned |= {r for r in unfinished - owned if ownership.has_live_owner(r)}
-        return owned
+        unfinished = {v.run_id for v, _ in self._store.unfinished()} if self._store else set()
+        owned |= {r for r in unfinished - owned if ownership.has_live_owner(r)}
+        return owned, unfinished - owned
 
     async def collect_orphans(self, orphans: list[Orphan]) -> list[str]:
         """Destroy (verified) the given orphans; returns one line per failure."""
@@ -395,7 +395,8 @@ class Engine:
             await self._providers_ready(pool)
         from engine.providers.gc import destroy_orphans
 
-        return await destroy_orphans(orphans, self.config.pools, Ledger())
+        claims = abandon.Claims(self._store) if self._store is not None else None
+        return await destroy_orphans(orphans, self.config.pools, Ledger(), claims=claims)
 
     async def _check_orphans(self) -> None:
         """At start, warn about nodes that bill without a live run (a crash, a lost teardown)."""

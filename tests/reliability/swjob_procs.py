@@ -131,3 +131,11 @@ def waiting_job(project: Path, name: str, release: Path, lines: int = 3) -> Path
         f'workspace = {{ workdir = "." }}\noutputs = ["out.txt"]\n'
     )
     return job
+
+
+def swjob_once(*args: str, cwd: Path, answer: str = "") -> subprocess.CompletedProcess[str]:
+    """Run a short `swjob` command to its end, typing `answer` at its prompt."""
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", *args],
+        cwd=cwd, input=answer, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
