@@ -164,7 +164,7 @@ class NodeAgent:
         alone_since = time.monotonic()
         while (left := alone_since + self.cfg.orphan_timeout - time.monotonic()) > 0:
             try:
-                session = await asyncio.wait_for(self._join(), left)
+                session = await self._join_unless_retargeted(left)
             except JoinRefused as exc:
                 log.error("%s", exc)
                 return exc.code
@@ -178,6 +178,22 @@ class NodeAgent:
             await self._pause(max(0.0, min(backoff.next(), left)), backoff)
         log.error("no orchestrator for %.0f s: stopping the job", self.cfg.orphan_timeout)
         return ExitCode.ORPHANED
+
+    async def _join_unless_retargeted(self, timeout: float) -> _Session:
+        """Join within `timeout`; a dial to the old orchestrator (dead, so it may take the
+        whole dial timeout) is dropped at once when an adopter retargets us."""
+        join = asyncio.ensure_future(asyncio.wait_for(self._join(), timeout))
+        retarget = asyncio.ensure_future(self._retargeted.wait())
+        try:
+            await asyncio.wait({join, retarget}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            retarget.cancel()
+            if not join.done():
+                join.cancel()
+            await asyncio.gather(join, retarget, return_exceptions=True)
+        if join.cancelled():
+            raise NotMyOrchestrator("the run was taken over while dialing: redialing")
+        return join.result()
 
     async def _pause(self, delay: float, backoff: Backoff) -> None:
         """Wait `delay` before redialing, or less when an adopter just gave us its address."""

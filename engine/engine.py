@@ -318,8 +318,11 @@ class Engine:
         return driver
 
     def _provider(self, pool: Pool) -> Provider:
-        """One provider per pool definition (an adopted run may bring its own)."""
-        key = pool.model_dump_json()
+        """One provider per configured pool; an adopted run whose pool was since renamed,
+        removed or changed gets one of its own definition."""
+        key = pool.name
+        if pool.name not in self.config.pools or self.config.pools.get(pool.name) != pool:
+            key = f"{pool.name} as adopted: {pool.model_dump_json()}"
         if key not in self._providers:
             self._providers[key] = make_provider(
                 pool, stop_grace_s=self.config.stop_grace_s, on_alert=self.alert

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -262,3 +264,21 @@ async def test_the_agent_follows_only_an_engine_that_proves_the_credential(
     hello = second.hellos[0]
     assert hello.busy and hello.token == TOKEN  # same job, still running, same join proof
     await second.until(lambda: "before" in second.lines())  # the journal replays to it
+
+
+async def test_a_node_whose_orchestrator_died_follows_an_adopter_at_once(
+    pair: tuple[FakeOrchestrator, FakeOrchestrator], start_agent: StartAgent
+) -> None:
+    """Its old orchestrator is gone (dials to it hang until the dial timeout, 10 s): a
+    valid resume drops the hanging dial and the node joins the adopter within seconds."""
+    first, second = pair
+    await start_agent(first)
+    await joined(first)
+    ticket = first.hellos[0].ticket
+    assert ticket is not None
+    await first.close()  # the operator dies; the node redials a dead address
+    await asyncio.sleep(1.5)  # let it be mid-dial (its backoff starts at 0.2 s)
+    started = time.monotonic()
+    await reclaim(second.ep, ticket, "run-1", REATTACH_KEY)
+    await second.until(lambda: len(second.hellos) == 1, timeout=5)
+    assert time.monotonic() - started < 5
