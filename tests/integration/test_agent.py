@@ -99,17 +99,22 @@ async def test_setup_then_run_with_logs_exit_code_and_no_leaks(
     await orch.send(RunStep(step=Step.SETUP, command="echo setting up; touch made-by-setup"))
     setup = await step_exited(orch)
     assert (setup.step, setup.code) == (Step.SETUP, 0)
-    run = 'ls; echo "key=$API_KEY"; echo "tok=${SWJOB_JOIN_TOKEN:-unset}"; echo oops >&2; exit 3'
+    run = (
+        'ls; echo "key=$API_KEY"; echo "tok=${SWJOB_JOIN_TOKEN:-unset}"; '
+        'echo "rk=${SWJOB_REATTACH_KEY:-unset}"; echo oops >&2; exit 3'
+    )
     await orch.send(RunStep(step=Step.RUN, command=run, env={"API_KEY": SECRET}))
     exited = await step_exited(orch, 2)
     assert (exited.step, exited.code, exited.stopped) == (Step.RUN, 3, False)
-    assert orch.lines() == ["setting up", "made-by-setup", f"key={MASK}", "tok=unset", "oops"]
+    assert orch.lines() == [
+        "setting up", "made-by-setup", f"key={MASK}", "tok=unset", "rk=unset", "oops"
+    ]  # fmt: skip
     assert [e.seq for e in orch.events] == list(range(1, len(orch.events) + 1))
     assert (node.root / "logs" / "setup.log").read_text() == "setting up\n"
     assert "[stderr] oops" in (node.root / "logs" / "run.log").read_text()
     await orch.send(Shutdown())
     assert await node.exit_code() == 0
-    for needle in (TOKEN, SECRET):
+    for needle in (TOKEN, SECRET, REATTACH_KEY):
         assert files_containing(node.root, needle) == []
         assert needle not in node.stderr()
 

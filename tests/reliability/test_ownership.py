@@ -165,3 +165,28 @@ def test_an_adopted_run_whose_node_never_rejoins_fails_within_the_node_deadline(
         took,
         "FAILED node lost; node torn down",
     )
+
+
+def test_attach_follows_a_live_owner_read_only_then_adopts_when_it_dies(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """`swjob attach` on a run another live process drives only reads its log; when that
+    process is killed, attach takes the run over and finishes it (never 'follows' a run
+    that nothing drives)."""
+    owner, run_dir, release = _run(clis, tmp_path, "epsilon")
+    attach = clis("attach", run_dir.name, cwd=tmp_path)
+    wait_for(lambda: "driven by another swjob process" in attach.output(), 30, "read-only")
+    assert ownership.has_live_owner(run_dir.name) and owner.proc.poll() is None
+    owner.kill9()
+    killed = time.monotonic()
+    wait_for(lambda: "recovered after operator restart" in attach.output(), 30, "adopted")
+    adopted_s = time.monotonic() - killed
+    release.touch()
+    assert attach.wait(60) == 0, attach.output()
+    assert run_json(run_dir)["state"] == "COMPLETED"
+    assert _log(run_dir).splitlines() == ["line 1", "line 2", "line 3"]
+    record_fault(
+        "owner of a followed run killed -9 while `swjob attach` reads it",
+        adopted_s,
+        "attach adopted the run and finished it COMPLETED",
+    )
