@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iroh.iroh_ffi import IrohError
+from pydantic import ValidationError
 
 from agent import endpoint as iroh_endpoint
 from engine.errors import one_line
@@ -246,9 +247,9 @@ class Engine:
         try:
             pool = self._pool_of(view, saved)
             await self._providers_ready(pool)
-        except (PoolFileError, SubmitError) as exc:
+        except (PoolFileError, SubmitError, ValidationError) as exc:
             lease.release()
-            raise SubmitError(f"run {run_id} cannot be adopted: {exc}") from None
+            raise SubmitError(f"run {run_id} cannot be adopted: {one_line(exc)}") from None
         self._leases[run_id] = lease
         provider = self._provider(pool)
         if saved.get("handle"):
