@@ -206,6 +206,7 @@ class Cloud:
             inst = self.instances[instance_id]
             inst.status_msg = status_msg
         stop_process(inst.process)
+        inst.status = "exited"
 
     def close(self) -> list[int]:
         """Destroy whatever is left; returns the ids that were still alive (leaks)."""
