@@ -204,7 +204,7 @@ class RunDriver:
             self.post(fsm.NodeFault(f"boot timeout: node did not join within {timeout_s:g} s"))
 
     async def await_join(self, timeout_s: float, state: ev.NodeState) -> bool:
-        """Watch the node (cost, liveness) and wait for its agent to join; False on timeout."""
+        """Watch the node (liveness) and wait for its agent to join; False on timeout."""
         assert self.handle is not None
         self._watch = asyncio.create_task(self._watch_node(self.handle))
         try:
