@@ -34,6 +34,7 @@ from engine.run.orchestrator import RunDriver
 from engine.state import identity
 from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.private import set_private_umask
 from engine.state.store import Store
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def new_run_id() -> str:
 
 class Engine:
     def __init__(self, config: EngineConfig | None = None) -> None:
+        set_private_umask()  # run index, landing dirs, node workspaces: the operator's only
         self.config = config or EngineConfig()
         self.stream = Datastream()
         self._drivers: dict[str, RunDriver] = {}
@@ -146,7 +148,7 @@ class Engine:
         await self._providers_ready(pool_def)
         run_id = new_run_id()
         run_dir = (self.config.runs_dir / job.name / run_id).absolute()
-        run_dir.mkdir(parents=True)
+        run_dir.mkdir(mode=0o700, parents=True)
         self.stream.open_run(run_id, run_dir / "events.jsonl")
         submitted = self.stream.publish(
             ev.Submitted(run_id=run_id, job_name=job.name, pool=pool, run_dir=str(run_dir))
