@@ -215,15 +215,15 @@ async def _drain(pipe: BinaryIO, stream: Stream, redact: Redactor, batcher: LogB
     except BaseException:
         pipe.close()
         raise
-    splitter = LineSplitter()
+    splitter = LineSplitter(redact=redact)  # redacts before it cuts a long line
     try:
         while chunk := await reader.read(READ_CHUNK):
             for line in splitter.feed(chunk):
-                batcher.add(stream, redact(line))
+                batcher.add(stream, line)
     finally:
         transport.close()
         for line in splitter.finish():
-            batcher.add(stream, redact(line))
+            batcher.add(stream, line)
 
 
 def _exited(run: _Running) -> StepExited:

@@ -10,10 +10,7 @@ import contextlib
 import logging
 import os
 import struct
-import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,27 +22,24 @@ from agent.protocol import CTL_ALPN, Channel, Hello, NodeFacts, Reject
 from engine.run.control import HELLO_MAX_FRAME, HELLO_TIMEOUT_S
 from engine.run.peergate import MAX_UNADMITTED_PER_PEER
 from tests.reliability.helpers import engine_with
+from tests.security.helpers import (
+    engine_addr,
+    rogues,
+    swjob_run_background,
+    wait_printed,
+    waiting_run,
+)
 
 pytestmark = [pytest.mark.timeout(120)]
 
 HOSTILE = 100
 ROGUES = 10  # endpoints; each dials HOSTILE // ROGUES times
 JUNK = 1 << 20  # what each hostile connection tries to make the engine buffer
-RSS_CEILING_MB = 60  # growth allowed (iroh's per-connection state); 16 MiB frames gave >700
+RSS_CEILING_MB = 60  # growth allowed; without the limits this attack took 67 → 310 MB
 FACTS = NodeFacts(
     hostname="rogue", os="linux", cpus=1, memory_mb=1, disk_free_mb=1,
     python_version="3.11", agent_version="0",
 )  # fmt: skip
-
-
-@contextlib.asynccontextmanager
-async def rogues(count: int) -> AsyncIterator[list[Any]]:
-    eps = [await iroh_endpoint.bind(accept=False) for _ in range(count)]
-    try:
-        yield eps
-    finally:
-        for ep in eps:
-            await ep.close()
 
 
 async def oversize(ep: Any, addr: Any) -> str:
@@ -123,40 +117,15 @@ def rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
-def engine_addr(state: Path) -> Any:
-    """The address of the engine owning identity slot 0, from its key and port files."""
-    key = iroh_ffi.SecretKey.from_bytes((state / "engine-0.key").read_bytes())
-    port = int((state / "engine-0.port").read_text())
-    return iroh_ffi.EndpointAddr(key.public(), None, [f"127.0.0.1:{port}"])
-
-
-async def _wait_file(path: Path, text: str, proc: subprocess.Popen, timeout: float = 30) -> None:
-    async with asyncio.timeout(timeout):
-        while not (path.exists() and text in path.read_text(errors="replace")):
-            assert proc.poll() is None, "swjob run ended early"
-            await asyncio.sleep(0.1)
-
-
 async def test_hundred_hostile_connections_leave_memory_bounded_and_the_run_completes(
     tmp_path, make_job, record_fault
 ) -> None:
     go = tmp_path / "go"
-    job = make_job(
-        run=f"echo started; while [ ! -e {go} ]; do sleep 0.1; done; echo landed > out.txt",
-        outputs=["out.txt"],
-    )
-    state = Path(os.environ["SWJOB_STATE_DIR"])
-    out = tmp_path / "swjob.out"
-    with out.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli.main", "run", str(job.source),
-             "--runs-dir", str(tmp_path / "runs")],
-            stdout=sink, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        await _wait_file(out, "run | started", proc)
+    job = make_job(run=waiting_run(go, after="echo landed > out.txt"), outputs=["out.txt"])
+    with swjob_run_background(tmp_path, job.source) as (proc, out):
+        await wait_printed(out, "run | started", proc)
         before = rss_mb(proc.pid)
-        addr = engine_addr(state)
+        addr = engine_addr(Path(os.environ["SWJOB_STATE_DIR"]))
         started = time.monotonic()
         async with rogues(ROGUES) as eps:
             attack = asyncio.gather(
@@ -171,10 +140,6 @@ async def test_hundred_hostile_connections_leave_memory_bounded_and_the_run_comp
         took = time.monotonic() - started
         go.touch()
         code = await asyncio.to_thread(proc.wait, 60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     printed = out.read_text(errors="replace")
     (run_dir,) = (tmp_path / "runs").glob("*/*")
     said = [str(r) for r in reasons]
