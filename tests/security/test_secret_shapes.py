@@ -36,3 +36,31 @@ def test_multiline_and_straddling_secrets_never_show(tmp_path, make_job, record_
         None,
         "every PEM line and the whole secret shown as *** in CLI, logs and events",
     )
+
+
+def test_an_output_named_after_a_secret_lands_real_but_is_shown_masked(
+    tmp_path, make_job, record_fault
+) -> None:
+    job = make_job(
+        env={"API_TOKEN": SECRET},
+        run='mkdir -p res; echo data > "res/out-$API_TOKEN.txt"; echo plain > res/plain.txt',
+        outputs=["res/*.txt"],
+    )
+    code, printed = swjob_run(tmp_path, job.source)
+    (run_dir,) = (tmp_path / "runs").glob("*/*")
+    landed = run_dir / "outputs" / "res" / f"out-{SECRET}.txt"
+    assert code == 0 and landed.read_text() == "data\n", printed  # the real name, on disk
+    manifest = (run_dir / "manifest.json").read_text()
+    assert "res/out-***.txt" in manifest and "res/plain.txt" in manifest
+    recorded = {
+        "printed": printed,
+        "manifest": manifest,
+        "events": (run_dir / "events.jsonl").read_text(),
+        "run.json": (run_dir / "run.json").read_text(),
+    }
+    assert {name for name, text in recorded.items() if pieces(SECRET, text)} == set()
+    record_fault(
+        "job names an output file after its secret",
+        None,
+        "landed under its real name; manifest, events, run.json and CLI show ***",
+    )
