@@ -11,6 +11,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
 from engine.run import fsm, recovery
 from engine.run.control import ControlServer, NodeSession
+from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.state import identity
 from engine.state.ledger import Ledger
@@ -339,6 +341,14 @@ class Engine:
         if driver is not None:
             return driver.view
         return self._store.find(run_id) if self._store else None
+
+    def masker(self, run_id: str) -> Callable[[str], str]:
+        """How to show this run's output names: its job's secrets masked (a live run's own
+        redaction; a past run's from its job file, see engine/run/masking.py)."""
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            return driver.redact
+        return mask_from_job_file(self._store.recovery(run_id) if self._store else None)
 
     def runs(self) -> list[RunView]:
         live = [d.view for d in self._drivers.values()]
