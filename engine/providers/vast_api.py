@@ -87,7 +87,7 @@ def _server_says(response: requests.Response) -> tuple[str, str | None]:
         return "", None
     code = body.get("error")
     code = str(code)[:64] if code else None
-    return str(body.get("msg") or code or "")[:200], code
+    return str(body.get("msg") or code or ""), code
 
 
 def resolve_key(api_key_env: str | None) -> str | None:
@@ -126,7 +126,7 @@ class VastApi:
         if isinstance(exc, requests.HTTPError) and exc.response is not None:
             status = exc.response.status_code
             said, code = _server_says(exc.response)
-            said = self._redact(said)
+            said = self._redact(said)[:200]  # redact, then cut
             message = f"Vast.ai {what}: HTTP {status}" + (f" ({said})" if said else "")
             transient = status == 429 or status >= 500
             error = VastApiError(message, status=status, transient=transient, code=code)
