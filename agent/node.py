@@ -11,7 +11,7 @@ our orchestrator, or an engine that answers "unknown run" (it does not drive thi
 our owner died and another process now holds its address), changes nothing: the job
 keeps running and the agent redials, waiting for its owner or an adopter. Only a node
 that has been alone for `orphan_timeout` gives up (a node nobody owns must not bill
-forever).
+forever): it stops its job and releases itself (agent/orphan.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import endpoint, facts
+from agent import endpoint, facts, orphan
 from agent.journal import Journal
 from agent.protocol import (
     CTL_ALPN,
@@ -36,6 +36,7 @@ from agent.protocol import (
     Channel,
     Heartbeat,
     Hello,
+    NodeFault,
     ProtocolError,
     Reject,
     RunStep,
@@ -91,6 +92,8 @@ class AgentConfig:
     heartbeat: float = 1.0
     deadline: float = 10.0
     orphan_timeout: float = 1800.0
+    on_orphan: str = "exit"  # one of orphan.ACTIONS
+    vast_url: str = orphan.VAST_URL
 
     @property
     def workdir(self) -> Path:
@@ -145,7 +148,10 @@ class NodeAgent:
         try:
             await asyncio.wait({serve, stop}, return_when=asyncio.FIRST_COMPLETED)
             if serve.done():
-                return serve.result()
+                code = serve.result()
+                if code is ExitCode.ORPHANED:
+                    await self._give_up()
+                return code
             log.info("shutting down")
             await self.supervisor.stop(self.cfg.grace)
             await self._flush_sent(FLUSH_ON_EXIT_S)
@@ -210,6 +216,19 @@ class NodeAgent:
         self._retargeted.set()
         if self._session is not None:
             self._session.conn.close(0, b"run taken over")
+
+    async def _give_up(self) -> None:
+        """Orphaned: stop the job, then (on Vast) destroy the own instance, saying so in the
+        log and the journal first — the destroy may end this very process."""
+        await self.supervisor.stop(self.cfg.grace)
+        if self.cfg.on_orphan != "destroy-instance":
+            return
+        self._note(f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped, destroying node")
+        self._note(await asyncio.to_thread(orphan.destroy_own_instance, self.cfg.vast_url))
+
+    def _note(self, text: str) -> None:
+        log.error("%s", text)
+        self.journal.append(NodeFault(seq=0, reason=text))
 
     async def _dial(self, alpn: bytes) -> iroh_ffi.Connection:
         """Connect to the orchestrator's address and make sure it is the one we obey."""
