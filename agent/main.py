@@ -19,6 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
+from agent import subreaper
 from agent.node import AgentConfig, NodeAgent
 from agent.supervisor import TOKEN_ENV
 
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_ERROR
     root = args.root.resolve()
     setup_logging(root / "logs")
+    subreaper.become_subreaper()  # a step's orphans come to us, to be ended with it
     cfg = AgentConfig(
         run_id=args.run_id,
         ticket=args.ticket,

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,10 +31,12 @@ from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
 from engine.run import fsm, recovery
 from engine.run.control import ControlServer, NodeSession
+from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.state import identity
 from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.private import set_private_umask
 from engine.state.store import Store
 
 if TYPE_CHECKING:
@@ -66,6 +69,7 @@ def new_run_id() -> str:
 
 class Engine:
     def __init__(self, config: EngineConfig | None = None) -> None:
+        set_private_umask()  # run index, landing dirs, node workspaces: the operator's only
         self.config = config or EngineConfig()
         self.stream = Datastream()
         self._drivers: dict[str, RunDriver] = {}
@@ -146,7 +150,7 @@ class Engine:
         await self._providers_ready(pool_def)
         run_id = new_run_id()
         run_dir = (self.config.runs_dir / job.name / run_id).absolute()
-        run_dir.mkdir(parents=True)
+        run_dir.mkdir(mode=0o700, parents=True)
         self.stream.open_run(run_id, run_dir / "events.jsonl")
         submitted = self.stream.publish(
             ev.Submitted(run_id=run_id, job_name=job.name, pool=pool, run_dir=str(run_dir))
@@ -337,6 +341,14 @@ class Engine:
         if driver is not None:
             return driver.view
         return self._store.find(run_id) if self._store else None
+
+    def masker(self, run_id: str) -> Callable[[str], str]:
+        """How to show this run's output names: its job's secrets masked (a live run's own
+        redaction; a past run's from its job file, see engine/run/masking.py)."""
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            return driver.redact
+        return mask_from_job_file(self._store.recovery(run_id) if self._store else None)
 
     def runs(self) -> list[RunView]:
         live = [d.view for d in self._drivers.values()]

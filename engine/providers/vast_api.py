@@ -67,7 +67,7 @@ def _server_says(response: requests.Response) -> str:
     except ValueError:
         return ""
     if isinstance(body, dict):
-        return str(body.get("msg") or body.get("error") or "")[:200]
+        return str(body.get("msg") or body.get("error") or "")
     return ""
 
 
@@ -106,7 +106,7 @@ class VastApi:
     def _classify(self, what: str, exc: Exception) -> VastApiError:
         if isinstance(exc, requests.HTTPError) and exc.response is not None:
             status = exc.response.status_code
-            said = self._redact(_server_says(exc.response))
+            said = self._redact(_server_says(exc.response))[:200]  # redact, then cut
             message = f"Vast.ai {what}: HTTP {status}" + (f" ({said})" if said else "")
             error = VastApiError(message, status=status, transient=status == 429 or status >= 500)
             if status == 429:

@@ -36,7 +36,7 @@ class Transfers:
                     bytes_total=p.bytes_total,
                     files_done=p.files_done,
                     files_total=p.files_total,
-                    current=p.current,
+                    current=self._d.redact(p.current) if p.current else p.current,
                     rate_bps=p.rate_bps,
                     eta_s=p.eta_s,
                     done=p.done,
