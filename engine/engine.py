@@ -26,6 +26,7 @@ from engine.providers import vast_sdk
 from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.providers.registry import make_provider
 from engine.report import events as ev
+from engine.report import scope
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
@@ -35,7 +36,7 @@ from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.state import identity
 from engine.state.ledger import Ledger
-from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import set_private_umask
 from engine.state.store import Store
 
@@ -70,6 +71,7 @@ def new_run_id() -> str:
 class Engine:
     def __init__(self, config: EngineConfig | None = None) -> None:
         set_private_umask()  # run index, landing dirs, node workspaces: the operator's only
+        state_dir(), cache_dir()  # made (or tightened, said once) before a UI owns the terminal
         self.config = config or EngineConfig()
         self.stream = Datastream()
         self._drivers: dict[str, RunDriver] = {}
@@ -186,6 +188,7 @@ class Engine:
             ticket=iroh_endpoint.ticket_of(self._endpoint),
             orchestrator_id=str(self._endpoint.id()),
             token=token,
+            orphan_timeout_s=pool.orphan_timeout_s,
         )
         driver = RunDriver(
             view=view.model_copy(update={"live": True}),
@@ -242,6 +245,7 @@ class Engine:
         events = read_events(view.run_dir / "events.jsonl")
         self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
         driver = self._driver(fold(events) or view, job, pool, saved["token"])
+        driver.clock.replay(events)  # phase times (and the cost split) span the restart
         driver.recovery.update(saved)
         driver.started = set(saved.get("started", []))
         driver.session.endpoint_id = saved.get("endpoint_id")
@@ -287,8 +291,13 @@ class Engine:
         return await asyncio.shield(self._tasks[run_id])
 
     def alert(self, message: str, orphan: str | None = None) -> None:
-        """An engine-wide warning (not tied to one run): shown by the TUI and the CLI.
-        `orphan` names a node found billing without a run, so a console can list it."""
+        """A warning shown by the TUI and the CLI. Raised while working for a run (a
+        provider retrying that run's calls) it is the run's, kept in its run.json; else it
+        is engine-wide. `orphan` names a node found billing without a run."""
+        driver = self._drivers.get(scope.current_run())
+        if driver is not None and not driver.view.terminal:
+            driver.publish(ev.Alert(run_id=driver.view.run_id, message=message))
+            return
         self.stream.publish(ev.Alert(run_id="", message=message, orphan=orphan))
 
     def _rents_nodes(self) -> bool:

@@ -1,6 +1,7 @@
 """The built-in `local` pool: a node is a `swjob-agent` subprocess on this machine.
 
-Each node gets a fresh directory under the user's cache dir; teardown ends the agent
+Each node gets a fresh directory under the user's cache dir (an agent orphaned for the
+pool's `orphan_timeout_s` stops its job and removes it itself); teardown ends the agent
 (SIGTERM, which makes it stop its job; then SIGKILL after a grace period), kills the
 job's process group if the agent died without doing so, and removes the directory.
 The pool's `max_nodes` bounds how many nodes exist at once; further runs wait in
@@ -20,7 +21,9 @@ import secrets
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from agent.procgroup import kill_group_now
@@ -91,7 +94,10 @@ class LocalProvider:
         root = _node_root(node_id)
         root.mkdir(mode=0o700, parents=True)
         env = {**node_base_env(os.environ), **self._agent_env, TOKEN_ENV: bootstrap.token}
-        args = [*bootstrap.agent_args(), "--root", str(root), "--grace", f"{self._stop_grace_s:g}"]
+        args = [
+            *replace(bootstrap, on_orphan=("--on-orphan", "remove-root")).agent_args(),
+            *("--root", str(root), "--grace", f"{self._stop_grace_s:g}"),
+        ]
         # Its own session: Ctrl-C and a closed terminal reach the operator, which decides
         # (stop and tear down, or leave the node running) — never the node directly.
         try:
@@ -106,7 +112,9 @@ class LocalProvider:
             shutil.rmtree(root, ignore_errors=True)
             raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
         self._nodes[node_id] = _LocalNode(process.pid, root, process)
-        return NodeHandle(provider=self.name, node_id=node_id, offer={"pid": process.pid})
+        return NodeHandle(
+            provider=self.name, node_id=node_id, offer={"pid": process.pid}, created_at=time.time()
+        )
 
     def adopt(self, handle: NodeHandle) -> None:
         """Take back a node an earlier engine process started (crash recovery). It does not
