@@ -41,7 +41,7 @@ from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.state import identity, ownership
 from engine.state.ledger import Ledger
-from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import set_private_umask
 from engine.state.store import Store
 
@@ -82,6 +82,7 @@ def new_run_id() -> str:
 class Engine:
     def __init__(self, config: EngineConfig | None = None) -> None:
         set_private_umask()  # run index, landing dirs, node workspaces: the operator's only
+        state_dir(), cache_dir()  # made (or tightened, said once) before a UI owns the terminal
         self.config = config or EngineConfig()
         self.stream = Datastream()
         self._drivers: dict[str, RunDriver] = {}

@@ -333,7 +333,7 @@ async def pull_outputs(
     def result(listing: _Listing, attempts: int) -> PullResult:
         files = _manifest(listing.entries, receiver)
         total = sum(e.size for e in files)
-        refused = [redact(line) for line in listing.refused]
+        refused = [redact(line) for line in [*listing.refused, *receiver.refused]]
         return PullResult(files, listing.missing, total, refused, attempts)
 
     async def attempt(number: int) -> _Listing:
