@@ -54,7 +54,6 @@ class EngineConfig:
     runs_dir: Path = DEFAULT_RUNS_DIR
     pools: PoolSet = field(default_factory=load_pools)
     heartbeat_s: float = 1.0
-    node_deadline_s: float = 10.0
     stop_grace_s: float = 10.0
 
 
@@ -172,7 +171,7 @@ class Engine:
             view.run_id,
             token,
             heartbeat_s=self.config.heartbeat_s,
-            deadline_s=self.config.node_deadline_s,
+            deadline_s=pool.node_lost_after_s,
             on_event=lambda msg: holder[0].on_agent_event(msg),
             on_lost=lambda reason: holder[0].on_node_lost(reason),
         )
