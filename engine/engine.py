@@ -270,13 +270,14 @@ class Engine:
 
     async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
         driver = self._drivers.get(run_id)
-        if driver is None or driver.view.terminal:
+        if driver is None or not driver.view.stoppable:
             raise SubmitError(f"run {run_id} is not running")
         driver.post(fsm.OperatorStop(reason))
 
     async def stop_all(self) -> None:
-        for view in self.running():
-            await self.stop(view.run_id)
+        for driver in list(self._drivers.values()):
+            if driver.view.stoppable:  # a FAILED run still collecting has a node up, too
+                await self.stop(driver.view.run_id)
 
     async def wait(self, run_id: str) -> RunView:
         return await asyncio.shield(self._tasks[run_id])

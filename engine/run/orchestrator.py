@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from collections.abc import Awaitable
 from typing import Any
 
 from agent.protocol import (
@@ -26,9 +27,10 @@ from agent.protocol import (
     StopStep,
 )
 from agent.redact import Redactor
+from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool
-from engine.providers.base import Bootstrap, NodeHandle, Provider, TeardownError
+from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.report import events as ev
 from engine.report.datastream import Datastream
 from engine.report.runbook import apply
@@ -37,6 +39,7 @@ from engine.run import fsm
 from engine.run.control import NodeGone, NodeSession
 from engine.run.runrecord import LogFiles, PhaseClock, cost_by_phase, write_run_json
 from engine.run.runsupport import CostMeter, Transfers
+from engine.run.teardown import destroy
 
 SHUTDOWN_TIMEOUT_S = 5.0
 
@@ -144,7 +147,7 @@ class RunDriver:
         self.handle = handle
 
     def start_work(self, coro: Any) -> None:
-        self._spawn(coro)
+        self._spawn(self._guarded(coro))
 
     @property
     def fsm_state(self) -> fsm.FsmState:
@@ -162,20 +165,40 @@ class RunDriver:
         await asyncio.gather(*others, return_exceptions=True)
 
     async def _execute(self, commands: tuple[fsm.Command, ...]) -> None:
+        """Carry out one outcome's commands in order; after one raised, the rest is abandoned
+        (the FSM orders what comes next on its InternalError)."""
         for command in commands:
-            match command:
-                case fsm.ProvisionNode():
-                    await self._provision()
-                case fsm.MaterializeWorkspace():
-                    await self.transfers.push()
-                case fsm.RunSetup():
-                    await self.start_step(Step.SETUP, self.job.setup or "")
-                case fsm.RunJob():
-                    await self.start_step(Step.RUN, self.job.run)
-                case fsm.CollectOutputs(best_effort=best_effort):
-                    self.outputs = await self.transfers.pull(best_effort)
-                case fsm.TeardownNode():
-                    await self.teardown()
+            if not await self._guarded(self._carry_out(command)):
+                return
+
+    async def _guarded(self, work: Awaitable[None]) -> bool:
+        """Await `work`; whatever it raises becomes an InternalError event (False), so no
+        exception can leave a run stuck in a phase while its node bills."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = self.redact(f"internal error: {one_line(exc)}")
+            self.publish(ev.Alert(run_id=self.view.run_id, message=reason))
+            self.post(fsm.InternalError(reason))
+            return False
+        return True
+
+    async def _carry_out(self, command: fsm.Command) -> None:
+        match command:
+            case fsm.ProvisionNode():
+                await self._provision()
+            case fsm.MaterializeWorkspace():
+                await self.transfers.push()
+            case fsm.RunSetup():
+                await self.start_step(Step.SETUP, self.job.setup or "")
+            case fsm.RunJob():
+                await self.start_step(Step.RUN, self.job.run)
+            case fsm.CollectOutputs(best_effort=best_effort):
+                self.outputs = await self.transfers.pull(best_effort)
+            case fsm.TeardownNode():
+                await self.teardown()
 
     # ---- commands ---------------------------------------------------------------------
 
@@ -236,10 +259,10 @@ class RunDriver:
         if self.handle is not None:
             self._node_event(ev.NodeState.TEARING_DOWN)
             await self._release_node()
-            try:
-                await self._provider.teardown(self.handle)
-            except TeardownError as exc:
-                self.publish(ev.Alert(run_id=self.view.run_id, message=str(exc), persistent=True))
+            problem = await destroy(self._provider, self.handle)
+            if problem is not None:
+                message = self.redact(problem)
+                self.publish(ev.Alert(run_id=self.view.run_id, message=message, persistent=True))
             self._node_event(ev.NodeState.GONE)
         self.post(fsm.NodeTornDown())
 
@@ -248,7 +271,8 @@ class RunDriver:
         (a lost node cannot answer: waiting on it would only delay the teardown)."""
         if self.lost or not self.session.joined.is_set() or self.session.closed:
             return
-        with contextlib.suppress(NodeGone, TimeoutError):
+        # a courtesy before the provider destroys the node: no failure of it may stop that
+        with contextlib.suppress(Exception):
             if self._running_step is not None and not self._step_exited.is_set():
                 await asyncio.wait_for(self.session.send(StopStep(grace_s=self._grace)), 2)
                 await asyncio.wait_for(self._step_exited.wait(), self._grace + SHUTDOWN_TIMEOUT_S)

@@ -9,14 +9,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agent.transfer import Progress
 from engine.report import events as ev
 from engine.run import fsm
 from engine.run.control import NodeGone
 from engine.run.runrecord import cost_by_phase
+from engine.run.stall import Stalled, StallGuard
 from engine.run.transfer import TransferError, pull_outputs, push_workspace
 
 if TYPE_CHECKING:
-    from agent.transfer import Progress
     from engine.run.orchestrator import RunDriver
 
 COST_EVENT_EVERY_S = 5.0
@@ -75,26 +76,43 @@ class Transfers:
         self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
 
     async def pull(self, best_effort: bool) -> dict[str, Any]:
-        """Collect the declared outputs; returns what run.json records about them."""
+        """Collect the declared outputs; returns what run.json records about them.
+
+        A collection that moves no byte for the pool's `collect_stall_s` gives up: the run
+        keeps its verdict (the exit code decided it) and an alert says what was not collected."""
+        guard = StallGuard(self._d.pool.collect_stall_s)
+        report = self._progress(ev.TransferDirection.PULL)
+
+        def progress(p: Progress) -> None:
+            guard.moved()
+            report(p)
+
         try:
-            result = await pull_outputs(
-                self._d.session,
-                self._d.job.outputs,
-                self._d.view.run_dir,
-                self._progress(ev.TransferDirection.PULL),
-                redact=self._d.redact,
+            result = await guard.run(
+                pull_outputs(
+                    self._d.session,
+                    self._d.job.outputs,
+                    self._d.view.run_dir,
+                    progress,
+                    redact=self._d.redact,
+                )
             )
+        except Stalled as exc:
+            return self._not_collected(f"collection stalled: {exc}")
         except (TransferError, NodeGone) as exc:
             if not best_effort:
                 self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
                 return {}
-            message = self._d.redact(f"outputs not collected: {exc}")
-            self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
-            self._d.post(fsm.OutputsCollected())
-            return {"missing": list(self._d.job.outputs)}
+            return self._not_collected(str(exc))
         self._d.post(fsm.OutputsCollected())
         summary = {"files": len(result.files), "bytes": result.bytes}
         return {"missing": list(result.missing), "summary": summary}
+
+    def _not_collected(self, why: str) -> dict[str, Any]:
+        message = self._d.redact(f"outputs not collected: {why}")
+        self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
+        self._d.post(fsm.OutputsCollected())
+        return {"missing": list(self._d.job.outputs)}
 
 
 class CostMeter:
@@ -134,21 +152,27 @@ class CostMeter:
         return dollars
 
     async def _tick(self) -> None:
-        caps = self._d.pool.caps
+        """Check the caps every second for as long as the run lives: a stop posted in a phase
+        that cannot act on it is ignored, so the next second's check posts it again."""
         last_event = 0.0
         with contextlib.suppress(asyncio.CancelledError):
             while True:
                 await asyncio.sleep(1.0)
-                hours = (time.monotonic() - self._started) / 3600
-                if caps.max_hours is not None and hours >= caps.max_hours:
-                    self._d.post(fsm.OperatorStop(f"cap reached: max_hours {caps.max_hours:g}"))
-                    return
-                if self._price is None or time.monotonic() - last_event < COST_EVENT_EVERY_S:
-                    continue
-                last_event = time.monotonic()
-                dollars = self._publish()
-                if caps.max_dollars is not None and dollars >= caps.max_dollars:
-                    cap = f"max_dollars ${caps.max_dollars:g}"
-                    reason = f"cap reached: {cap} (spent ${dollars:.2f})"
+                if self._price is not None and time.monotonic() - last_event >= COST_EVENT_EVERY_S:
+                    last_event = time.monotonic()
+                    self._publish()
+                reason = self._cap_reached()
+                if reason is not None:
                     self._d.post(fsm.OperatorStop(reason))
-                    return
+
+    def _cap_reached(self) -> str | None:
+        caps = self._d.pool.caps
+        hours = (time.monotonic() - self._started) / 3600
+        if caps.max_hours is not None and hours >= caps.max_hours:
+            return f"cap reached: max_hours {caps.max_hours:g}"
+        if self._price is None or caps.max_dollars is None:
+            return None
+        dollars = self._dollars()[0]
+        if dollars < caps.max_dollars:
+            return None
+        return f"cap reached: max_dollars ${caps.max_dollars:g} (spent ${dollars:.2f})"
