@@ -42,6 +42,7 @@ from engine.run.runsupport import CostMeter, Transfers
 from engine.run.teardown import destroy
 
 SHUTDOWN_TIMEOUT_S = 5.0
+REASON_MAX = 300
 
 
 class RunDriver:
@@ -179,7 +180,9 @@ class RunDriver:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            reason = self.redact(f"internal error: {one_line(exc)}")
+            line = one_line(exc)  # bounded: an OSError may quote a 4 KiB path
+            line = line if len(line) <= REASON_MAX else line[: REASON_MAX - 1] + "…"
+            reason = self.redact(f"internal error: {line}")
             self.publish(ev.Alert(run_id=self.view.run_id, message=reason))
             self.post(fsm.InternalError(reason))
             return False
@@ -257,9 +260,11 @@ class RunDriver:
     async def teardown(self) -> None:
         await self._cancel_work(keep=asyncio.current_task())
         if self.handle is not None:
-            self._node_event(ev.NodeState.TEARING_DOWN)
-            await self._release_node()
-            problem = await destroy(self._provider, self.handle)
+            try:
+                self._node_event(ev.NodeState.TEARING_DOWN)
+                await self._release_node()
+            finally:  # whatever broke above, the node is destroyed
+                problem = await destroy(self._provider, self.handle)
             if problem is not None:
                 message = self.redact(problem)
                 self.publish(ev.Alert(run_id=self.view.run_id, message=message, persistent=True))

@@ -20,7 +20,15 @@ from engine.report import events as ev
 from engine.report.views import RunView
 from tests.integration.conftest import pid_alive
 
-__all__ = ["Tap", "engine_with", "local_pools", "kill_quietly", "pid_alive", "pids_in_logs", "run_json"]
+__all__ = [
+    "Tap",
+    "engine_with",
+    "local_pools",
+    "kill_quietly",
+    "pid_alive",
+    "pids_in_logs",
+    "run_json",
+]
 
 PID_LINE = re.compile(r"\bpid=(\d+)")
 
