@@ -78,8 +78,16 @@ def _pieces(segment: str) -> tuple[Piece, ...]:
     return tuple(pieces)
 
 
-def _at(piece: Piece, name: str, pos: int) -> bool:
-    """`piece` matches `name` exactly at `pos` (the caller checked it fits)."""
+def _literal(piece: Piece) -> str | None:
+    """The piece as plain text when it has no `?` or class (then C-speed string calls do)."""
+    return "".join(piece) if all(isinstance(a, str) for a in piece) else None  # type: ignore[arg-type]
+
+
+def _at(piece: Piece, text: str | None, name: str, pos: int) -> bool:
+    """`piece` (plain `text` if it is literal) matches `name` exactly at `pos`; the caller
+    checked that it fits."""
+    if text is not None:
+        return name.startswith(text, pos)
     for offset, atom in enumerate(piece):
         ch = name[pos + offset]
         if atom is _ANY:
@@ -89,30 +97,32 @@ def _at(piece: Piece, name: str, pos: int) -> bool:
     return True
 
 
-def _find(piece: Piece, name: str, start: int, end: int) -> int:
+def _find(piece: Piece, text: str | None, name: str, start: int, end: int) -> int:
     """The leftmost place ≥ start where `piece` fits before `end`, or -1."""
-    if all(isinstance(a, str) for a in piece):
-        return name.find("".join(piece), start, end)  # type: ignore[arg-type]
+    if text is not None:
+        return name.find(text, start, end)
     for pos in range(start, end - len(piece) + 1):
-        if _at(piece, name, pos):
+        if _at(piece, None, name, pos):
             return pos
     return -1
 
 
-@dataclass(frozen=True)
 class _Segment:
-    pieces: tuple[Piece, ...]
+    def __init__(self, pieces: tuple[Piece, ...]) -> None:
+        self.pieces = tuple((piece, _literal(piece)) for piece in pieces)
 
     def match(self, name: str) -> bool:
-        first, last = self.pieces[0], self.pieces[-1]
+        (first, first_text), (last, last_text) = self.pieces[0], self.pieces[-1]
         if len(self.pieces) == 1:
-            return len(name) == len(first) and _at(first, name, 0)
+            return len(name) == len(first) and _at(first, first_text, name, 0)
         end = len(name) - len(last)
-        if end < len(first) or not _at(first, name, 0) or not _at(last, name, end):
+        if end < len(first) or not _at(last, last_text, name, end):
+            return False
+        if not _at(first, first_text, name, 0):
             return False
         pos = len(first)
-        for piece in self.pieces[1:-1]:
-            found = _find(piece, name, pos, end)
+        for piece, text in self.pieces[1:-1]:
+            found = _find(piece, text, name, pos, end)
             if found < 0:
                 return False
             pos = found + len(piece)
