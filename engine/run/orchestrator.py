@@ -43,6 +43,7 @@ from engine.run.teardown import destroy
 
 SHUTDOWN_TIMEOUT_S = 5.0
 REASON_MAX = 300
+CANCEL_WAIT_S = 3.0
 
 
 class RunDriver:
@@ -137,6 +138,10 @@ class RunDriver:
                 exit_code=outcome.state.exit_code,
             )
         )
+        if isinstance(event, fsm.OperatorStop) and before.state is fsm.JobState.FAILED:
+            # the verdict stands (the exit code decided it); say why collection was cut short
+            message = f"output collection cut short: {event.reason}"
+            self.publish(ev.Alert(run_id=self.view.run_id, message=message))
         if outcome.commands:
             self._spawn(self._execute(outcome.commands))
 
@@ -163,7 +168,10 @@ class RunDriver:
         others = [t for t in (*self._work, self._watch) if t is not None and t is not keep]
         for task in others:
             task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        if others:
+            # bounded: a transfer read from a frozen node was seen to ignore its cancel until
+            # the connection closed (30 s); the teardown that follows closes it for good
+            await asyncio.wait(others, timeout=CANCEL_WAIT_S)
 
     async def _execute(self, commands: tuple[fsm.Command, ...]) -> None:
         """Carry out one outcome's commands in order; after one raised, the rest is abandoned
