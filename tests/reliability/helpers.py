@@ -23,8 +23,8 @@ from tests.integration.conftest import pid_alive
 __all__ = [
     "Tap",
     "engine_with",
-    "local_pools",
     "kill_quietly",
+    "local_pools",
     "pid_alive",
     "pids_in_logs",
     "run_json",
