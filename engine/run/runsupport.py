@@ -1,11 +1,8 @@
-"""The driver's helpers for the two long-running concerns of a run besides its steps:
-moving bytes (workspace push, output pull) and money (cost meter and caps)."""
+"""The driver's helper for moving bytes (workspace push, output pull); money (cost meter
+and caps) lives in engine/run/costmeter.py."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -13,14 +10,11 @@ from agent.transfer import Progress
 from engine.report import events as ev
 from engine.run import fsm
 from engine.run.control import NodeGone
-from engine.run.runrecord import cost_by_phase
 from engine.run.stall import Stalled, StallGuard
 from engine.run.transfer import TransferError, pull_outputs, push_workspace
 
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
-
-COST_EVENT_EVERY_S = 5.0
 
 
 class Transfers:
@@ -37,7 +31,7 @@ class Transfers:
                     bytes_total=p.bytes_total,
                     files_done=p.files_done,
                     files_total=p.files_total,
-                    current=p.current,
+                    current=self._d.redact(p.current) if p.current else p.current,
                     rate_bps=p.rate_bps,
                     eta_s=p.eta_s,
                     done=p.done,
@@ -113,66 +107,3 @@ class Transfers:
         self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
         self._d.post(fsm.OutputsCollected())
         return {"missing": list(self._d.job.outputs)}
-
-
-class CostMeter:
-    """Price × time alive, split by phase, published every few seconds; enforces the pool's caps
-    by stopping the run like an operator stop, with a reason that names the cap."""
-
-    def __init__(self, driver: RunDriver) -> None:
-        self._d = driver
-        self._price: float | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._started = 0.0
-
-    def start(self, price_per_hour: float | None) -> None:
-        caps = self._d.pool.caps
-        self._price = price_per_hour
-        self._started = time.monotonic()
-        if price_per_hour is not None or caps.max_hours is not None:
-            self._task = asyncio.create_task(self._tick())
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-
-    def _dollars(self) -> tuple[float, dict[str, float]]:
-        assert self._price is not None
-        by_phase = cost_by_phase(self._price, self._d.clock.durations())
-        return sum(by_phase.values()), by_phase
-
-    def publish_final(self) -> None:
-        if self._price is not None:
-            self._publish()
-
-    def _publish(self) -> float:
-        dollars, by_phase = self._dollars()
-        run_id = self._d.view.run_id
-        self._d.publish(ev.Cost(run_id=run_id, dollars=dollars, by_phase=by_phase))
-        return dollars
-
-    async def _tick(self) -> None:
-        """Check the caps every second for as long as the run lives: a stop posted in a phase
-        that cannot act on it is ignored, so the next second's check posts it again."""
-        last_event = 0.0
-        with contextlib.suppress(asyncio.CancelledError):
-            while True:
-                await asyncio.sleep(1.0)
-                if self._price is not None and time.monotonic() - last_event >= COST_EVENT_EVERY_S:
-                    last_event = time.monotonic()
-                    self._publish()
-                reason = self._cap_reached()
-                if reason is not None:
-                    self._d.post(fsm.OperatorStop(reason))
-
-    def _cap_reached(self) -> str | None:
-        caps = self._d.pool.caps
-        hours = (time.monotonic() - self._started) / 3600
-        if caps.max_hours is not None and hours >= caps.max_hours:
-            return f"cap reached: max_hours {caps.max_hours:g}"
-        if self._price is None or caps.max_dollars is None:
-            return None
-        dollars = self._dollars()[0]
-        if dollars < caps.max_dollars:
-            return None
-        return f"cap reached: max_dollars ${caps.max_dollars:g} (spent ${dollars:.2f})"

@@ -42,7 +42,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
             runs_dir=tmp_path / "runs",
             pools=load_pools(None),
             heartbeat_s=0.5,
-                stop_grace_s=2.0,
+            stop_grace_s=2.0,
         )
     )
     await eng.start()
