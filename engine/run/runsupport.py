@@ -13,7 +13,7 @@ from engine.report import events as ev
 from engine.run import fsm
 from engine.run.control import NodeGone
 from engine.run.runrecord import cost_by_phase
-from engine.run.transfer import TransferError, pull_outputs, push_workspace
+from engine.run.transfer import PullResult, TransferError, pull_outputs, push_workspace
 
 if TYPE_CHECKING:
     from agent.transfer import Progress
@@ -92,9 +92,21 @@ class Transfers:
             self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
             self._d.post(fsm.OutputsCollected())
             return {"missing": list(self._d.job.outputs)}
+        summary: dict[str, Any] = {"files": len(result.files), "bytes": result.bytes}
+        if result.not_landed:
+            summary["not_landed"] = {e.path: e.reason for e in result.not_landed}
+            self._alert_incomplete(result)
         self._d.post(fsm.OutputsCollected())
-        summary = {"files": len(result.files), "bytes": result.bytes}
         return {"missing": list(result.missing), "summary": summary}
+
+    def _alert_incomplete(self, result: PullResult) -> None:
+        """Loud, because the run may still be COMPLETED (the exit code decides): name the
+        files that did not land and why; manifest.json and run.json list them all."""
+        lost = result.not_landed
+        shown = "; ".join(f"{e.path!r} {e.reason}" for e in lost[:3])
+        more = f"; … {len(lost) - 3} more" if len(lost) > 3 else ""
+        message = f"outputs incomplete: {len(lost)} of {len(result.files)} files: {shown}{more}"
+        self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=self._d.redact(message)))
 
 
 class CostMeter:
