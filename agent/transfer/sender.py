@@ -13,9 +13,11 @@ import errno
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.transfer import wire
 from agent.transfer.compress import maybe_compress
@@ -44,16 +46,19 @@ class Changed(TransferError):
 
 
 CHANGED = "changed during transfer"
+HOT_NS = 200_000_000  # a file modified this recently may be being written right now
+SETTLE_S = 0.05  # how long such a file must then stay unchanged
 
 
 def _read_whole(fd: int, size: int) -> bytes:
-    parts, left = [], size
-    while left > 0:
-        piece = os.read(fd, left)
+    """Up to `size` bytes from the start (positioned reads: a second read sees the same)."""
+    parts, done = [], 0
+    while done < size:
+        piece = os.pread(fd, size - done, done)
         if not piece:
             break
         parts.append(piece)
-        left -= len(piece)
+        done += len(piece)
     return b"".join(parts)
 
 
@@ -62,19 +67,31 @@ def version(st: os.stat_result) -> str:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-def read_stable(root: Path, path: str, read: Callable[[int, os.stat_result], bytes]):
-    """`read(fd, stat)` with the file unchanged from before to after (inode, size, mtime,
-    ctime); read once more if it changed, then give up with `Changed`. A file rewritten
-    while it is read must never travel as if its bytes were one version of it."""
+def read_stable(root: Path, path: str, read: Callable[[int, os.stat_result], Any]):
+    """`read(fd, stat)` with the file unchanged from before to after; read once more if it
+    changed, then give up with `Changed`. A file rewritten while it is read must never
+    travel as if its bytes were one version of it.
+
+    "Unchanged" is the same inode, size, mtime and ctime. Timestamps move in clock ticks
+    (~10 ms), so a quick rewrite can leave them as they were. A file modified in the last
+    `HOT_NS` may be being written right now: it is given `SETTLE_S` (a few ticks) and must
+    then show the same timestamps and the same bytes. An older file's timestamps are
+    conclusive. (A writer paused longer than that, mid-rewrite, leaves a file that is torn
+    yet still: no reader can tell it from one written that way.)
+    """
     for _ in range(2):
         fd = open_for_read(root, path)
         try:
             before = os.fstat(fd)
             data = read(fd, before)
             after = os.fstat(fd)
+            same = version(before) == version(after)
+            if same and abs(time.time_ns() - after.st_mtime_ns) < HOT_NS:
+                time.sleep(SETTLE_S)
+                same = version(os.fstat(fd)) == version(after) and read(fd, after) == data
         finally:
             os.close(fd)
-        if version(before) == version(after):
+        if same:
             return before, data
     raise Changed(f"{path!r}: {CHANGED}")
 

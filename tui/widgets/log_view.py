@@ -107,7 +107,9 @@ class LogView(Log):
             if following:
                 # A new widest line can bring the horizontal scrollbar, which takes a row
                 # from the view: stay on the last line once the layout has settled.
-                self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False)
+                self.call_after_refresh(
+                    self.scroll_end, animate=False, immediate=True, x_axis=False
+                )
 
     def attach(self, source: RunLog) -> None:
         """Show this run's ring from now on: everything it still holds, then new lines."""
