@@ -95,17 +95,19 @@ class Transfers:
         summary: dict[str, Any] = {"files": len(result.files), "bytes": result.bytes}
         if result.not_landed:
             summary["not_landed"] = {e.path: e.reason for e in result.not_landed}
+        if result.not_landed or result.refused:
+            summary["refused"] = result.refused
             self._alert_incomplete(result)
         self._d.post(fsm.OutputsCollected())
         return {"missing": list(result.missing), "summary": summary}
 
     def _alert_incomplete(self, result: PullResult) -> None:
-        """Loud, because the run may still be COMPLETED (the exit code decides): name the
-        files that did not land and why; manifest.json and run.json list them all."""
-        lost = result.not_landed
-        shown = "; ".join(f"{e.path!r} {e.reason}" for e in lost[:3])
-        more = f"; … {len(lost) - 3} more" if len(lost) > 3 else ""
-        message = f"outputs incomplete: {len(lost)} of {len(result.files)} files: {shown}{more}"
+        """Loud, because the run may still be COMPLETED (the exit code decides): say what did
+        not land and why; manifest.json and run.json list every one."""
+        lost = [f"{e.path!r} {e.reason}" for e in result.not_landed] + result.refused
+        total = len(result.files) + len(result.refused)
+        shown = "; ".join(lost[:3]) + (f"; … {len(lost) - 3} more" if len(lost) > 3 else "")
+        message = f"outputs incomplete: {len(lost)} of {total} files did not land: {shown}"
         self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=self._d.redact(message)))
 
 
