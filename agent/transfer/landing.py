@@ -76,6 +76,9 @@ class Lander:
             while done < len(data):
                 done += os.write(fd, view[done:])
             self._seal(fd, mode, mtime_ns)
+        except BaseException:
+            os.unlink(tmp)  # a full disk must not leave half a file behind
+            raise
         finally:
             os.close(fd)
         self._rename(tmp, rel)

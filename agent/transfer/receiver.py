@@ -150,13 +150,10 @@ class Receiver:
         try:
             while True:
                 job, end = await self._next_job(reader)
+                await _feed(queue, None if end is not None else job, applier)
                 if end is not None:
-                    await queue.put(None)
                     await applier
                     return end
-                if applier.done():
-                    applier.result()
-                await queue.put(job)
         finally:
             applier.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -364,6 +361,17 @@ class Receiver:
             if whole is not None:
                 whole.update(data)
         return whole.hexdigest() if whole is not None else None
+
+
+async def _feed(queue: asyncio.Queue[Any], job: Any, applier: asyncio.Task[None]) -> None:
+    """Queue `job` for the applier, or raise the applier's error if it failed meanwhile
+    (waiting on a full queue nobody drains any more would hang the transfer)."""
+    put = asyncio.ensure_future(queue.put(job))
+    await asyncio.wait({put, applier}, return_when=asyncio.FIRST_COMPLETED)
+    if not put.done():
+        put.cancel()
+    if applier.done():
+        applier.result()
 
 
 _pool: ThreadPoolExecutor | None = None
