@@ -16,12 +16,10 @@ first; only then is it recorded ("changed during transfer"), never landed as ver
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -32,10 +30,17 @@ from agent.transfer.progress import ProgressMeter
 from agent.transfer.receiver import Receiver
 from agent.transfer.safety import check_link_target, check_relpath
 from agent.transfer.schedule import Item, schedule
-from agent.transfer.sender import CHANGED, Packet, send_items
+from agent.transfer.sender import Packet, send_items
 from agent.transfer.server import pages
 from agent.transfer.walk import Entry, walk_tree
 from agent.transfer.wire import FrameReader, StreamEnded
+from engine.run.manifest import (
+    ManifestEntry,
+    PullResult,
+    manifest_entries,
+    worth_another_pass,
+    write_manifest,
+)
 
 __all__ = [
     "ManifestEntry",
@@ -83,36 +88,6 @@ class PushResult:
     resumed_bytes: int = 0
     refused: list[str] = field(default_factory=list)  # left out: escaping links, special files
     seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class ManifestEntry:
-    path: str
-    size: int
-    mode: int
-    sha256: str | None
-    verified: bool
-    reason: str | None = None  # why it did not land (vanished, unreadable, refused, changed)
-
-
-@dataclass(frozen=True)
-class PullResult:
-    files: list[ManifestEntry]
-    missing: list[str]
-    bytes: int
-    refused: list[str] = field(default_factory=list)
-    attempts: int = 1
-
-    @property
-    def not_landed(self) -> list[ManifestEntry]:
-        """Listed files that did not land, each with its reason."""
-        return [e for e in self.files if not e.verified]
-
-
-def _worth_another_pass(reason: str) -> bool:
-    """A file read mid-rewrite or damaged on the way may move whole next time; a vanished,
-    unreadable or refused one will not."""
-    return reason.startswith(CHANGED) or reason.startswith("verification failed")
 
 
 def _failed_rows(meta: dict[str, Any]) -> dict[str, str]:
@@ -270,7 +245,7 @@ async def push_workspace(
         return plan
 
     plan, attempts = await _with_retries(attempt, "push")
-    if any(_worth_another_pass(why) for why in failed.values()):
+    if any(worth_another_pass(why) for why in failed.values()):
         passes[0] += 1
         plan, more = await _with_retries(attempt, "push")
         attempts += more
@@ -335,33 +310,6 @@ def _landed_size(receiver: Receiver, path: str) -> int | None:
     return None if landed is None else landed.size
 
 
-def _manifest(
-    entries: list[Entry], receiver: Receiver, redact: Callable[[str], str]
-) -> list[ManifestEntry]:
-    out = []
-    for entry in entries:
-        if entry.kind != "file":
-            continue
-        landed = receiver.verified.get(entry.path)
-        if landed is not None:
-            out.append(ManifestEntry(entry.path, landed.size, entry.mode, landed.sha256, True))
-            continue
-        reason = receiver.failed.get(entry.path)
-        reason = None if reason is None else redact(reason)
-        out.append(ManifestEntry(entry.path, entry.size, entry.mode, None, False, reason))
-    return out
-
-
-def _write_manifest(run_dir: Path, result: PullResult, *, complete: bool = True) -> None:
-    """`complete` is False when the pull failed: the files marked verified landed whole,
-    the others did not land at all."""
-    body: dict[str, Any] = {"complete": complete, "files": [asdict(e) for e in result.files]}
-    body |= {"missing": result.missing, "refused": result.refused}
-    tmp = run_dir / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(body, indent=2) + "\n")
-    os.replace(tmp, run_dir / "manifest.json")
-
-
 async def pull_outputs(
     link: XferLink,
     patterns: list[str],
@@ -378,7 +326,7 @@ async def pull_outputs(
     listings: list[_Listing] = []
 
     def result(listing: _Listing, attempts: int) -> PullResult:
-        files = _manifest(listing.entries, receiver, redact)
+        files = manifest_entries(listing.entries, receiver, redact)
         total = sum(e.size for e in files if e.verified)
         refused = [redact(line) for line in listing.refused]
         return PullResult(files, listing.missing, total, refused, attempts)
@@ -404,7 +352,7 @@ async def pull_outputs(
 
     try:
         listing, attempts = await _with_retries(attempt, "pull")
-        again = [p for p, why in receiver.failed.items() if _worth_another_pass(why)]
+        again = [p for p, why in receiver.failed.items() if worth_another_pass(why)]
         if again:
             receiver.forget_failed(again)
             listing, more = await _with_retries(attempt, "pull")
@@ -413,10 +361,10 @@ async def pull_outputs(
         # failed or stopped: say which outputs landed whole; drop the partial ones' pieces
         receiver.close(discard_partials=True)
         if listings:
-            _write_manifest(run_dir, result(listings[-1], len(listings)), complete=False)
+            write_manifest(run_dir, result(listings[-1], len(listings)), complete=False)
         raise
     receiver.close()
     meters[0].finish()
     pulled = result(listing, attempts)
-    _write_manifest(run_dir, pulled)
+    write_manifest(run_dir, pulled)
     return pulled
