@@ -35,9 +35,9 @@ def chunk_data(
     return data
 
 
-def read_back(fd: int, index: int, size: int, digest: str | None) -> bytes:
-    """A landed chunk's bytes for the final check; a chunk that should be, and still is, all
-    hole is not read (a 2 GiB sparse file costs no disk reads)."""
+def read_back(fd: int, index: int, size: int, digest: str | None) -> tuple[bytes, bool]:
+    """A landed chunk's bytes for the final check, and whether they are known zeros: a
+    chunk that should be, and still is, all hole is not read (nor need it be re-hashed)."""
     start = index * CHUNK
     length = min(CHUNK, size - start)
     if digest == zero_sha(length):
@@ -46,5 +46,5 @@ def read_back(fd: int, index: int, size: int, digest: str | None) -> bytes:
         except OSError:  # ENXIO: only hole from `start` on
             hole = True
         if hole:
-            return _ZEROS[:length]
-    return os.pread(fd, length, start)
+            return _ZEROS[:length], True
+    return os.pread(fd, length, start), False

@@ -353,8 +353,8 @@ class Receiver:
         Returns the whole file's SHA-256 when `hash_chunked` (same pass, no extra read)."""
         whole = hashlib.sha256() if self.hash_chunked else None
         for index in range(chunk_count(part.size)):
-            data = read_back(part.fd, index, part.size, part.hashes.get(index))
-            if hashlib.sha256(data).hexdigest() != part.hashes.get(index):
+            data, still_hole = read_back(part.fd, index, part.size, part.hashes.get(index))
+            if not still_hole and hashlib.sha256(data).hexdigest() != part.hashes.get(index):
                 raise TransferError(
                     f"verification failed for {path!r}: chunk {index} changed after landing"
                 )
