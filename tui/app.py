@@ -258,7 +258,7 @@ class SwjobApp(App[None]):
     def action_outputs(self) -> None:
         run = self.target
         if run is not None:
-            self.push_screen(OutputsScreen(run))
+            self.push_screen(OutputsScreen(run, self.engine.masker(run.run_id)))
 
     def action_collect(self) -> None:
         """List the nodes billing without a live run; destroy them if the operator agrees."""

@@ -20,7 +20,13 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from agent.transfer.errors import UnsafePath
-from agent.transfer.safety import check_link_target, check_parents, check_relpath, special_kind
+from agent.transfer.safety import (
+    check_link_resolves,
+    check_link_target,
+    check_parents,
+    check_relpath,
+    special_kind,
+)
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -56,6 +62,7 @@ def _entry(root: Path, rel: str, st: os.stat_result) -> Entry:
         return Entry(rel, "dir", 0, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
     if stat.S_ISLNK(st.st_mode):
         target = check_link_target(rel, os.readlink(root / rel))
+        check_link_resolves(root, rel, target)
         return Entry(rel, "link", 0, 0o777, st.st_mtime_ns, target)
     if stat.S_ISREG(st.st_mode):
         return Entry(rel, "file", st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns)

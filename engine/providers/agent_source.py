@@ -14,6 +14,7 @@ import json
 from importlib import metadata
 from typing import Any
 
+from agent.closure import DISTRIBUTIONS
 from engine.jobs.pools import Pool
 from engine.providers.base import ProvisionError
 
@@ -65,3 +66,9 @@ def agent_install_for(pool: Pool) -> str:
             f"rented node cannot reach; set agent_install in the pool, e.g. {EXAMPLE!r}"
         )
     return found
+
+
+def agent_closure() -> list[str]:
+    """The agent's own dependencies pinned to the versions installed here, so a node runs
+    the libraries this operator tested with and pip resolves nothing beyond them."""
+    return [f"{name}=={metadata.version(name)}" for name in DISTRIBUTIONS]

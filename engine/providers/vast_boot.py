@@ -1,8 +1,10 @@
 """What a Vast.ai instance is told to do when it boots: install the agent and start it.
 
-The instance's on-start command installs the agent with pip (the requirement from
-agent_source: the pool's `agent_install`, else this very build) and starts
-`swjob-agent` in the background with the run's bootstrap. The join token is NOT in
+The instance's on-start command installs the agent (the requirement from
+agent_source: the pool's `agent_install`, else this very build) with `--no-deps`, then
+only the agent's own closure (agent/closure.py, pinned to the operator's versions) —
+with `uv` when the image has it, else pip — and starts `swjob-agent` in the
+background with the run's bootstrap. The join token is NOT in
 the command: it travels in the instance's environment (`TOKEN_ENV`), which the agent
 reads. Everything the agent and pip print goes to `$HOME/swjob/agent.log` on the
 node, the first place to look when a node never joins.
@@ -15,14 +17,17 @@ from __future__ import annotations
 
 import shlex
 
+from engine.providers.agent_source import agent_closure
 from engine.providers.base import Bootstrap
 
 LABEL_PREFIX = "swjob:"
 NODE_ROOT = '"$HOME/swjob"'  # expanded on the node, hence not shell-quoted
 _PIP = (
     "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet "
-    "--disable-pip-version-check --no-input"
+    "--disable-pip-version-check --no-input --no-warn-conflicts"
 )
+# uv resolves and installs several times faster than pip; images built for ML often ship it.
+_UV = "uv pip install --quiet --python python3 --break-system-packages"
 
 
 def label_for(run_id: str) -> str:
@@ -37,12 +42,24 @@ def run_id_of(label: str | None) -> str | None:
     return None
 
 
+def install_command(agent_install: str, closure: list[str]) -> str:
+    """Shell that installs swjob without its dependencies, then the agent's closure:
+    the console's and the Vast SDK's trees never reach a node."""
+    requirement = shlex.quote(agent_install)
+    pins = " ".join(shlex.quote(pin) for pin in closure)
+    steps = "{0} --no-deps {1} && {0} {2}"
+    return (
+        f"if command -v uv >/dev/null 2>&1; then {steps.format(_UV, requirement, pins)}; "
+        f"else {steps.format(_PIP, requirement, pins)}; fi"
+    )
+
+
 def onstart_command(bootstrap: Bootstrap, agent_install: str) -> str:
     """The shell command run at boot; contains no secret (the token is in the env)."""
-    requirement = shlex.quote(agent_install)
     args = " ".join(shlex.quote(a) for a in bootstrap.agent_args())
+    install = install_command(agent_install, agent_closure())
     return (
         f"mkdir -p {NODE_ROOT} && cd {NODE_ROOT} && "
-        f"( {_PIP} {requirement} && exec swjob-agent {args} --root {NODE_ROOT} ) "
+        f"( {{ {install}; }} && exec swjob-agent {args} --root {NODE_ROOT} ) "
         ">> agent.log 2>&1 &"
     )

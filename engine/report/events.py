@@ -27,6 +27,7 @@ class NodeState(StrEnum):
     BUSY = "busy"
     TEARING_DOWN = "tearing_down"
     GONE = "gone"
+    UNCONFIRMED = "unconfirmed"  # teardown could not be confirmed: it may still be billing
 
 
 class TransferDirection(StrEnum):

@@ -50,6 +50,7 @@ class RunView(_View):
     cost_dollars: float | None = None
     cost_by_phase: dict[str, float] = {}  # dollars per phase so far (fsm Phase values)
     alerts: list[str] = []  # persistent warnings (e.g. a node that could not be torn down)
+    all_alerts: list[str] = []  # every warning about the run, persistent or not (run.json)
     live: bool = False  # driven by this engine right now (False: from history)
 
     @property

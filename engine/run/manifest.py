@@ -65,11 +65,15 @@ def manifest_entries(
     return out
 
 
-def write_manifest(run_dir: Path, result: PullResult, *, complete: bool = True) -> None:
+def write_manifest(
+    run_dir: Path, result: PullResult, redact: Callable[[str], str], *, complete: bool = True
+) -> None:
     """`complete` is False when the pull failed: the files marked verified landed whole,
-    the others did not land at all."""
-    body: dict[str, Any] = {"complete": complete, "files": [asdict(e) for e in result.files]}
-    body |= {"missing": result.missing, "refused": result.refused}
+    the others did not land at all. A path holding a secret is written masked (the file
+    itself lands under its real name)."""
+    files = [asdict(e) | {"path": redact(e.path)} for e in result.files]
+    body: dict[str, Any] = {"complete": complete, "files": files}
+    body |= {"missing": [redact(m) for m in result.missing], "refused": result.refused}
     tmp = run_dir / ".manifest.json.tmp"
     tmp.write_text(json.dumps(body, indent=2) + "\n")
     os.replace(tmp, run_dir / "manifest.json")

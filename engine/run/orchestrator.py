@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 from typing import Any
 
@@ -30,13 +31,15 @@ from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool
 from engine.providers.base import Bootstrap, NodeHandle, Provider, TeardownError
 from engine.report import events as ev
+from engine.report import scope
 from engine.report.datastream import Datastream
 from engine.report.runbook import apply
 from engine.report.views import RunView
 from engine.run import fsm
 from engine.run.control import NodeGone, NodeSession
-from engine.run.runrecord import LogFiles, PhaseClock, cost_by_phase, write_run_json
-from engine.run.runsupport import CostMeter, Transfers
+from engine.run.costmeter import CostMeter
+from engine.run.runrecord import LogFiles, PhaseClock, write_run_json
+from engine.run.runsupport import Transfers
 
 SHUTDOWN_TIMEOUT_S = 5.0
 
@@ -142,6 +145,8 @@ class RunDriver:
         self._queue = asyncio.Queue()
         self._fsm = state
         self.handle = handle
+        if handle is not None:
+            self._cost.start(handle)  # the node has billed all along: cost counts from its birth
 
     def start_work(self, coro: Any) -> None:
         self._spawn(coro)
@@ -151,7 +156,9 @@ class RunDriver:
         return self._fsm
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
+        context = contextvars.copy_context()  # the provider's alerts name this run
+        context.run(scope.work_for, self.view.run_id)
+        task = asyncio.create_task(coro, context=context)
         self._work.add(task)
         task.add_done_callback(self._work.discard)
 
@@ -188,6 +195,7 @@ class RunDriver:
             self.post(fsm.NodeFault(f"provisioning failed: {self.redact(str(exc))}"))
             return
         self.remember(handle=dataclasses.asdict(self.handle))
+        self._cost.start(self.handle)
         self._node_event(ev.NodeState.PROVISIONING)
         timeout_s = self.pool.boot_timeout_s
         if await self.await_join(timeout_s, ev.NodeState.READY):
@@ -196,9 +204,8 @@ class RunDriver:
             self.post(fsm.NodeFault(f"boot timeout: node did not join within {timeout_s:g} s"))
 
     async def await_join(self, timeout_s: float, state: ev.NodeState) -> bool:
-        """Watch the node (cost, liveness) and wait for its agent to join; False on timeout."""
+        """Watch the node (liveness) and wait for its agent to join; False on timeout."""
         assert self.handle is not None
-        self._cost.start(self.handle.price_per_hour)
         self._watch = asyncio.create_task(self._watch_node(self.handle))
         try:
             await asyncio.wait_for(self.session.joined.wait(), timeout_s)
@@ -240,7 +247,9 @@ class RunDriver:
                 await self._provider.teardown(self.handle)
             except TeardownError as exc:
                 self.publish(ev.Alert(run_id=self.view.run_id, message=str(exc), persistent=True))
-            self._node_event(ev.NodeState.GONE)
+                self._node_event(ev.NodeState.UNCONFIRMED)  # never "gone": it may still bill
+            else:
+                self._node_event(ev.NodeState.GONE)
         self.post(fsm.NodeTornDown())
 
     async def _release_node(self) -> None:
@@ -320,8 +329,6 @@ class RunDriver:
             "workspace_refused": self.workspace_refused,
             "job_file": str(self.job.source),
         }
-        if self.view.node and self.view.node.price_per_hour is not None:
-            extra["cost_by_phase"] = cost_by_phase(
-                self.view.node.price_per_hour, self.clock.durations()
-            )
+        if by_phase := self._cost.by_phase():
+            extra["cost_by_phase"] = by_phase
         write_run_json(self.view, self.clock, extra)

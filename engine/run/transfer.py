@@ -319,7 +319,8 @@ async def pull_outputs(
 ) -> PullResult:
     """Pull the declared outputs into `run_dir/outputs/`, verified, and write manifest.json.
 
-    `redact` masks secrets in the refusal messages (they quote names the job chose)."""
+    `redact` masks secrets in the refusal messages, the reasons and in manifest.json's
+    paths (they quote names the job chose)."""
     receiver = Receiver(run_dir / "outputs", hash_chunked=True, per_file=True)
     (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []
@@ -328,7 +329,7 @@ async def pull_outputs(
     def result(listing: _Listing, attempts: int) -> PullResult:
         files = manifest_entries(listing.entries, receiver, redact)
         total = sum(e.size for e in files if e.verified)
-        refused = [redact(line) for line in listing.refused]
+        refused = [redact(line) for line in [*listing.refused, *receiver.refused]]
         return PullResult(files, listing.missing, total, refused, attempts)
 
     async def attempt(number: int) -> _Listing:
@@ -361,10 +362,10 @@ async def pull_outputs(
         # failed or stopped: say which outputs landed whole; drop the partial ones' pieces
         receiver.close(discard_partials=True)
         if listings:
-            write_manifest(run_dir, result(listings[-1], len(listings)), complete=False)
+            write_manifest(run_dir, result(listings[-1], len(listings)), redact, complete=False)
         raise
     receiver.close()
     meters[0].finish()
     pulled = result(listing, attempts)
-    write_manifest(run_dir, pulled)
+    write_manifest(run_dir, pulled, redact)
     return pulled

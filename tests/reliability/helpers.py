@@ -8,6 +8,8 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -19,7 +21,9 @@ from engine.report import events as ev
 from engine.report.views import RunView
 from tests.integration.conftest import pid_alive
 
-__all__ = ["Tap", "engine_with", "kill_quietly", "pid_alive", "pids_in_logs", "run_json"]
+__all__ = [
+    "Tap", "engine_with", "kill_quietly", "pid_alive", "pids_in_logs", "run_json", "swjob_run",
+]  # fmt: skip
 
 PID_LINE = re.compile(r"\bpid=(\d+)")
 
@@ -105,3 +109,16 @@ def run_json(view: RunView) -> dict:
     import json
 
     return json.loads((view.run_dir / "run.json").read_text())
+
+
+def swjob_run(
+    tmp_path: Path, job: Path, *args: str, umask: int = 0o022, **env: str
+) -> tuple[int, str]:
+    """`swjob run` as the user runs it (from a shell with `umask`); its exit code and
+    everything it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from engine.cli.main import main; sys.exit(main())",
+         "run", str(job), "--runs-dir", str(tmp_path / "runs"), *args],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=60, umask=umask,
+    )  # fmt: skip
+    return done.returncode, done.stdout + done.stderr

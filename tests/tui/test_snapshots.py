@@ -23,6 +23,7 @@ from engine.state.store import Store
 from tests.tui.conftest import SIZE, booted, fixed_clock, screen_text, toasts, until
 from tui import history
 from tui.app import SwjobApp
+from tui.screens.detail import DetailScreen
 from tui.screens.modals import QuitScreen
 from tui.screens.orphans import OrphansScreen
 
@@ -85,7 +86,9 @@ async def test_a_leaked_node_stays_in_view_on_the_board_and_in_the_detail(record
         assert "⚠ trainer" in screen_text(app)  # the row's marker
         assert "⚠ hello" not in screen_text(app)
         await pilot.press("enter")
-        await until(pilot, lambda: "⚠ could not confirm that Vast.ai instance 4242" in shown(app))
+        await until(pilot, lambda: isinstance(app.screen, DetailScreen))
+        summary = str(app.screen.query_one("#summary").render())
+        assert "⚠ could not confirm that Vast.ai instance 4242" in summary
 
 
 async def test_engine_wide_alerts_are_toasts_and_orphans_a_banner(recorded) -> None:

@@ -1,0 +1,42 @@
+"""Every benchmark runs once at a tiny size, so none rots unseen between the times someone
+measures with it. Figures are not checked here (a loaded CI machine says nothing about
+speed): only that each script runs to its end and prints its report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = {
+    "boot": ["-m", "tests.bench.boot", "--tiny"],
+    "engine_load": ["-m", "tests.bench.engine_load", "--jobs", "2", "--reps", "1"],
+    "hello": ["-m", "tests.bench.hello", "-n", "1"],
+    "iroh_floor": ["tests/bench/iroh_floor.py", "--mib", "4", "--streams", "1"],
+    "transfer": ["tests/bench/transfer.py", "--tiny"],
+    "tui_flood": ["tests/bench/tui_flood.py", "--lines", "2000"],
+}
+
+
+def test_every_benchmark_has_a_tiny_run() -> None:
+    scripts = {p.stem for p in (REPO / "tests" / "bench").glob("*.py") if p.stem != "__init__"}
+    assert scripts == set(TINY)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_benchmark_runs_at_a_tiny_size(name: str) -> None:
+    env = {**os.environ, "SWJOB_IROH_RELAY": "disabled", "SWJOB_IROH_BIND": "127.0.0.1:0"}
+    out = subprocess.run(
+        [sys.executable, *TINY[name]],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip(), f"{name} printed no figures"
