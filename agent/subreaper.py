@@ -40,6 +40,11 @@ def become_subreaper() -> bool:
     """Make this process the subreaper of its descendants; False where that cannot be."""
     if not sys.platform.startswith("linux"):
         return False
+    if not (_PROC / str(os.getpid())).is_dir():
+        # Orphans reparented to a subreaper that cannot list them would stay zombies in
+        # the step's group for ever; left to PID 1 they are reaped and the group ends.
+        log.warning("no process table in /proc: not becoming child subreaper")
+        return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:

@@ -58,7 +58,6 @@ class EngineConfig:
     runs_dir: Path = DEFAULT_RUNS_DIR
     pools: PoolSet = field(default_factory=load_pools)
     heartbeat_s: float = 1.0
-    node_deadline_s: float = 10.0
     stop_grace_s: float = 10.0
 
 
@@ -178,7 +177,7 @@ class Engine:
             view.run_id,
             token,
             heartbeat_s=self.config.heartbeat_s,
-            deadline_s=self.config.node_deadline_s,
+            deadline_s=pool.node_lost_after_s,
             on_event=lambda msg: holder[0].on_agent_event(msg),
             on_lost=lambda reason: holder[0].on_node_lost(reason),
         )
@@ -279,13 +278,14 @@ class Engine:
 
     async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
         driver = self._drivers.get(run_id)
-        if driver is None or driver.view.terminal:
+        if driver is None or not driver.view.stoppable:
             raise SubmitError(f"run {run_id} is not running")
         driver.post(fsm.OperatorStop(reason))
 
     async def stop_all(self) -> None:
-        for view in self.running():
-            await self.stop(view.run_id)
+        for driver in list(self._drivers.values()):
+            if driver.view.stoppable:  # a FAILED run still collecting has a node up, too
+                await self.stop(driver.view.run_id)
 
     async def wait(self, run_id: str) -> RunView:
         return await asyncio.shield(self._tasks[run_id])

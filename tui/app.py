@@ -215,7 +215,7 @@ class SwjobApp(App[None]):
             return False
         if action == "stop":
             run = self.target
-            return (run is not None and run.live and not run.terminal) or None
+            return (run is not None and run.live and run.stoppable) or None
         if action == "outputs":
             return self.target is not None or None
         return True
@@ -239,7 +239,7 @@ class SwjobApp(App[None]):
 
     def action_stop(self) -> None:
         run = self.target
-        if run is not None and not run.terminal:
+        if run is not None and run.stoppable:
             self.push_screen(
                 ConfirmStopScreen(run), lambda yes: self._stop(run.run_id) if yes else None
             )

@@ -126,7 +126,7 @@ def _on_interrupt(engine: Engine, run_id: str, printer: RunPrinter) -> None:
 
 async def _stop(engine: Engine, run_id: str, printer: RunPrinter) -> None:
     view = engine.run(run_id)
-    if view is None or view.terminal:
+    if view is None or not view.stoppable:
         printer.console.print("[yellow]tearing down the node; please wait[/]")
         return
     printer.console.print("[yellow]stopping: the job is stopped and its node torn down[/]")

@@ -85,9 +85,9 @@ def _server_says(response: requests.Response) -> tuple[str, str | None]:
         return "", None
     if not isinstance(body, dict):
         return "", None
-    code = body.get("error")
-    code = str(code)[:64] if code else None
-    return str(body.get("msg") or code or ""), code
+    error = body.get("error")
+    code = str(error)[:64] if error else None  # a word to classify by, never shown
+    return str(body.get("msg") or error or ""), code  # shown: redacted before it is cut
 
 
 def resolve_key(api_key_env: str | None) -> str | None:

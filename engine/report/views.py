@@ -57,6 +57,12 @@ class RunView(_View):
     def terminal(self) -> bool:
         return self.state in ("COMPLETED", "FAILED")
 
+    @property
+    def stoppable(self) -> bool:
+        """A stop still changes something: the node is up and not yet being torn down
+        (a FAILED run's best-effort collection can be cut short, too)."""
+        return self.phase not in ("teardown", "done")
+
 
 class PoolView(_View):
     name: str
