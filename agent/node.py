@@ -22,10 +22,12 @@ from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import endpoint, facts
+from agent import endpoint, facts, gpu
 from agent.journal import Journal
+from agent.live import serve_live
 from agent.protocol import (
     CTL_ALPN,
+    LIVE_ALPN,
     XFER_ALPN,
     Channel,
     Heartbeat,
@@ -37,7 +39,7 @@ from agent.protocol import (
     StopStep,
     Welcome,
 )
-from agent.redial import Backoff, describe, serve_xfer_forever
+from agent.redial import Backoff, describe, serve_forever, serve_xfer_forever
 from agent.supervisor import Supervisor
 
 log = logging.getLogger("swjob.agent")
@@ -124,6 +126,7 @@ class NodeAgent:
         self._ep = await endpoint.bind(accept=False)
         serve = asyncio.create_task(self._serve())
         stop = asyncio.create_task(self.shutdown.wait())
+        self._spawn_background(gpu.sample_while(lambda: self.supervisor.busy, self.journal.append))
         try:
             await asyncio.wait({serve, stop}, return_when=asyncio.FIRST_COMPLETED)
             if serve.done():
@@ -214,6 +217,9 @@ class NodeAgent:
             asyncio.create_task(self._watchdog()),
         ]
         xfer = asyncio.create_task(serve_xfer_forever(self._dial, XFER_ALPN, self.cfg.workdir))
+        live = asyncio.create_task(
+            serve_forever(self._dial, LIVE_ALPN, lambda c: serve_live(c, self.cfg.workdir))
+        )
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -221,9 +227,9 @@ class NodeAgent:
                     log.warning("control connection lost: %s", describe(exc))
         finally:
             self._session = None
-            for task in (*tasks, xfer):
+            for task in (*tasks, xfer, live):
                 task.cancel()
-            await asyncio.gather(*tasks, xfer, return_exceptions=True)
+            await asyncio.gather(*tasks, xfer, live, return_exceptions=True)
             s.conn.close(0, b"session over")
 
     async def _receive(self, s: _Session) -> None:

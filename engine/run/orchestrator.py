@@ -16,6 +16,7 @@ from typing import Any
 
 from agent.protocol import (
     AgentEvent,
+    GpuMetrics,
     LogBatch,
     LogLine,
     NodeFault,
@@ -31,6 +32,7 @@ from engine.jobs.pools import Pool
 from engine.providers.base import Bootstrap, NodeHandle, Provider, TeardownError
 from engine.report import events as ev
 from engine.report.datastream import Datastream
+from engine.report.gpu import IdleGpuWatch, gpu_summary
 from engine.report.runbook import apply
 from engine.report.views import RunView
 from engine.run import fsm
@@ -83,6 +85,7 @@ class RunDriver:
         self.started: set[str] = set()
         self.lost = False
         self.workspace_refused: list[str] = []
+        self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s)
         # queued first, so a stop that arrives before the loop starts still finds a job
         self.post(fsm.JobSubmitted(job.setup is not None, job.workspace is not None))
 
@@ -265,11 +268,20 @@ class RunDriver:
                     ev.Log(run_id=self.view.run_id, step=msg.step, lines=lines, node_seq=msg.seq)
                 )
                 return
+            case GpuMetrics():
+                self._on_gpu(msg)
+                return
             case StepExited():
                 self._on_exit(msg)
             case NodeFault():
                 self.post(fsm.NodeFault(f"node fault: {self.redact(msg.reason)}"))
         self.remember(last_seq=msg.seq)
+
+    def _on_gpu(self, msg: GpuMetrics) -> None:
+        event = ev.GpuMetrics(run_id=self.view.run_id, t=msg.t, gpus=msg.gpus, node_seq=msg.seq)
+        self.publish(event)
+        if message := self._gpu_idle.observe(event, self._running_step is Step.RUN):
+            self.publish(ev.Alert(run_id=self.view.run_id, message=message))
 
     def _redacted(self, line: LogLine) -> LogLine:
         """The line with secrets masked; copied only when something was masked (floods)."""
@@ -319,6 +331,7 @@ class RunDriver:
             "outputs": self.outputs.get("summary"),
             "workspace_refused": self.workspace_refused,
             "job_file": str(self.job.source),
+            "gpu": gpu_summary(self.view.gpus),
         }
         if self.view.node and self.view.node.price_per_hour is not None:
             extra["cost_by_phase"] = cost_by_phase(
