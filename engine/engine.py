@@ -30,6 +30,7 @@ from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
 from engine.run import fsm, recovery
 from engine.run.control import ControlServer, NodeSession
+from engine.run.livehub import LiveHub
 from engine.run.orchestrator import RunDriver
 from engine.state import identity
 from engine.state.ledger import Ledger
@@ -77,6 +78,7 @@ class Engine:
         self._identity: identity.Identity | None = None
         self._orphan_check: asyncio.Task[None] | None = None
         self._sdk_loading: asyncio.Future[Any] | None = None
+        self.live = LiveHub(self._drivers.get)  # shells and forwarded ports (engine/run/livehub.py)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -87,6 +89,7 @@ class Engine:
         self._identity.remember_port(iroh_endpoint.bound_port(self._endpoint))
         self._server = ControlServer(self._endpoint)
         self._server.start()
+        await self.live.start()
         if self._rents_nodes():  # ~1 s of imports: in a thread, while the rest starts
             self._sdk_loading = asyncio.ensure_future(asyncio.to_thread(vast_sdk.load))
         await self._recover()
@@ -125,6 +128,7 @@ class Engine:
         if self._orphan_check is not None:
             self._orphan_check.cancel()
             await asyncio.gather(self._orphan_check, return_exceptions=True)
+        await self.live.close()
         if self._server is not None:
             await self._server.stop()
         if self._endpoint is not None:
@@ -164,6 +168,7 @@ class Engine:
     def _launch(self, driver: RunDriver) -> None:
         self._drivers[driver.view.run_id] = driver
         self._tasks[driver.view.run_id] = asyncio.create_task(self._drive(driver))
+        self.live.run_started(driver.view.run_id)
 
     def _driver(self, view: RunView, job: JobSpec, pool: Pool, token: str) -> RunDriver:
         assert self._server is not None and self._endpoint is not None
@@ -261,6 +266,7 @@ class Engine:
         finally:
             assert self._server is not None
             self._server.sessions.pop(run_id, None)
+            await self.live.run_ended(run_id)
             self.stream.close_run(run_id)
             self._save(driver)
 
