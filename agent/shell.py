@@ -27,7 +27,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from agent import procgroup
-from agent.live import LiveError, LiveOk, Reader, SendStream, ShellOpen, encode_msg
+from agent.livewire import LiveError, LiveOk, Reader, SendStream, ShellOpen, encode_msg
 
 HEADER = struct.Struct(">BI")
 SIZE = struct.Struct(">HH")

@@ -18,7 +18,7 @@ import termios
 import tty
 from collections.abc import Iterator
 
-from agent.live import ForwardOpen, Reader, ShellOpen
+from agent.livewire import ForwardOpen, Reader, ShellOpen
 from agent.shell import SIZE, STATUS, Kind, frame, read_frame
 from engine.run.forward import Duplex, Forward
 from engine.run.liveaccess import connect, driven, not_driven

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from agent.live import PIPE_CHUNK, pipe
+from agent.livewire import PIPE_CHUNK, pipe
 
 log = logging.getLogger("swjob.forward")
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.live import ForwardOpen, ShellOpen
+from agent.livewire import ForwardOpen, ShellOpen
 from engine.run.forward import LOOPBACK, Duplex, splice, tcp_duplex
 from engine.run.liveops import OPEN_TIMEOUT_S, LiveRequest, LiveStream, LiveUnavailable
 from engine.state.paths import state_dir

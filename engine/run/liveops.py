@@ -14,7 +14,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from agent.live import (
+from agent.livewire import (
     ForwardOpen,
     LiveError,
     LiveRefused,

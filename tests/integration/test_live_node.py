@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pexpect
 import pytest
 
+from agent.livewire import ShellOpen
 from engine.engine import Engine
 from engine.run.liveops import LiveUnavailable
 
@@ -98,7 +99,7 @@ async def test_shell_is_refused_once_the_run_is_over(engine, make_job) -> None:
     run_id = await running(engine, make_job, "sleep 60")
     await stop(engine, run_id)
     with pytest.raises(LiveUnavailable, match="over"):
-        await engine.live.open(run_id, __import__("agent.live").live.ShellOpen())
+        await engine.live.open(run_id, ShellOpen())
     proc = await asyncio.create_subprocess_exec(
         *CLI, "shell", run_id, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
     )
