@@ -24,7 +24,6 @@ from agent.livewire import (
     ForwardOpen,
     LiveError,
     LiveOk,
-    LiveRefused,
     Reader,
     RecvStream,
     SendStream,
@@ -32,6 +31,7 @@ from agent.livewire import (
     encode_msg,
     pipe,
     read_msg,
+    refuse,
 )
 from agent.shell import run_shell
 
@@ -70,10 +70,6 @@ async def _serve_stream(send: SendStream, recv: RecvStream, workdir: Path) -> No
     finally:
         with contextlib.suppress(Exception):
             await send.finish()
-
-
-async def refuse(send: SendStream, reason: str) -> None:
-    await send.write_all(encode_msg(LiveRefused(reason=reason)))
 
 
 async def _forward(request: ForwardOpen, reader: Reader, send: SendStream) -> None:

@@ -111,6 +111,11 @@ def encode_msg(msg: BaseModel) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
+async def refuse(send: SendStream, reason: str) -> None:
+    """Answer a request with the one-line reason it cannot be served."""
+    await send.write_all(encode_msg(LiveRefused(reason=reason)))
+
+
 async def read_msg(reader: Reader) -> Any:
     head = await reader.exactly(_HEADER.size)
     if head is None:

@@ -27,7 +27,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from agent import procgroup
-from agent.livewire import LiveError, LiveOk, Reader, SendStream, ShellOpen, encode_msg
+from agent.livewire import LiveError, LiveOk, Reader, SendStream, ShellOpen, encode_msg, refuse
 
 HEADER = struct.Struct(">BI")
 SIZE = struct.Struct(">HH")
@@ -127,7 +127,8 @@ async def run_shell(request: ShellOpen, reader: Reader, send: SendStream, workdi
         proc = await _spawn(request, workdir, slave)
     except OSError as exc:
         os.close(master)
-        raise LiveError(f"cannot start a shell: {exc.strerror or exc}") from None
+        await refuse(send, f"cannot start a shell on the node: {exc.strerror or exc}")
+        return
     finally:
         os.close(slave)
     term = _Terminal(master)

@@ -170,3 +170,18 @@ async def test_cli_forward_reaches_the_node_and_ends_with_the_run(engine, make_j
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_forward_to_a_closed_node_port_closes_that_connection_and_says_why(
+    engine, make_job
+) -> None:
+    run_id = await running(engine, make_job, "sleep 60")
+    closed = free_port()  # nothing listens there on the node (this machine)
+    fwd = await engine.live.forward(run_id, closed)
+    reader, writer = await asyncio.open_connection("127.0.0.1", fwd.local_port)
+    assert await asyncio.wait_for(reader.read(), TIMEOUT_S) == b""  # closed, not hung
+    writer.close()
+    await until(lambda: fwd.errors)
+    assert fwd.errors[-1].startswith(f"node port {closed}: ")
+    assert fwd.active == 0 and fwd.served == 1
+    await stop(engine, run_id)
