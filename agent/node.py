@@ -6,7 +6,7 @@ The job is the thing of value: when the control connection drops, the job keeps
 running and its events keep going to the journal; the agent redials with capped
 exponential backoff and, once welcomed again, replays what the orchestrator missed.
 Only a node that has been alone for `orphan_timeout` gives up (a node nobody owns
-must not bill forever).
+must not bill forever): it stops its job and releases itself (agent/orphan.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import endpoint, facts, gpu
+from agent import endpoint, facts, gpu, orphan
 from agent.journal import Journal
 from agent.live import serve_live
 from agent.protocol import (
@@ -32,6 +32,7 @@ from agent.protocol import (
     Channel,
     Heartbeat,
     Hello,
+    NodeFault,
     ProtocolError,
     Reject,
     RunStep,
@@ -79,6 +80,8 @@ class AgentConfig:
     heartbeat: float = 1.0
     deadline: float = 10.0
     orphan_timeout: float = 1800.0
+    on_orphan: str = "exit"  # one of orphan.ACTIONS
+    vast_url: str = orphan.VAST_URL
 
     @property
     def workdir(self) -> Path:
@@ -130,7 +133,10 @@ class NodeAgent:
         try:
             await asyncio.wait({serve, stop}, return_when=asyncio.FIRST_COMPLETED)
             if serve.done():
-                return serve.result()
+                code = serve.result()
+                if code is ExitCode.ORPHANED:
+                    await self._give_up()
+                return code
             log.info("shutting down")
             await self.supervisor.stop(self.cfg.grace)
             await self._flush_sent(FLUSH_ON_EXIT_S)
@@ -163,6 +169,19 @@ class NodeAgent:
             await asyncio.sleep(max(0.0, min(backoff.next(), left)))
         log.error("no orchestrator for %.0f s: stopping the job", self.cfg.orphan_timeout)
         return ExitCode.ORPHANED
+
+    async def _give_up(self) -> None:
+        """Orphaned: stop the job, then (on Vast) destroy the own instance, saying so in the
+        log and the journal first — the destroy may end this very process."""
+        await self.supervisor.stop(self.cfg.grace)
+        if self.cfg.on_orphan != "destroy-instance":
+            return
+        self._note(f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped, destroying node")
+        self._note(await asyncio.to_thread(orphan.destroy_own_instance, self.cfg.vast_url))
+
+    def _note(self, text: str) -> None:
+        log.error("%s", text)
+        self.journal.append(NodeFault(seq=0, reason=text))
 
     async def _dial(self, alpn: bytes) -> iroh_ffi.Connection:
         """Connect to the ticket's endpoint and make sure it is the orchestrator we obey."""

@@ -233,15 +233,20 @@ class Writable(Protocol):
 
 
 class FrameReader:
-    """Reads length-prefixed frames, pulling large pieces from the stream to keep CPU low."""
+    """Reads length-prefixed frames, pulling large pieces from the stream to keep CPU low.
 
-    def __init__(self, stream: Readable) -> None:
+    `max_frame` is the largest frame accepted; it also bounds each read, so a reader
+    held to a small limit (a peer not yet admitted) never buffers more than about twice
+    that, whatever the peer sends."""
+
+    def __init__(self, stream: Readable, max_frame: int = MAX_FRAME) -> None:
         self._stream = stream
         self._buf = bytearray()
+        self.max_frame = max_frame
 
     async def _fill(self, need: int) -> bool:
         while len(self._buf) < need:
-            chunk = await self._stream.read(_READ_CHUNK)
+            chunk = await self._stream.read(min(_READ_CHUNK, self.max_frame + _HEADER.size))
             if not chunk:
                 return False
             self._buf += chunk
@@ -254,8 +259,8 @@ class FrameReader:
                 raise ProtocolError("stream ended inside a frame header")
             return None
         (size,) = _HEADER.unpack_from(self._buf)
-        if size > MAX_FRAME:
-            raise ProtocolError(f"frame of {size} bytes exceeds {MAX_FRAME}")
+        if size > self.max_frame:
+            raise ProtocolError(f"frame of {size} bytes exceeds {self.max_frame}")
         if not await self._fill(_HEADER.size + size):
             raise ProtocolError("stream ended inside a frame")
         body = bytes(self._buf[_HEADER.size : _HEADER.size + size])
@@ -270,10 +275,14 @@ class FrameReader:
 class Channel:
     """A message channel over one bidirectional stream; sends are serialized by a lock."""
 
-    def __init__(self, recv: Readable, send: Writable) -> None:
-        self._reader = FrameReader(recv)
+    def __init__(self, recv: Readable, send: Writable, max_frame: int = MAX_FRAME) -> None:
+        self._reader = FrameReader(recv, max_frame)
         self._send = send
         self._lock = asyncio.Lock()
+
+    def allow_frames(self, max_frame: int) -> None:
+        """Raise (or lower) the largest frame this channel accepts from now on."""
+        self._reader.max_frame = max_frame
 
     async def send(self, msg: BaseModel) -> None:
         frame = encode(msg)

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,16 +26,19 @@ from engine.providers import vast_sdk
 from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.providers.registry import make_provider
 from engine.report import events as ev
+from engine.report import scope
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
 from engine.run import fsm, recovery
 from engine.run.control import ControlServer, NodeSession
 from engine.run.livehub import LiveHub
+from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.state import identity
 from engine.state.ledger import Ledger
-from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
+from engine.state.private import set_private_umask
 from engine.state.store import Store
 
 if TYPE_CHECKING:
@@ -55,7 +59,6 @@ class EngineConfig:
     runs_dir: Path = DEFAULT_RUNS_DIR
     pools: PoolSet = field(default_factory=load_pools)
     heartbeat_s: float = 1.0
-    node_deadline_s: float = 10.0
     stop_grace_s: float = 10.0
 
 
@@ -67,6 +70,8 @@ def new_run_id() -> str:
 
 class Engine:
     def __init__(self, config: EngineConfig | None = None) -> None:
+        set_private_umask()  # run index, landing dirs, node workspaces: the operator's only
+        state_dir(), cache_dir()  # made (or tightened, said once) before a UI owns the terminal
         self.config = config or EngineConfig()
         self.stream = Datastream()
         self._drivers: dict[str, RunDriver] = {}
@@ -150,7 +155,7 @@ class Engine:
         await self._providers_ready(pool_def)
         run_id = new_run_id()
         run_dir = (self.config.runs_dir / job.name / run_id).absolute()
-        run_dir.mkdir(parents=True)
+        run_dir.mkdir(mode=0o700, parents=True)
         self.stream.open_run(run_id, run_dir / "events.jsonl")
         submitted = self.stream.publish(
             ev.Submitted(run_id=run_id, job_name=job.name, pool=pool, run_dir=str(run_dir))
@@ -177,7 +182,7 @@ class Engine:
             view.run_id,
             token,
             heartbeat_s=self.config.heartbeat_s,
-            deadline_s=self.config.node_deadline_s,
+            deadline_s=pool.node_lost_after_s,
             on_event=lambda msg: holder[0].on_agent_event(msg),
             on_lost=lambda reason: holder[0].on_node_lost(reason),
         )
@@ -187,6 +192,7 @@ class Engine:
             ticket=iroh_endpoint.ticket_of(self._endpoint),
             orchestrator_id=str(self._endpoint.id()),
             token=token,
+            orphan_timeout_s=pool.orphan_timeout_s,
         )
         driver = RunDriver(
             view=view.model_copy(update={"live": True}),
@@ -243,6 +249,7 @@ class Engine:
         events = read_events(view.run_dir / "events.jsonl")
         self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
         driver = self._driver(fold(events) or view, job, pool, saved["token"])
+        driver.clock.replay(events)  # phase times (and the cost split) span the restart
         driver.recovery.update(saved)
         driver.started = set(saved.get("started", []))
         driver.session.endpoint_id = saved.get("endpoint_id")
@@ -277,20 +284,26 @@ class Engine:
 
     async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
         driver = self._drivers.get(run_id)
-        if driver is None or driver.view.terminal:
+        if driver is None or not driver.view.stoppable:
             raise SubmitError(f"run {run_id} is not running")
         driver.post(fsm.OperatorStop(reason))
 
     async def stop_all(self) -> None:
-        for view in self.running():
-            await self.stop(view.run_id)
+        for driver in list(self._drivers.values()):
+            if driver.view.stoppable:  # a FAILED run still collecting has a node up, too
+                await self.stop(driver.view.run_id)
 
     async def wait(self, run_id: str) -> RunView:
         return await asyncio.shield(self._tasks[run_id])
 
     def alert(self, message: str, orphan: str | None = None) -> None:
-        """An engine-wide warning (not tied to one run): shown by the TUI and the CLI.
-        `orphan` names a node found billing without a run, so a console can list it."""
+        """A warning shown by the TUI and the CLI. Raised while working for a run (a
+        provider retrying that run's calls) it is the run's, kept in its run.json; else it
+        is engine-wide. `orphan` names a node found billing without a run."""
+        driver = self._drivers.get(scope.current_run())
+        if driver is not None and not driver.view.terminal:
+            driver.publish(ev.Alert(run_id=driver.view.run_id, message=message))
+            return
         self.stream.publish(ev.Alert(run_id="", message=message, orphan=orphan))
 
     def _rents_nodes(self) -> bool:
@@ -343,6 +356,14 @@ class Engine:
         if driver is not None:
             return driver.view
         return self._store.find(run_id) if self._store else None
+
+    def masker(self, run_id: str) -> Callable[[str], str]:
+        """How to show this run's output names: its job's secrets masked (a live run's own
+        redaction; a past run's from its job file, see engine/run/masking.py)."""
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            return driver.redact
+        return mask_from_job_file(self._store.recovery(run_id) if self._store else None)
 
     def runs(self) -> list[RunView]:
         live = [d.view for d in self._drivers.values()]

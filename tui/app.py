@@ -232,7 +232,7 @@ class SwjobApp(App[None]):
             return False
         if action in ("stop", "shell", "forward"):
             run = self.target
-            return (run is not None and run.live and not run.terminal) or None
+            return (run is not None and run.live and run.stoppable) or None
         if action == "outputs":
             return self.target is not None or None
         return True
@@ -256,7 +256,7 @@ class SwjobApp(App[None]):
 
     def action_stop(self) -> None:
         run = self.target
-        if run is not None and not run.terminal:
+        if run is not None and run.stoppable:
             self.push_screen(
                 ConfirmStopScreen(run), lambda yes: self._stop(run.run_id) if yes else None
             )
@@ -305,7 +305,7 @@ class SwjobApp(App[None]):
     def action_outputs(self) -> None:
         run = self.target
         if run is not None:
-            self.push_screen(OutputsScreen(run))
+            self.push_screen(OutputsScreen(run, self.engine.masker(run.run_id)))
 
     def action_collect(self) -> None:
         """List the nodes billing without a live run; destroy them if the operator agrees."""

@@ -27,9 +27,9 @@ TAIL_POLL_S = 0.25
 
 async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path) -> int:
     engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools))
+    sub = engine.subscribe()  # before start: the start-up checks' warnings are for the user too
     await engine.start()
     printer = RunPrinter(Console(highlight=False, soft_wrap=True))
-    sub = engine.subscribe()
     try:
         run_id = await engine.submit(job, pool)
         view = engine.run(run_id)
@@ -51,8 +51,8 @@ async def attach(run_ref: str, pools: PoolSet) -> int:
         printer.console.print(f"[red]error:[/] no run {run_ref!r} (or the prefix is not unique)")
         return 1
     engine = Engine(EngineConfig(runs_dir=view.run_dir.parent.parent, pools=pools))
-    await engine.start()
     sub = engine.subscribe()
+    await engine.start()
     try:
         live = engine.running_run(view.run_id)
         seen = _replay(view.run_dir / "events.jsonl", printer)
@@ -79,7 +79,9 @@ async def _follow(
 ) -> int:
     _on_interrupt(engine, run_id, printer)
     async for event in sub:
-        if event.run_id == run_id and event.seq > after_seq:
+        if event.run_id == "" and event.kind == "alert":  # engine-wide: retries, orphans
+            printer(event)
+        elif event.run_id == run_id and event.seq > after_seq:
             printer(event)
             if event.kind == "finished":
                 break
@@ -124,7 +126,7 @@ def _on_interrupt(engine: Engine, run_id: str, printer: RunPrinter) -> None:
 
 async def _stop(engine: Engine, run_id: str, printer: RunPrinter) -> None:
     view = engine.run(run_id)
-    if view is None or view.terminal:
+    if view is None or not view.stoppable:
         printer.console.print("[yellow]tearing down the node; please wait[/]")
         return
     printer.console.print("[yellow]stopping: the job is stopped and its node torn down[/]")

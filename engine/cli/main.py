@@ -18,6 +18,7 @@ from rich.console import Console
 from engine.jobs.jobspec import JobFileError, load_job
 from engine.jobs.pools import PoolFileError, load_pools
 from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.private import set_private_umask
 
 if TYPE_CHECKING:
     pass
@@ -63,6 +64,7 @@ def _pool_args(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    set_private_umask()
     err = Console(stderr=True, highlight=False)
     handler = _COMMANDS[args.command]
     try:

@@ -26,6 +26,11 @@ class Bootstrap:
     ticket: str
     orchestrator_id: str
     token: str
+    orphan_timeout_s: float = 1800.0
+    """How long the node waits for an operator that went silent before it gives up: stops
+    its job and releases itself (the provider says how, in `on_orphan`)."""
+    on_orphan: tuple[str, ...] = ()
+    """The provider's agent arguments for giving up (e.g. destroy the own Vast instance)."""
 
     def agent_args(self) -> list[str]:
         return [
@@ -35,17 +40,25 @@ class Bootstrap:
             self.ticket,
             "--orchestrator-id",
             self.orchestrator_id,
+            "--orphan-timeout",
+            f"{self.orphan_timeout_s:g}",
+            *self.on_orphan,
         ]
 
 
 @dataclass
 class NodeHandle:
-    """A provisioned node as the provider knows it; `facts` are shown on the board."""
+    """A provisioned node as the provider knows it; `offer` facts are shown on the board.
+
+    `created_at` (epoch seconds, wall clock) is when the node began to bill: cost and the
+    `max_hours` cap count from it, so both survive an engine restart (the handle is kept in
+    the run index, and a rented node's time is also in the ledger)."""
 
     provider: str
     node_id: str
     price_per_hour: float | None = None
     offer: dict[str, str | float | int | None] = field(default_factory=dict)
+    created_at: float | None = None
 
 
 class ProvisionError(Exception):

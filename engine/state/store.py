@@ -73,6 +73,11 @@ class Store:
         chosen = exact or (rows if len(rows) == 1 else [])
         return RunView.model_validate_json(chosen[0][0]) if chosen else None
 
+    def recovery(self, run_id: str) -> dict[str, Any] | None:
+        """The recovery facts recorded for one run (None when it has none)."""
+        row = self._db.execute("SELECT recovery FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
     def unfinished(self) -> list[tuple[RunView, dict[str, Any]]]:
         rows = self._db.execute(
             "SELECT view, recovery FROM runs WHERE terminal = 0 ORDER BY created"

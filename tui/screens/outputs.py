@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,17 @@ from tui.widgets.preview import incomplete_pull, load_manifest, preview
 
 
 class OutputsTree(DirectoryTree):
-    """The landing directory; a file's name is the job's data, drawn, never obeyed."""
+    """The landing directory; a file's name is the job's data, drawn, never obeyed, and
+    shown with the job's secrets masked (the file keeps its real name on disk)."""
+
+    def __init__(self, path: Path, mask: Callable[[str], str] = str, **kwargs: Any) -> None:
+        self._mask = mask
+        super().__init__(path, **kwargs)
 
     def process_label(self, label: TextType) -> Text:
-        return super().process_label(printable(label) if isinstance(label, str) else label)
+        if isinstance(label, str):
+            label = printable(self._mask(label))
+        return super().process_label(label)
 
 
 def run_external(command: list[str]) -> str | None:
@@ -59,9 +67,10 @@ class OutputsScreen(Screen[None]):
         Binding("k", "cursor('up')", "Up", show=False, id="swjob.outputs.cursor_up"),
     ]
 
-    def __init__(self, run: RunView) -> None:
+    def __init__(self, run: RunView, mask: Callable[[str], str] = str) -> None:
         super().__init__()
         self.run = run
+        self.mask = mask
         self.manifest: dict[str, dict[str, Any]] = {}
         self.path: Path | None = None
 
@@ -73,7 +82,7 @@ class OutputsScreen(Screen[None]):
         if warning := incomplete_pull(self.run.run_dir):
             yield Static(warning, id="incomplete")
         with Horizontal():
-            yield OutputsTree(self.run.run_dir, id="tree")
+            yield OutputsTree(self.run.run_dir, self.mask, id="tree")
             with VerticalScroll(id="preview-scroll"):
                 yield Static("select a file", id="preview")
         yield Footer()
@@ -113,7 +122,8 @@ class OutputsScreen(Screen[None]):
             if self._in_outputs(path)
             else None
         )
-        renderable = preview(path, self.manifest.get(rel) if rel else None)
+        entry = self.manifest.get(self.mask(rel)) if rel else None  # its paths are masked
+        renderable = preview(path, entry, self.mask)
         self.app.call_from_thread(self.query_one("#preview", Static).update, renderable)
 
     def _in_outputs(self, path: Path) -> bool:
