@@ -22,6 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 CTL_ALPN = b"swjob/ctl/1"
 XFER_ALPN = b"swjob/xfer/1"
 LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
+RESUME_ALPN = b"swjob/resume/1"
+"""Served by the agent: an engine that adopts a run proves the run's re-attach credential
+here and gives the node its own address to dial (agent/reattach.py)."""
 
 MAX_FRAME = 16 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -79,6 +82,7 @@ class Hello(_Msg):
     facts: NodeFacts
     busy: bool = False  # a step is running right now (a rejoin after the operator was away)
     last_seq: int = 0  # the newest event in the node's journal: where a replay ends
+    ticket: str | None = None  # the agent's own address: where an adopting engine reaches it
 
 
 class LogBatch(_Msg):
@@ -175,6 +179,34 @@ class Shutdown(_Msg):
     type: Literal["shutdown"] = "shutdown"
 
 
+# ---- re-attach (RESUME_ALPN: the adopting engine dials the agent) ----------------------
+
+
+class Challenge(_Msg):
+    """First frame from the agent on a resume connection: a fresh nonce to sign."""
+
+    type: Literal["challenge"] = "challenge"
+    nonce: str
+
+
+class Resume(_Msg):
+    """An engine takes the run over: dial `ticket`, obey `orchestrator_id` (which must be
+    the resume connection's own peer id). `proof` is the HMAC of the run's re-attach
+    credential over the nonce and every other field."""
+
+    type: Literal["resume"] = "resume"
+    run_id: str
+    orchestrator_id: str
+    ticket: str
+    proof: str
+
+
+class Resumed(_Msg):
+    """The agent accepted the new orchestrator and is dialing it."""
+
+    type: Literal["resumed"] = "resumed"
+
+
 # ---- both directions -------------------------------------------------------------------
 
 
@@ -198,7 +230,10 @@ Message = Annotated[
     | RunStep
     | StopStep
     | Shutdown
-    | Heartbeat,
+    | Heartbeat
+    | Challenge
+    | Resume
+    | Resumed,
     Field(discriminator="type"),
 ]
 _MESSAGE = TypeAdapter(Message)

@@ -413,7 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     except (JobFileError, PoolFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    config = EngineConfig(runs_dir=args.runs_dir or DEFAULT_RUNS_DIR, pools=pools)
+    config = EngineConfig(
+        runs_dir=args.runs_dir or DEFAULT_RUNS_DIR, pools=pools, adopt_orphans=True
+    )
     app = SwjobApp(Engine(config), jobs=jobs, pool=args.pool)
     app.run()
     return app.return_code or 0  # a crash is not a success

@@ -154,14 +154,24 @@ def _live(command: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 def _gc(args: argparse.Namespace) -> int:
     from engine.providers.gc import cli_gc
+    from engine.run.abandon import Claims
+    from engine.state import ownership
     from engine.state.store import Store
 
     store = Store()
-    try:  # runs not yet finished belong to a live engine or await its recovery
-        owned = {view.run_id for view, _ in store.unfinished()}
+    try:  # an unfinished run is owned while a live engine holds its lease; else abandoned
+        unfinished = {view.run_id for view, _ in store.unfinished()}
+        owned = {run_id for run_id in unfinished if ownership.has_live_owner(run_id)}
+        return cli_gc(
+            load_pools(args.pools),
+            yes=args.yes,
+            out=sys.stdout,
+            live_run_ids=owned,
+            abandoned=unfinished - owned,
+            claims=Claims(store),
+        )
     finally:
         store.close()
-    return cli_gc(load_pools(args.pools), yes=args.yes, out=sys.stdout, live_run_ids=owned)
 
 
 _COMMANDS = {

@@ -248,7 +248,8 @@ class RunDriver:
             await asyncio.wait_for(self.session.joined.wait(), timeout_s)
         except TimeoutError:
             return False
-        self.remember(endpoint_id=self.session.endpoint_id)
+        hello = self.session.hello
+        self.remember(endpoint_id=self.session.endpoint_id, agent_ticket=hello and hello.ticket)
         self._node_event(state)
         return True
 
