@@ -10,12 +10,8 @@ from agent.transfer import Progress
 from engine.report import events as ev
 from engine.run import fsm
 from engine.run.control import NodeGone
-<<<<<<< HEAD
-from engine.run.transfer import PullResult, TransferError, pull_outputs, push_workspace
-=======
 from engine.run.stall import Stalled, StallGuard
-from engine.run.transfer import TransferError, pull_outputs, push_workspace
->>>>>>> main
+from engine.run.transfer import PullResult, TransferError, pull_outputs, push_workspace
 
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
@@ -101,24 +97,16 @@ class Transfers:
             if not best_effort:
                 self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
                 return {}
-<<<<<<< HEAD
-            message = self._d.redact(f"outputs not collected: {exc}")
-            self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
-            self._d.post(fsm.OutputsCollected())
-            return {"missing": list(self._d.job.outputs)}
+            return self._not_collected(str(exc))
         summary: dict[str, Any] = {"files": len(result.files), "bytes": result.bytes}
         if result.not_landed:
             summary["not_landed"] = {e.path: e.reason for e in result.not_landed}
         if result.not_landed or result.refused:
             summary["refused"] = result.refused
             self._alert_incomplete(result)
-=======
-            return self._not_collected(str(exc))
->>>>>>> main
         self._d.post(fsm.OutputsCollected())
         return {"missing": list(result.missing), "summary": summary}
 
-<<<<<<< HEAD
     def _alert_incomplete(self, result: PullResult) -> None:
         """Loud, because the run may still be COMPLETED (the exit code decides): say what did
         not land and why; manifest.json and run.json list every one."""
@@ -127,10 +115,9 @@ class Transfers:
         shown = "; ".join(lost[:3]) + (f"; … {len(lost) - 3} more" if len(lost) > 3 else "")
         message = f"outputs incomplete: {len(lost)} of {total} files did not land: {shown}"
         self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=self._d.redact(message)))
-=======
+
     def _not_collected(self, why: str) -> dict[str, Any]:
         message = self._d.redact(f"outputs not collected: {why}")
         self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
         self._d.post(fsm.OutputsCollected())
         return {"missing": list(self._d.job.outputs)}
->>>>>>> main
