@@ -94,6 +94,8 @@ class _PoolTable(_Strict):
     agent_install: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,2048}$")] | None = None
     """pip requirement the node installs the agent from; default: this build (agent_source)."""
     api_key_env: Annotated[str, Field(pattern=_ENV_NAME)] | None = None
+    idle_gpu_alert_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 600.0
+    """Alert when every GPU stays under 5 % this long while the job's `run` step runs."""
     orphan_timeout_s: Annotated[float, Field(gt=0, le=30 * 86400)] = 1800.0
     """A node whose operator has been silent this long stops its job and releases itself
     (a Vast instance destroys itself; a local node exits and removes its directory)."""
