@@ -142,6 +142,48 @@ def test_field_errors_name_the_field_and_line(
     assert problem in exc.problem
 
 
+SPOT = VAST + "interruptible = true\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "line", "problem"),
+    [
+        (SPOT, "interruptible", 4, "needs one of `bid_per_hour`, `bid_fraction`"),
+        (SPOT + "bid_per_hour = 0.2\nbid_fraction = 0.5\n", "interruptible", 4, "one of"),
+        (VAST + "bid_per_hour = 0.2\n", "bid_per_hour", 4, "needs `interruptible = true`"),
+        (VAST + "bid_fraction = 0.5\n", "bid_fraction", 4, "needs `interruptible = true`"),
+        (SPOT + "bid_fraction = 1.5\n", "bid_fraction", 5, "less than or equal to 1"),
+        (SPOT + "bid_fraction = 0\n", "bid_fraction", 5, "greater than 0"),
+        (SPOT + "bid_per_hour = -1\n", "bid_per_hour", 5, "greater than 0"),
+        (SPOT + 'bid_per_hour = "0.2"\n', "bid_per_hour", 5, "expected a number"),
+        (
+            SPOT + "bid_per_hour = 0.9\nselection = { max_price_per_hour = 0.6 }\n",
+            "bid_per_hour",
+            5,
+            "above selection.max_price_per_hour (0.6)",
+        ),
+        (
+            '[pools.cpu]\nprovider = "local"\ninterruptible = true\nbid_fraction = 0.5\n',
+            "interruptible",
+            3,
+            "only a vastai pool",
+        ),
+    ],
+)
+def test_bad_bid_settings_are_one_line_naming_the_field(
+    tmp_path: Path, text: str, field: str, line: int, problem: str
+) -> None:
+    exc = error_of(tmp_path, text)
+    table = "pools.cpu" if "cpu" in text else "pools.gpu"
+    assert (exc.field, exc.line) == (f"{table}.{field}", line)
+    assert problem in exc.problem and "\n" not in str(exc)
+
+
+def test_an_interruptible_pool_loads_with_its_bid(tmp_path: Path) -> None:
+    spot = load_pools(write(tmp_path, SPOT + "bid_fraction = 0.6\n")).get("gpu")
+    assert spot.interruptible and spot.bid_fraction == 0.6 and spot.bid_per_hour is None
+
+
 @pytest.mark.parametrize("image", ['""', '"a b"', '"img\\n"'])
 def test_image_is_one_word(tmp_path: Path, image: str) -> None:
     exc = error_of(tmp_path, f'[pools.gpu]\nprovider = "vastai"\nimage = {image}\n')
