@@ -131,6 +131,10 @@ class Pool(_PoolTable):
             parts.append(f"≤${s.max_price_per_hour:.2f}/h")
         if s.reliability_min is not None:
             parts.append(f"rel≥{s.reliability_min:g}")
+        if self.bid_per_hour is not None:
+            parts.append(f"bid ${self.bid_per_hour:.2f}/h")
+        elif self.bid_fraction is not None:
+            parts.append(f"bid {self.bid_fraction:.0%}")
         return " · ".join(parts) or "any offer"
 
 

@@ -52,12 +52,15 @@ def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
 
 def test_example_file_has_a_local_and_a_vastai_pool() -> None:
     pools = load_pools(EXAMPLE)
-    assert pools.names() == ["local", "rtx4090"]
+    assert pools.names() == ["local", "rtx4090", "rtx4090-spot"]
     assert pools.get("local").max_nodes == 2
     gpu = pools.get("rtx4090")
     assert gpu.provider == "vastai" and gpu.image and gpu.api_key_env == "VAST_API_KEY"
     assert gpu.resources.accelerator_kind == "RTX_4090" and gpu.caps.max_dollars == 3.0
     assert gpu.summary() == "1× RTX_4090 ≥24 GB · ≤$0.60/h · rel≥0.98"
+    spot = pools.get("rtx4090-spot")
+    assert spot.interruptible and spot.bid_fraction == 0.6 and not gpu.interruptible
+    assert spot.summary() == "1× RTX_4090 ≥24 GB · ≤$0.30/h · rel≥0.98 · bid 60%"
 
 
 def test_file_may_redefine_local(tmp_path: Path) -> None:
