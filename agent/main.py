@@ -1,14 +1,14 @@
 """`swjob-agent`: the command line a provider runs on a node.
 
-The join token comes only from the environment (`SWJOB_JOIN_TOKEN`), never argv, so
-it shows in neither `ps` nor a provider's instance listing; it is taken out of the
-environment at once so no job process inherits it.
+The join token (`SWJOB_JOIN_TOKEN`) and the run's re-attach credential
+(`SWJOB_REATTACH_KEY`, agent/reattach.py) come only from the environment, never
+argv, so they show in neither `ps` nor a provider's instance listing; they are taken
+out of the environment at once so no job process inherits them.
 
 Exit codes: 0 shutdown (asked by the orchestrator, or SIGTERM/SIGINT), 2 usage,
-3 rejected by the orchestrator, 4 the dialed peer is not our orchestrator,
-5 orphaned (no orchestrator reachable for --orphan-timeout; the job was stopped and the
-node released as --on-orphan says: nothing more, its --root removed, or its own Vast.ai
-instance destroyed).
+3 rejected by the orchestrator, 5 orphaned (no orchestrator reachable for
+--orphan-timeout; the job was stopped and the node released as --on-orphan says:
+nothing more, its --root removed, or its own Vast.ai instance destroyed).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from agent import orphan, subreaper
 from agent.node import AgentConfig, ExitCode, NodeAgent
+from agent.reattach import REATTACH_ENV
 from agent.supervisor import TOKEN_ENV
 
 USAGE_ERROR = 2
@@ -70,6 +71,7 @@ async def _run(cfg: AgentConfig) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     token = os.environ.pop(TOKEN_ENV, "")
+    reattach_key = os.environ.pop(REATTACH_ENV, "")
     if not token:
         print(f"swjob-agent: {TOKEN_ENV} must be set", file=sys.stderr)
         return USAGE_ERROR
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         orchestrator_id=args.orchestrator_id,
         root=root,
         token=token,
+        reattach_key=reattach_key,
         grace=args.grace,
         heartbeat=args.heartbeat,
         deadline=args.deadline,

@@ -21,6 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 CTL_ALPN = b"swjob/ctl/1"
 XFER_ALPN = b"swjob/xfer/1"
+LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
+RESUME_ALPN = b"swjob/resume/1"
+"""Served by the agent: an engine that adopts a run proves the run's re-attach credential
+here and gives the node its own address to dial (agent/reattach.py)."""
 
 MAX_FRAME = 16 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -78,6 +82,7 @@ class Hello(_Msg):
     facts: NodeFacts
     busy: bool = False  # a step is running right now (a rejoin after the operator was away)
     last_seq: int = 0  # the newest event in the node's journal: where a replay ends
+    ticket: str | None = None  # the agent's own address: where an adopting engine reaches it
 
 
 class LogBatch(_Msg):
@@ -113,6 +118,27 @@ class NodeFault(_Msg):
     type: Literal["fault"] = "fault"
     seq: int
     reason: str
+
+
+class GpuSample(_Msg):
+    """One GPU at one moment, as nvidia-smi reports it (None where it says [N/A])."""
+
+    index: int
+    util_pct: float | None = None
+    mem_used_mb: float | None = None
+    mem_total_mb: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+
+
+class GpuMetrics(_Msg):
+    """Every GPU of the node, sampled while a step runs (agent/gpu.py). `t` is the node's
+    clock (unix s): GPU-hours and idle time are measured on it, so a replay counts right."""
+
+    type: Literal["gpu"] = "gpu"
+    seq: int
+    t: float
+    gpus: list[GpuSample]
 
 
 # ---- orchestrator → agent -------------------------------------------------------------
@@ -153,6 +179,34 @@ class Shutdown(_Msg):
     type: Literal["shutdown"] = "shutdown"
 
 
+# ---- re-attach (RESUME_ALPN: the adopting engine dials the agent) ----------------------
+
+
+class Challenge(_Msg):
+    """First frame from the agent on a resume connection: a fresh nonce to sign."""
+
+    type: Literal["challenge"] = "challenge"
+    nonce: str
+
+
+class Resume(_Msg):
+    """An engine takes the run over: dial `ticket`, obey `orchestrator_id` (which must be
+    the resume connection's own peer id). `proof` is the HMAC of the run's re-attach
+    credential over the nonce and every other field."""
+
+    type: Literal["resume"] = "resume"
+    run_id: str
+    orchestrator_id: str
+    ticket: str
+    proof: str
+
+
+class Resumed(_Msg):
+    """The agent accepted the new orchestrator and is dialing it."""
+
+    type: Literal["resumed"] = "resumed"
+
+
 # ---- both directions -------------------------------------------------------------------
 
 
@@ -163,19 +217,23 @@ class Heartbeat(_Msg):
     last_seq: int = 0  # from the orchestrator: the last event it stored (lets the agent trim)
 
 
-AgentEvent = LogBatch | StepStarted | StepExited | NodeFault
+AgentEvent = LogBatch | StepStarted | StepExited | NodeFault | GpuMetrics
 Message = Annotated[
     Hello
     | LogBatch
     | StepStarted
     | StepExited
     | NodeFault
+    | GpuMetrics
     | Welcome
     | Reject
     | RunStep
     | StopStep
     | Shutdown
-    | Heartbeat,
+    | Heartbeat
+    | Challenge
+    | Resume
+    | Resumed,
     Field(discriminator="type"),
 ]
 _MESSAGE = TypeAdapter(Message)

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from agent.procgroup import kill_group_now
-from engine.providers.base import TOKEN_ENV, Bootstrap, NodeHandle, Preempted, ProvisionError
+from engine.providers.base import Bootstrap, NodeHandle, Preempted, ProvisionError
 from engine.state.paths import cache_dir
 
 AGENT_EXIT_GRACE_S = 15.0
@@ -93,7 +93,7 @@ class LocalProvider:
         node_id = f"local-{bootstrap.run_id}-{secrets.token_hex(2)}"
         root = _node_root(node_id)
         root.mkdir(mode=0o700, parents=True)
-        env = {**node_base_env(os.environ), **self._agent_env, TOKEN_ENV: bootstrap.token}
+        env = {**node_base_env(os.environ), **self._agent_env, **bootstrap.agent_env()}
         args = [
             *replace(bootstrap, on_orphan=("--on-orphan", "remove-root")).agent_args(),
             *("--root", str(root), "--grace", f"{self._stop_grace_s:g}"),

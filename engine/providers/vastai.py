@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from engine.providers import vast_offers as offers
 from engine.providers.agent_source import agent_install_for
 from engine.providers.base import (
-    TOKEN_ENV,
     Bootstrap,
     NodeHandle,
     Preempted,
@@ -255,7 +254,7 @@ class VastProvider:
                 id=offer["id"],
                 image=pool.image,
                 disk=offers.disk_gb(pool.resources.disk_mb),
-                env={TOKEN_ENV: bootstrap.token},
+                env=bootstrap.agent_env(),
                 label=label,
                 onstart_cmd=onstart_command(bootstrap, agent_install_for(pool)),
                 price=offers.bid_for(pool, offer),
@@ -297,7 +296,7 @@ class VastProvider:
         known = [e for e in mine if e.instance_id]
         handle = _handle_from(known[0]) if known else None
         if handle is None and mine:
-            row = await self._labelled_row(label_for(run_id))
+            row = await self._labelled_row(mine[0].label or label_for(run_id))
             if row is not None:  # price and birth from Vast's own listing
                 handle = NodeHandle(
                     provider=self.name,

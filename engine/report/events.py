@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from agent.protocol import LogLine, NodeFacts, Step
+from agent.protocol import GpuSample, LogLine, NodeFacts, Step
+from engine.report import logbudget
 
 
 def utcnow() -> datetime:
@@ -70,6 +71,21 @@ class Log(_Ev):
     lines: list[LogLine]
     node_seq: int | None = None  # the agent's sequence number: where a replay resumes
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unpack(cls, data: object) -> object:
+        """events.jsonl may hold a flood's lines packed (engine/report/logbudget.py)."""
+        return logbudget.unpack(data)
+
+
+class GpuMetrics(_Ev):
+    """Every GPU of the node at node time `t` (unix s), sampled while a step runs."""
+
+    kind: Literal["gpu"] = "gpu"
+    t: float
+    gpus: list[GpuSample]
+    node_seq: int | None = None  # the agent's sequence number: where a replay resumes
+
 
 class TransferProgress(_Ev):
     kind: Literal["transfer"] = "transfer"
@@ -120,7 +136,7 @@ class Finished(_Ev):
 
 
 Event = Annotated[
-    Submitted | Transition | Log | TransferProgress | Node | Alert | Cost | Finished,
+    Submitted | Transition | Log | GpuMetrics | TransferProgress | Node | Alert | Cost | Finished,
     Field(discriminator="kind"),
 ]
 EVENT = TypeAdapter(Event)

@@ -86,14 +86,17 @@ class CostMeter:
         return None
 
     async def _tick(self) -> None:
+        """Check every second for as long as the run lives: a stop posted in a phase that
+        cannot act on it is ignored, so the next check posts it again."""
         last_event = float("-inf")
+        stopping = False
         with contextlib.suppress(asyncio.CancelledError):
             while True:
                 if (reason := self._over_cap()) is not None:
-                    if self._price is not None:
+                    if self._price is not None and not stopping:
                         self._publish()
+                    stopping = True
                     self._d.post(fsm.OperatorStop(reason))
-                    return
                 if self._price is not None and time.monotonic() - last_event >= COST_EVENT_EVERY_S:
                     last_event = time.monotonic()
                     self._publish()

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agent.transfer import Progress
 from engine.report import events as ev
 from engine.run import fsm
 from engine.run.control import NodeGone
-from engine.run.transfer import TransferError, pull_outputs, push_workspace
+from engine.run.stall import Stalled, StallGuard
+from engine.run.transfer import PullResult, TransferError, pull_outputs, push_workspace
 
 if TYPE_CHECKING:
-    from agent.transfer import Progress
     from engine.run.orchestrator import RunDriver
 
 
@@ -69,23 +70,54 @@ class Transfers:
         self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
 
     async def pull(self, best_effort: bool) -> dict[str, Any]:
-        """Collect the declared outputs; returns what run.json records about them."""
+        """Collect the declared outputs; returns what run.json records about them.
+
+        A collection that moves no byte for the pool's `collect_stall_s` gives up: the run
+        keeps its verdict (the exit code decided it) and an alert says what was not collected."""
+        guard = StallGuard(self._d.pool.collect_stall_s)
+        report = self._progress(ev.TransferDirection.PULL)
+
+        def progress(p: Progress) -> None:
+            guard.moved()
+            report(p)
+
         try:
-            result = await pull_outputs(
-                self._d.session,
-                self._d.job.outputs,
-                self._d.view.run_dir,
-                self._progress(ev.TransferDirection.PULL),
-                redact=self._d.redact,
+            result = await guard.run(
+                pull_outputs(
+                    self._d.session,
+                    self._d.job.outputs,
+                    self._d.view.run_dir,
+                    progress,
+                    redact=self._d.redact,
+                )
             )
+        except Stalled as exc:
+            return self._not_collected(f"collection stalled: {exc}")
         except (TransferError, NodeGone) as exc:
             if not best_effort:
                 self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
                 return {}
-            message = self._d.redact(f"outputs not collected: {exc}")
-            self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
-            self._d.post(fsm.OutputsCollected())
-            return {"missing": list(self._d.job.outputs)}
+            return self._not_collected(str(exc))
+        summary: dict[str, Any] = {"files": len(result.files), "bytes": result.bytes}
+        if result.not_landed:
+            summary["not_landed"] = {e.path: e.reason for e in result.not_landed}
+        if result.not_landed or result.refused:
+            summary["refused"] = result.refused
+            self._alert_incomplete(result)
         self._d.post(fsm.OutputsCollected())
-        summary = {"files": len(result.files), "bytes": result.bytes}
         return {"missing": list(result.missing), "summary": summary}
+
+    def _alert_incomplete(self, result: PullResult) -> None:
+        """Loud, because the run may still be COMPLETED (the exit code decides): say what did
+        not land and why; manifest.json and run.json list every one."""
+        lost = [f"{e.path!r} {e.reason}" for e in result.not_landed] + result.refused
+        total = len(result.files) + len(result.refused)
+        shown = "; ".join(lost[:3]) + (f"; … {len(lost) - 3} more" if len(lost) > 3 else "")
+        message = f"outputs incomplete: {len(lost)} of {total} files did not land: {shown}"
+        self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=self._d.redact(message)))
+
+    def _not_collected(self, why: str) -> dict[str, Any]:
+        message = self._d.redact(f"outputs not collected: {why}")
+        self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
+        self._d.post(fsm.OutputsCollected())
+        return {"missing": list(self._d.job.outputs)}

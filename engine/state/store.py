@@ -83,3 +83,12 @@ class Store:
             "SELECT view, recovery FROM runs WHERE terminal = 0 ORDER BY created"
         ).fetchall()
         return [(RunView.model_validate_json(v), json.loads(r or "{}")) for v, r in rows]
+
+    def unfinished_run(self, run_id: str) -> tuple[RunView, dict[str, Any]] | None:
+        """The run's summary and recovery facts, if it exists and has not finished."""
+        row = self._db.execute(
+            "SELECT view, recovery FROM runs WHERE run_id = ? AND terminal = 0", (run_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return RunView.model_validate_json(row[0]), json.loads(row[1] or "{}")

@@ -30,9 +30,11 @@ from agent.protocol import (
     StepStarted,
     Welcome,
 )
+from agent.reattach import REATTACH_ENV
 from agent.supervisor import TOKEN_ENV
 
 WAIT_S = 30.0
+REATTACH_KEY = "reattach-" + "k" * 32  # every test agent's re-attach credential
 
 
 class FakeOrchestrator:
@@ -192,7 +194,7 @@ class AgentProc:
                 "-m",
                 "agent",
                 *argv,
-                env={**os.environ, TOKEN_ENV: orch.token},
+                env={**os.environ, TOKEN_ENV: orch.token, REATTACH_ENV: REATTACH_KEY},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=err,
                 stderr=err,
@@ -235,6 +237,5 @@ def kill_leftover_group(root: Path) -> None:
 
     This is what the local provider does for an agent that died by SIGKILL."""
     pgid_file = root / "state" / "step.pgid"
-    if pgid_file.exists():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pgid_file.read_text()), signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, ValueError, OSError):  # a job may wreck it
+        os.killpg(int(pgid_file.read_text()), signal.SIGKILL)

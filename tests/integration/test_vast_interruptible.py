@@ -29,13 +29,16 @@ BID = {"interruptible": True, "bid_fraction": 0.5}  # offer 103: $0.22 on demand
 @pytest.fixture
 async def engine(api: StandIn, tmp_path: Path) -> AsyncIterator[Engine]:
     """A short node-loss deadline: a preempted node goes silent and is noticed in ~2 s."""
-    pools = PoolSet({"local": BUILTIN_LOCAL, "spot": gpu_pool("spot", **BID), "gpu": gpu_pool()})
+    quick = {"node_lost_after_s": 2.0}
+    pools = PoolSet(
+        {
+            "local": BUILTIN_LOCAL,
+            "spot": gpu_pool("spot", **BID, **quick),
+            "gpu": gpu_pool(**quick),
+        }
+    )
     config = EngineConfig(
-        runs_dir=tmp_path / "runs",
-        pools=pools,
-        heartbeat_s=0.5,
-        node_deadline_s=2.0,
-        stop_grace_s=2.0,
+        runs_dir=tmp_path / "runs", pools=pools, heartbeat_s=0.5, stop_grace_s=2.0
     )
     eng = Engine(config)
     await eng.start()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 from textual.widgets import DirectoryTree
@@ -10,6 +12,7 @@ from engine.jobs.jobspec import load_job
 from engine.run.masking import mask_from_job_file
 from engine.state.store import Store
 from tests.integration.conftest import pid_alive
+from tests.reliability.helpers import Tap
 from tests.tui.conftest import HELLO, REPO, SIZE, booted, finished, screen_text, until
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen
@@ -81,6 +84,31 @@ async def test_s_stops_a_running_job_after_confirmation(engine, make_job) -> Non
         await until(pilot, lambda: state_cell(app, run_id) == "FAILED")
         assert any("stopped by operator" in n.message for n in app._notifications)
         assert app.check_action("stop", ()) is None  # greyed out on a finished job
+
+
+async def test_s_stops_the_best_effort_collection_of_a_failed_run(engine, make_job) -> None:
+    """A run that exited 1 is FAILED, but its node is up while outputs are gathered: `s` must
+    still act there (it was greyed out). The agent is frozen as collection begins (the tap
+    sees the transition at once) so collection cannot finish by itself."""
+    run = "head -c 67108864 /dev/urandom > big.bin; exit 1"
+    app = SwjobApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        tap = Tap(engine)
+        try:
+            job = make_job(name="failing", run=run, outputs=["big.bin"])
+            run_id = await engine.submit(job, "local")
+            await tap.until(lambda e: getattr(e, "to_phase", None) == "collecting")
+        finally:
+            tap.close()
+        pid = int(engine.run(run_id).node.offer["pid"])
+        os.kill(pid, signal.SIGSTOP)
+        assert engine.run(run_id).state == "FAILED"
+        await until(pilot, lambda: app.check_action("stop", ()) is True)
+        await pilot.press("s", "y")
+        view = await finished(app, run_id)
+        assert view.reason == "run exited with code 1" and view.node.state == "gone"
+        assert not pid_alive(pid)
 
 
 async def test_stop_confirms_with_enter_too(engine, make_job) -> None:

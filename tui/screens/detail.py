@@ -16,7 +16,9 @@ from tui import format as fmt
 from tui import history
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
+from tui.live import forwards_text
 from tui.messages import RunsUpdated
+from tui.widgets.gpu_panel import GpuPanel
 from tui.widgets.log_pane import LogPane
 from tui.widgets.log_view import LogView
 from tui.widgets.timeline import Timeline
@@ -58,7 +60,7 @@ def warnings(run: RunView) -> Text:
     return text
 
 
-def render_key(run: RunView, clock: Clock) -> tuple[object, ...]:
+def render_key(run: RunView, clock: Clock, forwards: str = "") -> tuple[object, ...]:
     """What the header, timeline and bars show. The view changes with every log batch
     (its `updated` stamp), so redrawing on each tick would re-lay out the screen ~10×/s
     under a flood; redrawing only when this key changes costs one redraw a second."""
@@ -73,6 +75,8 @@ def render_key(run: RunView, clock: Clock) -> tuple[object, ...]:
         run.cost_dollars,
         len(run.alerts),
         run.missing_outputs,
+        run.gpus[0].last_t if run.gpus else None,
+        forwards,
         second,
     )
 
@@ -96,6 +100,8 @@ class DetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="summary")
+        yield GpuPanel(id="gpus")
+        yield Static(id="forwards")
         yield Timeline(self.clock, id="timeline")
         yield Transfers(id="transfers")
         yield LogPane(self.feed.cap, id="logpane")
@@ -122,11 +128,16 @@ class DetailScreen(Screen[None]):
 
     def refresh_run(self) -> None:
         run = self.past.view if self.past else self.engine.run(self.run_id or "")
-        if run is None or render_key(run, self.clock) == self._shown:
+        forwards = forwards_text(self.engine.live.forwards(self.run_id)) if run else ""
+        if run is None or render_key(run, self.clock, forwards) == self._shown:
             return
-        self._shown = render_key(run, self.clock)
+        self._shown = render_key(run, self.clock, forwards)
         self.sub_title = f"{run.job_name} · {run.run_id}"
         self.query_one("#summary", Static).update(summary(run, self.clock))
+        self.query_one(GpuPanel).show(run)
+        shown = self.query_one("#forwards", Static)
+        shown.display = bool(forwards)
+        shown.update(forwards)
         self.query_one(Timeline).show(run)
         self.query_one(Transfers).show(run.transfers)
 
