@@ -135,9 +135,9 @@ async def test_console_forward_serves_concurrent_requests_and_closes_with_the_ru
     run = f"echo one > a.txt; echo two > b.txt; exec python3 -m http.server {port} --bind 127.0.0.1"
     run_id = await running(engine, make_job, run)
     fwd = await engine.live.forward(run_id, port)
+    assert await served(fwd.local_port, "a.txt") == "one\n"  # the node's server is up
     sock = socket.create_connection(("127.0.0.1", fwd.local_port))  # held open while others run
     try:
-        assert await served(fwd.local_port, "a.txt") == "one\n"
         a, b = await asyncio.gather(
             asyncio.to_thread(fetch, fwd.local_port, "a.txt"),
             asyncio.to_thread(fetch, fwd.local_port, "b.txt"),
