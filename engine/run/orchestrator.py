@@ -39,7 +39,7 @@ from engine.report.datastream import Datastream
 from engine.report.gpu import IdleGpuWatch, gpu_summary
 from engine.report.runbook import apply
 from engine.report.views import RunView
-from engine.run import fsm
+from engine.run import fsm, nodeloss
 from engine.run.control import NodeGone, NodeSession
 from engine.run.costmeter import CostMeter
 from engine.run.runrecord import LogFiles, PhaseClock, write_run_json
@@ -254,7 +254,9 @@ class RunDriver:
         return True
 
     async def _watch_node(self, handle: NodeHandle) -> None:
-        self.on_node_lost(await self._provider.node_exited(handle))
+        lost = nodeloss.loss_event(await self._provider.node_exited(handle))
+        self.lost = True
+        self.post(lost)
 
     async def start_step(self, step: Step, command: str) -> None:
         self._node_event(ev.NodeState.BUSY)
@@ -344,8 +346,13 @@ class RunDriver:
             self.post(fsm.JobExited(msg.code))
 
     def on_node_lost(self, reason: str) -> None:
+        """The session stopped hearing from the node; the provider says whether it took
+        the node back (nodeloss.explain) before the loss is posted."""
         self.lost = True
-        self.post(fsm.NodeLost(reason))
+        self._spawn(self._post_loss(reason))
+
+    async def _post_loss(self, reason: str) -> None:
+        self.post(await nodeloss.explain(self._provider, self.handle, reason))
 
     # ---- bookkeeping -------------------------------------------------------------------
 
