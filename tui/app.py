@@ -100,7 +100,8 @@ class SwjobApp(App[None]):
     # ---- engine plumbing -----------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.push_screen(BoardScreen(self.engine, self.clock, self.feed))
+        self.board = BoardScreen(self.engine, self.clock, self.feed)
+        self.push_screen(self.board)
         self._boot()
         self.set_interval(1 / TICK_HZ, self._tick, name="tick")
 
@@ -131,9 +132,13 @@ class SwjobApp(App[None]):
     async def _submit_job(self, job: JobSpec) -> None:
         submitting = self.engine.submit(job, self.pool)
         try:
-            await calls.call(f"submit {job.name}", submitting, timeout=calls.SUBMIT_TIMEOUT_S)
+            run_id = await calls.call(
+                f"submit {job.name}", submitting, timeout=calls.SUBMIT_TIMEOUT_S
+            )
         except calls.CallError as exc:
             self.notify(str(exc), title="submit failed", severity="error", timeout=30)
+            return
+        self.board.select_run(run_id)  # the run asked for at start-up is the one shown
 
     @work(group="feed", exit_on_error=False, description="engine events")
     async def _consume(self, sub: Subscription) -> None:
@@ -236,6 +241,7 @@ class SwjobApp(App[None]):
     def _submitted(self, run_id: str | None) -> None:
         if run_id is not None:
             self.notify(f"submitted {run_id}", title="submit")
+            self.board.select_run(run_id)
 
     def action_stop(self) -> None:
         run = self.target
@@ -258,7 +264,7 @@ class SwjobApp(App[None]):
     def action_outputs(self) -> None:
         run = self.target
         if run is not None:
-            self.push_screen(OutputsScreen(run))
+            self.push_screen(OutputsScreen(self.engine, run))
 
     def action_collect(self) -> None:
         """List the nodes billing without a live run; destroy them if the operator agrees."""

@@ -1,7 +1,10 @@
-"""The board: pools and their nodes on top, every run (live and history) below.
+"""The board: pools and their nodes on top, every run (live and history) below, and a
+live preview of the selected run under the table.
 
-The table's cursor picks the run that `s`, `o`, `l` and enter act on. Refreshes
-come from the app's tick (`RunsUpdated`): only the runs the feed marked changed are redrawn.
+The table's cursor picks the run that `s`, `o`, `l` and enter act on (and the
+preview shows). Refreshes come from the app's tick (`RunsUpdated`): only the runs
+the feed marked changed are redrawn. A run just submitted takes the cursor as soon
+as its row exists.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from engine.api import RunView
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
 from tui.messages import OpenRun, RunsUpdated
+from tui.queue import Queued, busy_by_pool, queued
 from tui.widgets.banner import Banner
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import PoolsPanel
+from tui.widgets.run_preview import RunPreview
 
 EMPTY_HINT = (
     "No jobs yet. Press [b]n[/] to submit a job file, or start with "
@@ -57,6 +62,8 @@ class BoardScreen(Screen[None]):
     def __init__(self, engine: EngineAPI, clock: Clock, feed: Feed) -> None:
         super().__init__()
         self.engine, self.clock, self.feed = engine, clock, feed
+        self.to_select: str | None = None  # a submitted run whose row is not there yet
+        self._busy: dict[str, tuple[int, int]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -69,6 +76,7 @@ class BoardScreen(Screen[None]):
         hint = Static("", id="empty")
         hint.display = False
         yield hint
+        yield RunPreview(self.clock, self.feed, id="run-preview")
         yield Footer()
 
     @property
@@ -96,18 +104,43 @@ class BoardScreen(Screen[None]):
 
     def refresh_all(self) -> None:
         runs = [r for r in self.engine.runs() if self._matches(r)]
+        self._redraw(runs, keep={r.run_id for r in runs})
+
+    def _redraw(self, runs: list[RunView], keep: set[str] | None = None) -> None:
+        """Redraw these runs' rows (dropping rows not in `keep`, when given), the pools,
+        the banner, the hint and the preview of the selected run."""
         table = self.query_one(JobsTable)
         with self.app.batch_update():
-            table.keep_only({r.run_id for r in runs})
-            table.upsert(runs)
             self._refresh_pools()
+            if keep is not None:
+                table.keep_only(keep)
+            table.upsert(runs, self._queues(runs))
+            self._refresh_selection()
+            self._refresh_hint()
+
+    def _queues(self, runs: list[RunView]) -> dict[str, Queued]:
+        found = {run.run_id: queued(run, self._busy) for run in runs}
+        return {run_id: q for run_id, q in found.items() if q is not None}
+
+    def select_run(self, run_id: str) -> None:
+        """Move the cursor to this run, now or as soon as its row appears."""
+        self.to_select = run_id
+        self._refresh_selection()
+
+    def _refresh_selection(self) -> None:
+        table = self.query_one(JobsTable)
+        if self.to_select is not None and table.select(self.to_select):
+            self.to_select = None
+        run = self.engine.run(self.run_id) if self.run_id else None
+        self.query_one(RunPreview).show(run, queued(run, self._busy) if run else None)
 
     def _refresh_pools(self) -> None:
-        """Pools, the warning banner and the empty-board hint: a few lines, each redrawn
-        only when what it shows changed."""
-        self.query_one(PoolsPanel).show(self.engine.pools())
+        """Pools and the warning banner: a few lines, each redrawn only when what it
+        shows changed."""
+        pools = self.engine.pools()
+        self._busy = busy_by_pool(pools)
+        self.query_one(PoolsPanel).show(pools)
         self.query_one(Banner).show(self.engine.runs(), self.feed.orphans)
-        self._refresh_hint()
 
     def _refresh_hint(self) -> None:
         """An empty table says how to fill it (or that the filter hides everything)."""
@@ -125,9 +158,11 @@ class BoardScreen(Screen[None]):
         """Update only the changed runs' rows; elapsed times of live runs tick too."""
         ids = set(self.feed.take_dirty()) | {r.run_id for r in self.engine.running()}
         runs = [run for rid in ids if (run := self.engine.run(rid)) and self._matches(run)]
-        with self.app.batch_update():
-            self.query_one(JobsTable).upsert(runs)
-            self._refresh_pools()
+        self._redraw(runs)
+
+    @on(DataTable.RowHighlighted)
+    def _row_highlighted(self) -> None:
+        self._refresh_selection()
 
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
