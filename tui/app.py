@@ -172,6 +172,8 @@ class SwjobApp(App[None]):
         self.post_message(RunFinished(event.run_id, name, event.state, event.reason))
 
     def _tick(self) -> None:
+        if not self.screen_stack:
+            return  # shutting down: the screens are gone before the timer is
         self.screen.post_message(RunsUpdated())
         state = (self.screen, self.target_id, self._target_terminal())
         if state != self._binding_state:
