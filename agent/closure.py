@@ -12,4 +12,4 @@ to what pyproject.toml declares.
 
 from __future__ import annotations
 
-DISTRIBUTIONS = ("iroh", "pathspec", "pydantic", "zstandard")
+DISTRIBUTIONS = ("iroh", "pathspec", "psutil", "pydantic", "zstandard")

@@ -36,19 +36,24 @@ def bind_uniffi_loop() -> None:
 
 
 async def bind(
-    *, accept: bool, secret_key: bytes | None = None, port: int | None = None
+    *,
+    accept: bool,
+    secret_key: bytes | None = None,
+    port: int | None = None,
+    alpns: list[bytes] | None = None,
 ) -> iroh_ffi.Endpoint:
     """Bind this process's endpoint; `accept` registers our ALPNs so peers can dial us.
 
     `secret_key` fixes the endpoint id (the operator keeps one across restarts, so its
-    nodes still obey it); `port` asks for the same UDP port as last time, so a node
+    nodes still obey it); `alpns` replaces the operator's services (the agent serves only
+    its resume service); `port` asks for the same UDP port as last time, so a node
     that knows only our old direct address can find us again without a relay.
     """
     bind_uniffi_loop()
     preset = iroh_ffi.preset_n0() if relays_enabled() else iroh_ffi.preset_n0_disable_relay()
     options = iroh_ffi.EndpointOptions(
         preset=preset,
-        alpns=[CTL_ALPN, XFER_ALPN] if accept else None,
+        alpns=alpns or ([CTL_ALPN, XFER_ALPN] if accept else None),
         bind_addr=_bind_addr(port),
         secret_key=secret_key,
     )

@@ -55,15 +55,13 @@ def probe_gpus() -> list[GpuInfo]:
     return parse_nvidia_smi(out)
 
 
-def memory_mb(meminfo: Path = Path("/proc/meminfo")) -> int:
-    """MemTotal in MiB, 0 when unknown."""
+def memory_mb() -> int:
+    """Physical memory in MiB, 0 when unknown. sysconf asks the kernel directly (Linux and
+    macOS alike), so it needs no /proc."""
     try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024)
+    except (OSError, ValueError):
+        return 0
 
 
 def disk_free_mb(root: Path) -> int:

@@ -3,7 +3,9 @@
 A job may print anything: invalid UTF-8, `\\r` progress bars, a megabyte without a
 newline, or 200k lines in a second. `LineSplitter` makes lines out of that (each
 `\\r\\n`, `\\r` or `\\n` ends a line; a line longer than `max_line` characters is cut
-into pieces; bad bytes become U+FFFD). `LogBatcher` groups lines into `LogBatch`
+into pieces; bad bytes become U+FFFD) and redacts them (a long line before it is cut:
+a pending piece is cut only once `redact.overlap` more characters have arrived, so a
+secret straddling the cut is masked whole). `LogBatcher` groups lines into `LogBatch`
 events — at most every `interval` seconds or every `max_lines` lines — so a flood
 becomes a few hundred frames, and writes the same lines to the step's `StepLog`.
 
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agent.protocol import AgentEvent, LogBatch, Step, Stream
+from agent.redact import Redactor
 
 MAX_LINE = 64 * 1024
 STDERR_PREFIX = "[stderr] "
@@ -34,12 +37,13 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 class LineSplitter:
-    """Incremental bytes → complete lines, for one stream."""
+    """Incremental bytes → complete, redacted lines, for one stream."""
 
-    def __init__(self, max_line: int = MAX_LINE) -> None:
+    def __init__(self, max_line: int = MAX_LINE, redact: Redactor | None = None) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
         self._max = max_line
+        self._redact = redact or Redactor()
 
     def feed(self, data: bytes) -> list[str]:
         text = self._pending + self._decoder.decode(data)
@@ -48,9 +52,11 @@ class LineSplitter:
         parts = _NEWLINE.split(text[: len(text) - len(held)])
         self._pending = parts.pop() + held
         lines = self._cap(parts)
-        while len(self._pending) > self._max:
-            lines.append(self._pending[: self._max])
-            self._pending = self._pending[self._max :]
+        if len(self._pending) > self._max + self._redact.overlap:
+            self._pending = self._redact(self._pending)
+            while len(self._pending) > self._max + self._redact.overlap:
+                lines.append(self._pending[: self._max])
+                self._pending = self._pending[self._max :]
         return lines
 
     def finish(self) -> list[str]:
@@ -65,6 +71,8 @@ class LineSplitter:
         return self._cap(parts)
 
     def _cap(self, parts: list[str]) -> list[str]:
+        """Whole lines, redacted, then cut to `max_line`."""
+        parts = [self._redact(p) for p in parts] if self._redact else parts
         if all(len(p) <= self._max for p in parts):
             return parts
         out: list[str] = []

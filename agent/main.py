@@ -1,12 +1,14 @@
 """`swjob-agent`: the command line a provider runs on a node.
 
-The join token comes only from the environment (`SWJOB_JOIN_TOKEN`), never argv, so
-it shows in neither `ps` nor a provider's instance listing; it is taken out of the
-environment at once so no job process inherits it.
+The join token (`SWJOB_JOIN_TOKEN`) and the run's re-attach credential
+(`SWJOB_REATTACH_KEY`, agent/reattach.py) come only from the environment, never
+argv, so they show in neither `ps` nor a provider's instance listing; they are taken
+out of the environment at once so no job process inherits them.
 
 Exit codes: 0 shutdown (asked by the orchestrator, or SIGTERM/SIGINT), 2 usage,
-3 rejected by the orchestrator, 4 the dialed peer is not our orchestrator,
-5 orphaned (no orchestrator reachable for --orphan-timeout; the job was stopped).
+3 rejected by the orchestrator, 5 orphaned (no orchestrator reachable for
+--orphan-timeout; the job was stopped and the node released as --on-orphan says:
+nothing more, its --root removed, or its own Vast.ai instance destroyed).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import signal
 import sys
 from pathlib import Path
 
-from agent.node import AgentConfig, NodeAgent
+from agent import orphan, subreaper
+from agent.node import AgentConfig, ExitCode, NodeAgent
+from agent.reattach import REATTACH_ENV
 from agent.supervisor import TOKEN_ENV
 
 USAGE_ERROR = 2
@@ -35,6 +39,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--heartbeat", type=float, default=1.0, help="heartbeat interval (s)")
     p.add_argument("--deadline", type=float, default=10.0, help="silence that means lost (s)")
     p.add_argument("--orphan-timeout", type=float, default=1800.0, help="alone → give up (s)")
+    p.add_argument(
+        "--on-orphan", choices=orphan.ACTIONS, default="exit", help="how an orphan lets go"
+    )
+    p.add_argument("--vast-url", default=orphan.VAST_URL, help="Vast.ai API (destroy-instance)")
     return p.parse_args(argv)
 
 
@@ -54,26 +62,34 @@ async def _run(cfg: AgentConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agent.shutdown.set)
-    return int(await agent.run())
+    code = await agent.run()
+    if code is ExitCode.ORPHANED and cfg.on_orphan == "remove-root":
+        logging.getLogger("swjob.agent").error("%s", orphan.remove_root(cfg.root))
+    return int(code)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     token = os.environ.pop(TOKEN_ENV, "")
+    reattach_key = os.environ.pop(REATTACH_ENV, "")
     if not token:
         print(f"swjob-agent: {TOKEN_ENV} must be set", file=sys.stderr)
         return USAGE_ERROR
     root = args.root.resolve()
     setup_logging(root / "logs")
+    subreaper.become_subreaper()  # a step's orphans come to us, to be ended with it
     cfg = AgentConfig(
         run_id=args.run_id,
         ticket=args.ticket,
         orchestrator_id=args.orchestrator_id,
         root=root,
         token=token,
+        reattach_key=reattach_key,
         grace=args.grace,
         heartbeat=args.heartbeat,
         deadline=args.deadline,
         orphan_timeout=args.orphan_timeout,
+        on_orphan=args.on_orphan,
+        vast_url=args.vast_url,
     )
     return asyncio.run(_run(cfg))

@@ -1,12 +1,17 @@
 """The agent's life: join the orchestrator, obey it, survive losing it.
 
 The agent dials its orchestrator (nodes may sit behind NAT), proves it belongs to
-the run with the join token and obeys only the endpoint id it was started with.
-The job is the thing of value: when the control connection drops, the job keeps
-running and its events keep going to the journal; the agent redials with capped
-exponential backoff and, once welcomed again, replays what the orchestrator missed.
-Only a node that has been alone for `orphan_timeout` gives up (a node nobody owns
-must not bill forever).
+the run with the join token and obeys only the endpoint id it was started with — or
+the one that later proved the run's re-attach credential (agent/reattach.py: the
+engine that adopted the run after its owner died). The job is the thing of value:
+when the control connection drops, the job keeps running and its events keep going
+to the journal; the agent redials with capped exponential backoff and, once welcomed
+again, replays what the orchestrator missed. A peer at the dialed address that is not
+our orchestrator, or an engine that answers "unknown run" (it does not drive this run:
+our owner died and another process now holds its address), changes nothing: the job
+keeps running and the agent redials, waiting for its owner or an adopter. Only a node
+that has been alone for `orphan_timeout` gives up (a node nobody owns must not bill
+forever): it stops its job and releases itself (agent/orphan.py).
 """
 
 from __future__ import annotations
@@ -22,14 +27,16 @@ from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import endpoint, facts
+from agent import endpoint, facts, orphan
 from agent.journal import Journal
 from agent.protocol import (
     CTL_ALPN,
+    RESUME_ALPN,
     XFER_ALPN,
     Channel,
     Heartbeat,
     Hello,
+    NodeFault,
     ProtocolError,
     Reject,
     RunStep,
@@ -37,6 +44,7 @@ from agent.protocol import (
     StopStep,
     Welcome,
 )
+from agent.reattach import ResumeService, Target
 from agent.redial import Backoff, describe, serve_xfer_forever
 from agent.supervisor import Supervisor
 
@@ -45,13 +53,19 @@ log = logging.getLogger("swjob.agent")
 DIAL_TIMEOUT_S = 10.0
 FLUSH_ON_EXIT_S = 2.0
 ENDPOINT_CLOSE_S = 3.0
-DIAL_ERRORS = (iroh_ffi.IrohError, TimeoutError, ProtocolError, OSError)
+UNKNOWN_RUN = "unknown run"  # an engine's answer when it does not drive the run (control.py)
+
+
+class NotMyOrchestrator(Exception):
+    """The dialed peer is not the orchestrator we obey (or does not drive our run): redial."""
+
+
+DIAL_ERRORS = (iroh_ffi.IrohError, TimeoutError, ProtocolError, OSError, NotMyOrchestrator)
 
 
 class ExitCode(IntEnum):
     OK = 0
     REJECTED = 3
-    WRONG_PEER = 4
     ORPHANED = 5
 
 
@@ -73,10 +87,13 @@ class AgentConfig:
     orchestrator_id: str
     root: Path
     token: str
+    reattach_key: str = ""
     grace: float = 10.0
     heartbeat: float = 1.0
     deadline: float = 10.0
     orphan_timeout: float = 1800.0
+    on_orphan: str = "exit"  # one of orphan.ACTIONS
+    vast_url: str = orphan.VAST_URL
 
     @property
     def workdir(self) -> Path:
@@ -118,16 +135,23 @@ class NodeAgent:
         self._background: set[asyncio.Task[Any]] = set()
         self._ep: iroh_ffi.Endpoint | None = None
         self._session: _Session | None = None
+        self._target = Target(cfg.orchestrator_id, cfg.ticket)
+        self._retargeted = asyncio.Event()
 
     async def run(self) -> ExitCode:
         """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
-        self._ep = await endpoint.bind(accept=False)
+        self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN])
+        resume = ResumeService(self.cfg.run_id, self.cfg.reattach_key, self._retarget)
+        self._spawn_background(resume.serve(self._ep))
         serve = asyncio.create_task(self._serve())
         stop = asyncio.create_task(self.shutdown.wait())
         try:
             await asyncio.wait({serve, stop}, return_when=asyncio.FIRST_COMPLETED)
             if serve.done():
-                return serve.result()
+                code = serve.result()
+                if code is ExitCode.ORPHANED:
+                    await self._give_up()
+                return code
             log.info("shutting down")
             await self.supervisor.stop(self.cfg.grace)
             await self._flush_sent(FLUSH_ON_EXIT_S)
@@ -146,7 +170,7 @@ class NodeAgent:
         alone_since = time.monotonic()
         while (left := alone_since + self.cfg.orphan_timeout - time.monotonic()) > 0:
             try:
-                session = await asyncio.wait_for(self._join(), left)
+                session = await self._join_unless_retargeted(left)
             except JoinRefused as exc:
                 log.error("%s", exc)
                 return exc.code
@@ -157,21 +181,66 @@ class NodeAgent:
                 await self._run_session(session)
                 alone_since = time.monotonic()
             left = alone_since + self.cfg.orphan_timeout - time.monotonic()
-            await asyncio.sleep(max(0.0, min(backoff.next(), left)))
+            await self._pause(max(0.0, min(backoff.next(), left)), backoff)
         log.error("no orchestrator for %.0f s: stopping the job", self.cfg.orphan_timeout)
         return ExitCode.ORPHANED
 
+    async def _join_unless_retargeted(self, timeout: float) -> _Session:
+        """Join within `timeout`; a dial to the old orchestrator (dead, so it may take the
+        whole dial timeout) is dropped at once when an adopter retargets us."""
+        join = asyncio.ensure_future(asyncio.wait_for(self._join(), timeout))
+        retarget = asyncio.ensure_future(self._retargeted.wait())
+        try:
+            await asyncio.wait({join, retarget}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            retarget.cancel()
+            if not join.done():
+                join.cancel()
+            await asyncio.gather(join, retarget, return_exceptions=True)
+        if join.cancelled():
+            raise NotMyOrchestrator("the run was taken over while dialing: redialing")
+        return join.result()
+
+    async def _pause(self, delay: float, backoff: Backoff) -> None:
+        """Wait `delay` before redialing, or less when an adopter just gave us its address."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._retargeted.wait(), delay)
+        if self._retargeted.is_set():
+            self._retargeted.clear()
+            backoff.reset()
+
+    def _retarget(self, target: Target) -> None:
+        """An engine proved the run's re-attach credential: obey it from now on. A session
+        with the previous orchestrator ends (its owner is gone, or it lost the run)."""
+        self._target = target
+        self._retargeted.set()
+        if self._session is not None:
+            self._session.conn.close(0, b"run taken over")
+
+    async def _give_up(self) -> None:
+        """Orphaned: stop the job, then (on Vast) destroy the own instance, saying so in the
+        log and the journal first — the destroy may end this very process."""
+        await self.supervisor.stop(self.cfg.grace)
+        if self.cfg.on_orphan != "destroy-instance":
+            return
+        self._note(f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped, destroying node")
+        self._note(await asyncio.to_thread(orphan.destroy_own_instance, self.cfg.vast_url))
+
+    def _note(self, text: str) -> None:
+        log.error("%s", text)
+        self.journal.append(NodeFault(seq=0, reason=text))
+
     async def _dial(self, alpn: bytes) -> iroh_ffi.Connection:
-        """Connect to the ticket's endpoint and make sure it is the orchestrator we obey."""
+        """Connect to the orchestrator's address and make sure it is the one we obey."""
         assert self._ep is not None
-        addr = endpoint.addr_from_ticket(self.cfg.ticket)
+        target = self._target
+        addr = endpoint.addr_from_ticket(target.ticket)
         conn = await asyncio.wait_for(self._ep.connect(addr, alpn), DIAL_TIMEOUT_S)
         remote = str(conn.remote_id())
-        if remote != self.cfg.orchestrator_id:
+        if remote != target.orchestrator_id:
             conn.close(1, b"not my orchestrator")
-            raise JoinRefused(
-                ExitCode.WRONG_PEER,
-                f"refusing peer {remote}: this agent obeys only {self.cfg.orchestrator_id}",
+            raise NotMyOrchestrator(
+                f"refusing peer {remote}: this agent obeys only {target.orchestrator_id}"
             )
         return conn
 
@@ -187,6 +256,7 @@ class NodeAgent:
                 facts=facts_now,
                 busy=self.supervisor.busy,
                 last_seq=self.journal.last_seq,
+                ticket=endpoint.ticket_of(self._ep),
             )
             await channel.send(hello)
             reply = await asyncio.wait_for(channel.recv(), self.cfg.deadline)
@@ -195,6 +265,8 @@ class NodeAgent:
             raise
         if isinstance(reply, Reject):
             conn.close(0, b"rejected")
+            if reply.reason == UNKNOWN_RUN:
+                raise NotMyOrchestrator(f"{UNKNOWN_RUN}: that engine does not drive this run")
             raise JoinRefused(ExitCode.REJECTED, f"rejected by orchestrator: {reply.reason}")
         if not isinstance(reply, Welcome):
             conn.close(0, b"protocol")

@@ -15,11 +15,10 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
+
+import psutil
 
 POLL_S = 0.02
-_PROC = Path("/proc")
 
 
 def signal_group(pgid: int, sig: int) -> None:
@@ -29,35 +28,43 @@ def signal_group(pgid: int, sig: int) -> None:
 
 
 def group_alive(pgid: int) -> bool:
-    """True while some non-zombie process of the group exists."""
+    """True while some non-zombie process of the group exists.
+
+    The kernel's answer (killpg with signal 0) counts zombies too; psutil tells them
+    apart. Where processes cannot be listed at all (Linux with /proc hidden, say),
+    the kernel's answer stands: reporting a live group as gone would skip its TERM."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return _has_live_member(pgid)
-
-
-def _live_processes() -> Iterator[tuple[Path, list[str]]]:
-    """Each live (non-zombie) process's /proc entry and its stat fields after the
-    parenthesised command name: state, ppid, pgrp, ..."""
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if fields[0] not in ("Z", "X"):
-            yield entry, fields
-
-
-def _has_live_member(pgid: int) -> bool:
-    if not _PROC.is_dir():
+    processes = _live_processes()
+    if processes is None:
         return True
-    return any(int(fields[2]) == pgid for _, fields in _live_processes())
+    return any(_pgid(p) == pgid for p in processes)
+
+
+def _live_processes() -> list[psutil.Process] | None:
+    """Every live (non-zombie) process but this one, or None when this machine does not
+    let us list processes (our own pid missing from the list means we are blind)."""
+    me, found, seen_self = os.getpid(), [], False
+    try:
+        for process in psutil.process_iter(["status"]):
+            if process.pid == me:
+                seen_self = True
+            elif process.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                found.append(process)
+    except Exception:  # psutil on a Linux without /proc fails in many ways
+        return None
+    return found if seen_self else None
+
+
+def _pgid(process: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except OSError:
+        return None  # gone meanwhile
 
 
 async def wait_group_gone(pgid: int, timeout: float | None) -> bool:
@@ -86,15 +93,15 @@ def kill_group_now(pgid: int) -> None:
 
 
 def marked(marker: str) -> list[int]:
-    """Live processes whose start-up environment holds `marker` (a `NAME=value` entry)."""
-    wanted, me, found = marker.encode() + b"\0", os.getpid(), []
-    for entry, _ in _live_processes() if _PROC.is_dir() else ():
-        if int(entry.name) == me:
-            continue
+    """Live processes whose start-up environment holds `marker` (a `NAME=value` entry);
+    none where processes cannot be listed or their environments read."""
+    name, _, value = marker.partition("=")
+    found = []
+    for process in _live_processes() or ():
         try:
-            if wanted in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
+            if process.environ().get(name) == value:
+                found.append(process.pid)
+        except (psutil.Error, OSError):
             continue  # gone, or not ours to read
     return found
 

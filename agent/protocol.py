@@ -21,6 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 CTL_ALPN = b"swjob/ctl/1"
 XFER_ALPN = b"swjob/xfer/1"
+RESUME_ALPN = b"swjob/resume/1"
+"""Served by the agent: an engine that adopts a run proves the run's re-attach credential
+here and gives the node its own address to dial (agent/reattach.py)."""
 
 MAX_FRAME = 16 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -78,6 +81,7 @@ class Hello(_Msg):
     facts: NodeFacts
     busy: bool = False  # a step is running right now (a rejoin after the operator was away)
     last_seq: int = 0  # the newest event in the node's journal: where a replay ends
+    ticket: str | None = None  # the agent's own address: where an adopting engine reaches it
 
 
 class LogBatch(_Msg):
@@ -153,6 +157,34 @@ class Shutdown(_Msg):
     type: Literal["shutdown"] = "shutdown"
 
 
+# ---- re-attach (RESUME_ALPN: the adopting engine dials the agent) ----------------------
+
+
+class Challenge(_Msg):
+    """First frame from the agent on a resume connection: a fresh nonce to sign."""
+
+    type: Literal["challenge"] = "challenge"
+    nonce: str
+
+
+class Resume(_Msg):
+    """An engine takes the run over: dial `ticket`, obey `orchestrator_id` (which must be
+    the resume connection's own peer id). `proof` is the HMAC of the run's re-attach
+    credential over the nonce and every other field."""
+
+    type: Literal["resume"] = "resume"
+    run_id: str
+    orchestrator_id: str
+    ticket: str
+    proof: str
+
+
+class Resumed(_Msg):
+    """The agent accepted the new orchestrator and is dialing it."""
+
+    type: Literal["resumed"] = "resumed"
+
+
 # ---- both directions -------------------------------------------------------------------
 
 
@@ -175,7 +207,10 @@ Message = Annotated[
     | RunStep
     | StopStep
     | Shutdown
-    | Heartbeat,
+    | Heartbeat
+    | Challenge
+    | Resume
+    | Resumed,
     Field(discriminator="type"),
 ]
 _MESSAGE = TypeAdapter(Message)
@@ -210,15 +245,20 @@ class Writable(Protocol):
 
 
 class FrameReader:
-    """Reads length-prefixed frames, pulling large pieces from the stream to keep CPU low."""
+    """Reads length-prefixed frames, pulling large pieces from the stream to keep CPU low.
 
-    def __init__(self, stream: Readable) -> None:
+    `max_frame` is the largest frame accepted; it also bounds each read, so a reader
+    held to a small limit (a peer not yet admitted) never buffers more than about twice
+    that, whatever the peer sends."""
+
+    def __init__(self, stream: Readable, max_frame: int = MAX_FRAME) -> None:
         self._stream = stream
         self._buf = bytearray()
+        self.max_frame = max_frame
 
     async def _fill(self, need: int) -> bool:
         while len(self._buf) < need:
-            chunk = await self._stream.read(_READ_CHUNK)
+            chunk = await self._stream.read(min(_READ_CHUNK, self.max_frame + _HEADER.size))
             if not chunk:
                 return False
             self._buf += chunk
@@ -231,8 +271,8 @@ class FrameReader:
                 raise ProtocolError("stream ended inside a frame header")
             return None
         (size,) = _HEADER.unpack_from(self._buf)
-        if size > MAX_FRAME:
-            raise ProtocolError(f"frame of {size} bytes exceeds {MAX_FRAME}")
+        if size > self.max_frame:
+            raise ProtocolError(f"frame of {size} bytes exceeds {self.max_frame}")
         if not await self._fill(_HEADER.size + size):
             raise ProtocolError("stream ended inside a frame")
         body = bytes(self._buf[_HEADER.size : _HEADER.size + size])
@@ -247,10 +287,14 @@ class FrameReader:
 class Channel:
     """A message channel over one bidirectional stream; sends are serialized by a lock."""
 
-    def __init__(self, recv: Readable, send: Writable) -> None:
-        self._reader = FrameReader(recv)
+    def __init__(self, recv: Readable, send: Writable, max_frame: int = MAX_FRAME) -> None:
+        self._reader = FrameReader(recv, max_frame)
         self._send = send
         self._lock = asyncio.Lock()
+
+    def allow_frames(self, max_frame: int) -> None:
+        """Raise (or lower) the largest frame this channel accepts from now on."""
+        self._reader.max_frame = max_frame
 
     async def send(self, msg: BaseModel) -> None:
         frame = encode(msg)

@@ -5,6 +5,11 @@ or sending them, and the engine redacts again before anything is shown or writte
 so one missed path on either side does not leak. Very short values (under 4
 characters) are not redacted: replacing every "1" in a log would destroy it while
 protecting nothing worth protecting.
+
+A value of several lines (a PEM key) is printed line by line, and output is split
+into lines before it is redacted: so each line of it (of at least 4 characters) is a
+secret of its own, besides the whole. Text cut into pieces (a very long line) must be
+redacted before the cut, keeping `overlap` characters back (see agent/lines.py).
 """
 
 from __future__ import annotations
@@ -14,12 +19,25 @@ from collections.abc import Iterable
 
 MASK = "***"
 MIN_SECRET_LEN = 4
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def secret_pieces(secrets: Iterable[str]) -> set[str]:
+    """Every value, and each line of a multi-line value, long enough to be redacted."""
+    pieces = set()
+    for value in secrets:
+        pieces.add(value)
+        pieces.update(_LINE_BREAK.split(value))
+    return {p for p in pieces if len(p) >= MIN_SECRET_LEN}
 
 
 class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        values = sorted({s for s in secrets if len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
+        values = sorted(secret_pieces(secrets), key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
+        self.overlap = max((len(v) for v in values), default=1) - 1
+        """How many characters a secret can reach past any cut: text about to be cut
+        is redacted with at least this much kept back after the cut point."""
 
     def __bool__(self) -> bool:
         return self._pattern is not None

@@ -10,8 +10,10 @@ loses the file copy, never the events or the step's StepExited.
 
 A step is over when its leader exits; whatever it left behind in its group is then
 terminated too (TERM, a short grace, KILL), and so is any process that left the group
-but carries the step's `STEP_ENV` marker (a `setsid` daemon), so no process of a step
-outlives it and no stray child keeps its pipes open. Events carry `seq=0`: the journal numbers them.
+but carries the step's `STEP_ENV` marker (a `setsid` daemon), and — the agent being
+the child subreaper (`subreaper`) — any orphan reparented to the agent (a `setsid env -i`
+daemon), so no process of a step outlives it and no stray child keeps its pipes open.
+Events carry `seq=0`: the journal numbers them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from agent import procgroup
+from agent import procgroup, subreaper
 from agent.lines import LineSplitter, LogBatcher, StepLog
 from agent.protocol import AgentEvent, NodeFault, Step, StepExited, StepStarted, Stream
 from agent.redact import Redactor
@@ -167,6 +169,7 @@ class Supervisor:
             if procgroup.group_alive(run.pgid):  # only when cancelled or broken mid-way
                 procgroup.kill_group_now(run.pgid)
             procgroup.kill_marked_now(run.marker)
+            subreaper.kill_leftovers_now(keep={run.pgid})  # the leader: asyncio reaps it
             self._clear_pgid()
             self._current = None
             self._emit(_exited(run))
@@ -182,6 +185,7 @@ class Supervisor:
             else:
                 await procgroup.terminate_group(run.pgid, LEFTOVER_GRACE_S)
             await procgroup.terminate_marked(run.marker, LEFTOVER_GRACE_S)
+            await subreaper.terminate_leftovers(LEFTOVER_GRACE_S, keep={run.pgid})
             _, pending = await asyncio.wait(run.readers, timeout=PIPE_DRAIN_S)
         finally:
             for reader in run.readers:
@@ -215,15 +219,15 @@ async def _drain(pipe: BinaryIO, stream: Stream, redact: Redactor, batcher: LogB
     except BaseException:
         pipe.close()
         raise
-    splitter = LineSplitter()
+    splitter = LineSplitter(redact=redact)  # redacts before it cuts a long line
     try:
         while chunk := await reader.read(READ_CHUNK):
             for line in splitter.feed(chunk):
-                batcher.add(stream, redact(line))
+                batcher.add(stream, line)
     finally:
         transport.close()
         for line in splitter.finish():
-            batcher.add(stream, redact(line))
+            batcher.add(stream, line)
 
 
 def _exited(run: _Running) -> StepExited:

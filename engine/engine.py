@@ -3,6 +3,10 @@
 One Engine per process: it owns the process's iroh endpoint and control service,
 the datastream, the run index, one provider per pool, and a RunDriver per live run.
 It runs on the caller's event loop (the TUI's, or the CLI's `asyncio.run`).
+
+It drives only runs whose lease it holds (engine/state/ownership.py): the runs it
+submitted, and — when asked (`adopt`, or `adopt_orphans` for the console) — unfinished
+runs whose owner is gone.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iroh.iroh_ffi import IrohError
+from pydantic import ValidationError
 
 from agent import endpoint as iroh_endpoint
 from engine.errors import one_line
@@ -25,15 +31,18 @@ from engine.providers import vast_sdk
 from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.providers.registry import make_provider
 from engine.report import events as ev
+from engine.report import scope
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
-from engine.run import fsm, recovery
+from engine.run import abandon, fsm, reclaim, recovery
 from engine.run.control import ControlServer, NodeSession
+from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
-from engine.state import identity
+from engine.state import identity, ownership
 from engine.state.ledger import Ledger
-from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
+from engine.state.private import set_private_umask
 from engine.state.store import Store
 
 if TYPE_CHECKING:
@@ -54,8 +63,13 @@ class EngineConfig:
     runs_dir: Path = DEFAULT_RUNS_DIR
     pools: PoolSet = field(default_factory=load_pools)
     heartbeat_s: float = 1.0
-    node_deadline_s: float = 10.0
     stop_grace_s: float = 10.0
+    adopt_orphans: bool = False
+    """Adopt every unfinished run whose owner is gone, at start and every ADOPT_SCAN_S
+    (the console); `swjob run` leaves other runs alone."""
+
+
+ADOPT_SCAN_S = 5.0
 
 
 def new_run_id() -> str:
@@ -66,6 +80,8 @@ def new_run_id() -> str:
 
 class Engine:
     def __init__(self, config: EngineConfig | None = None) -> None:
+        set_private_umask()  # run index, landing dirs, node workspaces: the operator's only
+        state_dir(), cache_dir()  # made (or tightened, said once) before a UI owns the terminal
         self.config = config or EngineConfig()
         self.stream = Datastream()
         self._drivers: dict[str, RunDriver] = {}
@@ -77,6 +93,9 @@ class Engine:
         self._identity: identity.Identity | None = None
         self._orphan_check: asyncio.Task[None] | None = None
         self._sdk_loading: asyncio.Future[Any] | None = None
+        self._leases: dict[str, ownership.Lease] = {}
+        self._adopting: asyncio.Task[None] | None = None
+        self._unadoptable: set[str] = set()
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -89,7 +108,9 @@ class Engine:
         self._server.start()
         if self._rents_nodes():  # ~1 s of imports: in a thread, while the rest starts
             self._sdk_loading = asyncio.ensure_future(asyncio.to_thread(vast_sdk.load))
-        await self._recover()
+        if self.config.adopt_orphans:
+            await self._adopt_orphans()
+            self._adopting = asyncio.create_task(self._keep_adopting())
         self._orphan_check = asyncio.create_task(self._check_orphans())
 
     async def _providers_ready(self, pool: Pool) -> None:
@@ -113,8 +134,12 @@ class Engine:
             return await iroh_endpoint.bind(accept=True, secret_key=key)
 
     async def close(self, *, stop_running: bool = True) -> None:
-        """Stop: with `stop_running`, every live run is stopped and its node torn down;
-        without, runs are left to their nodes (which keep running and billing)."""
+        """Stop: with `stop_running`, every run this engine drives is stopped and its node
+        torn down; without, they are left to their nodes (which keep running and billing)
+        and their leases freed, so another swjob can adopt them."""
+        if self._adopting is not None:
+            self._adopting.cancel()
+            await asyncio.gather(self._adopting, return_exceptions=True)
         if stop_running:
             await self.stop_all()
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
@@ -134,6 +159,8 @@ class Engine:
             self._store.close()
         if self._identity is not None:
             self._identity.release()
+        for lease in self._leases.values():
+            lease.release()
 
     # ---- runs --------------------------------------------------------------------------
 
@@ -145,18 +172,24 @@ class Engine:
             raise SubmitError(str(exc)) from None
         await self._providers_ready(pool_def)
         run_id = new_run_id()
+        lease = ownership.acquire(run_id)
+        if lease is None:  # a fresh random id: only a collision gets here
+            raise SubmitError(f"run id {run_id} is already in use; submit again")
+        self._leases[run_id] = lease
         run_dir = (self.config.runs_dir / job.name / run_id).absolute()
-        run_dir.mkdir(parents=True)
+        run_dir.mkdir(mode=0o700, parents=True)
         self.stream.open_run(run_id, run_dir / "events.jsonl")
         submitted = self.stream.publish(
             ev.Submitted(run_id=run_id, job_name=job.name, pool=pool, run_dir=str(run_dir))
         )
-        driver = self._driver(new_view(submitted), job, pool_def, secrets.token_urlsafe(24))
+        keys = {"token": secrets.token_urlsafe(24), "reattach_key": secrets.token_urlsafe(32)}
+        driver = self._driver(new_view(submitted), job, pool_def, keys)
         driver.remember(
             orchestrator_id=str(self._endpoint.id()),
             job_file=str(job.source),
             job_sha256=recovery.job_digest(job.source),
             pool=pool,
+            pool_def=pool_def.model_dump_json(),
         )
         self._launch(driver)
         return run_id
@@ -165,14 +198,16 @@ class Engine:
         self._drivers[driver.view.run_id] = driver
         self._tasks[driver.view.run_id] = asyncio.create_task(self._drive(driver))
 
-    def _driver(self, view: RunView, job: JobSpec, pool: Pool, token: str) -> RunDriver:
+    def _driver(self, view: RunView, job: JobSpec, pool: Pool, keys: dict[str, str]) -> RunDriver:
+        """A driver for the run; `keys` are its join token and re-attach credential."""
         assert self._server is not None and self._endpoint is not None
+        token = keys["token"]
         holder: list[RunDriver] = []
         session = NodeSession(
             view.run_id,
             token,
             heartbeat_s=self.config.heartbeat_s,
-            deadline_s=self.config.node_deadline_s,
+            deadline_s=pool.node_lost_after_s,
             on_event=lambda msg: holder[0].on_agent_event(msg),
             on_lost=lambda reason: holder[0].on_node_lost(reason),
         )
@@ -182,6 +217,8 @@ class Engine:
             ticket=iroh_endpoint.ticket_of(self._endpoint),
             orchestrator_id=str(self._endpoint.id()),
             token=token,
+            reattach_key=keys.get("reattach_key", ""),
+            orphan_timeout_s=pool.orphan_timeout_s,
         )
         driver = RunDriver(
             view=view.model_copy(update={"live": True}),
@@ -195,34 +232,67 @@ class Engine:
             on_change=self._save,
         )
         holder.append(driver)
-        driver.recovery["token"] = token
+        driver.recovery.update(keys)
         return driver
 
-    async def _recover(self) -> None:
-        """Take over the unfinished runs this identity owned before a crash
-        (engine/run/recovery.py)."""
-        assert self._store is not None and self._endpoint is not None
-        me = str(self._endpoint.id())
-        for view, saved in self._store.unfinished():
-            if saved.get("orchestrator_id") != me or view.run_id in self._drivers:
+    async def adopt(self, run_id: str) -> bool:
+        """Take over `run_id` if it is unfinished and its owner is gone (ownership.py);
+        True when this engine drives it now. Raises SubmitError (one line) when the run
+        has no owner but cannot be carried on here (e.g. its pool's SDK fails to load)."""
+        if run_id in self._drivers:
+            return self.running_run(run_id)
+        assert self._store is not None
+        lease = ownership.acquire(run_id)
+        if lease is None:
+            return False
+        found = self._store.unfinished_run(run_id)  # read after the lease: it may have ended
+        if found is None:
+            lease.release()
+            return False
+        view, saved = found
+        try:
+            pool = self._pool_of(view, saved)
+            await self._providers_ready(pool)
+        except (PoolFileError, SubmitError, ValidationError) as exc:
+            lease.release()
+            raise SubmitError(f"run {run_id} cannot be adopted: {one_line(exc)}") from None
+        self._leases[run_id] = lease
+        provider = self._provider(pool)
+        if saved.get("handle"):
+            handle: NodeHandle | None = NodeHandle(**saved["handle"])
+            provider.adopt(handle)
+        else:
+            handle = await self._find_node(provider, run_id)
+        self._launch(self._recovered_driver(view, saved, pool, handle))
+        return True
+
+    async def _adopt_orphans(self) -> None:
+        assert self._store is not None
+        for view, _ in self._store.unfinished():
+            if view.run_id in self._drivers or view.run_id in self._unadoptable:
                 continue
             try:
-                pool = self.config.pools.get(saved.get("pool", view.pool))
-            except PoolFileError as exc:
-                self.alert(f"run {view.run_id} cannot be recovered: {exc}")
-                continue
-            try:
-                await self._providers_ready(pool)
+                await self.adopt(view.run_id)
             except SubmitError as exc:
-                self.alert(f"run {view.run_id} cannot be recovered: {exc}")
-                continue
-            provider = self._provider(pool)
-            if saved.get("handle"):
-                handle: NodeHandle | None = NodeHandle(**saved["handle"])
-                provider.adopt(handle)
-            else:
-                handle = await self._find_node(provider, view.run_id)
-            self._launch(self._recovered_driver(view, saved, pool, handle))
+                self._unadoptable.add(view.run_id)  # said once, not every scan
+                self.alert(str(exc))
+
+    async def _keep_adopting(self) -> None:
+        """The console carries on runs whose `swjob run` died while it was open."""
+        while True:
+            await asyncio.sleep(ADOPT_SCAN_S)
+            try:
+                await self._adopt_orphans()
+            except Exception as exc:  # a broken row must not end the scan for good
+                log.warning("adoption scan failed: %s", one_line(exc))
+
+    def _pool_of(self, view: RunView, saved: dict[str, Any]) -> Pool:
+        """The pool the run was placed on, as it was defined then (it may since have been
+        renamed or removed from the pools file); runs from before that was kept use the
+        configured pool of that name."""
+        if saved.get("pool_def"):
+            return Pool.model_validate_json(saved["pool_def"])
+        return self.config.pools.get(saved.get("pool", view.pool))
 
     async def _find_node(self, provider: Provider, run_id: str) -> NodeHandle | None:
         try:
@@ -237,22 +307,35 @@ class Engine:
         job, fault = recovery.recovered_job(view, saved)
         events = read_events(view.run_dir / "events.jsonl")
         self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
-        driver = self._driver(fold(events) or view, job, pool, saved["token"])
+        keys = {k: saved[k] for k in ("token", "reattach_key") if saved.get(k)}
+        driver = self._driver(fold(events) or view, job, pool, keys)
+        driver.clock.replay(events)  # phase times (and the cost split) span the restart
         driver.recovery.update(saved)
         driver.started = set(saved.get("started", []))
         driver.session.endpoint_id = saved.get("endpoint_id")
         driver.session.last_seq = max(saved.get("last_seq", 0), recovery.last_node_seq(events))
         driver.resume(recovery.fsm_state_of(events, job), handle)
         driver.start_work(recovery.continue_run(driver, fault))
+        if saved.get("agent_ticket") and saved.get("reattach_key"):
+            driver.start_work(
+                reclaim.until_joined(
+                    self._endpoint, driver.session, saved["agent_ticket"], saved["reattach_key"]
+                )
+            )
         driver.publish(ev.Alert(run_id=view.run_id, message="recovered after operator restart"))
         return driver
 
     def _provider(self, pool: Pool) -> Provider:
-        if pool.name not in self._providers:
-            self._providers[pool.name] = make_provider(
+        """One provider per configured pool; an adopted run whose pool was since renamed,
+        removed or changed gets one of its own definition."""
+        key = pool.name
+        if pool.name not in self.config.pools or self.config.pools.get(pool.name) != pool:
+            key = f"{pool.name} as adopted: {pool.model_dump_json()}"
+        if key not in self._providers:
+            self._providers[key] = make_provider(
                 pool, stop_grace_s=self.config.stop_grace_s, on_alert=self.alert
             )
-        return self._providers[pool.name]
+        return self._providers[key]
 
     async def _drive(self, driver: RunDriver) -> RunView:
         run_id = driver.view.run_id
@@ -263,6 +346,11 @@ class Engine:
             self._server.sessions.pop(run_id, None)
             self.stream.close_run(run_id)
             self._save(driver)
+            lease = self._leases.pop(run_id, None)
+            if lease is not None and driver.view.terminal:
+                lease.release(finished=True)
+            elif lease is not None:
+                self._leases[run_id] = lease  # cancelled mid-run: held until close()
 
     def _save(self, driver: RunDriver, event: ev.Event | None = None) -> None:
         """Index the run when its summary changes (one row upsert; logs and progress skip it)."""
@@ -271,20 +359,26 @@ class Engine:
 
     async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
         driver = self._drivers.get(run_id)
-        if driver is None or driver.view.terminal:
+        if driver is None or not driver.view.stoppable:
             raise SubmitError(f"run {run_id} is not running")
         driver.post(fsm.OperatorStop(reason))
 
     async def stop_all(self) -> None:
-        for view in self.running():
-            await self.stop(view.run_id)
+        for driver in list(self._drivers.values()):
+            if driver.view.stoppable:  # a FAILED run still collecting has a node up, too
+                await self.stop(driver.view.run_id)
 
     async def wait(self, run_id: str) -> RunView:
         return await asyncio.shield(self._tasks[run_id])
 
     def alert(self, message: str, orphan: str | None = None) -> None:
-        """An engine-wide warning (not tied to one run): shown by the TUI and the CLI.
-        `orphan` names a node found billing without a run, so a console can list it."""
+        """A warning shown by the TUI and the CLI. Raised while working for a run (a
+        provider retrying that run's calls) it is the run's, kept in its run.json; else it
+        is engine-wide. `orphan` names a node found billing without a run."""
+        driver = self._drivers.get(scope.current_run())
+        if driver is not None and not driver.view.terminal:
+            driver.publish(ev.Alert(run_id=driver.view.run_id, message=message))
+            return
         self.stream.publish(ev.Alert(run_id="", message=message, orphan=orphan))
 
     def _rents_nodes(self) -> bool:
@@ -301,10 +395,16 @@ class Engine:
             await self._providers_ready(pool)
         from engine.providers.gc import find_orphans
 
+        owned, abandoned = self._ownership()
+        return await find_orphans(self.config.pools, Ledger(), owned, abandoned=abandoned)
+
+    def _ownership(self) -> tuple[set[str], set[str]]:
+        """(runs some live engine drives, unfinished runs nobody drives). The first are
+        never orphans; the nodes of the second are (engine/state/ownership.py)."""
         owned = {v.run_id for v in self.running()}
-        if self._store is not None:
-            owned |= {view.run_id for view, _ in self._store.unfinished()}
-        return await find_orphans(self.config.pools, Ledger(), owned)
+        unfinished = {v.run_id for v, _ in self._store.unfinished()} if self._store else set()
+        owned |= {r for r in unfinished - owned if ownership.has_live_owner(r)}
+        return owned, unfinished - owned
 
     async def collect_orphans(self, orphans: list[Orphan]) -> list[str]:
         """Destroy (verified) the given orphans; returns one line per failure."""
@@ -312,7 +412,8 @@ class Engine:
             await self._providers_ready(pool)
         from engine.providers.gc import destroy_orphans
 
-        return await destroy_orphans(orphans, self.config.pools, Ledger())
+        claims = abandon.Claims(self._store) if self._store is not None else None
+        return await destroy_orphans(orphans, self.config.pools, Ledger(), claims=claims)
 
     async def _check_orphans(self) -> None:
         """At start, warn about nodes that bill without a live run (a crash, a lost teardown)."""
@@ -337,6 +438,14 @@ class Engine:
         if driver is not None:
             return driver.view
         return self._store.find(run_id) if self._store else None
+
+    def masker(self, run_id: str) -> Callable[[str], str]:
+        """How to show this run's output names: its job's secrets masked (a live run's own
+        redaction; a past run's from its job file, see engine/run/masking.py)."""
+        driver = self._drivers.get(run_id)
+        if driver is not None:
+            return driver.redact
+        return mask_from_job_file(self._store.recovery(run_id) if self._store else None)
 
     def runs(self) -> list[RunView]:
         live = [d.view for d in self._drivers.values()]

@@ -222,7 +222,7 @@ class SwjobApp(App[None]):
             return False
         if action == "stop":
             run = self.target
-            return (run is not None and run.live and not run.terminal) or None
+            return (run is not None and run.live and run.stoppable) or None
         if action == "outputs":
             return self.target is not None or None
         return True
@@ -247,7 +247,7 @@ class SwjobApp(App[None]):
 
     def action_stop(self) -> None:
         run = self.target
-        if run is not None and not run.terminal:
+        if run is not None and run.stoppable:
             self.push_screen(
                 ConfirmStopScreen(run), lambda yes: self._stop(run.run_id) if yes else None
             )
@@ -266,7 +266,7 @@ class SwjobApp(App[None]):
     def action_outputs(self) -> None:
         run = self.target
         if run is not None:
-            self.push_screen(OutputsScreen(self.engine, run))
+            self.push_screen(OutputsScreen(self.engine, run, self.engine.masker(run.run_id)))
 
     def action_collect(self) -> None:
         """List the nodes billing without a live run; destroy them if the operator agrees."""
@@ -374,7 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     except (JobFileError, PoolFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    config = EngineConfig(runs_dir=args.runs_dir or DEFAULT_RUNS_DIR, pools=pools)
+    config = EngineConfig(
+        runs_dir=args.runs_dir or DEFAULT_RUNS_DIR, pools=pools, adopt_orphans=True
+    )
     app = SwjobApp(Engine(config), jobs=jobs, pool=args.pool)
     app.run()
     return app.return_code or 0  # a crash is not a success

@@ -25,6 +25,7 @@ NODE_STYLES = {
     "busy": "cyan",
     "tearing_down": "magenta",
     "gone": "dim",
+    "unconfirmed": "bold red",
 }
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")

@@ -5,6 +5,11 @@ the way is refused, so a planted link cannot redirect a write). Files are writte
 under a temporary name in their final directory and renamed into place only after
 the caller verified their bytes. Directory modes keep owner rwx so a read-only
 directory in the tree cannot block its own children from landing.
+
+Links are checked lexically as they land, but what a link means depends on the links
+that land after it (`e -> d/d/../..` is harmless until `d -> .` arrives), so once a
+transfer is over `drop_escaping_links` resolves every link in the root through the
+others and removes each that resolves outside it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import stat
 from pathlib import Path
 
 from agent.transfer.errors import TransferError, UnsafePath
-from agent.transfer.safety import check_link_target, check_relpath
+from agent.transfer.safety import check_link_target, check_relpath, link_stays_inside
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 _PART_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -30,6 +35,7 @@ class Lander:
     def __init__(self, root: Path) -> None:
         self.root = str(root)
         self._dirs: set[str] = {""}  # relative dirs known to be real directories
+        self.made_links = False
 
     def _abs(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
@@ -64,6 +70,23 @@ class Lander:
         os.symlink(target, tmp)  # type: ignore[arg-type]
         self._rename(tmp, rel)
         self._dirs.discard(rel)
+        self.made_links = True
+
+    def drop_escaping_links(self) -> list[str]:
+        """Remove every link under the root that resolves outside it, through the other
+        links now there; one refusal line per link removed. Links are never followed."""
+        refused = []
+        for top, dirs, files in os.walk(self.root):
+            for name in [*dirs, *files]:
+                full = os.path.join(top, name)
+                if not os.path.islink(full):
+                    continue
+                rel = os.path.relpath(full, self.root)
+                target = os.readlink(full)
+                if not link_stays_inside(self.root, rel, target):
+                    os.unlink(full)
+                    refused.append(f"{rel}: symlink to {target} resolves outside the landing dir")
+        return refused
 
     def write_file(self, path: object, data: bytes, mode: int, mtime_ns: int) -> None:
         """Write verified bytes under a temporary name, set mode and mtime, rename into place."""

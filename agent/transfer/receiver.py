@@ -92,6 +92,7 @@ class Receiver:
         self._lander = Lander(root)
         self._inflight: set[Future[tuple[int, int, str | None]]] = set()
         self._closed = False
+        self.refused: list[str] = []  # links removed at close: they resolved outside the root
 
     def chunks_held(self) -> dict[str, set[int]]:
         with self._lock:
@@ -99,7 +100,8 @@ class Receiver:
 
     def close(self, *, discard_partials: bool = False) -> None:
         """Release partial files' descriptors. Their `.part` files stay for a later look,
-        or are removed with `discard_partials` (a transfer that will not resume).
+        or are removed with `discard_partials` (a transfer that will not resume). Links
+        that resolve outside the root through the others are removed (`refused`).
 
         A writer thread may still be landing a record of a stream that was cancelled when
         the connection dropped: it is waited for (a few ms), so no descriptor is closed
@@ -114,6 +116,8 @@ class Receiver:
                 if discard_partials:
                     self._lander.discard_part(path)
             self._partials.clear()
+        if self._lander.made_links:  # what each link means is known only once all landed
+            self.refused = self._lander.drop_escaping_links()
 
     async def receive(self, reader: FrameReader, on_landed: OnLanded) -> dict[str, Any]:
         """Apply records until the sender's `end` record, which is returned."""

@@ -1,10 +1,13 @@
 """Path rules both sides apply to every name they send or receive.
 
 A transfer root is a jail: names are relative POSIX paths without `.`/`..`
-components, NUL or line breaks; a symlink is kept only if its target, resolved
-lexically from the link's directory, stays inside the root; parent directories
-must be real directories (never symlinks), so a link planted in the tree cannot
-redirect a later write. Special files (devices, fifos, sockets) are never moved.
+components, NUL or line breaks; a symlink is kept only if its target stays inside
+the root — lexically from the link's directory, and (`link_stays_inside`) resolved
+component by component through the links actually in the tree, as the kernel would:
+`ln -s . d; ln -s d/d/d/../../.. e` looks like `.` but is the root's grandparent.
+Parent directories must be real directories (never symlinks), so a link planted in
+the tree cannot redirect a later write. Special files (devices, fifos, sockets) are
+never moved.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from agent.transfer.errors import UnsafePath
 
 MAX_PATH = 4096
+MAX_LINK_HOPS = 40  # the kernel's own limit: a longer chain is a loop, refused
 _BAD_CHARS = ("\x00", "\n", "\r")
 
 
@@ -43,6 +47,45 @@ def check_link_target(path: str, target: object) -> str:
     joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
     if joined == ".." or joined.startswith("../"):
         raise UnsafePath(f"refused symlink {path!r} -> {target!r}: target leaves the root")
+    return target
+
+
+def link_stays_inside(root: Path | str, path: str, target: str) -> bool:
+    """Whether the link at `path` (relative to `root`) pointing at `target` resolves
+    inside `root`: each component looked at with lstat, each link met on the way
+    expanded from its own directory (read, never followed), `..` never above the root."""
+    position = path.split("/")[:-1]
+    pending = list(reversed(target.split("/")))
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not position:
+                return False
+            position.pop()
+            continue
+        here = os.path.join(root, *position, part)
+        try:
+            is_link = stat.S_ISLNK(os.lstat(here).st_mode)
+        except OSError:
+            is_link = False  # not there (yet): a plain name, as the lexical check took it
+        if not is_link:
+            position.append(part)
+            continue
+        hops += 1
+        inner = os.readlink(here)
+        if hops > MAX_LINK_HOPS or inner.startswith("/"):
+            return False
+        pending.extend(reversed(inner.split("/")))
+    return True
+
+
+def check_link_resolves(root: Path | str, path: str, target: str) -> str:
+    """Return `target` if the link resolves inside `root` through the tree's own links."""
+    if not link_stays_inside(root, path, target):
+        raise UnsafePath(f"refused symlink {path!r} -> {target!r}: resolves outside the root")
     return target
 
 

@@ -3,7 +3,8 @@
 Push walks the workspace with gitignore-style excludes (`pathspec.GitIgnoreSpec`:
 `/artifacts` is anchored at the root, `__pycache__` matches anywhere, `!x` re-includes);
 `.git` is not excluded unless the user says so. An excluded directory is not descended
-into. Pull resolves declared outputs (files, directories, globs) on the node.
+into. Pull resolves declared outputs (files, directories, globs: agent/transfer/glob.py,
+which cannot backtrack) on the node.
 Links are never followed; links that leave the root and special files are refused
 and reported, not silently dropped.
 """
@@ -20,7 +21,14 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from agent.transfer.errors import UnsafePath
-from agent.transfer.safety import check_link_target, check_parents, check_relpath, special_kind
+from agent.transfer.glob import Glob
+from agent.transfer.safety import (
+    check_link_resolves,
+    check_link_target,
+    check_parents,
+    check_relpath,
+    special_kind,
+)
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -56,6 +64,7 @@ def _entry(root: Path, rel: str, st: os.stat_result) -> Entry:
         return Entry(rel, "dir", 0, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
     if stat.S_ISLNK(st.st_mode):
         target = check_link_target(rel, os.readlink(root / rel))
+        check_link_resolves(root, rel, target)
         return Entry(rel, "link", 0, 0o777, st.st_mtime_ns, target)
     if stat.S_ISREG(st.st_mode):
         return Entry(rel, "file", st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
@@ -104,32 +113,6 @@ def _add(walk: Walk, root: Path, rel: str, st: os.stat_result) -> None:
         walk.refused.append(str(exc))
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Shell glob to regex: `*`/`?` stay within one directory, `**/` spans any depth."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1 : end].replace("\\", "\\\\")
-            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
 def resolve_outputs(root: Path, patterns: list[str]) -> tuple[Walk, list[str]]:
     """Declared outputs (files, directories collected recursively, globs) and what matched nothing.
 
@@ -162,9 +145,9 @@ def _resolve_one(root: Path, pattern: str, walk: Walk, seen: set[str]) -> None:
     base = literal.rsplit("/", 1)[0] if "/" in literal else ""
     if base and not (root / base).is_dir():
         return
-    regex, pruned = glob_regex(pattern), set()
+    glob, pruned = Glob(pattern), set()
     for rel, st in _scan(root, base, pruned):
-        if regex.match(rel):
+        if glob.match(rel):
             _collect(root, rel, st, walk, seen)
             pruned.add(rel)
 

@@ -1,10 +1,12 @@
-"""`swjob run` and `swjob attach`: drive or recover a run in this process and print it live.
+"""`swjob run` and `swjob attach`: drive or adopt a run in this process and print it live.
 
-Ctrl-C (or SIGTERM) is the operator's stop: the run is stopped and its node torn
-down, never abandoned. `attach` starts an engine, which takes over the runs its
-identity owned before a crash (engine/run/recovery.py), prints the run's history from
-its events.jsonl and follows it live; a run owned by another live swjob process is
-followed read-only from its event log.
+`swjob run` drives the run it submits and nothing else (engine/state/ownership.py),
+and returns as soon as that run has ended. Ctrl-C, SIGTERM and SIGHUP (a closed
+terminal) are the operator's stop: the run is stopped and its node torn down, never
+abandoned. `attach` prints the run's history from its events.jsonl, then adopts the
+run if its owner is gone and carries it to its end; a run another live swjob process
+drives is followed read-only from its event log — and adopted the moment that
+process goes away.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import signal
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from engine.cli.render import RunPrinter
-from engine.engine import Engine, EngineConfig
+from engine.engine import Engine, EngineConfig, SubmitError
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import PoolSet
 from engine.report.datastream import Subscription, read_events
+from engine.state import ownership
 from engine.state.store import Store
 
 TAIL_POLL_S = 0.25
@@ -27,9 +31,9 @@ TAIL_POLL_S = 0.25
 
 async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path) -> int:
     engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools))
+    sub = engine.subscribe()  # before start: the start-up checks' warnings are for the user too
     await engine.start()
     printer = RunPrinter(Console(highlight=False, soft_wrap=True))
-    sub = engine.subscribe()
     try:
         run_id = await engine.submit(job, pool)
         view = engine.run(run_id)
@@ -51,17 +55,25 @@ async def attach(run_ref: str, pools: PoolSet) -> int:
         printer.console.print(f"[red]error:[/] no run {run_ref!r} (or the prefix is not unique)")
         return 1
     engine = Engine(EngineConfig(runs_dir=view.run_dir.parent.parent, pools=pools))
-    await engine.start()
     sub = engine.subscribe()
+    await engine.start()
+    events = view.run_dir / "events.jsonl"
     try:
-        live = engine.running_run(view.run_id)
-        seen = _replay(view.run_dir / "events.jsonl", printer)
-        if live:
-            return await _follow(engine, sub, view.run_id, printer, after_seq=seen)
+        seen = _replay(events, printer)
+        while True:
+            if await engine.adopt(view.run_id):
+                return await _follow(engine, sub, view.run_id, printer, after_seq=seen)
+            if not ownership.has_live_owner(view.run_id):
+                return _exit_code(events)  # it ended before we could take it
+            seen, code = await _tail_while_owned(events, printer, seen, view.run_id)
+            if code is not None:
+                return code
+    except SubmitError as exc:
+        printer.console.print(f"[red]error:[/] {escape(str(exc))}")
+        return 1
     finally:
         sub.close()
         await engine.close(stop_running=True)
-    return await _tail(view.run_dir / "events.jsonl", printer, seen)
 
 
 def _replay(path: Path, printer: RunPrinter) -> int:
@@ -79,7 +91,9 @@ async def _follow(
 ) -> int:
     _on_interrupt(engine, run_id, printer)
     async for event in sub:
-        if event.run_id == run_id and event.seq > after_seq:
+        if event.run_id == "" and event.kind == "alert":  # engine-wide: retries, orphans
+            printer(event)
+        elif event.run_id == run_id and event.seq > after_seq:
             printer(event)
             if event.kind == "finished":
                 break
@@ -87,10 +101,11 @@ async def _follow(
     return 0 if view.state == "COMPLETED" else 1
 
 
-async def _tail(path: Path, printer: RunPrinter, after_seq: int) -> int:
-    """Follow a run another live process drives, from its event log, until it finishes."""
-    if after_seq and any(e.kind == "finished" for e in read_events(path)[-3:]):
-        return _exit_code(path)
+async def _tail_while_owned(
+    path: Path, printer: RunPrinter, after_seq: int, run_id: str
+) -> tuple[int, int | None]:
+    """Follow a run another live process drives, from its event log: returns (last seq
+    printed, exit code) when it finishes, or (last seq, None) when its owner is gone."""
     printer.console.print("[dim]driven by another swjob process; following its event log[/]")
     while True:
         for event in read_events(path):
@@ -98,7 +113,9 @@ async def _tail(path: Path, printer: RunPrinter, after_seq: int) -> int:
                 printer(event)
                 after_seq = event.seq
                 if event.kind == "finished":
-                    return _exit_code(path)
+                    return after_seq, _exit_code(path)
+        if not ownership.has_live_owner(run_id):
+            return after_seq, None
         await asyncio.sleep(TAIL_POLL_S)
 
 
@@ -108,7 +125,8 @@ def _exit_code(path: Path) -> int:
 
 
 def _on_interrupt(engine: Engine, run_id: str, printer: RunPrinter) -> None:
-    """Ctrl-C is the operator's stop: the run is stopped and its node torn down, not abandoned."""
+    """Ctrl-C, SIGTERM and SIGHUP are the operator's stop: the run is stopped and its node
+    torn down, not abandoned; the process then ends with the run."""
 
     pending: set[asyncio.Task[None]] = set()
 
@@ -118,13 +136,13 @@ def _on_interrupt(engine: Engine, run_id: str, printer: RunPrinter) -> None:
         task.add_done_callback(pending.discard)
 
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, stop)
-    loop.add_signal_handler(signal.SIGTERM, stop)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop)
 
 
 async def _stop(engine: Engine, run_id: str, printer: RunPrinter) -> None:
     view = engine.run(run_id)
-    if view is None or view.terminal:
+    if view is None or not view.stoppable:
         printer.console.print("[yellow]tearing down the node; please wait[/]")
         return
     printer.console.print("[yellow]stopping: the job is stopped and its node torn down[/]")

@@ -17,6 +17,7 @@ from rich.console import Console
 from engine.jobs.jobspec import JobFileError, load_job
 from engine.jobs.pools import PoolFileError, load_pools
 from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.private import set_private_umask
 
 if TYPE_CHECKING:
     pass
@@ -56,6 +57,7 @@ def _pool_args(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    set_private_umask()
     err = Console(stderr=True, highlight=False)
     handler = _COMMANDS[args.command]
     try:
@@ -117,14 +119,24 @@ def _logs(args: argparse.Namespace) -> int:
 
 def _gc(args: argparse.Namespace) -> int:
     from engine.providers.gc import cli_gc
+    from engine.run.abandon import Claims
+    from engine.state import ownership
     from engine.state.store import Store
 
     store = Store()
-    try:  # runs not yet finished belong to a live engine or await its recovery
-        owned = {view.run_id for view, _ in store.unfinished()}
+    try:  # an unfinished run is owned while a live engine holds its lease; else abandoned
+        unfinished = {view.run_id for view, _ in store.unfinished()}
+        owned = {run_id for run_id in unfinished if ownership.has_live_owner(run_id)}
+        return cli_gc(
+            load_pools(args.pools),
+            yes=args.yes,
+            out=sys.stdout,
+            live_run_ids=owned,
+            abandoned=unfinished - owned,
+            claims=Claims(store),
+        )
     finally:
         store.close()
-    return cli_gc(load_pools(args.pools), yes=args.yes, out=sys.stdout, live_run_ids=owned)
 
 
 _COMMANDS = {

@@ -2,6 +2,9 @@
 
 On a terminal: colours, and a live progress bar for transfers. Piped: plain lines,
 one per event worth reading, so `swjob run job.toml | tee run.txt` stays greppable.
+Text that came from a node or a job (output lines, host facts, reasons, alerts) goes
+through `shown`: Rich markup escaped and control characters drawn visible (`^[`), so
+it can neither drive the terminal nor pose as a line of ours.
 """
 
 from __future__ import annotations
@@ -21,8 +24,14 @@ from rich.progress import (
 from agent.protocol import Stream
 from engine.report import events as ev
 from engine.report.money import cost_split, money
+from engine.report.printable import visible
 
 STATE_STYLE = {"PENDING": "yellow", "RUNNING": "cyan", "COMPLETED": "green", "FAILED": "red"}
+
+
+def shown(text: str) -> str:
+    """Foreign text, safe to hand to `Console.print` with markup on."""
+    return escape(visible(text))
 
 
 class RunPrinter:
@@ -45,16 +54,16 @@ class RunPrinter:
                 gpus = ", ".join(g.name for g in facts.gpus) or "no GPU"
                 self._line(
                     f"node {event.node_id} joined: {facts.hostname}, {facts.cpus} CPUs, {gpus}"
-                )
+                )  # _line shows it visible: the facts are the node's word
             case ev.Alert():
-                self.console.print(f"[bold red]warning:[/] {escape(event.message)}")
+                self.console.print(f"[bold red]warning:[/] {shown(event.message)}")
             case ev.Cost():
                 self._cost = event
             case ev.Finished():
                 self._finished(event)
 
     def _line(self, text: str) -> None:
-        self.console.print(f"[dim]{escape(text)}[/]")
+        self.console.print(f"[dim]{shown(text)}[/]")
 
     def _transition(self, event: ev.Transition) -> None:
         self._phases.append(event.to_phase)
@@ -71,7 +80,7 @@ class RunPrinter:
             mark = "!" if line.stream is Stream.STDERR else "|"
             style = "red" if line.stream is Stream.STDERR else "default"
             self.console.print(
-                f"[dim]{event.step.value:>5} {mark}[/] [{style}]{escape(line.text)}[/]",
+                f"[dim]{event.step.value:>5} {mark}[/] [{style}]{shown(line.text)}[/]",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -117,11 +126,11 @@ class RunPrinter:
         if event.exit_code is not None:
             text += f" exit code {event.exit_code}"
         if event.reason:
-            text += f" — {escape(event.reason)}"
+            text += f" — {shown(event.reason)}"
         self.console.print(text)
         if event.missing_outputs:
             missing = ", ".join(event.missing_outputs)
-            self.console.print(f"[yellow]missing outputs:[/] {escape(missing)}")
+            self.console.print(f"[yellow]missing outputs:[/] {shown(missing)}")
         if self._cost is not None:
             split = cost_split(self._cost.by_phase, self._phases)
             self.console.print(

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from engine.cli.render import STATE_STYLE
+from engine.cli.render import STATE_STYLE, shown
 from engine.report.money import money
+from engine.report.printable import visible
 from engine.report.views import RunView
 from engine.state.store import Store
 
@@ -47,7 +49,7 @@ def print_runs(console: Console, limit: int) -> None:
             _when(v.created),
             _elapsed(v),
             "" if v.cost_dollars is None else money(v.cost_dollars),
-            v.reason or "",
+            shown(v.reason or ""),
         )
     console.print(table)
 
@@ -66,8 +68,20 @@ def print_logs(run_ref: str, step: str) -> int:
         path = view.run_dir / "logs" / f"{name}.log"
         if not path.exists():
             continue
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 16):
-                sys.stdout.buffer.write(chunk)
+        _copy_log(path)
     sys.stdout.flush()
     return 0
+
+
+def _copy_log(path: Path) -> None:
+    """The log as written, byte for byte, into a pipe or file; on a terminal each line
+    with its control characters drawn visible (a job's escapes must not drive it)."""
+    with path.open("rb") as handle:
+        if not sys.stdout.isatty():
+            while chunk := handle.read(1 << 16):
+                sys.stdout.buffer.write(chunk)
+            return
+        for raw in handle:
+            line = raw.decode("utf-8", "replace")
+            end = "\n" if line.endswith("\n") else ""
+            sys.stdout.write(visible(line.removesuffix("\n")) + end)

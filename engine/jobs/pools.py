@@ -34,8 +34,9 @@ _API_KEY_IN_FILE = (
 _Kind = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_ .,-]{0,127}$")]
 _Order = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_ .,+-]{0,199}$")]
 _DEFAULTS = {  # provider → defaults that differ by provider
-    "local": {"max_nodes": 4, "boot_timeout_s": 60.0},
-    "vastai": {"max_nodes": 1, "boot_timeout_s": 900.0},
+    "local": {"max_nodes": 4, "boot_timeout_s": 60.0, "node_lost_after_s": 10.0},
+    # a rented node's control link may hop through a relay that hiccups for tens of seconds
+    "vastai": {"max_nodes": 1, "boot_timeout_s": 900.0, "node_lost_after_s": 60.0},
 }
 
 
@@ -82,6 +83,10 @@ class _PoolTable(_Strict):
     provider: Literal["local", "vastai"]
     max_nodes: Annotated[int, Field(ge=1, le=1000)]
     boot_timeout_s: Annotated[float, Field(gt=0, le=86400)]
+    node_lost_after_s: Annotated[float, Field(gt=0, le=3600)]
+    """Silence from a joined node (no heartbeat, no reconnect) after which it is lost."""
+    collect_stall_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
+    """Output collection that moves no byte for this long gives up; the node is torn down."""
     resources: Resources = Resources()
     image: Annotated[str, Field(pattern=r"^\S{1,512}$")] | None = None
     selection: Selection = Selection()
@@ -89,6 +94,9 @@ class _PoolTable(_Strict):
     agent_install: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,2048}$")] | None = None
     """pip requirement the node installs the agent from; default: this build (agent_source)."""
     api_key_env: Annotated[str, Field(pattern=_ENV_NAME)] | None = None
+    orphan_timeout_s: Annotated[float, Field(gt=0, le=30 * 86400)] = 1800.0
+    """A node whose operator has been silent this long stops its job and releases itself
+    (a Vast instance destroys itself; a local node exits and removes its directory)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -129,7 +137,7 @@ def _gb(mb: int) -> str:
     return f"{mb / 1024 if mb % 1024 == 0 else mb / 1000:.3g}"
 
 
-BUILTIN_LOCAL = Pool(name="local", provider="local", max_nodes=4, boot_timeout_s=60.0)
+BUILTIN_LOCAL = Pool(name="local", **_DEFAULTS["local"], provider="local")
 
 
 class PoolSet:

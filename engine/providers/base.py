@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agent.reattach import REATTACH_ENV
 from engine.report.events import Alert
 
 TOKEN_ENV = "SWJOB_JOIN_TOKEN"
@@ -19,13 +20,27 @@ TOKEN_ENV = "SWJOB_JOIN_TOKEN"
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """What a node needs to join its orchestrator. The token travels in the environment,
-    never in argv, so it does not show up in `ps` or in a provider's instance listing."""
+    """What a node needs to join its orchestrator. The token and the re-attach credential
+    travel in the environment (`agent_env`), never in argv, so they do not show up in `ps`
+    or in the on-start command a provider lists."""
 
     run_id: str
     ticket: str
     orchestrator_id: str
     token: str
+    reattach_key: str = ""
+    orphan_timeout_s: float = 1800.0
+    """How long the node waits for an operator that went silent before it gives up: stops
+    its job and releases itself (the provider says how, in `on_orphan`)."""
+    on_orphan: tuple[str, ...] = ()
+    """The provider's agent arguments for giving up (e.g. destroy the own Vast instance)."""
+
+    def agent_env(self) -> dict[str, str]:
+        """The secrets the agent reads from its environment (agent/main.py)."""
+        env = {TOKEN_ENV: self.token}
+        if self.reattach_key:
+            env[REATTACH_ENV] = self.reattach_key
+        return env
 
     def agent_args(self) -> list[str]:
         return [
@@ -35,17 +50,25 @@ class Bootstrap:
             self.ticket,
             "--orchestrator-id",
             self.orchestrator_id,
+            "--orphan-timeout",
+            f"{self.orphan_timeout_s:g}",
+            *self.on_orphan,
         ]
 
 
 @dataclass
 class NodeHandle:
-    """A provisioned node as the provider knows it; `facts` are shown on the board."""
+    """A provisioned node as the provider knows it; `offer` facts are shown on the board.
+
+    `created_at` (epoch seconds, wall clock) is when the node began to bill: cost and the
+    `max_hours` cap count from it, so both survive an engine restart (the handle is kept in
+    the run index, and a rented node's time is also in the ledger)."""
 
     provider: str
     node_id: str
     price_per_hour: float | None = None
     offer: dict[str, str | float | int | None] = field(default_factory=dict)
+    created_at: float | None = None
 
 
 class ProvisionError(Exception):

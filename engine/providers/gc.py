@@ -3,8 +3,13 @@
 Two sources, because either can be the only trace of a leak: the Vast.ai accounts
 of the configured pools (every instance whose label marks it as swjob's) and the
 ledger's open rows (written before each create, so even a crash in the middle of one
-leaves a row). A node is an orphan when no live run owns it. Open ledger rows whose
-instance no longer exists are stale: collecting them only closes the row.
+leaves a row). A node is an orphan when no live engine drives its run
+(engine/state/ownership.py): a run that never finished but whose owner died is
+*abandoned* — listed with the hint to carry it on (`swjob attach RUN`), and when
+collected its run is marked FAILED by the caller. Open ledger rows whose instance no
+longer exists are stale: collecting them only closes the row. On an account shared
+with other operators, an instance whose label names another operator and that our
+ledger does not know is listed read-only: never destroyed by us.
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from engine.jobs.pools import Pool, PoolFileError, PoolSet
 from engine.providers.base import NodeHandle, TeardownError
 from engine.providers.vast_api import RetryPolicy, VastApiError
-from engine.providers.vast_boot import run_id_of
+from engine.providers.vast_boot import operator_of, run_id_of
 from engine.providers.vastai import VastProvider, make_api
+from engine.state.identity import operator_id
 from engine.state.ledger import Ledger, LedgerEntry
 
 GONE = "gone"
@@ -35,6 +41,8 @@ class Orphan:
     billing_s: float
     price_per_hour: float | None = None
     entries: tuple[int, ...] = ()  # ledger rows that close when it is gone
+    abandoned: bool = False  # its run never finished and no live engine drives it
+    foreign: str | None = None  # another operator's id: listed, never destroyed by us
 
     def describe(self) -> str:
         hours = self.billing_s / 3600
@@ -42,10 +50,23 @@ class Orphan:
         price = f" at ${self.price_per_hour:.3f}/h" if self.price_per_hour else ""
         if self.status == GONE:
             return f"ledger row of run {self.run_id} (pool {self.pool}): no instance exists"
-        return (
+        line = (
             f"instance {self.instance_id} (pool {self.pool}, run {self.run_id}, "
             f"{self.status}): billing for {hours:.2f} h{price}{cost}"
         )
+        if self.foreign:
+            return f"{line} — operator {self.foreign}'s, not ours: left alone"
+        if self.abandoned:
+            return f"{line} — its run is abandoned: `swjob attach {self.run_id}` carries it on"
+        return line
+
+
+class RunClaims(Protocol):
+    """Holds abandoned runs while their nodes are destroyed (engine/run/abandon.py)."""
+
+    def take(self, run_id: str) -> bool: ...
+    def settle(self, run_id: str) -> None: ...
+    def release(self) -> None: ...
 
 
 def _accounts(pools: Iterable[Pool]) -> list[Pool]:
@@ -63,10 +84,14 @@ async def _labelled(pool: Pool, server_url: str | None, retry: RetryPolicy | Non
     return [r for r in rows or [] if run_id_of(r.get("label"))]
 
 
-def _from_row(pool: Pool, row: dict[str, Any], entries: list[LedgerEntry], now: float) -> Orphan:
+def _from_row(
+    pool: Pool, row: dict[str, Any], entries: list[LedgerEntry], now: float, abandoned: set[str]
+) -> Orphan:
     instance_id = str(row["id"])
     label = row.get("label")
     mine = [e.entry for e in entries if e.instance_id == instance_id or e.label == label]
+    operator = operator_of(label)
+    foreign = operator if operator not in (None, operator_id()) and not mine else None
     return Orphan(
         pool=pool.name,
         run_id=run_id_of(label),
@@ -75,6 +100,8 @@ def _from_row(pool: Pool, row: dict[str, Any], entries: list[LedgerEntry], now: 
         billing_s=max(0.0, now - float(row.get("start_date") or now)),
         price_per_hour=row.get("dph_total"),
         entries=tuple(mine),
+        abandoned=run_id_of(label) in abandoned,
+        foreign=foreign,
     )
 
 
@@ -97,10 +124,12 @@ async def find_orphans(
     ledger: Ledger,
     live_run_ids: set[str],
     *,
+    abandoned: set[str] | None = None,
     server_url: str | None = None,
     retry: RetryPolicy | None = None,
 ) -> list[Orphan]:
-    """Labelled instances and open ledger rows that no live run owns.
+    """Labelled instances and open ledger rows that no live run owns; `abandoned` names
+    unfinished runs without a live owner (their nodes are orphans, with a hint).
 
     Raises VastApiError (one sanitized line) when an account cannot be listed: then
     nothing can be said about its ledger rows either."""
@@ -115,7 +144,7 @@ async def find_orphans(
             if run_id_of(row.get("label")) in live_run_ids or str(row["id"]) in seen:
                 continue
             seen.add(str(row["id"]))
-            orphans.append(_from_row(pool, row, entries, now))
+            orphans.append(_from_row(pool, row, entries, now, abandoned or set()))
     claimed = {e for o in orphans for e in o.entries}
     unlisted = [e for e in entries if e.entry not in claimed and e.provider == "vastai"]
     return orphans + [_unlisted(e, pools, now) for e in unlisted]
@@ -128,10 +157,31 @@ async def destroy_orphans(
     *,
     server_url: str | None = None,
     retry: RetryPolicy | None = None,
+    claims: RunClaims | None = None,
 ) -> list[str]:
-    """Destroy (verified) every orphan instance and close its ledger rows; returns errors."""
+    """Destroy (verified) every orphan instance of ours and close its ledger rows; another
+    operator's are skipped. An abandoned run is claimed first (skipped if it was adopted
+    meanwhile) and settled once its node is gone. Returns errors."""
+    try:
+        return await _destroy(orphans, pools, ledger, server_url, retry, claims)
+    finally:
+        if claims is not None:
+            claims.release()
+
+
+async def _destroy(
+    orphans: list[Orphan],
+    pools: PoolSet,
+    ledger: Ledger,
+    server_url: str | None,
+    retry: RetryPolicy | None,
+    claims: RunClaims | None,
+) -> list[str]:
     errors: list[str] = []
     for orphan in orphans:
+        claimed = orphan.abandoned and claims is not None and orphan.run_id is not None
+        if orphan.foreign or (claimed and not claims.take(orphan.run_id)):
+            continue
         if orphan.status != GONE and orphan.instance_id is not None:
             try:
                 pool = pools.get(orphan.pool)
@@ -142,6 +192,8 @@ async def destroy_orphans(
                 continue
         for entry in orphan.entries:
             await asyncio.to_thread(ledger.record_destroyed, entry)
+        if claimed:
+            claims.settle(orphan.run_id)
     return errors
 
 
@@ -151,15 +203,18 @@ def cli_gc(
     out: TextIO,
     *,
     live_run_ids: set[str] | None = None,
+    abandoned: set[str] | None = None,
+    claims: RunClaims | None = None,
     ask: Callable[[str], str] = input,
     ledger: Ledger | None = None,
     retry: RetryPolicy | None = None,
 ) -> int:
-    """`swjob gc`: list orphans with how long each has been billing, destroy on yes."""
+    """`swjob gc`: list orphans with how long each has been billing, destroy ours on yes."""
     ledger = ledger or Ledger()
     live = live_run_ids or set()
     try:
-        orphans = asyncio.run(find_orphans(pools, ledger, live, retry=retry))
+        found = find_orphans(pools, ledger, live, abandoned=abandoned, retry=retry)
+        orphans = asyncio.run(found)
     except VastApiError as exc:
         print(f"swjob gc: {exc}", file=out)
         return 1
@@ -168,14 +223,18 @@ def cli_gc(
         return 0
     for orphan in orphans:
         print(f"  {orphan.describe()}", file=out)
-    if not yes and ask(f"destroy {len(orphans)} orphan(s)? [y/N] ").strip().lower() not in {
+    ours = [o for o in orphans if not o.foreign]
+    if not ours:
+        print("none of them is ours to destroy", file=out)
+        return 0
+    if not yes and ask(f"destroy {len(ours)} orphan(s)? [y/N] ").strip().lower() not in {
         "y",
         "yes",
     }:
         print("nothing destroyed", file=out)
         return 0
-    errors = asyncio.run(destroy_orphans(orphans, pools, ledger, retry=retry))
+    errors = asyncio.run(destroy_orphans(ours, pools, ledger, retry=retry, claims=claims))
     for error in errors:
         print(f"swjob gc: {error}", file=out)
-    print(f"collected {len(orphans) - len(errors)} of {len(orphans)}", file=out)
+    print(f"collected {len(ours) - len(errors)} of {len(ours)}", file=out)
     return 1 if errors else 0

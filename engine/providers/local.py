@@ -1,10 +1,15 @@
 """The built-in `local` pool: a node is a `swjob-agent` subprocess on this machine.
 
-Each node gets a fresh directory under the user's cache dir; teardown ends the agent
+Each node gets a fresh directory under the user's cache dir (an agent orphaned for the
+pool's `orphan_timeout_s` stops its job and removes it itself); teardown ends the agent
 (SIGTERM, which makes it stop its job; then SIGKILL after a grace period), kills the
 job's process group if the agent died without doing so, and removes the directory.
 The pool's `max_nodes` bounds how many nodes exist at once; further runs wait in
 PENDING until a slot frees.
+
+A local node is as bare as a rented one: the agent (and so the job) gets a minimal
+environment — never the operator's, which holds API keys — and the usual umask 022,
+inside a node directory only the operator can enter.
 """
 
 from __future__ import annotations
@@ -16,14 +21,19 @@ import secrets
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from agent.procgroup import kill_group_now
-from engine.providers.base import TOKEN_ENV, Bootstrap, NodeHandle, ProvisionError
+from engine.providers.base import Bootstrap, NodeHandle, ProvisionError
 from engine.state.paths import cache_dir
 
 AGENT_EXIT_GRACE_S = 15.0
+BASE_ENV = ("PATH", "HOME", "LANG", "TERM", "USER")
+"""What a local node keeps of the operator's environment (plus the SWJOB_* knobs)."""
+NODE_UMASK = 0o022
 
 
 class _LocalNode:
@@ -82,9 +92,12 @@ class LocalProvider:
     async def _start(self, bootstrap: Bootstrap) -> NodeHandle:
         node_id = f"local-{bootstrap.run_id}-{secrets.token_hex(2)}"
         root = _node_root(node_id)
-        root.mkdir(parents=True)
-        env = {**os.environ, **self._agent_env, TOKEN_ENV: bootstrap.token}
-        args = [*bootstrap.agent_args(), "--root", str(root), "--grace", f"{self._stop_grace_s:g}"]
+        root.mkdir(mode=0o700, parents=True)
+        env = {**node_base_env(os.environ), **self._agent_env, **bootstrap.agent_env()}
+        args = [
+            *replace(bootstrap, on_orphan=("--on-orphan", "remove-root")).agent_args(),
+            *("--root", str(root), "--grace", f"{self._stop_grace_s:g}"),
+        ]
         # Its own session: Ctrl-C and a closed terminal reach the operator, which decides
         # (stop and tear down, or leave the node running) — never the node directly.
         try:
@@ -93,13 +106,15 @@ class LocalProvider:
                     *self._launcher, sys.executable, "-m", "agent", *args,
                     env=env, stdin=asyncio.subprocess.DEVNULL,
                     stdout=agent_log, stderr=agent_log,
-                    start_new_session=True,
+                    start_new_session=True, umask=NODE_UMASK,
                 )  # fmt: skip
         except OSError as exc:
             shutil.rmtree(root, ignore_errors=True)
             raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
         self._nodes[node_id] = _LocalNode(process.pid, root, process)
-        return NodeHandle(provider=self.name, node_id=node_id, offer={"pid": process.pid})
+        return NodeHandle(
+            provider=self.name, node_id=node_id, offer={"pid": process.pid}, created_at=time.time()
+        )
 
     def adopt(self, handle: NodeHandle) -> None:
         """Take back a node an earlier engine process started (crash recovery). It does not
@@ -130,6 +145,16 @@ class LocalProvider:
         finally:
             if not node.adopted:
                 self._slots.release()
+
+
+def node_base_env(operator_env: Mapping[str, str]) -> dict[str, str]:
+    """The minimal base a rented node gives, taken from the operator's environment:
+    PATH, HOME, LANG, TERM, USER and swjob's own SWJOB_* settings — nothing else."""
+    return {
+        name: value
+        for name, value in operator_env.items()
+        if name in BASE_ENV or name.startswith("SWJOB_")
+    }
 
 
 def _node_root(node_id: str) -> Path:

@@ -45,13 +45,29 @@ class RetryPolicy:
 
 
 class VastApiError(ProviderError):
-    """A Vast.ai call failed for good; `status` is the HTTP status when there was one."""
+    """A Vast.ai call failed for good; `status` is the HTTP status when there was one and
+    `code` Vast's own error word (`no_such_ask`, `auth_error`, ...) when it said one."""
 
-    def __init__(self, message: str, *, status: int | None = None, transient: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        transient: bool = False,
+        code: str | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.transient = transient
+        self.code = code
         self.retry_after: float | None = None
+
+    @property
+    def gone(self) -> bool:
+        """The instance asked about does not exist (any more). Vast answers a lookup of a
+        destroyed instance with 404 or `{"instances": null}`; a 404 `auth_error` is a bad
+        key, not a gone instance."""
+        return self.status == 404 and self.code != "auth_error"
 
 
 def _retry_after(response: requests.Response) -> float | None:
@@ -61,14 +77,17 @@ def _retry_after(response: requests.Response) -> float | None:
         return None
 
 
-def _server_says(response: requests.Response) -> str:
+def _server_says(response: requests.Response) -> tuple[str, str | None]:
+    """Vast's message and error word from an error body (either may be missing)."""
     try:
         body = response.json()
     except ValueError:
-        return ""
-    if isinstance(body, dict):
-        return str(body.get("msg") or body.get("error") or "")[:200]
-    return ""
+        return "", None
+    if not isinstance(body, dict):
+        return "", None
+    error = body.get("error")
+    code = str(error)[:64] if error else None  # a word to classify by, never shown
+    return str(body.get("msg") or error or ""), code  # shown: redacted before it is cut
 
 
 def resolve_key(api_key_env: str | None) -> str | None:
@@ -106,9 +125,11 @@ class VastApi:
     def _classify(self, what: str, exc: Exception) -> VastApiError:
         if isinstance(exc, requests.HTTPError) and exc.response is not None:
             status = exc.response.status_code
-            said = self._redact(_server_says(exc.response))
+            said, code = _server_says(exc.response)
+            said = self._redact(said)[:200]  # redact, then cut
             message = f"Vast.ai {what}: HTTP {status}" + (f" ({said})" if said else "")
-            error = VastApiError(message, status=status, transient=status == 429 or status >= 500)
+            transient = status == 429 or status >= 500
+            error = VastApiError(message, status=status, transient=transient, code=code)
             if status == 429:
                 error.retry_after = _retry_after(exc.response)
             return error

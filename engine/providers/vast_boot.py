@@ -19,6 +19,7 @@ import shlex
 
 from engine.providers.agent_source import agent_closure
 from engine.providers.base import Bootstrap
+from engine.state.identity import operator_id
 
 LABEL_PREFIX = "swjob:"
 NODE_ROOT = '"$HOME/swjob"'  # expanded on the node, hence not shell-quoted
@@ -31,15 +32,30 @@ _UV = "uv pip install --quiet --python python3 --break-system-packages"
 
 
 def label_for(run_id: str) -> str:
-    """Marks an instance as swjob's and this run's, so it can always be found again."""
-    return f"{LABEL_PREFIX}{run_id}"
+    """Marks an instance as swjob's, this operator's and this run's, so it can always be
+    found again — and told apart from other operators' on a shared account:
+    `swjob:<operator id>:<run id>` (39 characters; Vast keeps ~60)."""
+    return f"{LABEL_PREFIX}{operator_id()}:{run_id}"
+
+
+def _parts(label: str | None) -> tuple[str | None, str] | None:
+    if not label or not label.startswith(LABEL_PREFIX):
+        return None
+    rest = label[len(LABEL_PREFIX) :]
+    operator, sep, run_id = rest.partition(":")
+    return (operator, run_id) if sep else (None, rest)  # labels before operator ids
 
 
 def run_id_of(label: str | None) -> str | None:
     """The run an instance belongs to, or None when it is not one of swjob's."""
-    if label and label.startswith(LABEL_PREFIX):
-        return label[len(LABEL_PREFIX) :]
-    return None
+    parts = _parts(label)
+    return parts[1] if parts else None
+
+
+def operator_of(label: str | None) -> str | None:
+    """The operator who created a swjob instance (None for labels without one)."""
+    parts = _parts(label)
+    return parts[0] if parts else None
 
 
 def install_command(agent_install: str, closure: list[str]) -> str:

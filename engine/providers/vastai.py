@@ -7,23 +7,34 @@ An offer rented away in the meantime → the next one. A create whose answer was
 (timeout, 5xx) may still have created the instance, so before trying again the
 provider looks for an instance carrying this run's label and adopts it.
 
-Teardown: destroy, then verify with show_instance (None = gone), retried with
-backoff; when it finally cannot confirm, TeardownError names the instance id and the
-ledger row stays open for `swjob gc`.
+Teardown: destroy (retried with backoff; `no_such_instance` counts as done), then
+verify with show_instance — `{"instances": null}` and a 404 both mean gone. Vast's
+destroy is eventually consistent: an accepted destroy may stay listed for minutes, so
+the run is not held up and no "may still be billing" alarm is raised; the ledger row
+is marked destroy-requested, stays open, and a background task keeps confirming (and
+re-asking) until the instance is gone, alarming only if it is still there after
+`confirm_for_s`. When the destroy itself is refused to the end, TeardownError names
+the instance id and the ledger row stays open for `swjob gc`.
+
+Prices: a node's price is the offer's `dph_total`, recorded in the ledger with its
+creation time, so a restarted engine (or one that found the node by its label, where
+the listing's `dph_total` is used) meters the same dollars.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from engine.providers import vast_offers as offers
 from engine.providers.agent_source import agent_install_for
 from engine.providers.base import (
-    TOKEN_ENV,
     Bootstrap,
     NodeHandle,
     ProvisionError,
@@ -31,7 +42,7 @@ from engine.providers.base import (
 )
 from engine.providers.vast_api import RetryPolicy, VastApi, VastApiError
 from engine.providers.vast_boot import label_for, onstart_command
-from engine.state.ledger import Ledger
+from engine.state.ledger import Ledger, LedgerEntry
 
 if TYPE_CHECKING:
     from engine.jobs.pools import Pool
@@ -40,6 +51,8 @@ URL_ENV = "SWJOB_VAST_URL"
 CREATE_TRIES = 3  # offers tried when the best ones are rented away under us
 SEARCH_LIMIT = 20
 DEAD_STATUSES = {"exited", "offline", "stopped"}
+CONFIRM_FOR_S = 900.0  # how long an accepted destroy may stay listed before we alarm
+CONFIRM_EVERY_S = 15.0
 
 
 class _OfferGone(Exception):
@@ -74,6 +87,8 @@ class VastProvider:
         on_alert: Callable[[str], None] | None = None,
         retry: RetryPolicy | None = None,
         poll_s: float = 10.0,
+        confirm_every_s: float = CONFIRM_EVERY_S,
+        confirm_for_s: float = CONFIRM_FOR_S,
     ) -> None:
         self._pool = pool
         self._ledger = ledger
@@ -81,6 +96,9 @@ class VastProvider:
         self._alert = on_alert or (lambda _message: None)
         self._policy = retry or RetryPolicy()
         self._poll_s = poll_s
+        self._confirm_every_s = confirm_every_s
+        self._confirm_for_s = confirm_for_s
+        self._confirming: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(pool.max_nodes)
         self._adopted: dict[str, int] = {}
         self._entries: dict[str, int] = {}  # instance id → ledger entry
@@ -147,7 +165,7 @@ class VastProvider:
             self._ledger.record_intent, bootstrap.run_id, self.name, label, pool=self._pool.name
         )
         try:
-            instance_id = await self._create_guarded(offer, bootstrap, label, entry)
+            instance_id, created_at = await self._create_guarded(offer, bootstrap, label, entry)
         except (_OfferGone, VastApiError) as exc:
             if not getattr(exc, "transient", False):  # surely not created: close the row
                 await asyncio.to_thread(self._ledger.record_destroyed, entry)
@@ -158,25 +176,32 @@ class VastProvider:
             node_id=instance_id,
             price_per_hour=offer.get("dph_total"),
             offer=offers.offer_facts(offer),
+            created_at=created_at,
         )
 
     async def _create_guarded(
         self, offer: dict[str, Any], bootstrap: Bootstrap, label: str, entry: int
-    ) -> str:
-        """Create and record; if cancelled mid-call, wait for the answer and destroy."""
+    ) -> tuple[str, float]:
+        """Create and record (id, price, birth); if cancelled mid-call, wait for the answer
+        and destroy. Returns the instance id and when it began to bill."""
         creating = asyncio.ensure_future(self._create(offer, bootstrap, label))
+        price = offer.get("dph_total")
         try:
             instance_id = await asyncio.shield(creating)
         except asyncio.CancelledError:
             instance_id = await _outcome(creating)
             if instance_id is not None:
-                await asyncio.to_thread(self._ledger.record_created, entry, instance_id)
+                await asyncio.to_thread(
+                    self._ledger.record_created, entry, instance_id, price_per_hour=price
+                )
                 with contextlib.suppress(VastApiError):  # else the open row is gc's to follow
                     await self._destroy_verified(instance_id)
                     await asyncio.to_thread(self._ledger.record_destroyed, entry)
             raise
-        await asyncio.to_thread(self._ledger.record_created, entry, instance_id)
-        return instance_id
+        created_at = await asyncio.to_thread(
+            self._ledger.record_created, entry, instance_id, price_per_hour=price
+        )
+        return instance_id, created_at
 
     async def _create(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
         """Create, retrying transient failures, but only after checking that the lost
@@ -196,6 +221,7 @@ class VastProvider:
 
     async def _create_once(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
         pool = self._pool
+        bootstrap = replace(bootstrap, on_orphan=self._on_orphan())
         try:
             answer = await self.api().once(
                 f"create instance from offer {offer.get('id')}",
@@ -203,24 +229,36 @@ class VastProvider:
                 id=offer["id"],
                 image=pool.image,
                 disk=offers.disk_gb(pool.resources.disk_mb),
-                env={TOKEN_ENV: bootstrap.token},
+                env=bootstrap.agent_env(),
                 label=label,
                 onstart_cmd=onstart_command(bootstrap, agent_install_for(pool)),
                 ssh=True,
                 cancel_unavail=True,
             )
         except VastApiError as error:
-            if error.status in (400, 404, 410):
+            # Only `no_such_ask` (or a missing offer) means it was taken; any other 400 is a
+            # request Vast refuses — Vast's message says why, and the next offer won't help.
+            if error.code == "no_such_ask" or error.status in (404, 410):
                 raise _OfferGone(str(error)) from None
             raise
         if not isinstance(answer, dict) or not answer.get("new_contract"):
             raise _OfferGone(f"Vast.ai create instance from offer {offer.get('id')}: no contract")
         return str(answer["new_contract"])
 
+    def _on_orphan(self) -> tuple[str, ...]:
+        """An orphaned node destroys its own instance with the container's scoped key, on
+        the API this provider talks to (the stand-in in tests; Vast's own by default)."""
+        url = self._server_url or os.environ.get(URL_ENV)
+        return ("--on-orphan", "destroy-instance", *(("--vast-url", url) if url else ()))
+
     async def _find_labelled(self, label: str) -> str | None:
+        row = await self._labelled_row(label)
+        return str(row["id"]) if row else None
+
+    async def _labelled_row(self, label: str) -> dict[str, Any] | None:
         rows = await self.api().call("show instances", "show_instances")
-        ids = [str(r["id"]) for r in rows or [] if r.get("label") == label]
-        return ids[0] if ids else None
+        found = [r for r in rows or [] if r.get("label") == label]
+        return found[0] if found else None
 
     # ---- teardown -----------------------------------------------------------------------
 
@@ -229,28 +267,40 @@ class VastProvider:
         never recorded, from the instance carrying this run's label."""
         entries = await asyncio.to_thread(self._ledger.open_entries)
         mine = [e for e in entries if e.run_id == run_id]
-        known = [e.instance_id for e in mine if e.instance_id]
-        instance = known[0] if known else None
-        if instance is None and mine:
-            instance = await self._find_labelled(label_for(run_id))
-        if instance is None:
+        known = [e for e in mine if e.instance_id]
+        handle = _handle_from(known[0]) if known else None
+        if handle is None and mine:
+            row = await self._labelled_row(mine[0].label or label_for(run_id))
+            if row is not None:  # price and birth from Vast's own listing
+                handle = NodeHandle(
+                    provider=self.name,
+                    node_id=str(row["id"]),
+                    price_per_hour=row.get("dph_total"),
+                    created_at=row.get("start_date") or mine[0].intent_at,
+                )
+        if handle is None:
             return None
         for entry in mine:
-            if entry.instance_id in (None, instance):
-                self._adopted[instance] = entry.entry
-        return NodeHandle(provider=self.name, node_id=instance)
+            if entry.instance_id in (None, handle.node_id):
+                self._adopted[handle.node_id] = entry.entry
+        return handle
 
     def adopt(self, handle: NodeHandle) -> None:
         """A node an earlier engine process rented: teardown closes its ledger row too (no
-        pool slot is taken for it; refusing to own a billing node would be worse)."""
+        pool slot is taken for it; refusing to own a billing node would be worse). What the
+        handle lacks of its price and birth, the ledger row supplies."""
         for entry in self._ledger.open_entries():
             if entry.instance_id == handle.node_id:
                 self._adopted[handle.node_id] = entry.entry
+                if handle.created_at is None:
+                    handle.created_at = entry.created_at
+                if handle.price_per_hour is None:
+                    handle.price_per_hour = entry.price_per_hour
 
     async def teardown(self, handle: NodeHandle) -> None:
         instance = handle.node_id
         try:
-            await self._destroy_verified(instance)
+            await self._destroy(instance)
         except VastApiError as exc:
             message = (
                 f"could not confirm that Vast.ai instance {instance} is destroyed ({exc}); "
@@ -258,34 +308,88 @@ class VastProvider:
             )
             self._alert(message)
             raise TeardownError(message) from None
+        rows = self._release(instance)
+        if await self._gone_now(instance):
+            await self._close_rows(rows)
+        else:  # accepted, still listed: Vast catches up in its own time
+            for row in rows:
+                await asyncio.to_thread(self._ledger.record_destroy_requested, row)
+            self._confirm_in_background(instance, rows)
+
+    def _release(self, instance: str) -> list[int]:
+        """Forget the instance (freeing its pool slot); returns its open ledger rows."""
+        rows = []
         entry = self._entries.pop(instance, None)
         if entry is not None:
-            await asyncio.to_thread(self._ledger.record_destroyed, entry)
+            rows.append(entry)
             self._slots.release()
         adopted = self._adopted.pop(instance, None)
         if adopted is not None:
-            await asyncio.to_thread(self._ledger.record_destroyed, adopted)
+            rows.append(adopted)
+        return rows
 
-    async def _destroy_verified(self, instance: str) -> None:
+    async def _close_rows(self, rows: list[int]) -> None:
+        for row in rows:
+            await asyncio.to_thread(self._ledger.record_destroyed, row)
+
+    async def _destroy(self, instance: str) -> None:
+        """Ask Vast to destroy, retrying refusals and transient failures with backoff;
+        an instance that is already gone counts as destroyed."""
         api = self.api()
-        failure = VastApiError(f"Vast.ai instance {instance} still listed after destroy")
         for attempt in range(self._policy.attempts):
-            if attempt:
-                await api.backoff(failure, attempt - 1)
             try:
                 await api.once(f"destroy instance {instance}", "destroy_instance", int(instance))
-            except VastApiError as error:
-                if error.status != 404:  # 404: already gone, which the check below confirms
-                    failure = error
-                    continue
-            if await self._gone(instance):
                 return
-            failure = VastApiError(f"Vast.ai instance {instance} still listed after destroy")
-        raise failure
+            except VastApiError as error:
+                if error.gone or error.code == "no_such_instance":
+                    return
+                if attempt == self._policy.attempts - 1:
+                    raise
+                await api.backoff(error, attempt)
 
-    async def _gone(self, instance: str) -> bool:
-        row = await self.api().call(f"show instance {instance}", "show_instance", int(instance))
+    async def _destroy_verified(self, instance: str) -> None:
+        """Destroy and wait (within the retry policy) until the listing agrees."""
+        await self._destroy(instance)
+        for attempt in range(self._policy.attempts):
+            if await self._gone_now(instance):
+                return
+            await asyncio.sleep(self._policy.delay(attempt))
+        raise VastApiError(f"Vast.ai instance {instance} still listed after destroy")
+
+    async def _gone_now(self, instance: str) -> bool:
+        """One look: True when Vast no longer lists the instance (null or 404)."""
+        try:
+            row = await self.api().call(f"show instance {instance}", "show_instance", int(instance))
+        except VastApiError as error:
+            if error.gone:
+                return True
+            raise
         return row is None
+
+    def _confirm_in_background(self, instance: str, rows: list[int]) -> None:
+        """Keep confirming an accepted destroy; the run has moved on. Runs outside the run's
+        context (its alerts are engine-wide: the run may be long finished)."""
+        if instance in self._confirming:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._confirm(instance, rows), context=contextvars.Context()
+        )
+        self._confirming[instance] = task
+        task.add_done_callback(lambda _t: self._confirming.pop(instance, None))
+
+    async def _confirm(self, instance: str, rows: list[int]) -> None:
+        deadline = time.monotonic() + self._confirm_for_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(self._confirm_every_s)
+            with contextlib.suppress(VastApiError):
+                if await self._gone_now(instance):
+                    await self._close_rows(rows)
+                    return
+                await self._destroy(instance)  # asking again is harmless
+        self._alert(
+            f"Vast.ai instance {instance} is still listed {self._confirm_for_s:g} s after its "
+            "destroy was accepted; it may still be billing: run `swjob gc`"
+        )
 
     # ---- liveness -----------------------------------------------------------------------
 
@@ -298,13 +402,16 @@ class VastProvider:
                 row = await self.api().once(
                     f"show instance {instance}", "show_instance", int(instance)
                 )
-            except VastApiError:
+            except VastApiError as error:
+                if error.gone:
+                    return f"Vast.ai instance {instance} was destroyed"
                 continue  # a failed poll says nothing about the node
             if row is None:
                 return f"Vast.ai instance {instance} was destroyed"
             status = row.get("actual_status")
             if status in DEAD_STATUSES:
-                return f"Vast.ai instance {instance} is {status}"
+                said = str(row.get("status_msg") or "").strip()[:200]
+                return f"Vast.ai instance {instance} is {status}" + (f": {said}" if said else "")
 
 
 async def _outcome(task: asyncio.Future[str]) -> str | None:
@@ -313,3 +420,14 @@ async def _outcome(task: asyncio.Future[str]) -> str | None:
         return await task
     except Exception:
         return None
+
+
+def _handle_from(entry: LedgerEntry) -> NodeHandle:
+    """A node rebuilt from its ledger row: id, price and birth survive the engine."""
+    assert entry.instance_id is not None
+    return NodeHandle(
+        provider=entry.provider,
+        node_id=entry.instance_id,
+        price_per_hour=entry.price_per_hour,
+        created_at=entry.created_at,
+    )

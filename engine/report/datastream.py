@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO
 
-from engine.report.events import Event, parse_event
+from engine.report import logbudget
+from engine.report.events import Event, Log, parse_event
 
 DEFAULT_QUEUE = 10_000
 
@@ -90,7 +91,8 @@ class Datastream:
         event = event.model_copy(update={"seq": seq})
         handle = self._files.get(event.run_id)
         if handle is not None:
-            handle.write(event.model_dump_json() + "\n")
+            line = logbudget.dump(event) if isinstance(event, Log) else event.model_dump_json()
+            handle.write(line + "\n")
             handle.flush()
         for sub in tuple(self._subs):
             sub._offer(event)

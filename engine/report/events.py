@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from agent.protocol import LogLine, NodeFacts, Step
+from engine.report import logbudget
 
 
 def utcnow() -> datetime:
@@ -27,6 +28,7 @@ class NodeState(StrEnum):
     BUSY = "busy"
     TEARING_DOWN = "tearing_down"
     GONE = "gone"
+    UNCONFIRMED = "unconfirmed"  # teardown could not be confirmed: it may still be billing
 
 
 class TransferDirection(StrEnum):
@@ -68,6 +70,12 @@ class Log(_Ev):
     step: Step
     lines: list[LogLine]
     node_seq: int | None = None  # the agent's sequence number: where a replay resumes
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unpack(cls, data: object) -> object:
+        """events.jsonl may hold a flood's lines packed (engine/report/logbudget.py)."""
+        return logbudget.unpack(data)
 
 
 class TransferProgress(_Ev):

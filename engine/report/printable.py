@@ -9,6 +9,12 @@ colour code shifted the log pane's border. Everything a job wrote goes through
 APC, and two-byte escapes, in their 7-bit and 8-bit forms) is removed, SGR colours
 with them (the full-fidelity text stays in the run's log files), tabs become spaces,
 and any other control character becomes U+FFFD so a person can see that one was there.
+
+The headless CLI prints to whatever terminal the operator has, and what it prints is
+also read by people and scripts as plain lines: there `visible` keeps every byte but
+draws each control character in caret notation (`\x1b` as `^[`, BEL as `^G`, DEL as
+`^?`, a newline as `^J`, C1 codes as `<9b>`), so a peer or a job can neither move the
+cursor nor fake a status line, and the operator still sees what was sent.
 """
 
 from __future__ import annotations
@@ -36,3 +42,21 @@ def printable(text: str, *, lines: bool = False) -> str:
         return text
     controls = _CONTROLS_BUT_NEWLINE if lines else _CONTROLS
     return controls.sub("\ufffd", _ESCAPES.sub("", text).expandtabs(TAB))
+
+
+_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _caret(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20 or code == 0x7F:
+        return "^" + chr(code ^ 0x40)
+    return f"<{code:02x}>"
+
+
+def visible(text: str) -> str:
+    """`text` with every control character (newlines too) drawn in caret notation, tabs
+    as spaces: one line, inert on any terminal, nothing of it hidden."""
+    if text.isprintable():
+        return text
+    return _ANY_CONTROL.sub(_caret, text.expandtabs(TAB))

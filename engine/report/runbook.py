@@ -61,8 +61,10 @@ def apply(view: RunView, event: ev.Event) -> RunView:
             changes["transfers"] = {**view.transfers, event.direction.value: event}
         case ev.Node():
             changes["node"] = _node(view, event)
-        case ev.Alert(persistent=True):
-            changes["alerts"] = [*view.alerts, event.message]
+        case ev.Alert():
+            changes["all_alerts"] = [*view.all_alerts, event.message]
+            if event.persistent:
+                changes["alerts"] = [*view.alerts, event.message]
         case ev.Cost():
             changes |= {"cost_dollars": event.dollars, "cost_by_phase": event.by_phase}
         case ev.Finished():

@@ -50,11 +50,18 @@ class RunView(_View):
     cost_dollars: float | None = None
     cost_by_phase: dict[str, float] = {}  # dollars per phase so far (fsm Phase values)
     alerts: list[str] = []  # persistent warnings (e.g. a node that could not be torn down)
+    all_alerts: list[str] = []  # every warning about the run, persistent or not (run.json)
     live: bool = False  # driven by this engine right now (False: from history)
 
     @property
     def terminal(self) -> bool:
         return self.state in ("COMPLETED", "FAILED")
+
+    @property
+    def stoppable(self) -> bool:
+        """A stop still changes something: the node is up and not yet being torn down
+        (a FAILED run's best-effort collection can be cut short, too)."""
+        return self.phase not in ("teardown", "done")
 
 
 class PoolView(_View):

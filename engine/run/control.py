@@ -6,6 +6,11 @@ after a dropped connection must come from the same id, and the transfer connecti
 (`swjob/xfer/1`) is accepted only from an admitted id. Anyone else is refused and
 logged. Liveness is application-level: silence past the deadline is NodeLost, since
 QUIC itself notices a dead peer only after its ~35 s idle timeout.
+
+A peer not yet admitted is held short: its hello must come within HELLO_TIMEOUT_S in a
+frame of at most HELLO_MAX_FRAME bytes, and only so many such peers may wait at once
+(`peergate`), so strangers cannot make the engine hold memory. What a stranger said
+(its run id) is logged with control characters made visible.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from agent.protocol import (
     CTL_ALPN,
+    MAX_FRAME,
     XFER_ALPN,
     AgentEvent,
     Channel,
@@ -29,10 +35,13 @@ from agent.protocol import (
     Reject,
     Welcome,
 )
+from engine.report.printable import visible
+from engine.run.peergate import PeerGate
 
 log = logging.getLogger("swjob.control")
 
-HELLO_TIMEOUT_S = 10.0
+HELLO_TIMEOUT_S = 5.0
+HELLO_MAX_FRAME = 64 * 1024
 
 
 class NodeGone(Exception):
@@ -209,6 +218,7 @@ class ControlServer:
         self.sessions: dict[str, NodeSession] = {}
         self._task: asyncio.Task[None] | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self.gate = PeerGate()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._serve())
@@ -236,17 +246,29 @@ class ControlServer:
             return
         remote = str(conn.remote_id())
         if alpn == CTL_ALPN:
-            await self._admit(conn, remote)
+            await self._admit_gated(conn, remote)
         elif alpn == XFER_ALPN:
             self._route_xfer(conn, remote)
         else:
             conn.close(1, b"unknown service")
 
+    async def _admit_gated(self, conn: Any, remote: str) -> None:
+        refused = self.gate.enter(remote)
+        if refused is not None:
+            log.info("refused peer %s: %s", remote[:16], refused)
+            conn.close(4, b"busy")
+            return
+        try:
+            await self._admit(conn, remote)
+        finally:
+            self.gate.leave(remote)
+
     async def _admit(self, conn: Any, remote: str) -> None:
         try:
-            bi = await asyncio.wait_for(conn.accept_bi(), HELLO_TIMEOUT_S)
-            channel = Channel(bi.recv(), bi.send())
-            hello = await asyncio.wait_for(channel.recv(), HELLO_TIMEOUT_S)
+            async with asyncio.timeout(HELLO_TIMEOUT_S):
+                bi = await conn.accept_bi()
+                channel = Channel(bi.recv(), bi.send(), max_frame=HELLO_MAX_FRAME)
+                hello = await channel.recv()
         except Exception as exc:
             log.warning("refused peer %s: no valid hello (%s)", remote[:16], exc)
             conn.close(2, b"no hello")
@@ -258,7 +280,8 @@ class ControlServer:
         session = self.sessions.get(hello.run_id)
         reason = "unknown run" if session is None else session.admits(hello, remote)
         if session is None or reason is not None:
-            log.warning("refused peer %s for run %s: %s", remote[:16], hello.run_id, reason)
+            run_id = visible(hello.run_id[:80])
+            log.warning("refused peer %s for run %s: %s", remote[:16], run_id, reason)
             with contextlib.suppress(Exception):
                 await channel.send(Reject(reason=reason or "refused"))
                 await bi.send().finish()
@@ -266,6 +289,7 @@ class ControlServer:
                 await asyncio.wait_for(conn.closed(), 2.0)
             conn.close(3, b"refused")
             return
+        channel.allow_frames(MAX_FRAME)
         await session.attach(conn, channel, hello, remote)
 
     def _route_xfer(self, conn: Any, remote: str) -> None:

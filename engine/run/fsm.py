@@ -100,6 +100,13 @@ class NodeTornDown:
     pass
 
 
+@dataclass(frozen=True)
+class InternalError:
+    """Carrying out a command raised something nobody expected: the run must still end."""
+
+    reason: str
+
+
 Event = (
     JobSubmitted
     | NodeReady
@@ -112,6 +119,7 @@ Event = (
     | NodeLost
     | OperatorStop
     | NodeTornDown
+    | InternalError
 )
 
 # ---- commands emitted ------------------------------------------------------------------
@@ -259,12 +267,19 @@ TABLE: tuple[Row, ...] = (
     Row((F, COLL), OutputsCollected, (), (F, TEAR)),
     Row((F, COLL), NodeFault, (), (F, TEAR)),
     Row((F, COLL), NodeLost, (), (F, TEAR)),
-    # faults, loss and the operator's stop end any active step
+    # a stop (operator, cap) cuts best-effort collection short; a command that raised
+    # abandoned the rest of its list: either way teardown is ordered (again — it runs once:
+    # the later teardown cancels the earlier task). The run keeps its verdict and reason.
+    Row((F, COLL), OperatorStop, (TeardownNode(),), (F, TEAR)),
+    Row((F, COLL), InternalError, (TeardownNode(),), (F, TEAR)),
+    # faults, loss, internal errors and the operator's stop end any active step
     *(
         Row(src, ev, (TeardownNode(),), (F, TEAR))
         for src in ACTIVE
-        for ev in (NodeFault, NodeLost, OperatorStop)
+        for ev in (NodeFault, NodeLost, OperatorStop, InternalError)
     ),
+    # the teardown itself broke past its retries (and said so in an alert): never hang
+    *(Row((st, TEAR), InternalError, (), (st, DONE)) for st in (C, F)),
     # the provider confirms the node is gone: the run is over
     *(Row((st, ph), NodeTornDown, (), (st, DONE)) for st in (C, F) for ph in (COLL, TEAR)),
 )
@@ -278,7 +293,7 @@ def _reason(event: Event) -> str | None:
             return f"run exited with code {code}"
         case NodeLost(reason):
             return f"node lost: {reason}"
-        case NodeFault(reason) | OperatorStop(reason):
+        case NodeFault(reason) | OperatorStop(reason) | InternalError(reason):
             return reason
     return None
 

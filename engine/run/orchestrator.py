@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
+from collections.abc import Awaitable
 from typing import Any
 
 from agent.protocol import (
@@ -26,19 +28,25 @@ from agent.protocol import (
     StopStep,
 )
 from agent.redact import Redactor
+from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool
-from engine.providers.base import Bootstrap, NodeHandle, Provider, TeardownError
+from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.report import events as ev
+from engine.report import scope
 from engine.report.datastream import Datastream
 from engine.report.runbook import apply
 from engine.report.views import RunView
 from engine.run import fsm
 from engine.run.control import NodeGone, NodeSession
-from engine.run.runrecord import LogFiles, PhaseClock, cost_by_phase, write_run_json
-from engine.run.runsupport import CostMeter, Transfers
+from engine.run.costmeter import CostMeter
+from engine.run.runrecord import LogFiles, PhaseClock, write_run_json
+from engine.run.runsupport import Transfers
+from engine.run.teardown import destroy
 
 SHUTDOWN_TIMEOUT_S = 5.0
+REASON_MAX = 300
+CANCEL_WAIT_S = 3.0
 
 
 class RunDriver:
@@ -133,6 +141,10 @@ class RunDriver:
                 exit_code=outcome.state.exit_code,
             )
         )
+        if isinstance(event, fsm.OperatorStop) and before.state is fsm.JobState.FAILED:
+            # the verdict stands (the exit code decided it); say why collection was cut short
+            message = f"output collection cut short: {event.reason}"
+            self.publish(ev.Alert(run_id=self.view.run_id, message=message))
         if outcome.commands:
             self._spawn(self._execute(outcome.commands))
 
@@ -142,16 +154,20 @@ class RunDriver:
         self._queue = asyncio.Queue()
         self._fsm = state
         self.handle = handle
+        if handle is not None:
+            self._cost.start(handle)  # the node has billed all along: cost counts from its birth
 
     def start_work(self, coro: Any) -> None:
-        self._spawn(coro)
+        self._spawn(self._guarded(coro))
 
     @property
     def fsm_state(self) -> fsm.FsmState:
         return self._fsm
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
+        context = contextvars.copy_context()  # the provider's alerts name this run
+        context.run(scope.work_for, self.view.run_id)
+        task = asyncio.create_task(coro, context=context)
         self._work.add(task)
         task.add_done_callback(self._work.discard)
 
@@ -159,23 +175,48 @@ class RunDriver:
         others = [t for t in (*self._work, self._watch) if t is not None and t is not keep]
         for task in others:
             task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        if others:
+            # bounded: a transfer read from a frozen node was seen to ignore its cancel until
+            # the connection closed (30 s); the teardown that follows closes it for good
+            await asyncio.wait(others, timeout=CANCEL_WAIT_S)
 
     async def _execute(self, commands: tuple[fsm.Command, ...]) -> None:
+        """Carry out one outcome's commands in order; after one raised, the rest is abandoned
+        (the FSM orders what comes next on its InternalError)."""
         for command in commands:
-            match command:
-                case fsm.ProvisionNode():
-                    await self._provision()
-                case fsm.MaterializeWorkspace():
-                    await self.transfers.push()
-                case fsm.RunSetup():
-                    await self.start_step(Step.SETUP, self.job.setup or "")
-                case fsm.RunJob():
-                    await self.start_step(Step.RUN, self.job.run)
-                case fsm.CollectOutputs(best_effort=best_effort):
-                    self.outputs = await self.transfers.pull(best_effort)
-                case fsm.TeardownNode():
-                    await self.teardown()
+            if not await self._guarded(self._carry_out(command)):
+                return
+
+    async def _guarded(self, work: Awaitable[None]) -> bool:
+        """Await `work`; whatever it raises becomes an InternalError event (False), so no
+        exception can leave a run stuck in a phase while its node bills."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            line = one_line(exc)  # bounded: an OSError may quote a 4 KiB path
+            line = line if len(line) <= REASON_MAX else line[: REASON_MAX - 1] + "…"
+            reason = self.redact(f"internal error: {line}")
+            self.publish(ev.Alert(run_id=self.view.run_id, message=reason))
+            self.post(fsm.InternalError(reason))
+            return False
+        return True
+
+    async def _carry_out(self, command: fsm.Command) -> None:
+        match command:
+            case fsm.ProvisionNode():
+                await self._provision()
+            case fsm.MaterializeWorkspace():
+                await self.transfers.push()
+            case fsm.RunSetup():
+                await self.start_step(Step.SETUP, self.job.setup or "")
+            case fsm.RunJob():
+                await self.start_step(Step.RUN, self.job.run)
+            case fsm.CollectOutputs(best_effort=best_effort):
+                self.outputs = await self.transfers.pull(best_effort)
+            case fsm.TeardownNode():
+                await self.teardown()
 
     # ---- commands ---------------------------------------------------------------------
 
@@ -188,6 +229,7 @@ class RunDriver:
             self.post(fsm.NodeFault(f"provisioning failed: {self.redact(str(exc))}"))
             return
         self.remember(handle=dataclasses.asdict(self.handle))
+        self._cost.start(self.handle)
         self._node_event(ev.NodeState.PROVISIONING)
         timeout_s = self.pool.boot_timeout_s
         if await self.await_join(timeout_s, ev.NodeState.READY):
@@ -196,15 +238,15 @@ class RunDriver:
             self.post(fsm.NodeFault(f"boot timeout: node did not join within {timeout_s:g} s"))
 
     async def await_join(self, timeout_s: float, state: ev.NodeState) -> bool:
-        """Watch the node (cost, liveness) and wait for its agent to join; False on timeout."""
+        """Watch the node (liveness) and wait for its agent to join; False on timeout."""
         assert self.handle is not None
-        self._cost.start(self.handle.price_per_hour)
         self._watch = asyncio.create_task(self._watch_node(self.handle))
         try:
             await asyncio.wait_for(self.session.joined.wait(), timeout_s)
         except TimeoutError:
             return False
-        self.remember(endpoint_id=self.session.endpoint_id)
+        hello = self.session.hello
+        self.remember(endpoint_id=self.session.endpoint_id, agent_ticket=hello and hello.ticket)
         self._node_event(state)
         return True
 
@@ -234,13 +276,17 @@ class RunDriver:
     async def teardown(self) -> None:
         await self._cancel_work(keep=asyncio.current_task())
         if self.handle is not None:
-            self._node_event(ev.NodeState.TEARING_DOWN)
-            await self._release_node()
             try:
-                await self._provider.teardown(self.handle)
-            except TeardownError as exc:
-                self.publish(ev.Alert(run_id=self.view.run_id, message=str(exc), persistent=True))
-            self._node_event(ev.NodeState.GONE)
+                self._node_event(ev.NodeState.TEARING_DOWN)
+                await self._release_node()
+            finally:  # whatever broke above, the node is destroyed
+                problem = await destroy(self._provider, self.handle)
+            if problem is not None:
+                message = self.redact(problem)
+                self.publish(ev.Alert(run_id=self.view.run_id, message=message, persistent=True))
+                self._node_event(ev.NodeState.UNCONFIRMED)  # never "gone": it may still bill
+            else:
+                self._node_event(ev.NodeState.GONE)
         self.post(fsm.NodeTornDown())
 
     async def _release_node(self) -> None:
@@ -248,7 +294,8 @@ class RunDriver:
         (a lost node cannot answer: waiting on it would only delay the teardown)."""
         if self.lost or not self.session.joined.is_set() or self.session.closed:
             return
-        with contextlib.suppress(NodeGone, TimeoutError):
+        # a courtesy before the provider destroys the node: no failure of it may stop that
+        with contextlib.suppress(Exception):
             if self._running_step is not None and not self._step_exited.is_set():
                 await asyncio.wait_for(self.session.send(StopStep(grace_s=self._grace)), 2)
                 await asyncio.wait_for(self._step_exited.wait(), self._grace + SHUTDOWN_TIMEOUT_S)
@@ -320,8 +367,6 @@ class RunDriver:
             "workspace_refused": self.workspace_refused,
             "job_file": str(self.job.source),
         }
-        if self.view.node and self.view.node.price_per_hour is not None:
-            extra["cost_by_phase"] = cost_by_phase(
-                self.view.node.price_per_hour, self.clock.durations()
-            )
+        if by_phase := self._cost.by_phase():
+            extra["cost_by_phase"] = by_phase
         write_run_json(self.view, self.clock, extra)

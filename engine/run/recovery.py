@@ -1,12 +1,14 @@
 """Carry the runs of a crashed or killed engine process to their end.
 
 While the operator is away the agent keeps running the job and journals its events.
-A restarted engine (same identity: engine/state/identity.py) finds its unfinished runs in
-the store, rebuilds each run's FSM state from its `events.jsonl`, lets the node
-rejoin with its original token, has the agent replay what was missed (from the last
-node sequence number the run's log holds), and re-issues the command that was in
-flight — push, pull, teardown — each of which is safe to repeat. A node that does
-not come back is torn down through the provider and the run marked FAILED.
+An engine that adopts a run whose owner is gone (engine/state/ownership.py) rebuilds
+the run's FSM state from its `events.jsonl`, re-points the node at itself with the
+run's re-attach credential (engine/run/reclaim.py), lets it rejoin with its original
+token, has the agent replay what was missed (from the last node sequence number the
+run's log holds), and re-issues the command that was in flight — push, pull,
+teardown — each of which is safe to repeat. A node that does not rejoin within the
+run's node-loss deadline (sooner, when the provider sees it gone) is lost: the run is
+FAILED "node lost" and the node torn down through the provider.
 """
 
 from __future__ import annotations
@@ -26,8 +28,6 @@ from engine.run import fsm
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
 
-REJOIN_S = 30.0
-"""How long a recovered run waits for its node (the agent redials with backoff capped at 10 s)."""
 REPLAY_S = 10.0
 """How long a rejoined node may take to replay its journal before we judge what it missed."""
 
@@ -109,7 +109,7 @@ async def _rejoin_then(driver: RunDriver, timeout_s: float, node_state: ev.NodeS
         if node_state is ev.NodeState.READY:
             driver.post(fsm.NodeReady())
         return True
-    reason = f"node did not rejoin within {timeout_s:g} s after the operator restarted"
+    reason = f"node did not rejoin within {timeout_s:g} s after the run was adopted"
     driver.post(fsm.NodeLost(reason))
     return False
 
@@ -118,7 +118,7 @@ async def _resume_active(driver: RunDriver, state: fsm.FsmState) -> None:
     step = {fsm.Phase.SETUP: Step.SETUP, fsm.Phase.RUN: Step.RUN}.get(state.phase)
     if step is not None and step.value in driver.started:
         driver.expect_exit(step)  # before the rejoin: the replay may carry its exit at once
-    if not await _rejoin_then(driver, REJOIN_S, ev.NodeState.BUSY):
+    if not await _rejoin_then(driver, driver.session.deadline_s, ev.NodeState.BUSY):
         return
     match state.phase:
         case fsm.Phase.MATERIALIZING:

@@ -14,33 +14,62 @@ from pathlib import Path
 from typing import IO, Any
 
 from agent.protocol import LogLine, Step
+from engine.report import events as ev
 from engine.report.views import RunView
 
 
 class PhaseClock:
-    """When each phase began; durations and cost split by phase derive from it."""
+    """When each phase began, in wall-clock time: durations and the cost split derive from it.
+
+    Wall clock, not monotonic, because a run outlives the engine process that started
+    it: a restarted engine replays the run's transitions (`replay`) and the phase the
+    run was in while nobody watched keeps its time (and its cost)."""
 
     def __init__(self) -> None:
         self.entered: dict[str, datetime] = {}
-        self._mono: list[tuple[str, float]] = []
+        self._starts: list[tuple[str, float]] = []
 
-    def enter(self, phase: str) -> None:
-        self.entered.setdefault(phase, datetime.now(UTC))
-        self._mono.append((phase, time.monotonic()))
+    def enter(self, phase: str, at: datetime | None = None) -> None:
+        when = at or datetime.now(UTC)
+        self.entered.setdefault(phase, when)
+        self._starts.append((phase, when.timestamp()))
+
+    def replay(self, events: list[ev.Event]) -> None:
+        """Rebuild the clock from a run's event log (recovery after an engine restart)."""
+        for event in events:
+            if isinstance(event, ev.Transition):
+                self.enter(event.to_phase, event.ts)
+
+    def spans(self, until: float | None = None) -> list[tuple[str, float, float]]:
+        """(phase, start, end) in epoch seconds; the current phase ends at `until` or now."""
+        end = time.time() if until is None else until
+        ends = [start for _, start in self._starts[1:]] + [end]
+        return [
+            (phase, start, max(start, stop))
+            for (phase, start), stop in zip(self._starts, ends, strict=True)
+        ]
 
     def durations(self, until: float | None = None) -> dict[str, float]:
         """Seconds spent in each phase so far (a phase re-entered accumulates)."""
-        end = time.monotonic() if until is None else until
         spans: dict[str, float] = {}
-        for (phase, start), nxt in zip(self._mono, [*self._mono[1:], ("", end)], strict=True):
-            spans[phase] = spans.get(phase, 0.0) + max(0.0, nxt[1] - start)
+        for phase, start, end in self.spans(until):
+            spans[phase] = spans.get(phase, 0.0) + end - start
         return spans
 
 
-def cost_by_phase(price_per_hour: float, durations: dict[str, float]) -> dict[str, float]:
-    """Dollars per billed phase: price × time, from provisioning on (the node bills from then)."""
-    billed = {k: v for k, v in durations.items() if k not in ("new", "done")}
-    return {phase: price_per_hour * seconds / 3600 for phase, seconds in billed.items()}
+def cost_by_phase(
+    price_per_hour: float, spans: list[tuple[str, float, float]], since: float | None
+) -> dict[str, float]:
+    """Dollars per phase: price × the part of each phase the node was alive (from `since`,
+    when it began to bill; None counts whole phases). The last phase (done) bills nothing."""
+    start = since if since is not None else float("-inf")
+    cost: dict[str, float] = {}
+    for phase, begin, end in spans:
+        if phase in ("new", "done"):
+            continue
+        seconds = max(0.0, end - max(begin, start))
+        cost[phase] = cost.get(phase, 0.0) + price_per_hour * seconds / 3600
+    return cost
 
 
 class LogFiles:
@@ -89,7 +118,8 @@ def write_run_json(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> P
         "node": node.model_dump(mode="json") if node else None,
         "cost_dollars": view.cost_dollars,
         "missing_outputs": view.missing_outputs,
-        "alerts": view.alerts,
+        "alerts": view.all_alerts,
+        "persistent_alerts": view.alerts,
         **extra,
     }
     path = view.run_dir / "run.json"

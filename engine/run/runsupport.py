@@ -1,25 +1,20 @@
-"""The driver's helpers for the two long-running concerns of a run besides its steps:
-moving bytes (workspace push, output pull) and money (cost meter and caps)."""
+"""The driver's helper for moving bytes (workspace push, output pull); money (cost meter
+and caps) lives in engine/run/costmeter.py."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agent.transfer import Progress
 from engine.report import events as ev
 from engine.run import fsm
 from engine.run.control import NodeGone
-from engine.run.runrecord import cost_by_phase
+from engine.run.stall import Stalled, StallGuard
 from engine.run.transfer import TransferError, pull_outputs, push_workspace
 
 if TYPE_CHECKING:
-    from agent.transfer import Progress
     from engine.run.orchestrator import RunDriver
-
-COST_EVENT_EVERY_S = 5.0
 
 
 class Transfers:
@@ -36,7 +31,7 @@ class Transfers:
                     bytes_total=p.bytes_total,
                     files_done=p.files_done,
                     files_total=p.files_total,
-                    current=p.current,
+                    current=self._d.redact(p.current) if p.current else p.current,
                     rate_bps=p.rate_bps,
                     eta_s=p.eta_s,
                     done=p.done,
@@ -75,80 +70,40 @@ class Transfers:
         self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
 
     async def pull(self, best_effort: bool) -> dict[str, Any]:
-        """Collect the declared outputs; returns what run.json records about them."""
+        """Collect the declared outputs; returns what run.json records about them.
+
+        A collection that moves no byte for the pool's `collect_stall_s` gives up: the run
+        keeps its verdict (the exit code decided it) and an alert says what was not collected."""
+        guard = StallGuard(self._d.pool.collect_stall_s)
+        report = self._progress(ev.TransferDirection.PULL)
+
+        def progress(p: Progress) -> None:
+            guard.moved()
+            report(p)
+
         try:
-            result = await pull_outputs(
-                self._d.session,
-                self._d.job.outputs,
-                self._d.view.run_dir,
-                self._progress(ev.TransferDirection.PULL),
-                redact=self._d.redact,
+            result = await guard.run(
+                pull_outputs(
+                    self._d.session,
+                    self._d.job.outputs,
+                    self._d.view.run_dir,
+                    progress,
+                    redact=self._d.redact,
+                )
             )
+        except Stalled as exc:
+            return self._not_collected(f"collection stalled: {exc}")
         except (TransferError, NodeGone) as exc:
             if not best_effort:
                 self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
                 return {}
-            message = self._d.redact(f"outputs not collected: {exc}")
-            self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
-            self._d.post(fsm.OutputsCollected())
-            return {"missing": list(self._d.job.outputs)}
+            return self._not_collected(str(exc))
         self._d.post(fsm.OutputsCollected())
         summary = {"files": len(result.files), "bytes": result.bytes}
         return {"missing": list(result.missing), "summary": summary}
 
-
-class CostMeter:
-    """Price × time alive, split by phase, published every few seconds; enforces the pool's caps
-    by stopping the run like an operator stop, with a reason that names the cap."""
-
-    def __init__(self, driver: RunDriver) -> None:
-        self._d = driver
-        self._price: float | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._started = 0.0
-
-    def start(self, price_per_hour: float | None) -> None:
-        caps = self._d.pool.caps
-        self._price = price_per_hour
-        self._started = time.monotonic()
-        if price_per_hour is not None or caps.max_hours is not None:
-            self._task = asyncio.create_task(self._tick())
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-
-    def _dollars(self) -> tuple[float, dict[str, float]]:
-        assert self._price is not None
-        by_phase = cost_by_phase(self._price, self._d.clock.durations())
-        return sum(by_phase.values()), by_phase
-
-    def publish_final(self) -> None:
-        if self._price is not None:
-            self._publish()
-
-    def _publish(self) -> float:
-        dollars, by_phase = self._dollars()
-        run_id = self._d.view.run_id
-        self._d.publish(ev.Cost(run_id=run_id, dollars=dollars, by_phase=by_phase))
-        return dollars
-
-    async def _tick(self) -> None:
-        caps = self._d.pool.caps
-        last_event = 0.0
-        with contextlib.suppress(asyncio.CancelledError):
-            while True:
-                await asyncio.sleep(1.0)
-                hours = (time.monotonic() - self._started) / 3600
-                if caps.max_hours is not None and hours >= caps.max_hours:
-                    self._d.post(fsm.OperatorStop(f"cap reached: max_hours {caps.max_hours:g}"))
-                    return
-                if self._price is None or time.monotonic() - last_event < COST_EVENT_EVERY_S:
-                    continue
-                last_event = time.monotonic()
-                dollars = self._publish()
-                if caps.max_dollars is not None and dollars >= caps.max_dollars:
-                    cap = f"max_dollars ${caps.max_dollars:g}"
-                    reason = f"cap reached: {cap} (spent ${dollars:.2f})"
-                    self._d.post(fsm.OperatorStop(reason))
-                    return
+    def _not_collected(self, why: str) -> dict[str, Any]:
+        message = self._d.redact(f"outputs not collected: {why}")
+        self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
+        self._d.post(fsm.OutputsCollected())
+        return {"missing": list(self._d.job.outputs)}

@@ -300,11 +300,15 @@ def _manifest(entries: list[Entry], receiver: Receiver) -> list[ManifestEntry]:
     return out
 
 
-def _write_manifest(run_dir: Path, result: PullResult, *, complete: bool = True) -> None:
+def _write_manifest(
+    run_dir: Path, result: PullResult, redact: Callable[[str], str], *, complete: bool = True
+) -> None:
     """`complete` is False when the pull failed: the files marked verified landed whole,
-    the others did not land at all."""
-    body: dict[str, Any] = {"complete": complete, "files": [asdict(e) for e in result.files]}
-    body |= {"missing": result.missing, "refused": result.refused}
+    the others did not land at all. A path holding a secret is written masked (the file
+    itself lands under its real name)."""
+    files = [asdict(e) | {"path": redact(e.path)} for e in result.files]
+    body: dict[str, Any] = {"complete": complete, "files": files}
+    body |= {"missing": [redact(m) for m in result.missing], "refused": result.refused}
     tmp = run_dir / ".manifest.json.tmp"
     tmp.write_text(json.dumps(body, indent=2) + "\n")
     os.replace(tmp, run_dir / "manifest.json")
@@ -319,7 +323,8 @@ async def pull_outputs(
 ) -> PullResult:
     """Pull the declared outputs into `run_dir/outputs/`, verified, and write manifest.json.
 
-    `redact` masks secrets in the refusal messages (they quote names the job chose)."""
+    `redact` masks secrets in the refusal messages and in manifest.json's paths (they
+    quote names the job chose)."""
     receiver = Receiver(run_dir / "outputs", hash_chunked=True)
     (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []
@@ -328,7 +333,7 @@ async def pull_outputs(
     def result(listing: _Listing, attempts: int) -> PullResult:
         files = _manifest(listing.entries, receiver)
         total = sum(e.size for e in files)
-        refused = [redact(line) for line in listing.refused]
+        refused = [redact(line) for line in [*listing.refused, *receiver.refused]]
         return PullResult(files, listing.missing, total, refused, attempts)
 
     async def attempt(number: int) -> _Listing:
@@ -352,10 +357,10 @@ async def pull_outputs(
         # failed or stopped: say which outputs landed whole; drop the partial ones' pieces
         receiver.close(discard_partials=True)
         if listings:
-            _write_manifest(run_dir, result(listings[-1], len(listings)), complete=False)
+            _write_manifest(run_dir, result(listings[-1], len(listings)), redact, complete=False)
         raise
     receiver.close()
     meters[0].finish()
     pulled = result(listing, attempts)
-    _write_manifest(run_dir, pulled)
+    _write_manifest(run_dir, pulled, redact)
     return pulled

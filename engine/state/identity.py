@@ -4,7 +4,12 @@ A node obeys only the orchestrator id it was started with, so an engine that cra
 and restarts must come back with the same secret key — and, where no relay can find
 it, on the same UDP port. Identities live in numbered slots in the state dir, each
 guarded by a lock file: the first engine takes slot 0, a second engine running at the
-same time (a TUI and a CLI) takes slot 1, and each recovers only its own runs.
+same time (a TUI and a CLI) takes slot 1. A slot is only an address: which runs an
+engine drives is decided by per-run leases (engine/state/ownership.py).
+
+The operator id is something else: a short random name for this state dir (this
+operator), written into every Vast.ai instance label, so `swjob gc` on an account shared
+with other operators destroys only what this operator created.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -77,3 +83,22 @@ def _port(root: Path, slot: int) -> int | None:
         return int((root / f"engine-{slot}.port").read_text())
     except (OSError, ValueError):
         return None
+
+
+def operator_id() -> str:
+    """This operator's id (8 hex digits), created on first use and kept in the state dir."""
+    path = state_dir() / "operator-id"
+    try:
+        found = path.read_text().strip()
+        if len(found) == 8:
+            return found
+    except FileNotFoundError:
+        pass
+    fresh = secrets.token_hex(4)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process wrote it first: theirs is the one
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(fresh)
+    return fresh

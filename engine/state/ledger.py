@@ -4,9 +4,13 @@ A provider writes its *intent* to create an instance before the create call and 
 instance id right after, so a crash at any point leaves a row that `swjob gc` can
 follow: an open row with an id names an instance to destroy; an open row without
 one says "an instance labelled for this run may exist". Rows are closed when the
-instance is confirmed destroyed. Every write is its own committed transaction
-(sqlite in autocommit mode), and a connection is opened per call, so the ledger is
-safe across threads and across processes (the TUI and a `swjob gc` at once).
+instance is confirmed destroyed. A destroy the API accepted but has not yet confirmed
+(Vast's destroy is eventually consistent) is marked `destroy_requested_at` and the row
+stays open until the instance is seen gone. The row's created/destroyed times and
+price are the durable truth of what a node cost: cost survives any engine restart.
+Every write is its own committed transaction (sqlite in autocommit mode), and a
+connection is opened per call, so the ledger is safe across threads and across
+processes (the TUI and a `swjob gc` at once).
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ CREATE TABLE IF NOT EXISTS instances (
     instance_id TEXT,
     intent_at REAL NOT NULL,
     created_at REAL,
-    destroyed_at REAL
+    destroyed_at REAL,
+    price_per_hour REAL,
+    destroy_requested_at REAL
 )
 """
+_ADDED_COLUMNS = {"price_per_hour": "REAL", "destroy_requested_at": "REAL"}  # since v0.1
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,14 @@ class LedgerEntry:
     intent_at: float
     created_at: float | None
     destroyed_at: float | None
+    price_per_hour: float | None = None
+    destroy_requested_at: float | None = None
+
+
+_COLUMNS = (
+    "entry, run_id, provider, pool, label, instance_id, intent_at, created_at, destroyed_at,"
+    " price_per_hour, destroy_requested_at"
+)
 
 
 class Ledger:
@@ -53,6 +68,10 @@ class Ledger:
         with closing(self._connect()) as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)
+            have = {row[1] for row in db.execute("PRAGMA table_info(instances)")}
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in have:  # a ledger written by an older swjob
+                    db.execute(f"ALTER TABLE instances ADD COLUMN {column} {kind}")
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: autocommit, each statement is durable on return.
@@ -72,10 +91,23 @@ class Ledger:
             (run_id, provider, pool, label, time.time()),
         )
 
-    def record_created(self, entry: int, instance_id: str) -> None:
+    def record_created(
+        self, entry: int, instance_id: str, *, price_per_hour: float | None = None
+    ) -> float:
+        """The instance exists (and bills) from now on; returns that time (epoch seconds)."""
+        now = time.time()
         self._write(
-            "UPDATE instances SET instance_id=?, created_at=? WHERE entry=?",
-            (instance_id, time.time(), entry),
+            "UPDATE instances SET instance_id=?, created_at=?, price_per_hour=? WHERE entry=?",
+            (instance_id, now, price_per_hour, entry),
+        )
+        return now
+
+    def record_destroy_requested(self, entry: int) -> None:
+        """The API accepted the destroy; the row stays open until the instance is gone."""
+        self._write(
+            "UPDATE instances SET destroy_requested_at=COALESCE(destroy_requested_at, ?)"
+            " WHERE entry=?",
+            (time.time(), entry),
         )
 
     def record_destroyed(self, entry: int) -> None:
@@ -85,7 +117,14 @@ class Ledger:
         """Rows whose instance is not known to be destroyed, oldest first."""
         with closing(self._connect()) as db:
             rows = db.execute(
-                "SELECT entry, run_id, provider, pool, label, instance_id, intent_at, created_at,"
-                " destroyed_at FROM instances WHERE destroyed_at IS NULL ORDER BY entry"
+                f"SELECT {_COLUMNS} FROM instances WHERE destroyed_at IS NULL ORDER BY entry"
+            ).fetchall()
+        return [LedgerEntry(*row) for row in rows]
+
+    def entries_of(self, run_id: str) -> list[LedgerEntry]:
+        """Every row of one run, open or closed, oldest first (what its nodes cost)."""
+        with closing(self._connect()) as db:
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM instances WHERE run_id=? ORDER BY entry", (run_id,)
             ).fetchall()
         return [LedgerEntry(*row) for row in rows]

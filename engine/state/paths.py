@@ -2,7 +2,8 @@
 
 State (run index, instance ledger) and cache (local nodes' directories) live in
 the user's platform directories, never in the repo. `SWJOB_STATE_DIR` and
-`SWJOB_CACHE_DIR` override them: tests point them at temp dirs.
+`SWJOB_CACHE_DIR` override them: tests point them at temp dirs. Both are private
+(0700, see `private`): they hold join tokens, identities and local nodes' workspaces.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from pathlib import Path
 
 import platformdirs
 
+from engine.state.private import private_dir
+
 APP = "swjob"
 
 
 def _dir(env: str, default: str) -> Path:
-    path = Path(os.environ.get(env) or default)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(Path(os.environ.get(env) or default))
 
 
 def state_dir() -> Path:

@@ -73,8 +73,22 @@ class Store:
         chosen = exact or (rows if len(rows) == 1 else [])
         return RunView.model_validate_json(chosen[0][0]) if chosen else None
 
+    def recovery(self, run_id: str) -> dict[str, Any] | None:
+        """The recovery facts recorded for one run (None when it has none)."""
+        row = self._db.execute("SELECT recovery FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
     def unfinished(self) -> list[tuple[RunView, dict[str, Any]]]:
         rows = self._db.execute(
             "SELECT view, recovery FROM runs WHERE terminal = 0 ORDER BY created"
         ).fetchall()
         return [(RunView.model_validate_json(v), json.loads(r or "{}")) for v, r in rows]
+
+    def unfinished_run(self, run_id: str) -> tuple[RunView, dict[str, Any]] | None:
+        """The run's summary and recovery facts, if it exists and has not finished."""
+        row = self._db.execute(
+            "SELECT view, recovery FROM runs WHERE run_id = ? AND terminal = 0", (run_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return RunView.model_validate_json(row[0]), json.loads(row[1] or "{}")

@@ -33,8 +33,12 @@ NOT_PACKAGES = {"pip", "setuptools", "wheel"}
 
 
 def build_wheel(out: Path) -> Path:
+    """Build from a copy: setuptools leaves build/ and *.egg-info in the tree it builds."""
+    source = out.parent / "source"
+    skip = shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "__pycache__", "swjob-runs")
+    shutil.copytree(REPO, source, ignore=skip)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         check=True,
     )
     return next(out.glob("swjob-*.whl"))

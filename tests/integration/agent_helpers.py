@@ -30,9 +30,11 @@ from agent.protocol import (
     StepStarted,
     Welcome,
 )
+from agent.reattach import REATTACH_ENV
 from agent.supervisor import TOKEN_ENV
 
 WAIT_S = 30.0
+REATTACH_KEY = "reattach-" + "k" * 32  # every test agent's re-attach credential
 
 
 class FakeOrchestrator:
@@ -192,7 +194,7 @@ class AgentProc:
                 "-m",
                 "agent",
                 *argv,
-                env={**os.environ, TOKEN_ENV: orch.token},
+                env={**os.environ, TOKEN_ENV: orch.token, REATTACH_ENV: REATTACH_KEY},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=err,
                 stderr=err,

@@ -42,7 +42,6 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
             runs_dir=tmp_path / "runs",
             pools=load_pools(None),
             heartbeat_s=0.5,
-            node_deadline_s=10.0,
             stop_grace_s=2.0,
         )
     )

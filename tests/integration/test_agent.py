@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -20,7 +22,9 @@ from agent.protocol import (
     StopStep,
 )
 from agent.redact import MASK
+from engine.run.reclaim import ReclaimRefused, reclaim
 from tests.integration.agent_helpers import (
+    REATTACH_KEY,
     AgentProc,
     FakeOrchestrator,
     files_containing,
@@ -95,17 +99,22 @@ async def test_setup_then_run_with_logs_exit_code_and_no_leaks(
     await orch.send(RunStep(step=Step.SETUP, command="echo setting up; touch made-by-setup"))
     setup = await step_exited(orch)
     assert (setup.step, setup.code) == (Step.SETUP, 0)
-    run = 'ls; echo "key=$API_KEY"; echo "tok=${SWJOB_JOIN_TOKEN:-unset}"; echo oops >&2; exit 3'
+    run = (
+        'ls; echo "key=$API_KEY"; echo "tok=${SWJOB_JOIN_TOKEN:-unset}"; '
+        'echo "rk=${SWJOB_REATTACH_KEY:-unset}"; echo oops >&2; exit 3'
+    )
     await orch.send(RunStep(step=Step.RUN, command=run, env={"API_KEY": SECRET}))
     exited = await step_exited(orch, 2)
     assert (exited.step, exited.code, exited.stopped) == (Step.RUN, 3, False)
-    assert orch.lines() == ["setting up", "made-by-setup", f"key={MASK}", "tok=unset", "oops"]
+    assert orch.lines() == [
+        "setting up", "made-by-setup", f"key={MASK}", "tok=unset", "rk=unset", "oops"
+    ]  # fmt: skip
     assert [e.seq for e in orch.events] == list(range(1, len(orch.events) + 1))
     assert (node.root / "logs" / "setup.log").read_text() == "setting up\n"
     assert "[stderr] oops" in (node.root / "logs" / "run.log").read_text()
     await orch.send(Shutdown())
     assert await node.exit_code() == 0
-    for needle in (TOKEN, SECRET):
+    for needle in (TOKEN, SECRET, REATTACH_KEY):
         assert files_containing(node.root, needle) == []
         assert needle not in node.stderr()
 
@@ -141,13 +150,15 @@ async def test_second_run_step_while_busy_is_a_fault(
     assert (await step_exited(orch)).stopped
 
 
-async def test_wrong_orchestrator_id_exits_4(
+async def test_wrong_orchestrator_id_is_never_obeyed_and_the_node_waits_for_its_own(
     orch: FakeOrchestrator, start_agent: StartAgent
 ) -> None:
-    node = await start_agent(orch, orchestrator_id="ab" * 32)
-    assert await node.exit_code() == 4
+    """The peer at the address is not ours: no Hello is ever sent to it; the agent keeps
+    redialing (its owner or an adopter may yet come) until its orphan timeout."""
+    node = await start_agent(orch, "--orphan-timeout", "2", orchestrator_id="ab" * 32)
+    assert await node.exit_code() == 5
     assert orch.hellos == []
-    assert "obeys only" in node.stderr()
+    assert node.stderr().count("obeys only") >= 2  # redialed, never obeyed
 
 
 async def test_reject_exits_3(start_agent: StartAgent) -> None:
@@ -222,3 +233,57 @@ async def test_orphaned_agent_stops_the_job_and_exits_5(start_agent: StartAgent)
     assert await node.exit_code() == 5
     assert not any(pid_alive(p) for p in pids)
     assert "no orchestrator" in node.stderr()
+
+
+# ---- re-attach: an adopting engine proves the run's credential ---------------------------
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[tuple[FakeOrchestrator, FakeOrchestrator]]:
+    first = await FakeOrchestrator.start(TOKEN)
+    second = await FakeOrchestrator.start(TOKEN)
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def test_the_agent_follows_only_an_engine_that_proves_the_credential(
+    pair: tuple[FakeOrchestrator, FakeOrchestrator], start_agent: StartAgent
+) -> None:
+    first, second = pair
+    await start_agent(first)
+    await joined(first)
+    await first.send(RunStep(step=Step.RUN, command="echo before; sleep 300"))
+    await first.until(lambda: "before" in first.lines())
+    ticket = first.hellos[0].ticket
+    assert ticket is not None, "the agent tells its orchestrator where to reach it"
+
+    with pytest.raises(ReclaimRefused, match="bad re-attach proof"):
+        await reclaim(second.ep, ticket, "run-1", "not-the-credential")
+    with pytest.raises(ReclaimRefused, match="not this node's run"):
+        await reclaim(second.ep, ticket, "run-2", REATTACH_KEY)
+    assert second.hellos == [] and first.channel is not None  # nothing moved
+
+    await reclaim(second.ep, ticket, "run-1", REATTACH_KEY)  # positive control
+    await second.until(lambda: len(second.hellos) == 1)
+    hello = second.hellos[0]
+    assert hello.busy and hello.token == TOKEN  # same job, still running, same join proof
+    await second.until(lambda: "before" in second.lines())  # the journal replays to it
+
+
+async def test_a_node_whose_orchestrator_died_follows_an_adopter_at_once(
+    pair: tuple[FakeOrchestrator, FakeOrchestrator], start_agent: StartAgent
+) -> None:
+    """Its old orchestrator is gone (dials to it hang until the dial timeout, 10 s): a
+    valid resume drops the hanging dial and the node joins the adopter within seconds."""
+    first, second = pair
+    await start_agent(first)
+    await joined(first)
+    ticket = first.hellos[0].ticket
+    assert ticket is not None
+    await first.close()  # the operator dies; the node redials a dead address
+    await asyncio.sleep(1.5)  # let it be mid-dial (its backoff starts at 0.2 s)
+    started = time.monotonic()
+    await reclaim(second.ep, ticket, "run-1", REATTACH_KEY)
+    await second.until(lambda: len(second.hellos) == 1, timeout=5)
+    assert time.monotonic() - started < 5

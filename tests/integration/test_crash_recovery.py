@@ -61,8 +61,8 @@ def logged_lines(run_dir: Path) -> int:
 
 
 async def recover(runs_dir: Path, pools: PoolSet, run_id: str) -> RunView:
-    """Start a new engine (it takes over the dead one's runs) and wait for `run_id` to end."""
-    engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools))
+    """Start a new engine that adopts the dead one's runs and wait for `run_id` to end."""
+    engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools, adopt_orphans=True))
     await engine.start()
     try:
         return await asyncio.wait_for(engine.wait(run_id), 60)
@@ -122,7 +122,9 @@ async def test_a_restarted_engine_shows_the_recovered_run_live(
     tmp_path: Path, crashed_run: tuple[Path, int]
 ) -> None:
     run_dir, _ = crashed_run
-    engine = Engine(EngineConfig(runs_dir=tmp_path / "swjob-runs", pools=load_pools(None)))
+    engine = Engine(
+        EngineConfig(runs_dir=tmp_path / "swjob-runs", pools=load_pools(None), adopt_orphans=True)
+    )
     await engine.start()
     try:
         assert [v.run_id for v in engine.running()] == [run_dir.name]

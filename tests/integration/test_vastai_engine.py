@@ -84,3 +84,25 @@ async def test_no_offer_fails_the_run_naming_the_requirement(engine, api, make_j
     view = await asyncio.wait_for(engine.wait(run_id), 30)
     assert view.state == "FAILED" and "reliability_min" in (view.reason or "")
     assert api.cloud.destroyed == []
+
+
+async def test_a_teardown_never_confirmed_leaves_the_node_unconfirmed_not_gone(
+    engine, api, make_job, monkeypatch
+) -> None:
+    """Every destroy is refused: the run ends with a persistent 'may still be billing' alert
+    and the node's state is 'unconfirmed' (still on the board), never 'gone'."""
+    from engine.providers import vastai
+    from tests.integration.vast_fixtures import FAST
+
+    monkeypatch.setattr(vastai, "RetryPolicy", lambda: FAST)  # quick retries, same logic
+    api.cloud.faults.destroy_never = True
+    run_id = await engine.submit(make_job(run="true"), "gpu")
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED" and view.node is not None
+    assert view.node.state == "unconfirmed"
+    assert view.alerts and "may still be billing" in view.alerts[0]
+    assert [p.nodes for p in engine.pools() if p.name == "gpu"] == [[view.node]]
+    [row] = Ledger().open_entries()
+    assert row.instance_id == view.node.node_id
+    api.cloud.faults.destroy_never = False
+    api.cloud.destroy(int(view.node.node_id))  # the test's own cleanup, as gc would

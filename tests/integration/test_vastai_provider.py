@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.providers.base import NodeHandle, ProvisionError, TeardownError
+from engine.providers.vast_boot import label_for
 from engine.state.ledger import Ledger
 from tests.integration.vast_fixtures import TOKEN, bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
@@ -31,7 +32,7 @@ async def test_rents_the_cheapest_matching_offer_with_label_env_and_command(api)
     assert handle.offer["geolocation"] == "Bavaria, DE" and handle.offer["reliability"] == 0.985
     [(path, body)] = creates(api)
     assert path == "/api/v0/asks/103/"
-    assert body["label"] == "swjob:run-a" and body["env"] == {"SWJOB_JOIN_TOKEN": TOKEN}
+    assert body["label"] == label_for("run-a") and body["env"] == {"SWJOB_JOIN_TOKEN": TOKEN}
     assert body["image"].startswith("pytorch/pytorch") and body["disk"] == 40
     assert TOKEN not in body["onstart"] and "swjob-agent --run-id run-a" in body["onstart"]
     assert "swjob==0.1.0" in body["onstart"]

@@ -8,33 +8,49 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from engine.engine import Engine, EngineConfig
-from engine.jobs.pools import load_pools
+from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
 from engine.report import events as ev
 from engine.report.views import RunView
 from tests.integration.conftest import pid_alive
 
-__all__ = ["Tap", "engine_with", "kill_quietly", "pid_alive", "pids_in_logs", "run_json"]
+__all__ = [
+    "Tap", "engine_with", "kill_quietly", "local_pools", "pid_alive", "pids_in_logs", "run_json",
+    "swjob_run",
+]  # fmt: skip
 
 PID_LINE = re.compile(r"\bpid=(\d+)")
 
 
+def local_pools(**settings: Any) -> PoolSet:
+    """The built-in pools with the local pool's settings changed (short test deadlines)."""
+    return PoolSet({"local": BUILTIN_LOCAL.model_copy(update=settings)})
+
+
 @contextlib.asynccontextmanager
 async def engine_with(
-    runs_dir: Path, *, deadline_s: float = 10.0, heartbeat_s: float = 0.5, grace_s: float = 2.0
+    runs_dir: Path,
+    *,
+    deadline_s: float = 10.0,
+    heartbeat_s: float = 0.5,
+    grace_s: float = 2.0,
+    **local: Any,
 ) -> AsyncIterator[Engine]:
-    """A started engine on the built-in pools, closed (every live run stopped) afterwards."""
+    """A started engine on the built-in local pool with `deadline_s` as its node_lost_after_s
+    (and any other `local` pool settings), closed (every live run stopped) afterwards."""
     eng = Engine(
         EngineConfig(
             runs_dir=runs_dir,
-            pools=load_pools(None),
+            pools=local_pools(node_lost_after_s=deadline_s, **local),
             heartbeat_s=heartbeat_s,
-            node_deadline_s=deadline_s,
             stop_grace_s=grace_s,
         )
     )
@@ -105,3 +121,16 @@ def run_json(view: RunView) -> dict:
     import json
 
     return json.loads((view.run_dir / "run.json").read_text())
+
+
+def swjob_run(
+    tmp_path: Path, job: Path, *args: str, umask: int = 0o022, **env: str
+) -> tuple[int, str]:
+    """`swjob run` as the user runs it (from a shell with `umask`); its exit code and
+    everything it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from engine.cli.main import main; sys.exit(main())",
+         "run", str(job), "--runs-dir", str(tmp_path / "runs"), *args],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=60, umask=umask,
+    )  # fmt: skip
+    return done.returncode, done.stdout + done.stderr

@@ -26,6 +26,7 @@ from agent.transfer import TransferError, wire
 from agent.transfer.server import serve_transfer
 from engine.engine import Engine
 from engine.report import events as ev
+from engine.run.reclaim import ReclaimRefused, reclaim
 from engine.run.transfer import pull_outputs, push_workspace
 from engine.state.paths import cache_dir
 from tests.reliability.helpers import Tap, engine_with, run_json
@@ -83,9 +84,10 @@ def udp_ports(pid: int) -> list[int]:
 # ---- nobody but the orchestrator ------------------------------------------------------
 
 
-async def test_the_agent_accepts_no_connection_at_all(tmp_path, make_job, record_fault) -> None:
-    """The node only dials out: dialed at its own address with either ALPN, it never
-    answers the handshake (an endpoint that registers no ALPN accepts nothing)."""
+async def test_the_agent_serves_strangers_nothing(tmp_path, make_job, record_fault) -> None:
+    """The node dials out; the one service it answers is re-attach, which wants the run's
+    credential: dialed with the control or transfer ALPN it completes no handshake, and a
+    stranger's resume without the credential is refused — the job runs on untouched."""
     async with engine_with(tmp_path / "runs") as engine, rogue() as stranger:
         tap = Tap(engine)
         run_id = await started(engine, tap, make_job(run="echo started; sleep 300"))
@@ -98,17 +100,20 @@ async def test_the_agent_accepts_no_connection_at_all(tmp_path, make_job, record
         )
         (await asyncio.wait_for(stranger.connect(own, CTL_ALPN), DIAL_S)).close(0, b"bye")
         for alpn in (CTL_ALPN, XFER_ALPN):
-            with pytest.raises(TimeoutError):
+            with pytest.raises((TimeoutError, iroh_ffi.IrohError)):
                 await asyncio.wait_for(stranger.connect(addr, alpn), DIAL_S)
+        ticket = engine._drivers[run_id].recovery["agent_ticket"]
+        with pytest.raises(ReclaimRefused, match="bad re-attach proof"):
+            await reclaim(stranger, ticket, run_id, "a guessed credential")
         assert engine.run(run_id).state == "RUNNING"  # the job was not disturbed
         await engine.stop(run_id)
         view = await asyncio.wait_for(engine.wait(run_id), 30)
         tap.close()
     assert view.reason == "stopped by operator"
     record_fault(
-        "stranger dials the agent (ctl and xfer ALPN)",
+        "stranger dials the agent (ctl, xfer and resume ALPN)",
         None,
-        f"no handshake within {DIAL_S:g} s, no stream; the job ran on untouched",
+        "no ctl/xfer handshake; resume without the credential refused; job untouched",
     )
 
 
@@ -186,7 +191,7 @@ async def test_a_rogue_peer_cannot_use_the_engine_during_a_live_run(
     )
 
 
-async def test_an_agent_given_a_rogue_ticket_exits_4_and_runs_nothing(
+async def test_an_agent_given_a_rogue_ticket_obeys_it_never_and_runs_nothing(
     tmp_path, record_fault
 ) -> None:
     """The ticket leads to an endpoint that is not the orchestrator the agent was told to
@@ -211,7 +216,7 @@ async def test_an_agent_given_a_rogue_ticket_exits_4_and_runs_nothing(
             sys.executable, "-m", "agent",
             "--run-id", "r1", "--ticket", iroh_endpoint.ticket_of(fake),
             "--orchestrator-id", str(real.id()), "--root", str(tmp_path / "node"),
-            env=env, stderr=subprocess.PIPE,
+            "--orphan-timeout", "2", env=env, stderr=subprocess.PIPE,
         )  # fmt: skip
         try:
             _, err = await asyncio.wait_for(agent.communicate(), 30)
@@ -221,13 +226,15 @@ async def test_an_agent_given_a_rogue_ticket_exits_4_and_runs_nothing(
                 await agent.wait()
             serve.cancel()
             await asyncio.gather(serve, return_exceptions=True)
-    assert agent.returncode == 4, err.decode()
+    assert agent.returncode == 5, err.decode()  # never obeyed; gave up as an orphan
     assert f"this agent obeys only {real.id()}" in err.decode()
     assert not marker.exists()
     assert not any((tmp_path / "node" / "work").iterdir())
     events = (tmp_path / "node" / "state" / "events.jsonl").read_text()
     assert events == ""  # no step was ever started
-    record_fault("agent started with a rogue ticket", None, "exit 4 before any stream; ran nothing")
+    record_fault(
+        "agent started with a rogue ticket", None, "never obeyed; ran nothing; orphan exit"
+    )
 
 
 # ---- transfers stay inside their roots -------------------------------------------------

@@ -12,8 +12,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +22,7 @@ import pytest
 from engine.engine import Engine
 from engine.report import events as ev
 from engine.report.views import RunView
-from tests.reliability.helpers import Tap, engine_with
+from tests.reliability.helpers import Tap, engine_with, swjob_run
 
 pytestmark = [pytest.mark.timeout(90)]
 
@@ -190,16 +188,6 @@ def careless_api() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-def swjob_run(tmp_path: Path, job: Path, *args: str, **env: str) -> tuple[int, str]:
-    """`swjob run` as the user runs it; its exit code and everything it printed."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import sys; from engine.cli.main import main; sys.exit(main())",
-         "run", str(job), "--runs-dir", str(tmp_path / "runs"), *args],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    return done.returncode, done.stdout + done.stderr
 
 
 def only_run_dir(tmp_path: Path) -> Path:

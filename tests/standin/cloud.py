@@ -5,12 +5,15 @@ because the HTTP server is threaded. An instance boots by writing its on-start
 command to a script in its own directory and running it under container.py (a tiny
 init) with the instance's env, `HOME` pointing into that directory and the host's
 iroh settings (loopback only in tests), so the real `swjob-agent` joins for real.
+Like on Vast, each container gets `CONTAINER_ID` and a `CONTAINER_API_KEY` scoped to
+its own instance (server.py refuses it for anything else).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -41,6 +44,10 @@ class Faults:
     lose_create_answers: int = 0  # the next N creates succeed but answer 502
     destroy_failures: int = 0  # the next N destroys answer 500
     destroy_never: bool = False  # every destroy answers 500
+    gone_404: bool = False  # looking up a gone instance answers 404 (not {"instances": null})
+    destroy_lag_s: float = 0.0  # an accepted destroy stays listed this long (eventual)
+    create_refusal: str | None = None  # the next create answers 400 invalid_args with this msg
+    container_destroy_refused: bool = False  # a container key may stop, not destroy
 
     def take(self, name: str) -> bool:
         left = getattr(self, name)
@@ -60,10 +67,13 @@ class Instance:
     status: str = "loading"
     label: str | None = None
     process: subprocess.Popen[bytes] | None = None
+    status_msg: str = ""
+    intended: str = "running"
+    container_key: str = field(default_factory=lambda: "ck-" + secrets.token_hex(16))
 
     def row(self) -> dict[str, Any]:
         """The instance as the API lists it (the SDK needs start_date and extra_env)."""
-        if self.process is not None and self.process.poll() is not None:
+        if self.status == "running" and self.process and self.process.poll() is not None:
             self.status = "exited"
         o = self.offer
         return {
@@ -71,8 +81,9 @@ class Instance:
             "machine_id": o["machine_id"],
             "host_id": o["host_id"],
             "actual_status": self.status,
-            "intended_status": "running",
-            "cur_state": "running",
+            "intended_status": self.intended,
+            "cur_state": self.intended,
+            "status_msg": self.status_msg,
             "label": self.label,
             "image_uuid": self.request["image"],
             "image_runtype": self.request.get("runtype"),
@@ -100,6 +111,7 @@ class Cloud:
         self.lock = threading.RLock()
         self._next_id = 7000
         self._boots: list[threading.Timer] = []
+        self.vanishing: dict[int, float] = {}  # destroyed, still listed until this time
 
     @staticmethod
     def fixture_offers() -> list[dict[str, Any]]:
@@ -140,6 +152,8 @@ class Cloud:
                 "LANG": "C.UTF-8",
                 **{k: os.environ[k] for k in HOST_ENV if k in os.environ},
                 **inst.request["env"],
+                "CONTAINER_ID": str(inst.id),
+                "CONTAINER_API_KEY": inst.container_key,
             }
             with (inst.root / "console.log").open("ab") as console:
                 inst.process = subprocess.Popen(
@@ -154,20 +168,45 @@ class Cloud:
             inst.status = "running"
 
     def destroy(self, instance_id: int) -> bool:
+        """Accept a destroy; with `destroy_lag_s` the instance stays listed for a while."""
         with self.lock:
-            inst = self.instances.pop(instance_id, None)
+            inst = self.instances.get(instance_id)
             if inst is None:
                 return False
-            self.destroyed.append(instance_id)
+            if self.faults.destroy_lag_s > 0 and instance_id not in self.vanishing:
+                self.vanishing[instance_id] = time.monotonic() + self.faults.destroy_lag_s
+            elif instance_id not in self.vanishing:
+                self.instances.pop(instance_id)
+            if instance_id not in self.destroyed:
+                self.destroyed.append(instance_id)
         stop_process(inst.process)
         shutil.rmtree(inst.root, ignore_errors=True)
         return True
 
-    def crash(self, instance_id: int) -> None:
+    def settle(self) -> None:
+        """Drop destroyed instances whose listing lag is over (called on every request)."""
+        with self.lock:
+            now = time.monotonic()
+            for instance_id, until in list(self.vanishing.items()):
+                if now >= until:
+                    self.vanishing.pop(instance_id)
+                    self.instances.pop(instance_id, None)
+
+    def stop(self, instance_id: int) -> None:
+        """Vast's stop: the container ends, the instance stays (billing its storage)."""
+        with self.lock:
+            inst = self.instances[instance_id]
+            inst.intended = "stopped"
+        stop_process(inst.process)
+        inst.status = "stopped"
+
+    def crash(self, instance_id: int, status_msg: str = "") -> None:
         """The container dies underneath us (host trouble): it shows as exited."""
         with self.lock:
             inst = self.instances[instance_id]
+            inst.status_msg = status_msg
         stop_process(inst.process)
+        inst.status = "exited"
 
     def close(self) -> list[int]:
         """Destroy whatever is left; returns the ids that were still alive (leaks)."""
@@ -175,9 +214,13 @@ class Cloud:
             timer.cancel()
             timer.join()
         with self.lock:
-            left = list(self.instances)
+            left = [i for i in self.instances if i not in self.vanishing]
+            self.vanishing.clear()
+            self.faults.destroy_lag_s = 0
         for instance_id in left:
             self.destroy(instance_id)
+        with self.lock:
+            self.instances.clear()
         return left
 
 

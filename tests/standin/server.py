@@ -4,15 +4,18 @@ It implements the endpoints swjob's provider calls — search offers, create
 (`PUT /api/v0/asks/<offer>/`), show one instance, list instances (v1, paged with
 `next_token`), label, destroy — and checks them as the real API would: a Bearer key
 on every request, request bodies of the right shape. Faults are injected through
-`StandIn.cloud.faults`. Use it as a context manager: it binds a free port on
-127.0.0.1, serves from a thread, and on exit destroys every instance still alive
-(recording them in `leaked`) so no process outlives a test.
+`StandIn.cloud.faults` (5xx, 429, lost create answers, a 400 with Vast's message, a
+404 for gone instances, a destroy that stays listed for a while). A container's scoped
+key (`CONTAINER_API_KEY`) is accepted only for its own instance. Use it as a context
+manager: it binds a free port on 127.0.0.1, serves from a thread, and on exit destroys
+every instance still alive (recording them in `leaked`) so no process outlives a test.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -85,6 +88,12 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     standin: StandIn
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone mid-answer is normal here: an instance destroying itself dies
+        during its own DELETE. Anything else is still reported."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class StandIn:
     def __init__(self, root: Path, api_key: str, offers: list[dict[str, Any]] | None = None):
@@ -116,14 +125,30 @@ class StandIn:
     # ---- request handling ---------------------------------------------------------------
 
     def handle(self, method: str, path: str, query: str, body: Any, headers: Any) -> dict[str, Any]:
-        if headers.get("Authorization") != f"Bearer {self.api_key}":
-            raise _Reply(401, {"success": False, "error": "auth_error", "msg": "bad API key"})
+        self._authorize(method, path, headers.get("Authorization"))
+        self.cloud.settle()
         self._inject_faults(path)
         for pattern, verb, action in _ROUTES:
             match = re.fullmatch(pattern, path)
             if match and verb == method:
                 return action(self, body, parse_qs(query), *match.groups())
         raise _Reply(404, {"success": False, "error": "not_found", "msg": f"{method} {path}"})
+
+    def _authorize(self, method: str, path: str, auth: str | None) -> None:
+        """The account key may do anything; a container's key only its own instance."""
+        if auth == f"Bearer {self.api_key}":
+            return
+        with self.cloud.lock:
+            owner = next(
+                (i for i in self.cloud.instances.values() if auth == f"Bearer {i.container_key}"),
+                None,
+            )
+        if owner is None:
+            raise _Reply(401, {"success": False, "error": "auth_error", "msg": "bad API key"})
+        if path != f"/api/v0/instances/{owner.id}/":
+            raise _Reply(403, {"success": False, "error": "forbidden", "msg": "not your instance"})
+        if method == "DELETE" and self.cloud.faults.container_destroy_refused:
+            raise _Reply(403, {"success": False, "error": "forbidden", "msg": "cannot destroy"})
 
     def _inject_faults(self, path: str) -> None:
         faults = self.cloud.faults
@@ -138,6 +163,9 @@ class StandIn:
 
     def _create(self, body: Any, _q: Any, offer_id: str) -> dict[str, Any]:
         _check_create(body)
+        refusal, self.cloud.faults.create_refusal = self.cloud.faults.create_refusal, None
+        if refusal is not None:
+            raise _Reply(400, {"success": False, "error": "invalid_args", "msg": refusal})
         time.sleep(self.cloud.faults.create_delay_s)
         inst = self.cloud.create(int(offer_id), body)
         if inst is None:
@@ -151,6 +179,8 @@ class StandIn:
             raise BadRequest("owner=me is required")
         with self.cloud.lock:
             inst = self.cloud.instances.get(int(instance_id))
+            if inst is None and self.cloud.faults.gone_404:
+                raise _Reply(404, {"success": False, "error": "no_such_instance", "msg": "gone"})
             return {"instances": inst.row() if inst else None}
 
     def _list(self, _b: Any, q: dict[str, list[str]]) -> dict[str, Any]:
@@ -166,9 +196,15 @@ class StandIn:
         token = str(start + limit) if more else None
         return {"instances": page, "next_token": token, "total_instances": len(rows)}
 
-    def _label(self, body: Any, _q: Any, instance_id: str) -> dict[str, Any]:
+    def _change(self, body: Any, _q: Any, instance_id: str) -> dict[str, Any]:
+        """Label an instance, or stop it (`{"state": "stopped"}`)."""
+        if body == {"state": "stopped"}:
+            if int(instance_id) not in self.cloud.instances:
+                raise _no_such(f"no instance {instance_id}")
+            self.cloud.stop(int(instance_id))
+            return {"success": True}
         if not isinstance(body, dict) or set(body) != {"label"}:
-            raise BadRequest("only {'label': ...} can be changed here")
+            raise BadRequest("only {'label': ...} or {'state': 'stopped'} can be changed here")
         with self.cloud.lock:
             inst = self.cloud.instances.get(int(instance_id))
             if inst is None:
@@ -181,7 +217,7 @@ class StandIn:
         if faults.destroy_never or faults.take("destroy_failures"):
             raise _Reply(500, {"success": False, "error": "server_error", "msg": "try again"})
         if not self.cloud.destroy(int(instance_id)):
-            raise _no_such(f"no instance {instance_id}")
+            raise _Reply(404, {"success": False, "error": "no_such_instance", "msg": "gone"})
         return {"success": True}
 
 
@@ -205,6 +241,6 @@ _ROUTES = [
     (r"/api/v0/asks/(\d+)/", "PUT", StandIn._create),
     (r"/api/v0/instances/(\d+)/", "GET", StandIn._show),
     (r"/api/v1/instances/", "GET", StandIn._list),
-    (r"/api/v0/instances/(\d+)/", "PUT", StandIn._label),
+    (r"/api/v0/instances/(\d+)/", "PUT", StandIn._change),
     (r"/api/v0/instances/(\d+)/", "DELETE", StandIn._destroy),
 ]

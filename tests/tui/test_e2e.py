@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 from textual.widgets import DirectoryTree
 
 from engine.jobs.jobspec import load_job
+from engine.run.masking import mask_from_job_file
+from engine.state.store import Store
 from tests.integration.conftest import pid_alive
+from tests.reliability.helpers import Tap
 from tests.tui.conftest import HELLO, REPO, SIZE, booted, finished, screen_text, until
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen
@@ -81,6 +86,31 @@ async def test_s_stops_a_running_job_after_confirmation(engine, make_job) -> Non
         assert app.check_action("stop", ()) is None  # greyed out on a finished job
 
 
+async def test_s_stops_the_best_effort_collection_of_a_failed_run(engine, make_job) -> None:
+    """A run that exited 1 is FAILED, but its node is up while outputs are gathered: `s` must
+    still act there (it was greyed out). The agent is frozen as collection begins (the tap
+    sees the transition at once) so collection cannot finish by itself."""
+    run = "head -c 67108864 /dev/urandom > big.bin; exit 1"
+    app = SwjobApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        tap = Tap(engine)
+        try:
+            job = make_job(name="failing", run=run, outputs=["big.bin"])
+            run_id = await engine.submit(job, "local")
+            await tap.until(lambda e: getattr(e, "to_phase", None) == "collecting")
+        finally:
+            tap.close()
+        pid = int(engine.run(run_id).node.offer["pid"])
+        os.kill(pid, signal.SIGSTOP)
+        assert engine.run(run_id).state == "FAILED"
+        await until(pilot, lambda: app.check_action("stop", ()) is True)
+        await pilot.press("s", "y")
+        view = await finished(app, run_id)
+        assert view.reason == "run exited with code 1" and view.node.state == "gone"
+        assert not pid_alive(pid)
+
+
 async def test_stop_confirms_with_enter_too(engine, make_job) -> None:
     app = SwjobApp(engine, jobs=[make_job(name="sleeper", run="sleep 60")])
     async with app.run_test(size=SIZE) as pilot:
@@ -117,3 +147,29 @@ async def test_cli_submits_jobs_given_on_the_command_line(engine) -> None:
         assert (await finished(app, run.run_id)).state == "COMPLETED"
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running)
+
+
+async def test_outputs_browser_masks_a_secret_in_a_file_name(engine, make_job) -> None:
+    """Issue 14: the file lands under its real name, the tree and the preview show ***,
+    and the preview still finds the file's manifest entry (recorded masked)."""
+    secret = "Zq7xW-4f0c9e41b7a2-kP3vY"
+    job = make_job(
+        name="masked", env={"TOKEN": secret}, run='echo hi > "o-$TOKEN.txt"', outputs=["o-*"]
+    )
+    app = SwjobApp(engine, jobs=[job])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id
+        assert (await finished(app, run_id)).state == "COMPLETED"
+        await pilot.press("o")
+        tree = app.screen.query_one(DirectoryTree)
+        await until(pilot, lambda: "o-***.txt" in tree_labels(tree))
+        await until(pilot, lambda: "verified" in screen_text(app))
+        assert secret not in screen_text(app) and secret not in " ".join(tree_labels(tree))
+    assert (engine.run(run_id).run_dir / "outputs" / f"o-{secret}.txt").read_text() == "hi\n"
+    # a past run (no live driver): the mask comes from its job file via the run index
+    store = Store()
+    try:
+        assert mask_from_job_file(store.recovery(run_id))(f"o-{secret}") == "o-***"
+    finally:
+        store.close()

@@ -23,6 +23,7 @@ ALL_EVENTS: list[fsm.Event] = [
     fsm.NodeLost("no heartbeat for 10 s"),
     fsm.OperatorStop(),
     fsm.NodeTornDown(),
+    fsm.InternalError("internal error: OSError: boom"),
 ]
 
 
@@ -100,7 +101,10 @@ def test_nonzero_exit_collects_best_effort_then_tears_down_and_fails() -> None:
     assert out.state.exit_code == 3 and out.state.reason == "run exited with code 3"
 
 
-@pytest.mark.parametrize("event", [fsm.NodeFault("x"), fsm.NodeLost("y"), fsm.OperatorStop()])
+@pytest.mark.parametrize(
+    "event",
+    [fsm.NodeFault("x"), fsm.NodeLost("y"), fsm.OperatorStop(), fsm.InternalError("internal")],
+)
 @pytest.mark.parametrize("source", fsm.ACTIVE)
 def test_fault_loss_and_stop_tear_down_and_fail(source: tuple[S, P], event: fsm.Event) -> None:
     out = fsm.step(at(*source), event)
@@ -129,6 +133,33 @@ def test_best_effort_collection_end_moves_to_teardown_without_new_commands() -> 
     out = fsm.step(failed, fsm.OutputsCollected())
     assert out.state.phase is P.TEARDOWN and out.commands == ()
     assert out.state.reason == "run exited with code 1"
+
+
+@pytest.mark.parametrize(
+    "event", [fsm.OperatorStop("cap reached: max_hours 1"), fsm.InternalError("x")]
+)
+def test_stop_or_internal_error_cuts_best_effort_collection_keeping_the_verdict(
+    event: fsm.Event,
+) -> None:
+    """After a failed run the node is still up while outputs are gathered: a stop (operator,
+    cap) or a collection that raised orders the teardown; the exit code's reason stays."""
+    failed = fsm.step(at(S.RUNNING, P.RUN), fsm.JobExited(1)).state
+    out = fsm.step(failed, event)
+    assert (out.state.state, out.state.phase) == (S.FAILED, P.TEARDOWN)
+    assert names(out) == ["TeardownNode"]
+    assert out.state.reason == "run exited with code 1"
+
+
+@pytest.mark.parametrize("state", [S.COMPLETED, S.FAILED])
+def test_teardown_that_broke_ends_the_run_without_another_teardown(state: S) -> None:
+    """The teardown's own failure is an alert; its InternalError ends the run, never loops."""
+    out = fsm.step(at(state, P.TEARDOWN), fsm.InternalError("internal error: x"))
+    assert out.state.finished and out.state.state is state and out.commands == ()
+
+
+def test_internal_error_reason_is_the_event_line() -> None:
+    out = fsm.step(at(S.RUNNING, P.MATERIALIZING), fsm.InternalError("internal error: E: x"))
+    assert out.state.reason == "internal error: E: x"
 
 
 def test_first_failure_reason_wins() -> None:

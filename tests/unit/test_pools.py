@@ -208,3 +208,15 @@ def test_direct_construction_gets_provider_defaults() -> None:
     assert (gpu.max_nodes, gpu.boot_timeout_s, gpu.agent_install) == (1, 900.0, None)
     local = Pool(name="l", provider="local")
     assert (local.max_nodes, local.boot_timeout_s, local.agent_install) == (4, 60.0, None)
+
+
+def test_node_loss_and_collection_stall_are_judged_per_pool(tmp_path: Path) -> None:
+    """Provider defaults (a relay may hiccup for tens of seconds on a rented node), and a
+    pool's own values win."""
+    assert (BUILTIN_LOCAL.node_lost_after_s, BUILTIN_LOCAL.collect_stall_s) == (10.0, 60.0)
+    assert load_pools(write(tmp_path, VAST)).get("gpu").node_lost_after_s == 60.0
+    text = VAST + "node_lost_after_s = 120\ncollect_stall_s = 5\n"
+    gpu = load_pools(write(tmp_path, text)).get("gpu")
+    assert (gpu.node_lost_after_s, gpu.collect_stall_s) == (120.0, 5.0)
+    problem = "pools.gpu.node_lost_after_s"
+    assert problem in str(error_of(tmp_path, VAST + "node_lost_after_s = 0\n"))

@@ -9,7 +9,8 @@ from vastai.api.query import offers_alias, offers_fields, offers_mult, parse_que
 from engine.jobs.pools import Pool
 from engine.providers import vast_offers as vo
 from engine.providers.base import Bootstrap
-from engine.providers.vast_boot import label_for, onstart_command, run_id_of
+from engine.providers.vast_boot import label_for, onstart_command, operator_of, run_id_of
+from engine.state.identity import operator_id
 
 
 def pool(**resources: object) -> Pool:
@@ -110,4 +111,6 @@ def test_boot_command_quotes_args_and_keeps_the_token_out() -> None:
 
 def test_labels_round_trip() -> None:
     assert run_id_of(label_for("20260101-abcd")) == "20260101-abcd"
+    assert operator_of(label_for("20260101-abcd")) == operator_id() != operator_of("swjob:x:r")
+    assert (run_id_of("swjob:run-old"), operator_of("swjob:run-old")) == ("run-old", None)
     assert run_id_of("my-notebook") is None and run_id_of(None) is None

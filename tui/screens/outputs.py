@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +31,22 @@ from tui.widgets.preview import incomplete_pull, load_manifest, preview
 
 
 class OutputsTree(DirectoryTree):
-    """The landing directory; a file's name is the job's data, drawn, never obeyed."""
+    """The landing directory; a file's name is the job's data, drawn, never obeyed, and
+    shown with the job's secrets masked (the file keeps its real name on disk)."""
 
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False, id="swjob.outputs.cursor_down"),
         Binding("k", "cursor_up", "Up", show=False, id="swjob.outputs.cursor_up"),
     ]
 
+    def __init__(self, path: Path, mask: Callable[[str], str] = str, **kwargs: Any) -> None:
+        self._mask = mask
+        super().__init__(path, **kwargs)
+
     def process_label(self, label: TextType) -> Text:
-        return super().process_label(printable(label) if isinstance(label, str) else label)
+        if isinstance(label, str):
+            label = printable(self._mask(label))
+        return super().process_label(label)
 
 
 class PreviewScroll(VerticalScroll):
@@ -85,9 +93,10 @@ class OutputsScreen(Screen[None]):
         ),
     ]
 
-    def __init__(self, engine: EngineAPI, run: RunView) -> None:
+    def __init__(self, engine: EngineAPI, run: RunView, mask: Callable[[str], str] = str) -> None:
         super().__init__()
         self.engine, self.run = engine, run
+        self.mask = mask
         self.manifest: dict[str, dict[str, Any]] = {}
         self.path: Path | None = None
         self._shown = outputs_key(run)
@@ -100,7 +109,7 @@ class OutputsScreen(Screen[None]):
         yield Static("", id="missing")
         yield Static("", id="incomplete")
         with Horizontal():
-            yield OutputsTree(self.run.run_dir, id="tree")
+            yield OutputsTree(self.run.run_dir, self.mask, id="tree")
             with PreviewScroll(id="preview-scroll"):
                 yield Static("select a file", id="preview")
         yield Footer()
@@ -183,7 +192,8 @@ class OutputsScreen(Screen[None]):
             if self._in_outputs(path)
             else None
         )
-        renderable = preview(path, self.manifest.get(rel) if rel else None)
+        entry = self.manifest.get(self.mask(rel)) if rel else None  # its paths are masked
+        renderable = preview(path, entry, self.mask)
         self.app.call_from_thread(self.query_one("#preview", Static).update, renderable)
 
     def _in_outputs(self, path: Path) -> bool:

@@ -7,6 +7,7 @@ screen); these functions are pure and never touch Textual.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from rich.text import Text
 
 from engine.api import printable
 from tui import format as fmt
+
+Mask = Callable[[str], str]
 
 MAX_TEXT = 256 * 1024
 JSONL_TAIL = 40
@@ -48,9 +51,9 @@ def incomplete_pull(run_dir: Path) -> str | None:
     )
 
 
-def facts(path: Path, entry: dict[str, Any] | None) -> Text:
+def facts(path: Path, entry: dict[str, Any] | None, mask: Mask = str) -> Text:
     """The header line: size, sha256 and verification as recorded in the manifest."""
-    text = Text(f"{printable(path.name)}  ", style="bold")
+    text = Text(f"{printable(mask(path.name))}  ", style="bold")
     text.append(fmt.size(entry["size"] if entry else path.stat().st_size))
     if entry is None:
         return text.append("  not in manifest", style="dim")
@@ -97,7 +100,8 @@ def body(path: Path) -> RenderableType:
     return Syntax(text, lexer, line_numbers=True, word_wrap=False)
 
 
-def preview(path: Path, entry: dict[str, Any] | None) -> RenderableType:
+def preview(path: Path, entry: dict[str, Any] | None, mask: Mask = str) -> RenderableType:
+    """`mask` hides the job's secrets in the name (the file's content is its data)."""
     if path.is_dir():
-        return Text(f"{printable(path.name)}/", style="bold")
-    return Group(facts(path, entry), Text(""), body(path))
+        return Text(f"{printable(mask(path.name))}/", style="bold")
+    return Group(facts(path, entry, mask), Text(""), body(path))

@@ -1,0 +1,93 @@
+"""What a node does once its operator has been silent for good (the orphan timeout).
+
+A node nobody owns must not bill forever. By then the agent has stopped its job; this
+module releases the node itself, as the provider asked on the command line:
+
+- `exit`: nothing more (the provider cleans up).
+- `remove-root`: the local pool — the node's directory goes (work, logs, journal).
+- `destroy-instance`: Vast.ai — destroy the own instance with the container's own
+  credential. Vast sets `CONTAINER_ID` and `CONTAINER_API_KEY` in the environment of
+  the container's PID 1 (shells and on-start scripts may not inherit them), and that
+  key acts only on this one instance. If the destroy is refused, the instance is
+  stopped instead (it then bills only its storage until someone destroys it).
+
+The agent must not import the `vastai` SDK (it is not on a node), so this speaks the
+two REST calls with urllib. The key never appears in what this returns or logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+
+ACTIONS = ("exit", "remove-root", "destroy-instance")
+VAST_URL = "https://console.vast.ai"
+HTTP_TIMEOUT_S = 30.0
+ID_ENV, KEY_ENV = "CONTAINER_ID", "CONTAINER_API_KEY"
+
+
+def parse_environ(raw: bytes) -> dict[str, str]:
+    """A /proc/<pid>/environ blob (NUL-separated KEY=VALUE) as a dict."""
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def container_credential(
+    pid1_environ: Path = Path("/proc/1/environ"), own: Mapping[str, str] = os.environ
+) -> tuple[str, str] | None:
+    """(instance id, scoped key) from PID 1's environment, else from our own, else None."""
+    try:
+        first = parse_environ(pid1_environ.read_bytes())
+    except OSError:
+        first = {}
+    for env in (first, own):
+        if env.get(ID_ENV) and env.get(KEY_ENV):
+            return env[ID_ENV], env[KEY_ENV]
+    return None
+
+
+def _call(url: str, method: str, key: str, body: dict[str, str]) -> int:
+    """The HTTP status of one request (the body of an answer is not needed)."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def destroy_own_instance(api_url: str = VAST_URL) -> str:
+    """Destroy this Vast instance, or stop it if the destroy is refused; says what happened."""
+    credential = container_credential()
+    if credential is None:
+        return f"cannot destroy the own instance: {ID_ENV}/{KEY_ENV} not set"
+    instance, key = credential
+    url = f"{api_url.rstrip('/')}/api/v0/instances/{instance}/"
+    try:
+        status = _call(url, "DELETE", key, {})
+        if status < 300 or status == 404:
+            return f"destroyed own Vast.ai instance {instance}"
+        stopped = _call(url, "PUT", key, {"state": "stopped"})
+    except (OSError, ValueError) as exc:
+        return f"could not reach Vast.ai to destroy own instance {instance}: {type(exc).__name__}"
+    if stopped < 300:
+        return f"destroy of own Vast.ai instance {instance} refused (HTTP {status}); stopped it"
+    return (
+        f"could not destroy (HTTP {status}) or stop (HTTP {stopped}) own Vast.ai instance "
+        f"{instance}"
+    )
+
+
+def remove_root(root: Path) -> str:
+    shutil.rmtree(root, ignore_errors=True)
+    return f"removed the node directory {root}"

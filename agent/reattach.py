@@ -1,0 +1,121 @@
+"""Re-attach: how a node comes to obey an engine other than the one that started it.
+
+A run outlives the engine process that started it (kill -9, a closed laptop), and the
+engine that carries it on may have another iroh identity. So the node does not obey one
+endpoint id forever: the run has a re-attach credential, a random secret that the
+provisioning engine keeps in the operator's 0600 state store and hands the node in its
+environment (like the join token). An adopting engine dials the node on `RESUME_ALPN`;
+the node sends a fresh nonce; the engine answers with its endpoint id, its address and
+HMAC-SHA256(credential; nonce, run id, endpoint id, address). The node checks the proof,
+and that the claimed endpoint id is the connection's authenticated peer, then dials that
+engine from then on. The credential itself never travels, a proof is good for one nonce
+and one peer, and a peer without the credential is refused and logged: rogue peers stay out.
+
+Both sides import this module (the proof has one definition).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent.protocol import RESUME_ALPN, Challenge, Channel, Reject, Resume, Resumed
+
+log = logging.getLogger("swjob.agent")
+
+REATTACH_ENV = "SWJOB_REATTACH_KEY"
+STEP_TIMEOUT_S = 10.0
+MAX_PENDING = 4  # resume handshakes at once: a flood of rogue dials cannot pile up
+
+
+@dataclass(frozen=True)
+class Target:
+    """The orchestrator a node obeys: its endpoint id and the address it dials."""
+
+    orchestrator_id: str
+    ticket: str
+
+
+def proof(key: str, nonce: str, run_id: str, orchestrator_id: str, ticket: str) -> str:
+    message = "\n".join((nonce, run_id, orchestrator_id, ticket)).encode()
+    return hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
+
+
+class ResumeService:
+    """The node's side: accepts resume connections and retargets the agent on a valid proof."""
+
+    def __init__(self, run_id: str, key: str, on_resume: Callable[[Target], None]) -> None:
+        self._run_id = run_id
+        self._key = key
+        self._on_resume = on_resume
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    async def serve(self, endpoint: Any) -> None:
+        try:
+            while (incoming := await endpoint.accept_next()) is not None:
+                if len(self._handlers) >= MAX_PENDING:
+                    with contextlib.suppress(Exception):
+                        incoming.refuse()
+                    continue
+                task = asyncio.create_task(self._handle(incoming))
+                self._handlers.add(task)
+                task.add_done_callback(self._handlers.discard)
+        finally:
+            for task in self._handlers:
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+
+    async def _handle(self, incoming: Any) -> None:
+        conn = None
+        try:
+            async with asyncio.timeout(STEP_TIMEOUT_S):
+                accepting = await incoming.accept()
+                alpn = await accepting.alpn()
+                conn = await accepting.connect()
+                if alpn != RESUME_ALPN:
+                    return
+                await self._handshake(conn, str(conn.remote_id()))
+        except Exception as exc:
+            log.warning("resume attempt failed: %s", type(exc).__name__)
+        finally:
+            if conn is not None:
+                conn.close(0, b"resume over")
+
+    async def _handshake(self, conn: Any, remote: str) -> None:
+        stream = await conn.open_bi()
+        channel = Channel(stream.recv(), stream.send())
+        nonce = secrets.token_hex(16)
+        await channel.send(Challenge(nonce=nonce))
+        msg = await channel.recv()
+        reason = self._refusal(msg, nonce, remote)
+        if reason is not None:
+            log.warning("refused resume from %s: %s", remote[:16], reason)
+            await channel.send(Reject(reason=reason))
+        else:
+            assert isinstance(msg, Resume)
+            log.info("run taken over by orchestrator %s", remote[:16])
+            self._on_resume(Target(msg.orchestrator_id, msg.ticket))
+            await channel.send(Resumed())
+        send = stream.send()
+        await send.finish()
+        with contextlib.suppress(Exception):  # let the peer read the answer before closing
+            await asyncio.wait_for(conn.closed(), 2.0)
+
+    def _refusal(self, msg: object, nonce: str, remote: str) -> str | None:
+        if not isinstance(msg, Resume):
+            return "expected resume"
+        if msg.run_id != self._run_id:
+            return "not this node's run"
+        if msg.orchestrator_id != remote:
+            return "endpoint id is not the peer's own"
+        expected = proof(self._key, nonce, msg.run_id, msg.orchestrator_id, msg.ticket)
+        if not self._key or not hmac.compare_digest(expected, msg.proof):
+            return "bad re-attach proof"
+        return None

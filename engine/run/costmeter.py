@@ -1,0 +1,103 @@
+"""A run's money: price × time the node has been alive, split by phase, and the caps.
+
+Cost is not an in-memory stopwatch: it counts from the node handle's `created_at`
+(wall clock; for a rented node the ledger's created time) and is split by the run's
+phase clock (wall clock, replayed from events.jsonl after a restart). So an engine
+killed and restarted any number of times shows the same dollars, and `max_dollars` /
+`max_hours` are enforced on the node's whole life, not on the last process's share.
+The caps are checked every second (overshoot ≤ ~1 s of price, plus the teardown);
+the Cost event is published every few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from engine.report import events as ev
+from engine.run import fsm
+from engine.run.runrecord import cost_by_phase
+
+if TYPE_CHECKING:
+    from engine.providers.base import NodeHandle
+    from engine.run.orchestrator import RunDriver
+
+CAP_CHECK_S = 1.0
+COST_EVENT_EVERY_S = 5.0
+
+
+class CostMeter:
+    """Publishes the run's cost and stops the run, like an operator stop, past a cap."""
+
+    def __init__(self, driver: RunDriver) -> None:
+        self._d = driver
+        self._handle: NodeHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, handle: NodeHandle) -> None:
+        """Meter `handle` (once per run: a recovered run starts it when it resumes)."""
+        if handle.created_at is None:
+            handle.created_at = time.time()  # not known (an old record): bill from now
+        self._handle = handle
+        caps = self._d.pool.caps
+        wanted = handle.price_per_hour is not None or caps.max_hours is not None
+        if wanted and self._task is None:
+            self._task = asyncio.create_task(self._tick())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    @property
+    def _price(self) -> float | None:
+        return self._handle.price_per_hour if self._handle else None
+
+    def _alive_s(self) -> float:
+        assert self._handle is not None and self._handle.created_at is not None
+        return max(0.0, time.time() - self._handle.created_at)
+
+    def by_phase(self) -> dict[str, float]:
+        """Dollars per phase so far ({} when the node has no price)."""
+        if self._handle is None or self._price is None:
+            return {}
+        return cost_by_phase(self._price, self._d.clock.spans(), self._handle.created_at)
+
+    def publish_final(self) -> None:
+        if self._price is not None:
+            self._publish()
+
+    def _publish(self) -> None:
+        by_phase = self.by_phase()
+        dollars = sum(by_phase.values())
+        self._d.publish(ev.Cost(run_id=self._d.view.run_id, dollars=dollars, by_phase=by_phase))
+
+    def _over_cap(self) -> str | None:
+        """The reason to stop the run, or None while it is within its caps."""
+        caps = self._d.pool.caps
+        alive_s = self._alive_s()
+        if caps.max_hours is not None and alive_s / 3600 >= caps.max_hours:
+            return f"cap reached: max_hours {caps.max_hours:g}"
+        if caps.max_dollars is not None and self._price is not None:
+            dollars = self._price * alive_s / 3600
+            if dollars >= caps.max_dollars:
+                return f"cap reached: max_dollars ${caps.max_dollars:g} (spent ${dollars:.4f})"
+        return None
+
+    async def _tick(self) -> None:
+        """Check every second for as long as the run lives: a stop posted in a phase that
+        cannot act on it is ignored, so the next check posts it again."""
+        last_event = float("-inf")
+        stopping = False
+        with contextlib.suppress(asyncio.CancelledError):
+            while True:
+                if (reason := self._over_cap()) is not None:
+                    if self._price is not None and not stopping:
+                        self._publish()
+                    stopping = True
+                    self._d.post(fsm.OperatorStop(reason))
+                if self._price is not None and time.monotonic() - last_event >= COST_EVENT_EVERY_S:
+                    last_event = time.monotonic()
+                    self._publish()
+                await asyncio.sleep(CAP_CHECK_S)

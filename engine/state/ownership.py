@@ -1,0 +1,86 @@
+"""Who drives a run: one live owner at most, visible to every process on the machine.
+
+The model
+---------
+A run is driven by exactly one engine process at a time — its *owner* — or by none.
+Ownership is a lease: an exclusive `fcntl.flock` on the run's lock file in the state
+dir (`leases/<run id>.lock`), taken when the engine starts driving the run and held
+until the run is over. The kernel drops the lock when the owner dies, however it dies
+(kill -9 included), so "the owner is gone" needs no heartbeat, pid file or clock: a
+lock that can be taken has no owner.
+
+- `swjob run` owns the run it submits, and only that one. It never adopts, stops or
+  even looks at another run, so two operators (or two terminals) never touch each
+  other's runs, and `swjob run` ends when its run ends.
+- `swjob-tui` and `swjob attach RUN` *adopt*: they take the lease of an unfinished
+  run whose owner is gone (all such runs, or the one named) and carry it to its end.
+  Adoption does not depend on who the dead owner was — its iroh identity, or the pool
+  name it used (the run keeps its pool definition in the store): the node is
+  re-pointed at the adopter with the run's re-attach credential (agent/reattach.py).
+- A run with a live owner is followed read-only (its events.jsonl) and never touched:
+  not adopted, not stopped, not collected by `swjob gc`.
+- `swjob gc` treats an unfinished run without a live owner as abandoned: it lists its
+  node (hint: `swjob attach RUN`) and, when told to, holds the lease while it destroys
+  the node and marks the run FAILED, so no adopter races it.
+- A node whose run nobody adopts stops by itself after its orphan timeout.
+
+The lease is taken before the store is read for the run's state, and an adopter
+checks the run is still unfinished after taking it, so a run that ended between the
+two is left alone. The lock file of a finished run is removed by its last owner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+from typing import IO
+
+from engine.state.paths import state_dir
+
+
+def _lease_path(run_id: str) -> Path:
+    root = state_dir() / "leases"
+    root.mkdir(mode=0o700, exist_ok=True)
+    return root / f"{run_id}.lock"
+
+
+class Lease:
+    """A held lease on one run; `release` (or the process's death) gives it up."""
+
+    def __init__(self, run_id: str, handle: IO[bytes]) -> None:
+        self.run_id = run_id
+        self._handle = handle
+
+    def release(self, *, finished: bool = False) -> None:
+        """Give the run up; `finished` also removes the lock file (nobody will adopt it)."""
+        if self._handle.closed:
+            return
+        if finished:
+            with contextlib.suppress(OSError):
+                _lease_path(self.run_id).unlink()
+        with contextlib.suppress(OSError):
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+        self._handle.close()
+
+
+def acquire(run_id: str) -> Lease | None:
+    """Take the run's lease, or None when a live process holds it (this one included)."""
+    fd = os.open(_lease_path(run_id), os.O_RDWR | os.O_CREAT, 0o600)
+    handle = os.fdopen(fd, "r+b")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return Lease(run_id, handle)
+
+
+def has_live_owner(run_id: str) -> bool:
+    """True when some live process (this one included) holds the run's lease."""
+    lease = acquire(run_id)
+    if lease is None:
+        return True
+    lease.release()
+    return False

@@ -1,0 +1,37 @@
+"""The operator's files are private: only the operator's user may read them.
+
+The run index holds each run's join token and the orchestrator's id, and a landing dir
+holds the job's outputs; a local user who can read either can take a run over or read
+its data. So the engine process runs under umask 077 (every file it creates is 0600,
+every directory 0700, whatever the shell's umask), and a directory swjob keeps its
+state in that an earlier version (or the user) left group/world-accessible is
+tightened, with a one-line notice on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+PRIVATE_UMASK = 0o077
+
+
+def set_private_umask() -> None:
+    """From now on this process (and the agents it starts) creates private files."""
+    os.umask(PRIVATE_UMASK)
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a directory only its owner can enter: created 0700 (parents too), or
+    tightened to 0700 when it exists with group/world bits (said on stderr, once)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        os.chmod(path, 0o700)
+        print(
+            f"swjob: {path} was readable by other users (mode {mode:04o}); now 0700",
+            file=sys.stderr,
+        )
+    return path

@@ -1,0 +1,159 @@
+"""Vast.ai answers that are not the happy path (Vast's docs, other clients' issues), through
+the real SDK against the stand-in: 404 for a gone instance, a destroy that stays listed for
+a while, a 400 with Vast's message on create, `status_msg`, a node found by its label, and
+the container's own key that acts on its instance only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from engine.providers.base import NodeHandle, ProvisionError
+from engine.state.ledger import Ledger
+from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
+from tests.standin.server import StandIn
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def _rented(api: StandIn, alerts: list[str], **kwargs: float):
+    api.cloud.faults.never_start = True
+    vast = provider(api, gpu_pool(), alerts, **kwargs)
+    return vast, await vast.provision(bootstrap())
+
+
+async def test_a_404_for_a_gone_instance_means_gone(api: StandIn) -> None:
+    api.cloud.faults.gone_404 = True
+    alerts: list[str] = []
+    vast, handle = await _rented(api, alerts, poll_s=0.05)
+    watch = asyncio.create_task(vast.node_exited(handle))
+    api.cloud.destroy(int(handle.node_id))  # destroyed underneath us
+    reason = await asyncio.wait_for(watch, 10)
+    assert reason == f"Vast.ai instance {handle.node_id} was destroyed"
+    await vast.teardown(handle)  # confirmed at once: the 404 is the answer, not an error
+    assert Ledger().open_entries() == [] and alerts == []
+    shows = [p for m, p, _, _ in api.requests if m == "GET" and handle.node_id in p]
+    assert shows, "the lookup was really made (and answered 404)"
+
+
+async def test_an_accepted_destroy_still_listed_is_confirmed_in_the_background(
+    api: StandIn,
+) -> None:
+    """The destroy is accepted but the instance stays listed for 1.5 s: teardown returns at
+    once without a 'may still be billing' alarm; the ledger row stays open (destroy
+    requested) until the instance is seen gone, then closes."""
+    alerts: list[str] = []
+    vast, handle = await _rented(api, alerts, confirm_every_s=0.1)
+    api.cloud.faults.destroy_lag_s = 1.5
+    started = time.monotonic()
+    await vast.teardown(handle)
+    assert time.monotonic() - started < 1.0, "teardown waited for the listing to catch up"
+    [row] = Ledger().open_entries()
+    assert row.instance_id == handle.node_id and row.destroy_requested_at is not None
+    assert int(handle.node_id) in api.cloud.instances  # still listed: Vast catches up later
+    deadline = time.monotonic() + 10
+    while Ledger().open_entries() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert Ledger().open_entries() == [] and api.cloud.instances == {}
+    assert alerts == []
+
+
+async def test_a_destroy_never_confirmed_alarms_after_the_confirmation_window(
+    api: StandIn,
+) -> None:
+    """Positive control for the quiet case above: still listed past `confirm_for_s` → alarm."""
+    alerts: list[str] = []
+    vast, handle = await _rented(api, alerts, confirm_every_s=0.05, confirm_for_s=0.3)
+    api.cloud.faults.destroy_lag_s = 30
+    await vast.teardown(handle)
+    deadline = time.monotonic() + 10
+    while not alerts and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert alerts and handle.node_id in alerts[0] and "may still be billing" in alerts[0]
+    [row] = Ledger().open_entries()
+    assert row.destroy_requested_at is not None  # left for gc
+
+
+async def test_a_400_on_create_is_an_error_with_vasts_message(api: StandIn) -> None:
+    api.cloud.faults.create_refusal = "disk must be at least 10 GB for this image"
+    vast = provider(api, gpu_pool(), [])
+    with pytest.raises(ProvisionError, match="HTTP 400 \\(disk must be at least 10 GB"):
+        await vast.provision(bootstrap())
+    creates = [p for m, p, _, _ in api.requests if m == "PUT" and "/asks/" in p]
+    assert len(creates) == 1, "a refused request is not retried on the next offer"
+    assert Ledger().open_entries() == [] and api.cloud.instances == {}
+
+
+async def test_a_lost_node_reason_carries_vasts_status_msg(api: StandIn) -> None:
+    vast, handle = await _rented(api, [], poll_s=0.05)
+    api.cloud.crash(int(handle.node_id), status_msg="OCI runtime create failed: no GPU")
+    reason = await asyncio.wait_for(vast.node_exited(handle), 10)
+    assert (
+        reason == f"Vast.ai instance {handle.node_id} is exited: OCI runtime create failed: no GPU"
+    )
+    await vast.teardown(handle)
+
+
+async def test_a_node_found_by_its_label_gets_price_and_birth_from_the_listing(
+    api: StandIn,
+) -> None:
+    """The engine died after the create call but before writing the answer down: only the
+    ledger intent and the labelled instance are left. The rebuilt handle carries the
+    listing's dph_total and start_date, so its cost is metered right."""
+    api.cloud.faults.never_start = True
+    inst = api.cloud.create(103, {"image": "img", "disk": 40, "env": {}, "onstart": None})
+    assert inst is not None
+    inst.label = "swjob:run-lost"
+    Ledger().record_intent("run-lost", "vastai", "swjob:run-lost", pool="gpu")
+    vast = provider(api, gpu_pool(), [])
+    handle = await vast.find_node("run-lost")
+    assert handle is not None and handle.node_id == str(inst.id)
+    assert handle.price_per_hour == 0.22 and handle.created_at == pytest.approx(inst.start_date)
+    await vast.teardown(handle)
+    assert Ledger().open_entries() == []
+
+
+async def test_a_recorded_node_gets_price_and_birth_from_the_ledger(api: StandIn) -> None:
+    vast, handle = await _rented(api, [])
+    [row] = Ledger().open_entries()
+    assert (row.price_per_hour, row.created_at) == (0.22, handle.created_at)
+    bare = NodeHandle("vastai", handle.node_id)  # a handle saved by an older swjob
+    provider(api, gpu_pool(), []).adopt(bare)
+    assert (bare.price_per_hour, bare.created_at) == (0.22, handle.created_at)
+    found = await provider(api, gpu_pool(), []).find_node("run-1")
+    assert found is not None and (found.price_per_hour, found.created_at) == (0.22, row.created_at)
+    await vast.teardown(handle)
+
+
+def _http(api: StandIn, method: str, path: str, key: str, body: dict | None = None) -> int:
+    request = urllib.request.Request(
+        api.url + path,
+        data=json.dumps(body or {}).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+async def test_a_container_key_acts_only_on_its_own_instance(api: StandIn) -> None:
+    api.cloud.faults.never_start = True
+    vast = provider(api, gpu_pool(), [])
+    mine, other = [await vast.provision(bootstrap(f"run-{n}")) for n in ("a", "b")]
+    key = api.cloud.instances[int(mine.node_id)].container_key
+    assert _http(api, "DELETE", f"/api/v0/instances/{other.node_id}/", key) == 403
+    assert _http(api, "GET", "/api/v1/instances/", key) == 403
+    assert _http(api, "DELETE", f"/api/v0/instances/{mine.node_id}/", "ck-guess") == 401
+    assert int(other.node_id) in api.cloud.instances and int(mine.node_id) in api.cloud.instances
+    assert _http(api, "DELETE", f"/api/v0/instances/{mine.node_id}/", key) == 200
+    assert int(mine.node_id) not in api.cloud.instances
+    await vast.teardown(mine)
+    await vast.teardown(other)

@@ -1,0 +1,192 @@
+"""Issue 12 items 1-2: a run has one live owner; `swjob run` drives only its own run and
+ends with it; adopters (`swjob attach`) carry on runs whose owner died — whoever it was
+and whatever became of its pool — and a node that never rejoins ends FAILED in bounds.
+
+Every test runs real `swjob` processes (kill -9 included) against real agents."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from engine.state import ownership
+from engine.state.paths import cache_dir
+from tests.integration.conftest import pid_alive
+from tests.reliability.swjob_procs import (
+    Cli,
+    agent_pid,
+    finished,
+    finished_at,
+    only_run_dir,
+    run_json,
+    wait_for,
+    waiting_job,
+)
+
+Start = Callable[..., Cli]
+EXIT_BOUND_S = 2.0
+
+
+def _run(start: Start, tmp_path: Path, name: str, *extra: str) -> tuple[Cli, Path, Path]:
+    """`swjob run` of a waiting job called `name`; returns (process, run dir, release file)."""
+    release = tmp_path / f"release-{name}"
+    job = waiting_job(tmp_path / name, name, release)
+    cli = start("run", str(job), "--runs-dir", str(tmp_path / "runs"), *extra, cwd=tmp_path)
+    run_dir = only_run_dir(tmp_path / "runs", name)
+    wait_for(lambda: "line 3" in _log(run_dir), what=f"{name} running")
+    return cli, run_dir, release
+
+
+def _log(run_dir: Path) -> str:
+    path = run_dir / "logs" / "run.log"
+    return path.read_text() if path.exists() else ""
+
+
+def _exit_after_finish(cli: Cli, run_dir: Path) -> float:
+    """Seconds between the run's Finished event and its `swjob run` process ending."""
+    cli.wait(30)
+    ended = datetime.now(UTC)
+    return (ended - finished_at(run_dir)).total_seconds()
+
+
+def test_two_operators_never_touch_each_others_runs(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """A keeps running while B starts and ends; B's process ends with B (measured), and
+    A is neither adopted nor stopped by it."""
+    a, a_dir, a_release = _run(clis, tmp_path, "alpha")
+    b, b_dir, b_release = _run(clis, tmp_path, "beta")
+    b_release.touch()
+    exit_s = _exit_after_finish(b, b_dir)
+    assert b.proc.returncode == 0, b.output()
+    assert exit_s <= EXIT_BOUND_S, f"swjob run lingered {exit_s:.2f} s after its run ended"
+    assert "alpha" not in b.output() and a_dir.name not in b.output()
+    assert finished(a_dir) is None and pid_alive(agent_pid(a_dir))
+    assert ownership.has_live_owner(a_dir.name)
+    a_release.touch()
+    assert a.wait(30) == 0, a.output()
+    assert run_json(a_dir)["state"] == "COMPLETED"
+    record_fault(
+        "second `swjob run` starts and ends while another runs",
+        None,
+        f"B exited {exit_s:.2f} s after its run ended; A untouched, COMPLETED",
+    )
+
+
+def test_kill_9_then_attach_adopts_under_another_identity_after_pool_rename(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """A (pool `mine`) is killed -9; B starts and takes A's old engine identity and port,
+    so A's node dials B and hears "unknown run": it keeps its job. The pool is renamed
+    while A is down; `swjob attach A` (a third identity) re-points the node with the run's
+    credential and finishes it — full log, outputs, node torn down — and B carries on."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text('[pools.mine]\nprovider = "local"\nmax_nodes = 2\n')
+    a, a_dir, a_release = _run(clis, tmp_path, "alpha", "--pool", "mine", "--pools", str(pools))
+    node = agent_pid(a_dir)
+    a.kill9()
+    killed = time.monotonic()
+    b, b_dir, b_release = _run(clis, tmp_path, "beta")
+    pools.write_text('[pools.renamed]\nprovider = "local"\nmax_nodes = 2\n')
+    # B bound A's old identity and port: A's node dials B, which does not drive its run
+    (log_file,) = (cache_dir() / "nodes").glob(f"local-{a_dir.name}-*/logs/agent.log")
+    wait_for(lambda: "unknown run" in log_file.read_text(), 30, "A's node refused by B")
+    assert pid_alive(node) and finished(a_dir) is None, "an unknown-run reject killed the job"
+    assert ownership.has_live_owner(a_dir.name) is False
+    a_release.touch()
+    attach = clis("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path)
+    assert attach.wait(60) == 0, attach.output()
+    adopted_after = time.monotonic() - killed
+    assert _log(a_dir).splitlines() == ["line 1", "line 2", "line 3"]
+    assert (a_dir / "outputs" / "out.txt").read_text() == "done\n"
+    assert run_json(a_dir)["state"] == "COMPLETED"
+    assert not pid_alive(node)
+    assert finished(b_dir) is None and b.proc.poll() is None, "attach touched B"
+    b_release.touch()
+    assert b.wait(30) == 0, b.output()
+    record_fault(
+        "kill -9 of `swjob run`; another operator takes its identity; pool renamed",
+        None,
+        f"node kept its job; `swjob attach` (new identity) finished it COMPLETED "
+        f"{adopted_after:.1f} s after the kill",
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_are_an_operator_stop(
+    tmp_path: Path, clis: Start, sig: signal.Signals, record_fault: Callable[..., None]
+) -> None:
+    cli, run_dir, _ = _run(clis, tmp_path, "gamma")
+    node = agent_pid(run_dir)
+    sent = time.monotonic()
+    cli.signal(sig)
+    assert cli.wait(30) == 1, cli.output()
+    took = time.monotonic() - sent
+    summary = run_json(run_dir)
+    assert summary["state"] == "FAILED" and summary["reason"] == "stopped by operator"
+    assert not pid_alive(node)
+    assert not ownership.has_live_owner(run_dir.name)
+    record_fault(
+        f"{sig.name} to `swjob run`", None, f"stopped, node torn down, exit 1 in {took:.1f} s"
+    )
+
+
+def test_an_adopted_run_whose_node_never_rejoins_fails_within_the_node_deadline(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """The operator dies and its node hangs (SIGSTOP: alive, never answers): the adopter
+    gives up after the node-loss deadline (10 s), FAILED "node lost", node torn down."""
+    cli, run_dir, _ = _run(clis, tmp_path, "delta")
+    node = agent_pid(run_dir)
+    cli.kill9()
+    os.kill(node, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        attach = clis("attach", run_dir.name, cwd=tmp_path)
+        assert attach.wait(60) == 1, attach.output()
+        took = time.monotonic() - started
+    finally:
+        if pid_alive(node):
+            os.kill(node, signal.SIGKILL)
+    summary = run_json(run_dir)
+    assert summary["state"] == "FAILED"
+    assert summary["reason"].startswith("node lost: node did not rejoin within 10 s")
+    assert took < 10 + 10, f"adopter took {took:.1f} s to give up on a silent node"
+    wait_for(lambda: not pid_alive(node), 5, "the hung agent torn down")
+    assert not any((cache_dir() / "nodes").iterdir())
+    record_fault(
+        "operator kill -9, node hung (SIGSTOP), `swjob attach`",
+        took,
+        "FAILED node lost; node torn down",
+    )
+
+
+def test_attach_follows_a_live_owner_read_only_then_adopts_when_it_dies(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """`swjob attach` on a run another live process drives only reads its log; when that
+    process is killed, attach takes the run over and finishes it (never 'follows' a run
+    that nothing drives)."""
+    owner, run_dir, release = _run(clis, tmp_path, "epsilon")
+    attach = clis("attach", run_dir.name, cwd=tmp_path)
+    wait_for(lambda: "driven by another swjob process" in attach.output(), 30, "read-only")
+    assert ownership.has_live_owner(run_dir.name) and owner.proc.poll() is None
+    owner.kill9()
+    killed = time.monotonic()
+    wait_for(lambda: "recovered after operator restart" in attach.output(), 30, "adopted")
+    adopted_s = time.monotonic() - killed
+    release.touch()
+    assert attach.wait(60) == 0, attach.output()
+    assert run_json(run_dir)["state"] == "COMPLETED"
+    assert _log(run_dir).splitlines() == ["line 1", "line 2", "line 3"]
+    record_fault(
+        "owner of a followed run killed -9 while `swjob attach` reads it",
+        adopted_s,
+        "attach adopted the run and finished it COMPLETED",
+    )

@@ -1,0 +1,99 @@
+"""Issue 12 items 1 and 3 on the Vast.ai stand-in, with real `swjob` processes: gc sees
+the node of a run nobody drives (and destroys it, failing the run), never touches a run
+with a live owner or another operator's instance; `swjob attach` carries a killed run
+on a rented node to its end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.providers.vast_boot import run_id_of
+from tests.reliability.swjob_procs import (
+    Cli,
+    finished,
+    only_run_dir,
+    run_json,
+    swjob_once,
+    wait_for,
+    waiting_job,
+)
+from tests.standin.server import StandIn
+
+Start = Callable[..., Cli]
+POOLS = (
+    '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob==0.1.0"\n'
+    "max_nodes = 2\n[pools.gpu.resources]\ngpu_count = 1\n"
+)
+
+
+def _instance_of(api: StandIn, run_id: str) -> int:
+    (found,) = [i for i, inst in api.cloud.instances.items() if run_id_of(inst.label) == run_id]
+    return found
+
+
+def _rented_run(start: Start, tmp_path: Path, pools: Path, name: str) -> tuple[Cli, Path, Path]:
+    release = tmp_path / f"release-{name}"
+    job = waiting_job(tmp_path / name, name, release)
+    cli = start(
+        "run", str(job), "--pool", "gpu", "--pools", str(pools),
+        "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path,
+    )  # fmt: skip
+    run_dir = only_run_dir(tmp_path / "runs", name)
+    log = run_dir / "logs" / "run.log"
+    wait_for(lambda: log.exists() and "line 3" in log.read_text(), 60, f"{name} running")
+    return cli, run_dir, release
+
+
+def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
+    tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    pools = tmp_path / "pools.toml"
+    pools.write_text(POOLS)
+    foreign = api.cloud.create(
+        api.cloud.rentable()[0]["id"],
+        {"image": "x", "disk": 10, "env": {}, "onstart": None, "label": "swjob:0badc0de:r-x"},
+    )
+    assert foreign is not None
+    a, a_dir, _ = _rented_run(clis, tmp_path, pools, "alpha")
+    b, b_dir, b_release = _rented_run(clis, tmp_path, pools, "beta")
+    a_instance, b_instance = _instance_of(api, a_dir.name), _instance_of(api, b_dir.name)
+    a.kill9()  # A is abandoned: its instance bills with nobody driving it
+
+    listed = swjob_once("gc", "--pools", str(pools), cwd=tmp_path, answer="n\n")
+    out = listed.stdout
+    (a_line,) = [line for line in out.splitlines() if f"instance {a_instance} " in line]
+    assert f"run {a_dir.name}" in a_line and "billing for" in a_line and "/h" in a_line
+    assert f"`swjob attach {a_dir.name}`" in a_line
+    assert b_dir.name not in out, "a run with a live owner was listed"
+    assert f"instance {foreign.id} " in out and "0badc0de's, not ours" in out
+    assert "nothing destroyed" in out and a_instance in api.cloud.instances
+
+    collected = swjob_once("gc", "--pools", str(pools), "--yes", cwd=tmp_path)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert "collected 1 of 1" in collected.stdout
+    assert a_instance not in api.cloud.instances
+    assert {b_instance, foreign.id} <= set(api.cloud.instances)
+    summary = run_json(a_dir)
+    assert summary["state"] == "FAILED" and summary["reason"] == "abandoned: destroyed by gc"
+    assert finished(b_dir) is None and b.proc.poll() is None
+
+    b.kill9()  # now B's operator dies too; `swjob attach` carries it on
+    b_release.touch()
+    attach = clis("attach", b_dir.name, "--pools", str(pools), cwd=tmp_path)
+    assert attach.wait(90) == 0, attach.output()
+    assert run_json(b_dir)["state"] == "COMPLETED"
+    assert (b_dir / "outputs" / "out.txt").read_text() == "done\n"
+    assert b_instance not in api.cloud.instances
+    api.cloud.destroy(foreign.id)
+    record_fault(
+        "kill -9 of `swjob run` on Vast; `swjob gc` with a live owner, an abandoned run, "
+        "another operator's instance",
+        None,
+        "only the abandoned node destroyed, its run FAILED 'abandoned: destroyed by gc'",
+    )
+    record_fault(
+        "kill -9 of `swjob run` on Vast, then `swjob attach`",
+        None,
+        "node rejoined the adopter; COMPLETED with outputs; instance destroyed",
+    )

@@ -1,0 +1,6 @@
+"""The red-team cases of issue 14 share the fault table of the reliability suite."""
+
+from __future__ import annotations
+
+from tests.integration.conftest import make_job  # noqa: F401  (shared fixture)
+from tests.reliability.conftest import pytest_terminal_summary, record_fault  # noqa: F401

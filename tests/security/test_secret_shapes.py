@@ -1,0 +1,66 @@
+"""Issue 14 — secrets in every shape, through a real `swjob run`: a multi-line env value
+(a PEM key) printed whole and line by line, and a secret printed right across the
+agent's 64 KiB line cut. No line of the key and no piece of the secret (6 characters or
+more) may show in what `swjob run` printed, in the run's logs or in its events."""
+
+from __future__ import annotations
+
+from agent.lines import MAX_LINE
+from tests.reliability.helpers import swjob_run
+from tests.unit.test_redact_shapes import PEM, SECRET, pieces
+
+
+def test_multiline_and_straddling_secrets_never_show(tmp_path, make_job, record_fault) -> None:
+    pad = MAX_LINE - len(SECRET) // 2  # the cut falls in the middle of the secret
+    job = make_job(
+        env={"PEM_KEY": PEM, "API_TOKEN": SECRET},
+        run=(
+            'echo "$PEM_KEY"; echo "$PEM_KEY" >&2; '
+            f"head -c {pad} /dev/zero | tr '\\0' a; echo \"$API_TOKEN and more\""
+        ),
+    )
+    code, printed = swjob_run(tmp_path, job.source)
+    (run_dir,) = (tmp_path / "runs").glob("*/*")
+    texts = {"printed": printed, "events": (run_dir / "events.jsonl").read_text()}
+    texts |= {p.name: p.read_text() for p in (run_dir / "logs").iterdir()}
+    assert code == 0 and "*** and more" in printed, printed[-500:]
+    assert texts["printed"].count("| ***") >= 4  # each PEM line masked, on stdout …
+    assert texts["printed"].count("! ***") >= 4  # … and on stderr
+    shown = {
+        name: [line for line in PEM.splitlines() if line in text] + pieces(SECRET, text)
+        for name, text in texts.items()
+    }
+    assert {name: found for name, found in shown.items() if found} == {}
+    record_fault(
+        "job prints a 4-line PEM env value and a secret across the 64 KiB line cut",
+        None,
+        "every PEM line and the whole secret shown as *** in CLI, logs and events",
+    )
+
+
+def test_an_output_named_after_a_secret_lands_real_but_is_shown_masked(
+    tmp_path, make_job, record_fault
+) -> None:
+    job = make_job(
+        env={"API_TOKEN": SECRET},
+        run='mkdir -p res; echo data > "res/out-$API_TOKEN.txt"; echo plain > res/plain.txt',
+        outputs=["res/*.txt"],
+    )
+    code, printed = swjob_run(tmp_path, job.source)
+    (run_dir,) = (tmp_path / "runs").glob("*/*")
+    landed = run_dir / "outputs" / "res" / f"out-{SECRET}.txt"
+    assert code == 0 and landed.read_text() == "data\n", printed  # the real name, on disk
+    manifest = (run_dir / "manifest.json").read_text()
+    assert "res/out-***.txt" in manifest and "res/plain.txt" in manifest
+    recorded = {
+        "printed": printed,
+        "manifest": manifest,
+        "events": (run_dir / "events.jsonl").read_text(),
+        "run.json": (run_dir / "run.json").read_text(),
+    }
+    assert {name for name, text in recorded.items() if pieces(SECRET, text)} == set()
+    record_fault(
+        "job names an output file after its secret",
+        None,
+        "landed under its real name; manifest, events, run.json and CLI show ***",
+    )
