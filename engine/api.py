@@ -22,6 +22,7 @@ from engine.report.money import cost_split, money
 from engine.report.printable import printable
 from engine.report.runbook import fold
 from engine.report.views import NodeView, PoolView, RunView
+from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ __all__ = [
     "cost_split",
     "events",
     "fold",
+    "has_live_owner",
     "load_job",
     "load_pools",
     "money",

@@ -31,6 +31,7 @@ from tui.api import Clock, EngineAPI, Subscription
 from tui.commands import ActionCommands
 from tui.feed import Feed
 from tui.messages import OpenRun, RunFinished, RunsUpdated
+from tui.owners import Owner, owner
 from tui.screens.board import BoardScreen
 from tui.screens.detail import DetailScreen
 from tui.screens.help import HelpScreen, help_table
@@ -64,6 +65,14 @@ class SwjobApp(App[None]):
             "Stop",
             tooltip="Stop the selected job and tear its node down",
             id="swjob.app.stop",
+        ),
+        Binding(
+            "a",
+            "adopt",
+            "Adopt",
+            show=False,
+            tooltip="Drive the selected run whose owner is gone, from this console",
+            id="swjob.app.adopt",
         ),
         Binding(
             "o",
@@ -216,7 +225,7 @@ class SwjobApp(App[None]):
         return None if run is None else run.terminal
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("submit", "stop", "outputs", "help") and isinstance(
+        if action in ("submit", "stop", "outputs", "help", "adopt") and isinstance(
             self.work_screen, ModalScreen
         ):
             return False
@@ -225,6 +234,9 @@ class SwjobApp(App[None]):
             return (run is not None and run.live and run.stoppable) or None
         if action == "outputs":
             return self.target is not None or None
+        if action == "adopt":
+            run = self.target
+            return (run is not None and owner(run) is Owner.NOBODY) or None
         return True
 
     # ---- actions ----------------------------------------------------------------------------
@@ -262,6 +274,24 @@ class SwjobApp(App[None]):
             self.notify(str(exc), title="stop failed", severity="error")
             return
         self.notify(f"stopping {run_id}: tearing its node down", title="stop")
+
+    def action_adopt(self) -> None:
+        run = self.target
+        if run is not None and owner(run) is Owner.NOBODY:
+            self._adopt(run.run_id)
+
+    @work(group="engine", exit_on_error=False, description="adopt")
+    async def _adopt(self, run_id: str) -> None:
+        adopting = self.engine.adopt(run_id)
+        try:
+            adopted = await calls.call(f"adopt {run_id}", adopting, timeout=calls.SUBMIT_TIMEOUT_S)
+        except calls.CallError as exc:
+            self.notify(str(exc), title="adopt failed", severity="error")
+            return
+        if adopted:
+            self.notify(f"adopted {run_id}: this console drives it now", title="adopt")
+        else:
+            self.notify(f"{run_id}: another process drives it, or it has ended", title="adopt")
 
     def action_outputs(self) -> None:
         run = self.target

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from engine.api import RunView, cost_split, money
 from tui import format as fmt
+from tui.owners import Owner
 from tui.queue import Queued
 
 
@@ -18,7 +19,9 @@ def step_text(run: RunView, queued: Queued | None) -> str:
     return "done" if run.terminal and run.phase == "done" else run.phase
 
 
-def summary(run: RunView, now: datetime, queued: Queued | None = None) -> Text:
+def summary(
+    run: RunView, now: datetime, queued: Queued | None = None, owner: Owner | None = None
+) -> Text:
     end = run.finished or now
     text = Text.assemble(
         (run.job_name, "bold"),
@@ -31,6 +34,8 @@ def summary(run: RunView, now: datetime, queued: Queued | None = None) -> Text:
     )
     if queued is not None:
         text.append(f"\n{queued.describe(now)}: no node is rented yet", style="yellow")
+    if owner is not None:
+        text.append(f"\n{owner.describe()}", style="bold yellow")
     if run.node is not None:
         offer = fmt.offer_summary(run.node) or fmt.price(run.node.price_per_hour)
         text.append(f"\nnode {run.node.node_id}  ")

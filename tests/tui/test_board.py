@@ -8,7 +8,9 @@ from pathlib import Path
 from engine.engine import Engine, EngineConfig
 from engine.jobs.jobspec import load_job
 from engine.jobs.pools import load_pools
-from tests.tui.conftest import HELLO, REPO, booted, finished, screen_text, until
+from tests.reliability.swjob_procs import clis, only_run_dir, wait_for, waiting_job
+from tests.tui.conftest import HELLO, REPO, booted, finished, screen_text, toasts, until
+from tui import history
 from tui.app import SwjobApp
 from tui.screens.modals import ConfirmStopScreen
 from tui.screens.submit import SubmitScreen
@@ -17,6 +19,7 @@ from tui.widgets.log_view import LogView
 from tui.widgets.run_preview import RunPreview
 
 SMALL = (80, 24)
+__all__ = ["clis"]  # a fixture: real `swjob` processes, killed and reaped after the test
 
 
 def preview_text(app: SwjobApp) -> str:
@@ -165,3 +168,35 @@ async def test_tab_switches_panes_on_the_board_and_in_the_detail(engine) -> None
         assert timeline.has_focus
         await pilot.press("tab")
         assert log.has_focus
+
+
+async def test_a_run_nobody_drives_is_marked_and_a_adopts_it(engine, clis, tmp_path) -> None:
+    """A real `swjob run` drives the run: the board follows it read-only ("elsewhere", `a`
+    greyed). Killed with -9, its run has no owner: the row says so and `a` adopts it —
+    this console then drives it to COMPLETED. (The fixture engine does not adopt on its
+    own, as the real console does every few seconds, so the key is what adopts here.)"""
+    release = tmp_path / "release"
+    job = waiting_job(tmp_path / "adoptee", "adoptee", release)
+    runs = engine.config.runs_dir
+    cli = clis("run", str(job), "--runs-dir", str(runs), cwd=tmp_path)
+    run_dir = only_run_dir(runs, "adoptee")
+    wait_for(lambda: ("run", False, "line 3") in history.tail(run_dir, 3), what="the job running")
+    app = SwjobApp(engine)
+    async with app.run_test(size=SMALL) as pilot:
+        await booted(pilot)
+        table = app.screen.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 1)
+        run_id = table.selected
+        assert str(table.get_cell(run_id, "step")) == "elsewhere"
+        await until(pilot, lambda: "driven by another swjob process" in preview_text(app))
+        assert app.check_action("adopt", ()) is None
+
+        cli.kill9()
+        await until(pilot, lambda: str(table.get_cell(run_id, "step")) == "no owner")
+        assert "a adopts it" in preview_text(app)
+        await pilot.press("a")
+        await until(pilot, lambda: engine.running_run(run_id))
+        assert any("this console drives it now" in t for t in toasts(app))
+        release.touch()
+        assert (await finished(app, run_id, timeout=60)).state == "COMPLETED"
+        await until(pilot, lambda: str(table.get_cell(run_id, "state")) == "COMPLETED")

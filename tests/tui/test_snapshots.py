@@ -188,7 +188,10 @@ def test_outputs_browser(snap_compare, recorded: Engine) -> None:
     assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
 
 
-def test_submit_modal(snap_compare, recorded: Engine) -> None:
+@pytest.mark.parametrize("size", [SIZE, (80, 24)], ids=["130x40", "80x24"])
+def test_submit_modal(snap_compare, recorded: Engine, size) -> None:
+    """At 80×24 the dialog drops its spacing so the file tree keeps rows."""
+
     async def ready(pilot: Pilot) -> None:
         await booted(pilot)
         await pilot.press("n", *"smoke.toml")
@@ -196,7 +199,7 @@ def test_submit_modal(snap_compare, recorded: Engine) -> None:
         await no_blink(pilot)
 
     app = app_on(recorded, cwd=DATA / "jobs")
-    assert snap_compare(app, terminal_size=SIZE, run_before=ready)
+    assert snap_compare(app, terminal_size=size, run_before=ready)
 
 
 def test_quit_modal(snap_compare, recorded: Engine) -> None:

@@ -19,7 +19,8 @@ from engine.api import RunView
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
 from tui.messages import OpenRun, RunsUpdated
-from tui.queue import Queued, busy_by_pool, queued
+from tui.owners import owner
+from tui.queue import busy_by_pool, queued
 from tui.widgets.banner import Banner
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import PoolsPanel
@@ -63,6 +64,7 @@ class BoardScreen(Screen[None]):
         super().__init__()
         self.engine, self.clock, self.feed = engine, clock, feed
         self.to_select: str | None = None  # a submitted run whose row is not there yet
+        self._followed: set[str] = set()  # unfinished runs another process drives (or none)
         self._busy: dict[str, tuple[int, int]] = {}
 
     def compose(self) -> ComposeResult:
@@ -114,13 +116,25 @@ class BoardScreen(Screen[None]):
             self._refresh_pools()
             if keep is not None:
                 table.keep_only(keep)
-            table.upsert(runs, self._queues(runs))
+            table.upsert(runs, self._marks(runs))
             self._refresh_selection()
             self._refresh_hint()
 
-    def _queues(self, runs: list[RunView]) -> dict[str, Queued]:
-        found = {run.run_id: queued(run, self._busy) for run in runs}
-        return {run_id: q for run_id, q in found.items() if q is not None}
+    def _marks(self, runs: list[RunView]) -> dict[str, str]:
+        """What the step column says instead of the step: queued, or who drives the run.
+        Runs this console does not drive send it no events, so they are re-checked on
+        every tick (a lock probe each)."""
+        marks: dict[str, str] = {}
+        for run in runs:
+            driver = owner(run)
+            if driver is not None:
+                self._followed.add(run.run_id)
+                marks[run.run_id] = driver.value
+            else:
+                self._followed.discard(run.run_id)
+                if queued(run, self._busy):
+                    marks[run.run_id] = "queued"
+        return marks
 
     def select_run(self, run_id: str) -> None:
         """Move the cursor to this run, now or as soon as its row appears."""
@@ -132,7 +146,10 @@ class BoardScreen(Screen[None]):
         if self.to_select is not None and table.select(self.to_select):
             self.to_select = None
         run = self.engine.run(self.run_id) if self.run_id else None
-        self.query_one(RunPreview).show(run, queued(run, self._busy) if run else None)
+        if run is None:
+            self.query_one(RunPreview).show(None)
+        else:
+            self.query_one(RunPreview).show(run, queued(run, self._busy), owner(run))
 
     def _refresh_pools(self) -> None:
         """Pools and the warning banner: a few lines, each redrawn only when what it
@@ -157,6 +174,7 @@ class BoardScreen(Screen[None]):
     def refresh_runs(self) -> None:
         """Update only the changed runs' rows; elapsed times of live runs tick too."""
         ids = set(self.feed.take_dirty()) | {r.run_id for r in self.engine.running()}
+        ids |= self._followed
         runs = [run for rid in ids if (run := self.engine.run(rid)) and self._matches(run)]
         self._redraw(runs)
 

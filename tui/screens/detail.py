@@ -15,6 +15,7 @@ from tui import history
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
 from tui.messages import RunsUpdated
+from tui.owners import Owner, owner
 from tui.queue import Queued, busy_by_pool, queued
 from tui.summary import summary
 from tui.widgets.log_pane import LogPane
@@ -25,7 +26,9 @@ from tui.widgets.transfers import Transfers
 SPINNER_HZ = 4
 
 
-def render_key(run: RunView, clock: Clock, waiting: Queued | None) -> tuple[object, ...]:
+def render_key(
+    run: RunView, clock: Clock, waiting: Queued | None, driver: Owner | None
+) -> tuple[object, ...]:
     """What the header and bars show. The view changes with every log batch (its
     `updated` stamp), so redrawing on each tick would re-lay out the screen ~10×/s
     under a flood; redrawing only when this key changes costs one redraw a second."""
@@ -41,6 +44,7 @@ def render_key(run: RunView, clock: Clock, waiting: Queued | None) -> tuple[obje
         len(run.alerts),
         run.missing_outputs,
         waiting,
+        driver,
         second,
     )
 
@@ -108,11 +112,12 @@ class DetailScreen(Screen[None]):
             self._timeline_shown = timeline_key(run, self.clock)
             self.query_one(Timeline).show(run)
         waiting = queued(run, busy_by_pool(self.engine.pools())) if run.live else None
-        if render_key(run, self.clock, waiting) == self._shown:
+        driver = None if self.past else owner(run)
+        if render_key(run, self.clock, waiting, driver) == self._shown:
             return
-        self._shown = render_key(run, self.clock, waiting)
+        self._shown = render_key(run, self.clock, waiting, driver)
         self.sub_title = f"{run.job_name} · {run.run_id}"
-        self.query_one("#summary", Static).update(summary(run, self.clock(), waiting))
+        self.query_one("#summary", Static).update(summary(run, self.clock(), waiting, driver))
         self.query_one(Transfers).show(run.transfers)
         self.query_one(LogView).set_label(f"{run.job_name} · {run.run_id} · {run.state}")
 

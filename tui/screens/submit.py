@@ -83,6 +83,7 @@ def push_summary(plan: Plan) -> str:
 
 
 class SubmitScreen(ModalScreen[str | None]):
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     BINDINGS = [Binding("escape", "dismiss", "Cancel", id="swjob.submit.dismiss")]
 
     def __init__(self, engine: EngineAPI, pool: str, root: Path) -> None:

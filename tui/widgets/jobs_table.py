@@ -18,7 +18,6 @@ from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from engine.api import RunView, money
 from tui import format as fmt
-from tui.queue import Queued
 
 Column = tuple[str, str, int]  # key, label, width
 
@@ -68,7 +67,9 @@ def short_id(run_id: str) -> str:
     return run_id.rsplit("-", 1)[-1]
 
 
-def cells(run: RunView, now: datetime, queued: Queued | None = None) -> dict[str, str | Text]:
+def cells(run: RunView, now: datetime, mark: str | None = None) -> dict[str, str | Text]:
+    """The row's cells; `mark` replaces the step when the run is not simply at one
+    ("queued" for a free node, "elsewhere"/"no owner" when this console does not drive it)."""
     end = run.finished or now
     node = fmt.short_node_id(run.node) if run.node else "—"
     step = "done" if run.terminal and run.phase == "done" else run.phase
@@ -79,7 +80,7 @@ def cells(run: RunView, now: datetime, queued: Queued | None = None) -> dict[str
         "name": name,
         "id": run.run_id,
         "state": fmt.state_text(run.state),
-        "step": Text("queued", style="yellow") if queued else step,
+        "step": Text(mark, style="yellow") if mark else step,
         "node": node,
         "elapsed": fmt.duration(end - run.created),
         "exit": "—" if run.exit_code is None else str(run.exit_code),
@@ -128,11 +129,11 @@ class JobsTable(DataTable[str | Text]):
         if selected is not None:
             self.select(selected)
 
-    def upsert(self, runs: list[RunView], queues: dict[str, Queued] | None = None) -> None:
+    def upsert(self, runs: list[RunView], marks: dict[str, str] | None = None) -> None:
         """Update the rows of these runs; add new ones and keep newest first."""
-        now, added, queues = self.clock(), False, queues or {}
+        now, added, marks = self.clock(), False, marks or {}
         for run in runs:
-            row = cells(run, now, queues.get(run.run_id))
+            row = cells(run, now, marks.get(run.run_id))
             self._rows[run.run_id] = row
             if run.run_id in self._created:
                 for column, value in self._shown(row, run.run_id).items():

@@ -19,6 +19,7 @@ from engine.api import RunView
 from tui import history
 from tui.api import Clock
 from tui.feed import Feed, Line
+from tui.owners import Owner
 from tui.queue import Queued
 from tui.summary import summary
 from tui.widgets.log_pane import LogPane
@@ -45,7 +46,9 @@ class RunPreview(Vertical):
     def view(self) -> LogView:
         return self.query_one(LogView)
 
-    def show(self, run: RunView | None, queued: Queued | None = None) -> None:
+    def show(
+        self, run: RunView | None, queued: Queued | None = None, owner: Owner | None = None
+    ) -> None:
         """Show this run (None: nothing is selected); cheap when nothing changed."""
         self.display = run is not None
         if run is None:
@@ -54,11 +57,11 @@ class RunPreview(Vertical):
         if run.run_id != self.run_id:
             self._switch(run)
         now = self.clock()
-        key = (run, queued, 0 if run.finished else int(now.timestamp()))
+        key = (run, queued, owner, 0 if run.finished else int(now.timestamp()))
         if key == self._shown:
             return
         self._shown = key
-        self.query_one("#preview-summary", Static).update(summary(run, now, queued))
+        self.query_one("#preview-summary", Static).update(summary(run, now, queued, owner))
         self.view.set_label(run.job_name)
 
     def _switch(self, run: RunView) -> None:
