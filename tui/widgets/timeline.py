@@ -72,12 +72,16 @@ class Timeline(VerticalScroll):
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.clock = clock
+        self._rows = -1
 
     def compose(self) -> ComposeResult:
         yield Static(id="timeline-table")
 
     def show(self, run: RunView) -> None:
         at_end = self.is_vertical_scroll_end
-        self.query_one(Static).update(render_timeline(run, self.clock()))
+        # The spinner turns a few times a second: with the same rows the size is the same,
+        # so only a repaint is needed, not a layout of the screen (a flood's log needs it).
+        rows, self._rows = self._rows, len(run.timeline)
+        self.query_one(Static).update(render_timeline(run, self.clock()), layout=rows != self._rows)
         if at_end:
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
