@@ -12,6 +12,10 @@ A full disk (the job may fill it) must not stop the events: once a write fails,
 the file is cut back to its last whole line and the journal goes on in memory
 only. Events that never reached the file are kept until acknowledged, whatever
 the budget says; what is lost is only replay across an agent restart.
+
+The job runs next to this file and may delete, replace or shadow it. So the file is
+opened once and always read back through that descriptor, never by name: whatever
+is at the name later, the journal reads its own bytes.
 """
 
 from __future__ import annotations
@@ -48,7 +52,8 @@ class Journal:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._recover()
         self._last_seq = len(self._offsets)
-        self._file: BinaryIO | None = path.open("ab", buffering=0)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        self._file: BinaryIO | None = open(self._fd, "ab", buffering=0, closefd=False)  # noqa: SIM115
 
     @property
     def last_seq(self) -> int:
@@ -95,6 +100,12 @@ class Journal:
         return out
 
     def close(self) -> None:
+        self._stop_writing()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _stop_writing(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -110,7 +121,7 @@ class Journal:
             log.warning("journal write failed (%s): keeping events in memory", exc.strerror)
             with contextlib.suppress(OSError):
                 os.ftruncate(self._file.fileno(), end)  # no torn line for a restart to read
-            self.close()
+            self._stop_writing()
         else:
             self._offsets.append(end)
 
@@ -123,9 +134,12 @@ class Journal:
         self._recent_bytes -= len(line)
 
     def _read_file(self, seq: int, count: int) -> list[AgentEvent]:
-        with self._path.open("rb") as f:
-            f.seek(self._offsets[seq])
-            return [decode(f.readline()) for _ in range(count)]
+        """Events seq+1 .. seq+count, read through the journal's own descriptor."""
+        start = self._offsets[seq]
+        last = seq + count
+        end = self._offsets[last] if last < len(self._offsets) else os.fstat(self._fd).st_size
+        body = os.pread(self._fd, end - start, start)
+        return [decode(line) for line in body.split(b"\n")[:count]]
 
     def _recover(self) -> None:
         """Index an existing journal (an agent restarted on the same root) and continue its seq.

@@ -27,10 +27,12 @@ from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import endpoint, facts, orphan
+from agent import endpoint, facts, gpu, orphan
 from agent.journal import Journal
+from agent.live import serve_live
 from agent.protocol import (
     CTL_ALPN,
+    LIVE_ALPN,
     RESUME_ALPN,
     XFER_ALPN,
     Channel,
@@ -45,7 +47,7 @@ from agent.protocol import (
     Welcome,
 )
 from agent.reattach import ResumeService, Target
-from agent.redial import Backoff, describe, serve_xfer_forever
+from agent.redial import Backoff, describe, serve_forever, serve_xfer_forever
 from agent.supervisor import Supervisor
 
 log = logging.getLogger("swjob.agent")
@@ -145,6 +147,7 @@ class NodeAgent:
         self._spawn_background(resume.serve(self._ep))
         serve = asyncio.create_task(self._serve())
         stop = asyncio.create_task(self.shutdown.wait())
+        self._spawn_background(gpu.sample_while(lambda: self.supervisor.busy, self.journal.append))
         try:
             await asyncio.wait({serve, stop}, return_when=asyncio.FIRST_COMPLETED)
             if serve.done():
@@ -286,6 +289,9 @@ class NodeAgent:
             asyncio.create_task(self._watchdog()),
         ]
         xfer = asyncio.create_task(serve_xfer_forever(self._dial, XFER_ALPN, self.cfg.workdir))
+        live = asyncio.create_task(
+            serve_forever(self._dial, LIVE_ALPN, lambda c: serve_live(c, self.cfg.workdir))
+        )
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -293,9 +299,9 @@ class NodeAgent:
                     log.warning("control connection lost: %s", describe(exc))
         finally:
             self._session = None
-            for task in (*tasks, xfer):
+            for task in (*tasks, xfer, live):
                 task.cancel()
-            await asyncio.gather(*tasks, xfer, return_exceptions=True)
+            await asyncio.gather(*tasks, xfer, live, return_exceptions=True)
             s.conn.close(0, b"session over")
 
     async def _receive(self, s: _Session) -> None:

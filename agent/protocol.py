@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 CTL_ALPN = b"swjob/ctl/1"
 XFER_ALPN = b"swjob/xfer/1"
+LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
 RESUME_ALPN = b"swjob/resume/1"
 """Served by the agent: an engine that adopts a run proves the run's re-attach credential
 here and gives the node its own address to dial (agent/reattach.py)."""
@@ -119,6 +120,27 @@ class NodeFault(_Msg):
     reason: str
 
 
+class GpuSample(_Msg):
+    """One GPU at one moment, as nvidia-smi reports it (None where it says [N/A])."""
+
+    index: int
+    util_pct: float | None = None
+    mem_used_mb: float | None = None
+    mem_total_mb: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+
+
+class GpuMetrics(_Msg):
+    """Every GPU of the node, sampled while a step runs (agent/gpu.py). `t` is the node's
+    clock (unix s): GPU-hours and idle time are measured on it, so a replay counts right."""
+
+    type: Literal["gpu"] = "gpu"
+    seq: int
+    t: float
+    gpus: list[GpuSample]
+
+
 # ---- orchestrator → agent -------------------------------------------------------------
 
 
@@ -195,13 +217,14 @@ class Heartbeat(_Msg):
     last_seq: int = 0  # from the orchestrator: the last event it stored (lets the agent trim)
 
 
-AgentEvent = LogBatch | StepStarted | StepExited | NodeFault
+AgentEvent = LogBatch | StepStarted | StepExited | NodeFault | GpuMetrics
 Message = Annotated[
     Hello
     | LogBatch
     | StepStarted
     | StepExited
     | NodeFault
+    | GpuMetrics
     | Welcome
     | Reject
     | RunStep

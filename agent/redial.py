@@ -3,8 +3,9 @@
 Redials use capped exponential backoff: quick for a blip, but a node that cannot
 reach its orchestrator for minutes does not hammer it (or the relays) when it
 comes back. The transfer connection is dialed next to the control connection and
-handed to the transfer server; when it drops it is dialed again, so a transfer
-can be retried without the control session noticing.
+handed to the transfer server (and the live service's, agent/live.py); when one
+drops it is dialed again, so a transfer can be retried without the control session
+noticing.
 """
 
 from __future__ import annotations
@@ -49,18 +50,25 @@ class Backoff:
 
 async def serve_xfer_forever(dial: Dial, alpn: bytes, workdir: Path) -> None:
     """Dial the transfer ALPN and serve it; redial whenever it drops, until cancelled."""
+    await serve_forever(dial, alpn, lambda conn: serve_transfer(conn, workdir))
+
+
+async def serve_forever(
+    dial: Dial, alpn: bytes, serve: Callable[[iroh_ffi.Connection], Awaitable[None]]
+) -> None:
+    """Dial `alpn` and `serve` the connection; redial whenever it drops, until cancelled."""
     backoff = Backoff()
     while True:
         conn = None
         try:
             conn = await dial(alpn)
             backoff.reset()
-            await serve_transfer(conn, workdir)
+            await serve(conn)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a transfer failure must never end the control session
-            log.warning("transfer connection ended: %s", describe(exc))
+        except Exception as exc:  # a side service failing must never end the control session
+            log.warning("%s connection ended: %s", alpn.decode(), describe(exc))
         finally:
             if conn is not None:
-                conn.close(0, b"xfer over")
+                conn.close(0, b"over")
         await asyncio.sleep(backoff.next())

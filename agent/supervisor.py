@@ -164,15 +164,23 @@ class Supervisor:
             batcher = LogBatcher(run.step, self._emit, step_log)
             await self._follow(run, redact, batcher)
             batcher.flush()
+        except Exception:  # an agent-side fault: the step still ends, with what is known
+            log.exception("supervising %s failed", run.step)
         finally:
-            step_log.close()
-            if procgroup.group_alive(run.pgid):  # only when cancelled or broken mid-way
-                procgroup.kill_group_now(run.pgid)
-            procgroup.kill_marked_now(run.marker)
-            subreaper.kill_leftovers_now(keep={run.pgid})  # the leader: asyncio reaps it
-            self._clear_pgid()
-            self._current = None
-            self._emit(_exited(run))
+            try:
+                self._reap(run, step_log)
+            finally:
+                self._current = None
+                self._emit(_exited(run))
+
+    def _reap(self, run: _Running, step_log: StepLog) -> None:
+        """Leave nothing of the step behind. Every part is attempted and none may keep the
+        StepExited from being sent: the job may have wrecked the files it could reach."""
+        for part in (step_log.close, lambda: _kill_leftovers(run), self._clear_pgid):
+            try:
+                part()
+            except Exception:
+                log.exception("cleaning up after %s failed", run.step)
 
     async def _follow(self, run: _Running, redact: Redactor, batcher: LogBatcher) -> None:
         run.readers = [
@@ -204,8 +212,12 @@ class Supervisor:
                 log.warning("cannot write %s: %s", self._pgid_file, exc.strerror or exc)
 
     def _clear_pgid(self) -> None:
+        """Best effort too: the job may have put anything at that name."""
         if self._pgid_file is not None:
-            self._pgid_file.unlink(missing_ok=True)
+            try:
+                self._pgid_file.unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("cannot remove %s: %s", self._pgid_file, exc.strerror or exc)
 
 
 async def _drain(pipe: BinaryIO, stream: Stream, redact: Redactor, batcher: LogBatcher) -> None:
@@ -228,6 +240,14 @@ async def _drain(pipe: BinaryIO, stream: Stream, redact: Redactor, batcher: LogB
         transport.close()
         for line in splitter.finish():
             batcher.add(stream, line)
+
+
+def _kill_leftovers(run: _Running) -> None:
+    """KILL what is left of the step at once (only something when cancelled or broken)."""
+    if procgroup.group_alive(run.pgid):
+        procgroup.kill_group_now(run.pgid)
+    procgroup.kill_marked_now(run.marker)
+    subreaper.kill_leftovers_now(keep={run.pgid})  # the leader: asyncio reaps it
 
 
 def _exited(run: _Running) -> StepExited:

@@ -37,6 +37,7 @@ from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
 from engine.run import abandon, fsm, reclaim, recovery
 from engine.run.control import ControlServer, NodeSession
+from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.state import identity, ownership
@@ -93,6 +94,7 @@ class Engine:
         self._identity: identity.Identity | None = None
         self._orphan_check: asyncio.Task[None] | None = None
         self._sdk_loading: asyncio.Future[Any] | None = None
+        self.live = LiveHub(self._drivers.get)  # shells and forwarded ports (engine/run/livehub.py)
         self._leases: dict[str, ownership.Lease] = {}
         self._adopting: asyncio.Task[None] | None = None
         self._unadoptable: set[str] = set()
@@ -106,6 +108,7 @@ class Engine:
         self._identity.remember_port(iroh_endpoint.bound_port(self._endpoint))
         self._server = ControlServer(self._endpoint)
         self._server.start()
+        await self.live.start()
         if self._rents_nodes():  # ~1 s of imports: in a thread, while the rest starts
             self._sdk_loading = asyncio.ensure_future(asyncio.to_thread(vast_sdk.load))
         if self.config.adopt_orphans:
@@ -150,6 +153,7 @@ class Engine:
         if self._orphan_check is not None:
             self._orphan_check.cancel()
             await asyncio.gather(self._orphan_check, return_exceptions=True)
+        await self.live.close()
         if self._server is not None:
             await self._server.stop()
         if self._endpoint is not None:
@@ -197,6 +201,7 @@ class Engine:
     def _launch(self, driver: RunDriver) -> None:
         self._drivers[driver.view.run_id] = driver
         self._tasks[driver.view.run_id] = asyncio.create_task(self._drive(driver))
+        self.live.run_started(driver.view.run_id)
 
     def _driver(self, view: RunView, job: JobSpec, pool: Pool, keys: dict[str, str]) -> RunDriver:
         """A driver for the run; `keys` are its join token and re-attach credential."""
@@ -344,6 +349,7 @@ class Engine:
         finally:
             assert self._server is not None
             self._server.sessions.pop(run_id, None)
+            await self.live.run_ended(run_id)
             self.stream.close_run(run_id)
             self._save(driver)
             lease = self._leases.pop(run_id, None)

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from engine.api import Event, JobSpec, PoolView, RunView
+from engine.api import Event, Forward, JobSpec, PoolView, RunView
 
 if TYPE_CHECKING:
     from engine.api import Orphan
@@ -25,7 +25,16 @@ class Subscription(Protocol):
     def close(self) -> None: ...
 
 
+class LiveAPI(Protocol):
+    """Forwarded ports of live runs (engine/run/livehub.py)."""
+
+    async def forward(self, run_id: str, remote_port: int, local_port: int = 0) -> Forward: ...
+    def forwards(self, run_id: str | None = None) -> list[Forward]: ...
+
+
 class EngineAPI(Protocol):
+    live: LiveAPI
+
     async def start(self) -> None: ...
     async def submit(self, job: JobSpec, pool: str) -> str: ...
     async def adopt(self, run_id: str) -> bool: ...

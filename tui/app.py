@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import on, work
-from textual.app import App
+from textual.app import App, SuspendNotSupported
 from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
-from engine.api import JobSpec, RunView
+from engine.api import JobSpec, LiveUnavailable, RunView, one_line
 from engine.api import events as ev
-from tui import calls
+from tui import calls, live
 from tui.api import Clock, EngineAPI, Subscription
 from tui.commands import ActionCommands
 from tui.feed import Feed
@@ -80,6 +80,23 @@ class SwjobApp(App[None]):
             "Outputs",
             tooltip="Browse the run's landing directory",
             id="swjob.app.outputs",
+        ),
+        Binding(
+            "exclamation_mark",
+            "shell",
+            "Shell",
+            key_display="!",
+            show=False,
+            tooltip="A shell on the run's node, in its workdir with its env",
+            id="swjob.app.shell",
+        ),
+        Binding(
+            "p",
+            "forward",
+            "Forward port",
+            show=False,
+            tooltip="Forward a port of the run's node to 127.0.0.1 here",
+            id="swjob.app.forward",
         ),
         Binding("question_mark,f1", "help", "Help", key_display="?", id="swjob.app.help"),
         Binding("q", "quit", "Quit", id="swjob.app.quit"),
@@ -225,11 +242,10 @@ class SwjobApp(App[None]):
         return None if run is None else run.terminal
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("submit", "stop", "outputs", "help", "adopt") and isinstance(
-            self.work_screen, ModalScreen
-        ):
+        modal_off = ("submit", "stop", "outputs", "help", "adopt", "shell", "forward")
+        if action in modal_off and isinstance(self.work_screen, ModalScreen):
             return False
-        if action == "stop":
+        if action in ("stop", "shell", "forward"):
             run = self.target
             return (run is not None and run.live and run.stoppable) or None
         if action == "outputs":
@@ -292,6 +308,36 @@ class SwjobApp(App[None]):
             self.notify(f"adopted {run_id}: this console drives it now", title="adopt")
         else:
             self.notify(f"{run_id}: another process drives it, or it has ended", title="adopt")
+
+    @work(group="shell", exclusive=True, exit_on_error=False, description="shell")
+    async def action_shell(self) -> None:
+        run = self.target
+        if run is None or run.terminal:
+            return
+        try:
+            code = await live.run_shell(self, run.run_id)
+        except SuspendNotSupported:
+            self.notify("Cannot suspend the console here to open a shell", severity="warning")
+            return
+        severity = "information" if code == 0 else "warning"
+        self.notify(f"shell on {run.run_id} exited with {code}", title="shell", severity=severity)
+
+    def action_forward(self) -> None:
+        run = self.target
+        if run is not None and not run.terminal:
+            self.push_screen(
+                live.ForwardScreen(run),
+                lambda ports: self._forward(run.run_id, *ports) if ports else None,
+            )
+
+    @work(group="engine", exit_on_error=False, description="forward")
+    async def _forward(self, run_id: str, remote: int, local: int) -> None:
+        try:
+            forward = await self.engine.live.forward(run_id, remote, local)
+        except (LiveUnavailable, OSError) as exc:
+            self.notify(one_line(exc), title="forward failed", severity="error")
+            return
+        self.notify(forward.describe(), title="forwarding")
 
     def action_outputs(self) -> None:
         run = self.target

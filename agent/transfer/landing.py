@@ -23,6 +23,7 @@ from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.safety import check_link_target, check_relpath, link_stays_inside
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+SPARSE_BLOCK = 64 * 1024  # zero runs this long and aligned are left as holes
 _PART_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -98,6 +99,9 @@ class Lander:
             while done < len(data):
                 done += os.write(fd, view[done:])
             self._seal(fd, mode, mtime_ns)
+        except BaseException:
+            os.unlink(tmp)  # a full disk must not leave half a file behind
+            raise
         finally:
             os.close(fd)
         self._rename(tmp, rel)
@@ -108,6 +112,18 @@ class Lander:
         fd = os.open(self._tmp(rel, "part"), _PART_FLAGS, 0o600)
         os.ftruncate(fd, size)
         return fd
+
+    @staticmethod
+    def write_at(fd: int, data: bytes, offset: int) -> int:
+        """Write `data` at `offset`, seeking over zero runs so they stay holes (the `.part`
+        file starts as one hole of its full size); the bytes really written."""
+        written = 0
+        for start in range(0, len(data), SPARSE_BLOCK):
+            end = min(start + SPARSE_BLOCK, len(data))
+            if data.count(0, start, end) != end - start:
+                os.pwrite(fd, memoryview(data)[start:end], offset + start)
+                written += end - start
+        return written
 
     def finish_part(self, path: str, fd: int, mode: int, mtime_ns: int) -> None:
         self._seal(fd, mode, mtime_ns)

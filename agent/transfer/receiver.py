@@ -3,8 +3,18 @@
 Every file's bytes are hashed (SHA-256) as they are written and compared with the
 sender's hash before the file takes its final name (temporary name, then rename); a
 mismatch is an error naming the file. A large file arrives as chunks, each verified
-on its own and written at its offset into a `.part` file; the receiver remembers
-which chunks it holds, so a retried transfer sends only the rest.
+on its own and written at its offset into a `.part` file (zero runs are left as
+holes, so sparse files land sparse); the receiver remembers which chunks it holds, so
+a retried transfer sends only the rest.
+
+Some files cannot land and the rest still should: the sender says so with a `skip`
+record (vanished, unreadable, changed while read), and chunks read from different
+versions of one file (their `v` differs) are never put together. Those are recorded
+in `failed` with a one-line reason and the partial is dropped. With `per_file`
+(operator side: outputs) a file that fails verification, does not fit the landing
+disk (checked before it is created) or cannot be written is recorded the same way;
+without it (node side: the workspace) those end the transfer. A malformed or unsafe
+record always ends it: that is a hostile or broken peer, not a file.
 
 Writes run in worker threads while the next frames are read from the network. A
 batch of small files is landed by several writers at once (`WRITERS` contiguous
@@ -21,7 +31,7 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
@@ -29,11 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from agent.transfer import wire
+from agent.transfer.chunkdata import chunk_data, read_back
 from agent.transfer.compress import decompress
-from agent.transfer.errors import TransferError
+from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.landing import Lander
+from agent.transfer.safety import check_relpath
 from agent.transfer.schedule import CHUNK, chunk_count
-from agent.transfer.wire import CARRIES_DATA, FrameReader
+from agent.transfer.sender import CHANGED, Changed
+from agent.transfer.space import SpaceGuard
+from agent.transfer.wire import FrameReader
 
 _QUEUE = 2
 WRITERS = 4
@@ -58,6 +72,7 @@ class _Partial:
     mode: int
     mtime_ns: int
     fd: int
+    version: object  # the sender's `v` of the file its first chunk was read from
     done: set[int] = field(default_factory=set)
     hashes: dict[int, str] = field(default_factory=dict)  # verified chunk → its SHA-256
 
@@ -81,18 +96,28 @@ class Receiver:
 
     `hash_chunked`: also hash each completed chunked file whole (the output manifest
     wants every file's SHA-256; a workspace push only needs the per-chunk checks).
+    `per_file`: a file that cannot land is recorded in `failed`, the rest goes on.
     """
 
-    def __init__(self, root: Path, *, hash_chunked: bool = False) -> None:
+    def __init__(self, root: Path, *, hash_chunked: bool = False, per_file: bool = False) -> None:
         self.root = root
         self.hash_chunked = hash_chunked
         self.verified: dict[str, Landed] = {}
+        self.failed: dict[str, str] = {}  # path → why it did not land
+        self._space = SpaceGuard(root) if per_file else None
         self._partials: dict[str, _Partial] = {}
+        self._dropped: list[int] = []  # descriptors of given-up partials, closed at close()
         self._lock = threading.Lock()
         self._lander = Lander(root)
         self._inflight: set[Future[tuple[int, int, str | None]]] = set()
         self._closed = False
         self.refused: list[str] = []  # links removed at close: they resolved outside the root
+
+    def forget_failed(self, paths: Iterable[str] | None = None) -> None:
+        """Let failed files (all, or `paths`) be sent again: a new attempt starts."""
+        with self._lock:
+            for path in list(self.failed) if paths is None else paths:
+                self.failed.pop(path, None)
 
     def chunks_held(self) -> dict[str, set[int]]:
         with self._lock:
@@ -116,6 +141,9 @@ class Receiver:
                 if discard_partials:
                     self._lander.discard_part(path)
             self._partials.clear()
+            for fd in self._dropped:
+                os.close(fd)
+            self._dropped.clear()
         if self._lander.made_links:  # what each link means is known only once all landed
             self.refused = self._lander.drop_escaping_links()
 
@@ -126,13 +154,10 @@ class Receiver:
         try:
             while True:
                 job, end = await self._next_job(reader)
+                await _feed(queue, None if end is not None else job, applier)
                 if end is not None:
-                    await queue.put(None)
                     await applier
                     return end
-                if applier.done():
-                    applier.result()
-                await queue.put(job)
         finally:
             applier.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -153,7 +178,7 @@ class Receiver:
         if meta["t"] == "err":
             raise TransferError(str(meta.get("msg", "the sender failed")))
         data = None
-        if meta["t"] in CARRIES_DATA:
+        if wire.carries_data(meta):
             got = await reader.next_frame()
             if got is None or got[0] != wire.DATA:
                 raise wire.WireError(f"no data after the record for {meta.get('p')!r}")
@@ -195,15 +220,44 @@ class Receiver:
             raise TransferError("the transfer was closed")
         nbytes = files = 0
         current = None
-        try:
-            for meta, data in job:
-                current = meta.get("p")
+        for meta, data in job:
+            current = meta.get("p")
+            try:
                 got_bytes, got_file = self._apply(meta, data)
-                nbytes += got_bytes
-                files += got_file
-        except OSError as exc:
-            raise TransferError(f"cannot write {current!r}: {exc.strerror or exc}") from None
+            except OSError as exc:
+                error = TransferError(f"cannot write {current!r}: {exc.strerror or exc}")
+                got_bytes, got_file = self._file_failed(meta, error)
+            except (UnsafePath, wire.WireError):
+                raise
+            except TransferError as exc:
+                got_bytes, got_file = self._file_failed(meta, exc)
+            nbytes += got_bytes
+            files += got_file
         return nbytes, files, current
+
+    def _file_failed(self, meta: dict[str, Any], exc: TransferError) -> tuple[int, int]:
+        """Record why this record's file did not land, or end the transfer without `per_file`.
+        Its bytes count as moved (progress must still reach the total)."""
+        if self._space is None and not isinstance(exc, Changed):
+            raise exc
+        path = check_relpath(meta.get("p"))
+        reason = str(exc)
+        prefix = f"{path!r}: "
+        self._fail(path, reason[len(prefix) :] if reason.startswith(prefix) else reason)
+        return _int(meta, "n", 0) if meta["t"] == "chunk" else _int(meta, "s", 0), 1
+
+    def _fail(self, path: str, reason: str) -> None:
+        """Give `path` up for this attempt. Its `.part` file goes now; its descriptor only at
+        close(), as a writer may still be landing another chunk of it (a closed descriptor's
+        number could be reused for another file under that write)."""
+        with self._lock:
+            self.failed.setdefault(path, reason)
+            part = self._partials.pop(path, None)
+            if part is not None:
+                self._dropped.append(part.fd)
+                self._lander.discard_part(path)
+        if self._space is not None:
+            self._space.landed(path)
 
     def _apply(self, meta: dict[str, Any], data: bytes | None) -> tuple[int, int]:
         kind = meta["t"]
@@ -217,7 +271,11 @@ class Receiver:
         if kind == "file":
             return self._apply_file(meta, data or b""), 1
         if kind == "chunk":
-            return self._apply_chunk(meta, data or b"")
+            return self._apply_chunk(meta, data)
+        if kind == "skip":
+            why = meta.get("why")
+            self._fail(check_relpath(path), why if isinstance(why, str) else "not sent")
+            return 0, 0
         raise wire.WireError(f"unknown record type {kind!r}")
 
     def _apply_file(self, meta: dict[str, Any], data: bytes) -> int:
@@ -225,20 +283,29 @@ class Receiver:
         mode, mtime = _int(meta, "m", 0, 0o7777), _int(meta, "mt")
         if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
             raise TransferError(f"verification failed for {path!r}: content does not match")
-        self._lander.write_file(path, data, mode, mtime)
+        if self._space is not None:
+            self._space.admit(check_relpath(path), size)
+        try:
+            self._lander.write_file(path, data, mode, mtime)
+        finally:
+            if self._space is not None:
+                self._space.landed(path)
         self.verified[path] = Landed(path, size, mode & 0o777, digest)
+        self.failed.pop(path, None)
         return size
 
-    def _apply_chunk(self, meta: dict[str, Any], payload: bytes) -> tuple[int, int]:
-        path, size = meta.get("p"), _int(meta, "s")
+    def _apply_chunk(self, meta: dict[str, Any], payload: bytes | None) -> tuple[int, int]:
+        path, size = check_relpath(meta.get("p")), _int(meta, "s")
         index = _int(meta, "i", 0, chunk_count(size) - 1)
         length = _int(meta, "n", 1, min(CHUNK, size - index * CHUNK))
-        data = decompress(payload, length) if meta.get("z") else bytes(payload)
+        if path in self.failed:  # given up in this attempt: the rest of it is not kept
+            return length, 0
         digest = _sha(meta)
-        if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
-            raise TransferError(f"verification failed for {path!r}: chunk {index} does not match")
-        part = self._partial(path, size, _int(meta, "m", 0, 0o7777), _int(meta, "mt"))
-        os.pwrite(part.fd, data, index * CHUNK)
+        data = chunk_data(meta, payload, length, digest)
+        part = self._partial(path, meta)
+        written = 0 if data is None else self._lander.write_at(part.fd, data, index * CHUNK)
+        if self._space is not None:
+            self._space.landed(path, written)
         with self._lock:
             part.hashes[index] = digest
             part.done.add(index)
@@ -249,16 +316,25 @@ class Receiver:
             self._finish_chunked(path, part)
         return length, int(complete)
 
-    def _partial(self, path: str, size: int, mode: int, mtime_ns: int) -> _Partial:
+    def _partial(self, path: str, meta: dict[str, Any]) -> _Partial:
+        """The `.part` file the chunk belongs in, made (after the space check) by its first
+        chunk; a chunk of another version of the file means it changed while it was read."""
+        size, mode, mtime_ns = _int(meta, "s"), _int(meta, "m", 0, 0o7777), _int(meta, "mt")
         with self._lock:
             if self._closed:
                 raise TransferError("the transfer was closed")
             part = self._partials.get(path)
-            if part is None:
-                fd = self._lander.open_part(path, size)
-                part = self._partials[path] = _Partial(size, mode, mtime_ns, fd)
-        if part.size != size:
-            raise TransferError(f"{path!r} changed size during the transfer")
+        if part is None:
+            if self._space is not None:
+                self._space.admit(path, size)
+            with self._lock:
+                part = self._partials.get(path)
+                if part is None:
+                    fd = self._lander.open_part(path, size)
+                    part = _Partial(size, mode, mtime_ns, fd, meta.get("v"))
+                    self._partials[path] = part
+        if part.size != size or part.version != meta.get("v"):
+            raise Changed(f"{path!r}: {CHANGED}")
         return part
 
     def _finish_chunked(self, path: str, part: _Partial) -> None:
@@ -270,7 +346,10 @@ class Receiver:
             raise
         finally:
             os.close(part.fd)
+            if self._space is not None:
+                self._space.landed(path)
         self.verified[path] = Landed(path, part.size, part.mode & 0o777, digest)
+        self.failed.pop(path, None)
 
     def _reverify(self, path: str, part: _Partial) -> str | None:
         """Re-read every chunk from disk against its verified hash before the file takes its
@@ -278,14 +357,25 @@ class Receiver:
         Returns the whole file's SHA-256 when `hash_chunked` (same pass, no extra read)."""
         whole = hashlib.sha256() if self.hash_chunked else None
         for index in range(chunk_count(part.size)):
-            data = os.pread(part.fd, CHUNK, index * CHUNK)
-            if hashlib.sha256(data).hexdigest() != part.hashes.get(index):
+            data, still_hole = read_back(part.fd, index, part.size, part.hashes.get(index))
+            if not still_hole and hashlib.sha256(data).hexdigest() != part.hashes.get(index):
                 raise TransferError(
                     f"verification failed for {path!r}: chunk {index} changed after landing"
                 )
             if whole is not None:
                 whole.update(data)
         return whole.hexdigest() if whole is not None else None
+
+
+async def _feed(queue: asyncio.Queue[Any], job: Any, applier: asyncio.Task[None]) -> None:
+    """Queue `job` for the applier, or raise the applier's error if it failed meanwhile
+    (waiting on a full queue nobody drains any more would hang the transfer)."""
+    put = asyncio.ensure_future(queue.put(job))
+    await asyncio.wait({put, applier}, return_when=asyncio.FIRST_COMPLETED)
+    if not put.done():
+        put.cancel()
+    if applier.done():
+        applier.result()
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -309,12 +399,12 @@ def _records(body: bytes) -> list[Record]:
     """The (meta, data) records inside a batch body."""
     out: list[Record] = []
     for kind, view in wire.split_frames(body):
-        if kind == wire.DATA and out and out[-1][1] is None and out[-1][0]["t"] in CARRIES_DATA:
+        if kind == wire.DATA and out and out[-1][1] is None and wire.carries_data(out[-1][0]):
             out[-1] = (out[-1][0], bytes(view))
         elif kind == wire.META:
             out.append((wire.parse_meta(bytes(view)), None))
         else:
             raise wire.WireError(f"unexpected frame kind {kind} in a batch")
-    if out and out[-1][0]["t"] in CARRIES_DATA and out[-1][1] is None:
+    if out and wire.carries_data(out[-1][0]) and out[-1][1] is None:
         raise wire.WireError("batch ends without the data of its last file")
     return out

@@ -119,7 +119,8 @@ def open_for_read(root: Path, path: str) -> int:
     """Open a regular file inside `root` without following links anywhere on the way."""
     check_relpath(path)
     check_parents(root, path)
-    fd = os.open(root / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # O_NONBLOCK: a fifo put where a file was must not block the open waiting for a writer
+    fd = os.open(root / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise UnsafePath(f"refused {path!r}: not a regular file")

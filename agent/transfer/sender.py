@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.transfer import wire
 from agent.transfer.compress import maybe_compress
 from agent.transfer.errors import TransferError
 from agent.transfer.safety import check_link_target, check_parents, check_relpath, open_for_read
-from agent.transfer.schedule import CHUNK, LARGE_MIN, Item
+from agent.transfer.schedule import CHUNK, LARGE_MIN, Item, zero_sha
 
 BATCH_TARGET = 4 * 1024 * 1024
 WRITE_PIECE = 1024 * 1024  # the binding sends 1 MiB writes faster than larger ones
@@ -35,28 +38,70 @@ class Packet:
     current: str | None = None
     chunk_of: str | None = None
     hashes: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # path → why it was not sent
+
+
+class Changed(TransferError):
+    """The file changed while it was read, twice in a row: no consistent copy exists."""
+
+
+CHANGED = "changed during transfer"
+HOT_NS = 200_000_000  # a file modified this recently may be being written right now
+SETTLE_S = 0.05  # how long such a file must then stay unchanged
 
 
 def _read_whole(fd: int, size: int) -> bytes:
-    parts, left = [], size
-    while left > 0:
-        piece = os.read(fd, left)
+    """Up to `size` bytes from the start (positioned reads: a second read sees the same)."""
+    parts, done = [], 0
+    while done < size:
+        piece = os.pread(fd, size - done, done)
         if not piece:
             break
         parts.append(piece)
-        left -= len(piece)
+        done += len(piece)
     return b"".join(parts)
 
 
+def version(st: os.stat_result) -> str:
+    """What must stay the same while a file is read for the bytes to be one consistent copy."""
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def read_stable(root: Path, path: str, read: Callable[[int, os.stat_result], Any]):
+    """`read(fd, stat)` with the file unchanged from before to after; read once more if it
+    changed, then give up with `Changed`. A file rewritten while it is read must never
+    travel as if its bytes were one version of it.
+
+    "Unchanged" is the same inode, size, mtime and ctime. Timestamps move in clock ticks
+    (~10 ms), so a quick rewrite can leave them as they were. A file modified in the last
+    `HOT_NS` may be being written right now: it is given `SETTLE_S` (a few ticks) and must
+    then show the same timestamps and the same bytes. An older file's timestamps are
+    conclusive. (A writer paused longer than that, mid-rewrite, leaves a file that is torn
+    yet still: no reader can tell it from one written that way.)
+    """
+    for _ in range(2):
+        fd = open_for_read(root, path)
+        try:
+            before = os.fstat(fd)
+            data = read(fd, before)
+            after = os.fstat(fd)
+            same = version(before) == version(after)
+            if same and abs(time.time_ns() - after.st_mtime_ns) < HOT_NS:
+                time.sleep(SETTLE_S)
+                same = version(os.fstat(fd)) == version(after) and read(fd, after) == data
+        finally:
+            os.close(fd)
+        if same:
+            return before, data
+    raise Changed(f"{path!r}: {CHANGED}")
+
+
 def _file_record(root: Path, path: str, packet: Packet) -> bytes:
-    fd = open_for_read(root, path)
-    try:
-        st = os.fstat(fd)
-        if st.st_size > LARGE_MIN * 2:
-            raise TransferError(f"{path!r} grew during the transfer")
-        data = _read_whole(fd, st.st_size)
-    finally:
-        os.close(fd)
+    st, data = read_stable(root, path, lambda fd, st: _read_whole(fd, st.st_size))
+    if st.st_size > LARGE_MIN * 2:
+        raise Changed(f"{path!r}: {CHANGED} (grew to {st.st_size} bytes)")
+    if len(data) != st.st_size:
+        raise Changed(f"{path!r}: {CHANGED} (shrank while read)")
     digest = hashlib.sha256(data).hexdigest()
     packet.hashes[path] = digest
     packet.nbytes += len(data)
@@ -66,10 +111,30 @@ def _file_record(root: Path, path: str, packet: Packet) -> bytes:
     return wire.record(meta | {"s": len(data), "h": digest}, data)
 
 
+def skip_reason(path: str, exc: Exception) -> str:
+    """One line saying why `path` was not sent: vanished, unreadable, refused, changed."""
+    if isinstance(exc, FileNotFoundError):
+        return "vanished before it could be read"
+    if isinstance(exc, OSError):
+        return f"cannot be read: {exc.strerror or exc}"
+    text = str(exc)
+    return CHANGED if isinstance(exc, Changed) else text
+
+
+def _skip_record(path: str, exc: Exception, packet: Packet) -> bytes:
+    why = skip_reason(path, exc)
+    packet.skipped[path] = why
+    packet.current = path
+    return wire.record({"t": "skip", "p": path, "why": why})
+
+
 def _small_record(root: Path, item: Item, packet: Packet) -> bytes:
     kind, path = item[0], check_relpath(item[1])
     if kind == "file":
-        return _file_record(root, path, packet)
+        try:
+            return _file_record(root, path, packet)
+        except (OSError, TransferError) as exc:  # this file only: the others still go
+            return _skip_record(path, exc, packet)
     check_parents(root, path)
     if kind == "dir":
         st = os.lstat(root / path)
@@ -82,19 +147,43 @@ def _small_record(root: Path, item: Item, packet: Packet) -> bytes:
     raise TransferError(f"unknown item kind {kind!r} for {path!r}")
 
 
-def _chunk_packet(root: Path, path: str, index: int) -> Packet:
-    fd = open_for_read(root, check_relpath(path))
+def _read_chunk(fd: int, st: os.stat_result, index: int) -> bytes | int:
+    """The chunk's bytes, or its length when it is all zeros: a hole (found with SEEK_DATA,
+    without reading) or zeros written out. Sparse outputs then cost neither disk reads nor
+    bytes on the wire."""
+    start = index * CHUNK
+    length = min(CHUNK, st.st_size - start)
+    if length <= 0:
+        return b""
     try:
-        st = os.fstat(fd)
-        data = os.pread(fd, CHUNK, index * CHUNK)
-    finally:
-        os.close(fd)
-    if not data:
-        raise TransferError(f"{path!r} shrank during the transfer")
-    payload, packed = maybe_compress(data, path)
+        data_at = os.lseek(fd, start, os.SEEK_DATA)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: nothing but hole from here to the end
+            raise
+        data_at = st.st_size
+    if data_at >= start + length:
+        return length
+    data = os.pread(fd, length, start)
+    return len(data) if data and data.count(0) == len(data) else data
+
+
+def _chunk_packet(root: Path, path: str, index: int) -> Packet:
+    check_relpath(path)
+    try:
+        st, data = read_stable(root, path, lambda fd, st: _read_chunk(fd, st, index))
+        if not data:
+            raise Changed(f"{path!r}: {CHANGED} (shrank while read)")
+    except (OSError, TransferError) as exc:
+        packet = Packet([])
+        packet.parts = [_skip_record(path, exc, packet)]
+        return packet
     meta = {"t": "chunk", "p": path, "m": stat.S_IMODE(st.st_mode), "mt": st.st_mtime_ns}
-    meta |= {"s": st.st_size, "i": index, "n": len(data), "z": packed}
-    meta["h"] = hashlib.sha256(data).hexdigest()
+    meta |= {"s": st.st_size, "i": index, "v": version(st)}
+    if isinstance(data, int):  # all zeros: no data frame
+        meta |= {"n": data, "zero": True, "h": zero_sha(data)}
+        return Packet([wire.meta(meta)], data, 0, path, chunk_of=path)
+    payload, packed = maybe_compress(data, path)
+    meta |= {"n": len(data), "z": packed, "h": hashlib.sha256(data).hexdigest()}
     parts = [wire.meta(meta), wire.HEADER.pack(wire.DATA, len(payload)), payload]
     return Packet(parts, len(data), 0, path, chunk_of=path)
 

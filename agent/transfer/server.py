@@ -5,7 +5,9 @@ here. The orchestrator opens a bi stream per request; each starts with a `req`
 record naming the operation:
 
   status  → which files and chunks of a push session this node already verified
-  push    → records to land under the workdir, answered by `ok` or `err`
+            (a new attempt starts: files that failed may be sent again)
+  push    → records to land under the workdir, answered by `ok` (with the files that
+            did not land and why: skipped by the sender, changed while read) or `err`
   list    → resolve declared outputs: `entries` pages, then `end` with missing/refused
   pull    → `items` pages naming what to send, answered by the records and `end`
 
@@ -107,6 +109,7 @@ async def _refuse(bi: Any, message: str) -> None:
 
 async def _status(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:
     receiver = _session(workdir, req.get("session"))
+    receiver.forget_failed()
     files = [[p, landed.sha256] for p, landed in receiver.verified.items()]
     chunks = [[p, sorted(done)] for p, done in receiver.chunks_held().items()]
     body = pages("files", "f", files) + pages("chunks", "c", chunks)
@@ -116,7 +119,8 @@ async def _status(req: dict[str, Any], reader: FrameReader, send: Any, workdir: 
 async def _push(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:
     receiver = _session(workdir, req.get("session"))
     await receiver.receive(reader, lambda nbytes, files, current: None)
-    await send.write_all(wire.record({"t": "ok"}))
+    failed = [[p, why] for p, why in receiver.failed.items()]
+    await send.write_all(wire.record({"t": "ok", "failed": failed}))
 
 
 async def _list(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:

@@ -6,8 +6,11 @@ Records of many small files are packed into batch frames, zstd-compressed when t
 pays, so thousands of files flow back to back with no round trip per file.
 
 Frame: 1 byte kind, 4 bytes big-endian length, body.
-  M  meta (JSON object; `t` names the record: req, dir, link, file, chunk, end, err, ...)
-  D  data for the preceding meta
+  M  meta (JSON object; `t` names the record: req, dir, link, file, chunk, skip, end, err, ...)
+  D  data for the preceding meta (none for a chunk marked `zero`: all zero bytes, a hole)
+
+A `skip` record names a file the sender could not send and why (vanished, unreadable,
+changed while read); a chunk's `v` names the version of the file it was read from.
   Z  a zstd-compressed run of M/D frames      B  the same run, uncompressed
 """
 
@@ -30,6 +33,11 @@ TRICKLE = 128 * 1024  # a smaller piece of a large body: data trickles in, pace 
 FAST = 1 << 20  # a piece this large: a fast link, take the rest with one read_exact
 PACE_S = 0.005
 CARRIES_DATA = frozenset({"file", "chunk"})
+
+
+def carries_data(meta: dict[str, Any]) -> bool:
+    """A data frame follows this meta: file and chunk records, except all-zero chunks."""
+    return meta["t"] in CARRIES_DATA and meta.get("zero") is not True
 
 
 class WireError(TransferError):

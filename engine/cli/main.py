@@ -1,4 +1,4 @@
-"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, gc.
+"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, shell, forward, gc.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly.
@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -44,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     attach = sub.add_parser("attach", help="follow a run; recovers it if its engine died")
     attach.add_argument("run", help="run id (or a unique prefix)")
     attach.add_argument("--pools", type=Path, default=None, help="pools TOML file")
+    shell = sub.add_parser("shell", help="an interactive shell on a live run's node")
+    shell.add_argument("run", help="run id (or a unique prefix)")
+    fwd = sub.add_parser("forward", help="forward 127.0.0.1:PORT to a port on a run's node")
+    fwd.add_argument("run", help="run id (or a unique prefix)")
+    fwd.add_argument("remote_port", type=int, help="the port on the node")
+    fwd.add_argument("--local", type=int, default=0, help="local port (default: any free one)")
     gc = sub.add_parser("gc", help="find and destroy nodes no live run owns")
     _pool_args(gc)
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
@@ -117,6 +124,34 @@ def _logs(args: argparse.Namespace) -> int:
     return print_logs(args.run, args.step)
 
 
+def _shell(args: argparse.Namespace) -> int:
+    from engine.cli import live
+
+    return _live(lambda: live.shell(args.run))
+
+
+def _forward(args: argparse.Namespace) -> int:
+    from engine.cli import live
+
+    return _live(lambda: live.forward(args.run, args.remote_port, args.local))
+
+
+def _live(command: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """Run a live command; a node that cannot be reached is one line and exit 1."""
+    from engine.run.liveops import LiveUnavailable
+
+    try:
+        return asyncio.run(command())
+    except LiveUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
 def _gc(args: argparse.Namespace) -> int:
     from engine.providers.gc import cli_gc
     from engine.run.abandon import Claims
@@ -147,6 +182,8 @@ _COMMANDS = {
     "logs": _logs,
     "gc": _gc,
     "attach": _attach,
+    "shell": _shell,
+    "forward": _forward,
 }
 
 

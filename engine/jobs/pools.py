@@ -94,9 +94,18 @@ class _PoolTable(_Strict):
     agent_install: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,2048}$")] | None = None
     """pip requirement the node installs the agent from; default: this build (agent_source)."""
     api_key_env: Annotated[str, Field(pattern=_ENV_NAME)] | None = None
+    idle_gpu_alert_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 600.0
+    """Alert when every GPU stays under 5 % this long while the job's `run` step runs."""
     orphan_timeout_s: Annotated[float, Field(gt=0, le=30 * 86400)] = 1800.0
     """A node whose operator has been silent this long stops its job and releases itself
     (a Vast instance destroys itself; a local node exits and removes its directory)."""
+    interruptible: bool = False
+    """Rent interruptible (bid) instances: about half the price, but Vast stops the node
+    when a higher bid comes; the run then ends FAILED "preempted" (docs/vastai.md)."""
+    bid_per_hour: Annotated[float, Field(gt=0, le=1000)] | None = None
+    """The bid in $/h for the whole machine; offers whose minimum bid is higher are skipped."""
+    bid_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
+    """The bid as a fraction of each offer's on-demand price (e.g. 0.6)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +138,10 @@ class Pool(_PoolTable):
             parts.append(f"≤${s.max_price_per_hour:.2f}/h")
         if s.reliability_min is not None:
             parts.append(f"rel≥{s.reliability_min:g}")
+        if self.bid_per_hour is not None:
+            parts.append(f"bid ${self.bid_per_hour:.2f}/h")
+        elif self.bid_fraction is not None:
+            parts.append(f"bid {self.bid_fraction:.0%}")
         return " · ".join(parts) or "any offer"
 
 
@@ -190,8 +203,31 @@ def load_pools(path: Path | None = None) -> PoolSet:
         raise validation_error(exc, text, source, _PoolsFile, PoolFileError) from None
     pools = {"local": BUILTIN_LOCAL}
     for name, table in tables.items():
+        _check_bid(text, source, name, table)
         pools[name] = Pool(**dict(table), name=name)
     return PoolSet(pools, source)
+
+
+def bid_problem(table: _PoolTable) -> tuple[str, str] | None:
+    """(field, problem) when the interruptible settings do not fit together."""
+    bids = [f for f in ("bid_per_hour", "bid_fraction") if getattr(table, f) is not None]
+    if not table.interruptible:
+        return (bids[0], "a bid needs `interruptible = true`") if bids else None
+    if table.provider != "vastai":
+        return "interruptible", "only a vastai pool can be interruptible"
+    if len(bids) != 1:
+        return "interruptible", "an interruptible pool needs one of `bid_per_hour`, `bid_fraction`"
+    cap = table.selection.max_price_per_hour
+    if table.bid_per_hour is not None and cap is not None and table.bid_per_hour > cap:
+        return "bid_per_hour", f"the bid is above selection.max_price_per_hour ({cap:g})"
+    return None
+
+
+def _check_bid(text: str, source: Path, name: str, table: _PoolTable) -> None:
+    problem = bid_problem(table)
+    if problem is not None:
+        field, words = problem
+        _raise(text, source, ("pools", name, field), words)
 
 
 def _check_tables(text: str, data: dict[str, Any], source: Path) -> None:

@@ -71,6 +71,15 @@ class NodeHandle:
     created_at: float | None = None
 
 
+@dataclass(frozen=True)
+class Preempted:
+    """The provider took the node back on its own (an outbid or reclaimed interruptible
+    instance). Not a fault of the node or the job: the run ends FAILED "preempted", which
+    tells the operator (and a next attempt) that running again is the cure."""
+
+    reason: str
+
+
 class ProvisionError(Exception):
     """Provisioning failed; the message is one sanitized line for the run's reason."""
 
@@ -108,6 +117,12 @@ class Provider(Protocol):
         """Destroy the node. Idempotent; raises TeardownError when it could not confirm."""
         ...
 
-    async def node_exited(self, handle: NodeHandle) -> str:
-        """Resolve with a reason when the provider sees the node die (or never, if it can't)."""
+    async def node_exited(self, handle: NodeHandle) -> str | Preempted:
+        """Resolve with a reason when the provider sees the node die (or never, if it can't);
+        `Preempted` when the provider itself took the node back."""
+        ...
+
+    async def preemption(self, handle: NodeHandle) -> Preempted | None:
+        """One look: did the provider take the node back? None when it did not (or has no
+        such thing). Asked when the node went silent, to tell a preempted node from a dead one."""
         ...

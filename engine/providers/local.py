@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from agent.procgroup import kill_group_now
-from engine.providers.base import Bootstrap, NodeHandle, ProvisionError
+from engine.providers.base import Bootstrap, NodeHandle, Preempted, ProvisionError
 from engine.state.paths import cache_dir
 
 AGENT_EXIT_GRACE_S = 15.0
@@ -133,6 +133,10 @@ class LocalProvider:
             return "node is gone"
         code = await node.wait()
         return "agent process exited" + (f" with code {code}" if code is not None else "")
+
+    async def preemption(self, handle: NodeHandle) -> Preempted | None:
+        """This machine never takes a node back."""
+        return None
 
     async def teardown(self, handle: NodeHandle) -> None:
         node = self._nodes.pop(handle.node_id, None)

@@ -72,11 +72,24 @@ def _resource_clauses(res: Any) -> list[Clause]:
     return out
 
 
+def _price_clauses(pool: Pool) -> list[Clause]:
+    """On demand, the price is the listing's; a bid pool pays its bid, so a fixed bid asks
+    for offers whose minimum bid it meets, and a fractional bid stays under the price cap
+    through the on-demand price it is a fraction of."""
+    cap = pool.selection.max_price_per_hour
+    if pool.interruptible and pool.bid_per_hour is not None:
+        bid = pool.bid_per_hour
+        return [Clause("bid_per_hour", f"min_bid<={bid:g}", f"a minimum bid <= ${bid:g}/h")]
+    if cap is None:
+        return []
+    if pool.interruptible and pool.bid_fraction is not None:
+        top = cap / pool.bid_fraction
+        return [Clause("max_price_per_hour", f"dph_total<={top:g}", f"a bid <= ${cap:g}/h")]
+    return [Clause("max_price_per_hour", f"dph_total<={cap:g}", f"<= ${cap:g}/h")]
+
+
 def _selection_clauses(sel: Any) -> list[Clause]:
     out: list[Clause] = []
-    if sel.max_price_per_hour is not None:
-        p = sel.max_price_per_hour
-        out.append(Clause("max_price_per_hour", f"dph_total<={p:g}", f"<= ${p:g}/h"))
     if sel.reliability_min is not None:
         r = sel.reliability_min
         out.append(Clause("reliability_min", f"reliability>={r:g}", f"reliability >= {r:g}"))
@@ -87,7 +100,44 @@ def _selection_clauses(sel: Any) -> list[Clause]:
 
 def clauses(pool: Pool) -> list[Clause]:
     """Every requirement of the pool that narrows the search, in the pool's own order."""
-    return _resource_clauses(pool.resources) + _selection_clauses(pool.selection)
+    price = _price_clauses(pool)
+    return _resource_clauses(pool.resources) + price + _selection_clauses(pool.selection)
+
+
+def offer_type(pool: Pool) -> str:
+    """The SDK's offer type: interruptible pools search the bid market."""
+    return "bid" if pool.interruptible else "on-demand"
+
+
+def bid_for(pool: Pool, offer: dict[str, Any]) -> float | None:
+    """What the pool bids for `offer` in $/h; None for an on-demand pool."""
+    if not pool.interruptible:
+        return None
+    if pool.bid_per_hour is not None:
+        return pool.bid_per_hour
+    assert pool.bid_fraction is not None  # the pools file insists on one of the two
+    return round(pool.bid_fraction * _num(offer.get("dph_total")), 4)
+
+
+def price_paid(pool: Pool, offer: dict[str, Any]) -> float | None:
+    """The $/h the node bills: the bid when bidding, else the listing's total."""
+    bid = bid_for(pool, offer)
+    return bid if bid is not None else offer.get("dph_total")
+
+
+def takes_bid(pool: Pool, offer: dict[str, Any]) -> bool:
+    """A bid below the offer's minimum would only buy a stopped instance."""
+    bid = bid_for(pool, offer)
+    return bid is None or bid >= _num(offer.get("min_bid") or 0)
+
+
+def no_bid_reason(pool: Pool) -> str:
+    """One line for a fractional bid that no matching offer accepts."""
+    return (
+        f"no Vast.ai offer for pool {pool.name!r} takes its bid: bid_fraction "
+        f"{pool.bid_fraction:g} of the on-demand price is below every matching offer's "
+        "minimum bid"
+    )
 
 
 def query_string(parts: list[Clause], *, verified_only: bool) -> str:
@@ -135,6 +185,15 @@ def offer_facts(offer: dict[str, Any]) -> dict[str, str | float | int | None]:
         "machine_id": offer.get("machine_id"),
         "host_id": offer.get("host_id"),
     }
+
+
+def node_facts(pool: Pool, offer: dict[str, Any]) -> dict[str, str | float | int | None]:
+    """The offer's facts, plus the bid for an interruptible node."""
+    facts = offer_facts(offer)
+    bid = bid_for(pool, offer)
+    if bid is not None:
+        facts["bid"] = bid
+    return facts
 
 
 def no_offer_reason(pool_name: str, all_clauses: list[Clause], culprits: list[Clause]) -> str:

@@ -37,6 +37,7 @@ from engine.providers.agent_source import agent_install_for
 from engine.providers.base import (
     Bootstrap,
     NodeHandle,
+    Preempted,
     ProvisionError,
     TeardownError,
 )
@@ -51,6 +52,7 @@ URL_ENV = "SWJOB_VAST_URL"
 CREATE_TRIES = 3  # offers tried when the best ones are rented away under us
 SEARCH_LIMIT = 20
 DEAD_STATUSES = {"exited", "offline", "stopped"}
+STOPPED_KEYS = ("cur_state", "next_state", "intended_status")  # all "stopped": preempted
 CONFIRM_FOR_S = 900.0  # how long an accepted destroy may stay listed before we alarm
 CONFIRM_EVERY_S = 15.0
 
@@ -142,7 +144,10 @@ class VastProvider:
         clauses = offers.clauses(self._pool)
         found = await self._query(clauses)
         if found:
-            return found
+            taking = [o for o in found if offers.takes_bid(self._pool, o)]
+            if not taking:
+                raise ProvisionError(offers.no_bid_reason(self._pool))
+            return taking
         culprits = [c for c in clauses if await self._query([x for x in clauses if x is not c])]
         raise ProvisionError(offers.no_offer_reason(self._pool.name, clauses, culprits))
 
@@ -153,6 +158,7 @@ class VastProvider:
             "search offers",
             "search_offers",
             query=query,
+            type=offers.offer_type(self._pool),
             order=order,
             limit=SEARCH_LIMIT,
             storage=offers.disk_gb(self._pool.resources.disk_mb),
@@ -167,17 +173,36 @@ class VastProvider:
         try:
             instance_id, created_at = await self._create_guarded(offer, bootstrap, label, entry)
         except (_OfferGone, VastApiError) as exc:
-            if not getattr(exc, "transient", False):  # surely not created: close the row
-                await asyncio.to_thread(self._ledger.record_destroyed, entry)
+            if not getattr(exc, "transient", False):  # surely not running: close the row
+                left = self._pool.interruptible and await self._sweep_refused_bid(label, entry)
+                if not left:
+                    await asyncio.to_thread(self._ledger.record_destroyed, entry)
             raise
         self._entries[instance_id] = entry
         return NodeHandle(
             provider=self.name,
             node_id=instance_id,
-            price_per_hour=offer.get("dph_total"),
-            offer=offers.offer_facts(offer),
+            price_per_hour=offers.price_paid(self._pool, offer),
+            offer=offers.node_facts(self._pool, offer),
             created_at=created_at,
         )
+
+    async def _sweep_refused_bid(self, label: str, entry: int) -> bool:
+        """A bid Vast refused can still leave an instance behind, stopped, billing its
+        storage: find it by the run's label and destroy it. True when one is left that
+        could not be destroyed: its ledger row stays open for `swjob gc`."""
+        row = await self._labelled_row(label)
+        if row is None:
+            return False
+        instance = str(row["id"])
+        await asyncio.to_thread(self._ledger.record_created, entry, instance)
+        self._alert(f"the refused bid left Vast.ai instance {instance} behind; destroying it")
+        try:
+            await self._destroy_verified(instance)
+        except VastApiError as error:
+            self._alert(f"could not destroy Vast.ai instance {instance} ({error}): run `swjob gc`")
+            return True
+        return False
 
     async def _create_guarded(
         self, offer: dict[str, Any], bootstrap: Bootstrap, label: str, entry: int
@@ -185,7 +210,7 @@ class VastProvider:
         """Create and record (id, price, birth); if cancelled mid-call, wait for the answer
         and destroy. Returns the instance id and when it began to bill."""
         creating = asyncio.ensure_future(self._create(offer, bootstrap, label))
-        price = offer.get("dph_total")
+        price = offers.price_paid(self._pool, offer)
         try:
             instance_id = await asyncio.shield(creating)
         except asyncio.CancelledError:
@@ -232,6 +257,7 @@ class VastProvider:
                 env=bootstrap.agent_env(),
                 label=label,
                 onstart_cmd=onstart_command(bootstrap, agent_install_for(pool)),
+                price=offers.bid_for(pool, offer),
                 ssh=True,
                 cancel_unavail=True,
             )
@@ -393,8 +419,9 @@ class VastProvider:
 
     # ---- liveness -----------------------------------------------------------------------
 
-    async def node_exited(self, handle: NodeHandle) -> str:
-        """Polls the instance; resolves when Vast says it died or vanished underneath us."""
+    async def node_exited(self, handle: NodeHandle) -> str | Preempted:
+        """Polls the instance; resolves when Vast says it died, vanished underneath us, or
+        (an interruptible node) took it back."""
         instance = handle.node_id
         while True:
             await asyncio.sleep(self._poll_s)
@@ -408,10 +435,33 @@ class VastProvider:
                 continue  # a failed poll says nothing about the node
             if row is None:
                 return f"Vast.ai instance {instance} was destroyed"
+            taken = self._taken_back(instance, row)
+            if taken is not None:
+                return taken
             status = row.get("actual_status")
             if status in DEAD_STATUSES:
-                said = str(row.get("status_msg") or "").strip()[:200]
-                return f"Vast.ai instance {instance} is {status}" + (f": {said}" if said else "")
+                return f"Vast.ai instance {instance} is {status}" + _said(row)
+
+    async def preemption(self, handle: NodeHandle) -> Preempted | None:
+        """One look at the instance: was it taken back? (A failed look raises.)"""
+        if not self._pool.interruptible:
+            return None
+        instance = handle.node_id
+        row = await self.api().once(f"show instance {instance}", "show_instance", int(instance))
+        return self._taken_back(instance, row) if row else None
+
+    def _taken_back(self, instance: str, row: dict[str, Any]) -> Preempted | None:
+        """Vast stops an outbid interruptible instance: current, next and intended state
+        all read "stopped", though swjob never stops a node it watches."""
+        if not self._pool.interruptible or any(row.get(k) != "stopped" for k in STOPPED_KEYS):
+            return None
+        return Preempted(f"Vast.ai stopped interruptible instance {instance}" + _said(row))
+
+
+def _said(row: dict[str, Any]) -> str:
+    """Vast's status_msg, as the tail of a reason."""
+    said = str(row.get("status_msg") or "").strip()[:200]
+    return f": {said}" if said else ""
 
 
 async def _outcome(task: asyncio.Future[str]) -> str | None:

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from agent.protocol import LogLine, NodeFacts, Step
+from agent.protocol import GpuSample, LogLine, NodeFacts, Step
 from engine.report import logbudget
 
 
@@ -78,6 +78,15 @@ class Log(_Ev):
         return logbudget.unpack(data)
 
 
+class GpuMetrics(_Ev):
+    """Every GPU of the node at node time `t` (unix s), sampled while a step runs."""
+
+    kind: Literal["gpu"] = "gpu"
+    t: float
+    gpus: list[GpuSample]
+    node_seq: int | None = None  # the agent's sequence number: where a replay resumes
+
+
 class TransferProgress(_Ev):
     kind: Literal["transfer"] = "transfer"
     direction: TransferDirection
@@ -127,7 +136,7 @@ class Finished(_Ev):
 
 
 Event = Annotated[
-    Submitted | Transition | Log | TransferProgress | Node | Alert | Cost | Finished,
+    Submitted | Transition | Log | GpuMetrics | TransferProgress | Node | Alert | Cost | Finished,
     Field(discriminator="kind"),
 ]
 EVENT = TypeAdapter(Event)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.report import events as ev
+from engine.report.gpu import fold_gpus
 from engine.report.views import NodeView, RunView
 
 
@@ -57,6 +58,8 @@ def apply(view: RunView, event: ev.Event) -> RunView:
             }
             if event.reason:
                 changes["reason"] = event.reason
+        case ev.GpuMetrics():
+            changes["gpus"] = fold_gpus(view.gpus, event)
         case ev.TransferProgress():
             changes["transfers"] = {**view.transfers, event.direction.value: event}
         case ev.Node():

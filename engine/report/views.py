@@ -31,6 +31,26 @@ class NodeView(_View):
     since: datetime
 
 
+class GpuView(_View):
+    """One GPU of a run's node: the latest sample, a window for sparklines, and running
+    totals for run.json's summary (engine/report/gpu.py folds them)."""
+
+    index: int
+    util_recent: list[float] = []  # utilisation %, oldest first
+    util_pct: float | None = None
+    mem_used_mb: float | None = None
+    mem_total_mb: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    samples: int = 0
+    util_sum: float = 0.0
+    util_peak: float = 0.0
+    mem_sum_mb: float = 0.0
+    mem_peak_mb: float = 0.0
+    seconds: float = 0.0  # time covered by samples (GPU-hours = Σ seconds / 3600)
+    last_t: float = 0.0  # node time of the latest sample
+
+
 class RunView(_View):
     run_id: str
     job_name: str
@@ -49,6 +69,7 @@ class RunView(_View):
     missing_outputs: list[str] = []
     cost_dollars: float | None = None
     cost_by_phase: dict[str, float] = {}  # dollars per phase so far (fsm Phase values)
+    gpus: list[GpuView] = []  # the node's GPUs as sampled while a step ran
     alerts: list[str] = []  # persistent warnings (e.g. a node that could not be torn down)
     all_alerts: list[str] = []  # every warning about the run, persistent or not (run.json)
     live: bool = False  # driven by this engine right now (False: from history)

@@ -25,6 +25,7 @@ from typing import Any
 
 from agent.protocol import (
     CTL_ALPN,
+    LIVE_ALPN,
     MAX_FRAME,
     XFER_ALPN,
     AgentEvent,
@@ -36,6 +37,7 @@ from agent.protocol import (
     Welcome,
 )
 from engine.report.printable import visible
+from engine.run.liveops import LiveLink
 from engine.run.peergate import PeerGate
 
 log = logging.getLogger("swjob.control")
@@ -76,6 +78,7 @@ class NodeSession:
         self._xfer: Any = None
         self._xfer_ready = asyncio.Event()
         self._conns: list[Any] = []
+        self.live = LiveLink()  # shell and port forwarding (engine/run/liveops.py)
         self._last_heard = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchdog: asyncio.Task[None] | None = None
@@ -208,6 +211,7 @@ class NodeSession:
                 conn.close(0, b"run over")
         self._connected.set()
         self._xfer_ready.set()
+        self.live.close()
 
 
 class ControlServer:
@@ -248,7 +252,9 @@ class ControlServer:
         if alpn == CTL_ALPN:
             await self._admit_gated(conn, remote)
         elif alpn == XFER_ALPN:
-            self._route_xfer(conn, remote)
+            self._route(conn, remote, NodeSession.attach_xfer)
+        elif alpn == LIVE_ALPN:
+            self._route(conn, remote, lambda session, c: session.live.attach(c))
         else:
             conn.close(1, b"unknown service")
 
@@ -292,10 +298,11 @@ class ControlServer:
         channel.allow_frames(MAX_FRAME)
         await session.attach(conn, channel, hello, remote)
 
-    def _route_xfer(self, conn: Any, remote: str) -> None:
+    def _route(self, conn: Any, remote: str, attach: Callable[[NodeSession, Any], None]) -> None:
+        """A side connection (transfer, live) belongs to the run whose node is `remote`."""
         for session in self.sessions.values():
             if session.endpoint_id == remote and not session.closed:
-                session.attach_xfer(conn)
+                attach(session, conn)
                 return
-        log.warning("refused transfer connection from unadmitted peer %s", remote[:16])
+        log.warning("refused side connection from unadmitted peer %s", remote[:16])
         conn.close(3, b"not admitted")

@@ -91,6 +91,12 @@ class NodeLost:
 
 
 @dataclass(frozen=True)
+class NodePreempted(NodeLost):
+    """The provider took the node back (an interruptible instance outbid or reclaimed):
+    a node loss in every transition, but the run's reason says "preempted"."""
+
+
+@dataclass(frozen=True)
 class OperatorStop:
     reason: str = "stopped by operator"
 
@@ -291,6 +297,8 @@ def _reason(event: Event) -> str | None:
             return f"setup failed with code {code}"
         case JobExited(code) if code != 0:
             return f"run exited with code {code}"
+        case NodePreempted(reason):
+            return f"preempted: {reason}"
         case NodeLost(reason):
             return f"node lost: {reason}"
         case NodeFault(reason) | OperatorStop(reason) | InternalError(reason):

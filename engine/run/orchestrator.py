@@ -18,6 +18,7 @@ from typing import Any
 
 from agent.protocol import (
     AgentEvent,
+    GpuMetrics,
     LogBatch,
     LogLine,
     NodeFault,
@@ -35,9 +36,10 @@ from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.report import events as ev
 from engine.report import scope
 from engine.report.datastream import Datastream
+from engine.report.gpu import IdleGpuWatch, gpu_summary
 from engine.report.runbook import apply
 from engine.report.views import RunView
-from engine.run import fsm
+from engine.run import fsm, nodeloss
 from engine.run.control import NodeGone, NodeSession
 from engine.run.costmeter import CostMeter
 from engine.run.runrecord import LogFiles, PhaseClock, write_run_json
@@ -91,6 +93,7 @@ class RunDriver:
         self.started: set[str] = set()
         self.lost = False
         self.workspace_refused: list[str] = []
+        self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s)
         # queued first, so a stop that arrives before the loop starts still finds a job
         self.post(fsm.JobSubmitted(job.setup is not None, job.workspace is not None))
 
@@ -251,7 +254,9 @@ class RunDriver:
         return True
 
     async def _watch_node(self, handle: NodeHandle) -> None:
-        self.on_node_lost(await self._provider.node_exited(handle))
+        lost = nodeloss.loss_event(await self._provider.node_exited(handle))
+        self.lost = True
+        self.post(lost)
 
     async def start_step(self, step: Step, command: str) -> None:
         self._node_event(ev.NodeState.BUSY)
@@ -312,11 +317,20 @@ class RunDriver:
                     ev.Log(run_id=self.view.run_id, step=msg.step, lines=lines, node_seq=msg.seq)
                 )
                 return
+            case GpuMetrics():
+                self._on_gpu(msg)
+                return
             case StepExited():
                 self._on_exit(msg)
             case NodeFault():
                 self.post(fsm.NodeFault(f"node fault: {self.redact(msg.reason)}"))
         self.remember(last_seq=msg.seq)
+
+    def _on_gpu(self, msg: GpuMetrics) -> None:
+        event = ev.GpuMetrics(run_id=self.view.run_id, t=msg.t, gpus=msg.gpus, node_seq=msg.seq)
+        self.publish(event)
+        if message := self._gpu_idle.observe(event, self._running_step is Step.RUN):
+            self.publish(ev.Alert(run_id=self.view.run_id, message=message))
 
     def _redacted(self, line: LogLine) -> LogLine:
         """The line with secrets masked; copied only when something was masked (floods)."""
@@ -332,8 +346,13 @@ class RunDriver:
             self.post(fsm.JobExited(msg.code))
 
     def on_node_lost(self, reason: str) -> None:
+        """The session stopped hearing from the node; the provider says whether it took
+        the node back (nodeloss.explain) before the loss is posted."""
         self.lost = True
-        self.post(fsm.NodeLost(reason))
+        self._spawn(self._post_loss(reason))
+
+    async def _post_loss(self, reason: str) -> None:
+        self.post(await nodeloss.explain(self._provider, self.handle, reason))
 
     # ---- bookkeeping -------------------------------------------------------------------
 
@@ -366,6 +385,7 @@ class RunDriver:
             "outputs": self.outputs.get("summary"),
             "workspace_refused": self.workspace_refused,
             "job_file": str(self.job.source),
+            "gpu": gpu_summary(self.view.gpus),
         }
         if by_phase := self._cost.by_phase():
             extra["cost_by_phase"] = by_phase

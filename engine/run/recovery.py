@@ -72,7 +72,8 @@ def fsm_state_of(events: list[ev.Event], job: JobSpec) -> fsm.FsmState:
 
 
 def last_node_seq(events: list[ev.Event]) -> int:
-    return max((e.node_seq or 0 for e in events if isinstance(e, ev.Log)), default=0)
+    replayable = (ev.Log, ev.GpuMetrics)
+    return max((e.node_seq or 0 for e in events if isinstance(e, replayable)), default=0)
 
 
 async def continue_run(driver: RunDriver, fault: str | None) -> None:

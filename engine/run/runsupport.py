@@ -11,7 +11,7 @@ from engine.report import events as ev
 from engine.run import fsm
 from engine.run.control import NodeGone
 from engine.run.stall import Stalled, StallGuard
-from engine.run.transfer import TransferError, pull_outputs, push_workspace
+from engine.run.transfer import PullResult, TransferError, pull_outputs, push_workspace
 
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
@@ -98,9 +98,23 @@ class Transfers:
                 self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
                 return {}
             return self._not_collected(str(exc))
+        summary: dict[str, Any] = {"files": len(result.files), "bytes": result.bytes}
+        if result.not_landed:
+            summary["not_landed"] = {e.path: e.reason for e in result.not_landed}
+        if result.not_landed or result.refused:
+            summary["refused"] = result.refused
+            self._alert_incomplete(result)
         self._d.post(fsm.OutputsCollected())
-        summary = {"files": len(result.files), "bytes": result.bytes}
         return {"missing": list(result.missing), "summary": summary}
+
+    def _alert_incomplete(self, result: PullResult) -> None:
+        """Loud, because the run may still be COMPLETED (the exit code decides): say what did
+        not land and why; manifest.json and run.json list every one."""
+        lost = [f"{e.path!r} {e.reason}" for e in result.not_landed] + result.refused
+        total = len(result.files) + len(result.refused)
+        shown = "; ".join(lost[:3]) + (f"; … {len(lost) - 3} more" if len(lost) > 3 else "")
+        message = f"outputs incomplete: {len(lost)} of {total} files did not land: {shown}"
+        self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=self._d.redact(message)))
 
     def _not_collected(self, why: str) -> dict[str, Any]:
         message = self._d.redact(f"outputs not collected: {why}")

@@ -6,17 +6,20 @@ stream is opened through it, so a dropped connection costs one retry: the receiv
 reports what it already verified and only the rest is sent again. Retries are
 bounded (with backoff); a `TransferError` out of here means the run fails with
 "transfer failed: <message>".
+
+A file that cannot move is not the transfer's end: the others still go. It is
+recorded with its reason (the pull's manifest, the push's left-out list). A file that
+changed while it was read, or failed verification, gets one more pass of its own
+first; only then is it recorded ("changed during transfer"), never landed as verified.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -31,6 +34,13 @@ from agent.transfer.sender import Packet, send_items
 from agent.transfer.server import pages
 from agent.transfer.walk import Entry, walk_tree
 from agent.transfer.wire import FrameReader, StreamEnded
+from engine.run.manifest import (
+    ManifestEntry,
+    PullResult,
+    manifest_entries,
+    worth_another_pass,
+    write_manifest,
+)
 
 __all__ = [
     "ManifestEntry",
@@ -80,22 +90,16 @@ class PushResult:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True)
-class ManifestEntry:
-    path: str
-    size: int
-    mode: int
-    sha256: str | None
-    verified: bool
-
-
-@dataclass(frozen=True)
-class PullResult:
-    files: list[ManifestEntry]
-    missing: list[str]
-    bytes: int
-    refused: list[str] = field(default_factory=list)
-    attempts: int = 1
+def _failed_rows(meta: dict[str, Any]) -> dict[str, str]:
+    rows = meta.get("failed", [])
+    if not isinstance(rows, list):
+        raise wire.WireError("bad failed list in a push answer")
+    out = {}
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) for x in row)):
+            raise wire.WireError(f"bad failed entry {row!r} in a push answer")
+        out[row[0]] = row[1]
+    return out
 
 
 def _final_error(exc: BaseException) -> BaseException | None:
@@ -184,7 +188,12 @@ async def _remote_state(link: XferLink, session: str) -> tuple[dict[str, Any], d
 
 
 async def _push_stream(
-    link: XferLink, session: str, root: Path, items: list[Item], on_packet: Callable
+    link: XferLink,
+    session: str,
+    root: Path,
+    items: list[Item],
+    on_packet: Callable,
+    failed: dict[str, str],
 ) -> None:
     bi = await _open(link)
     send = bi.send()
@@ -204,6 +213,7 @@ async def _push_stream(
         reply = await answer
         if reply["t"] != "ok":
             raise wire.WireError(f"unexpected answer {reply['t']!r} to a push")
+        failed.update(_failed_rows(reply))
     finally:
         answer.cancel()
 
@@ -217,27 +227,37 @@ async def push_workspace(
     files = [e for e in walk.entries if e.kind == "file"]
     meter = ProgressMeter(on_progress, sum(e.size for e in files), len(files))
     session, known = secrets.token_hex(8), {}
+    failed: dict[str, str] = {}  # what the node did not land in the last pass, and why
+    passes = [0]
 
     async def attempt(number: int) -> Any:
-        done, chunks = await _remote_state(link, session) if number > 1 else ({}, {})
+        resume = number > 1 or passes[0] > 0
+        done, chunks = await _remote_state(link, session) if resume else ({}, {})
+        failed.clear()  # the status request let the node forget them too
         plan = schedule(walk.entries, {p for p, h in done.items() if known.get(p, h) == h}, chunks)
         meter.restart(plan.bytes_skipped, plan.files_skipped)
         tally = _Tally(meter, plan.chunks, known)
         async with asyncio.TaskGroup() as group:
             for items in plan.streams:
                 if items:
-                    group.create_task(_push_stream(link, session, root, items, tally.on_packet))
+                    push = _push_stream(link, session, root, items, tally.on_packet, failed)
+                    group.create_task(push)
         return plan
 
     plan, attempts = await _with_retries(attempt, "push")
+    if any(worth_another_pass(why) for why in failed.values()):
+        passes[0] += 1
+        plan, more = await _with_retries(attempt, "push")
+        attempts += more
     meter.finish()
+    left_out = [f"left out {p!r}: {why}" for p, why in sorted(failed.items())]
     return PushResult(
         files=len(files),
         bytes=meter.bytes_total,
         attempts=attempts,
         resumed_files=plan.files_skipped,
         resumed_bytes=plan.bytes_skipped,
-        refused=walk.refused,
+        refused=walk.refused + left_out,
         seconds=time.monotonic() - started,
     )
 
@@ -290,30 +310,6 @@ def _landed_size(receiver: Receiver, path: str) -> int | None:
     return None if landed is None else landed.size
 
 
-def _manifest(entries: list[Entry], receiver: Receiver) -> list[ManifestEntry]:
-    out = []
-    for entry in entries:
-        if entry.kind == "file":
-            landed = receiver.verified.get(entry.path)
-            sha = landed.sha256 if landed else None
-            out.append(ManifestEntry(entry.path, entry.size, entry.mode, sha, landed is not None))
-    return out
-
-
-def _write_manifest(
-    run_dir: Path, result: PullResult, redact: Callable[[str], str], *, complete: bool = True
-) -> None:
-    """`complete` is False when the pull failed: the files marked verified landed whole,
-    the others did not land at all. A path holding a secret is written masked (the file
-    itself lands under its real name)."""
-    files = [asdict(e) | {"path": redact(e.path)} for e in result.files]
-    body: dict[str, Any] = {"complete": complete, "files": files}
-    body |= {"missing": [redact(m) for m in result.missing], "refused": result.refused}
-    tmp = run_dir / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(body, indent=2) + "\n")
-    os.replace(tmp, run_dir / "manifest.json")
-
-
 async def pull_outputs(
     link: XferLink,
     patterns: list[str],
@@ -323,16 +319,16 @@ async def pull_outputs(
 ) -> PullResult:
     """Pull the declared outputs into `run_dir/outputs/`, verified, and write manifest.json.
 
-    `redact` masks secrets in the refusal messages and in manifest.json's paths (they
-    quote names the job chose)."""
-    receiver = Receiver(run_dir / "outputs", hash_chunked=True)
+    `redact` masks secrets in the refusal messages, the reasons and in manifest.json's
+    paths (they quote names the job chose)."""
+    receiver = Receiver(run_dir / "outputs", hash_chunked=True, per_file=True)
     (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []
     listings: list[_Listing] = []
 
     def result(listing: _Listing, attempts: int) -> PullResult:
-        files = _manifest(listing.entries, receiver)
-        total = sum(e.size for e in files)
+        files = manifest_entries(listing.entries, receiver, redact)
+        total = sum(e.size for e in files if e.verified)
         refused = [redact(line) for line in [*listing.refused, *receiver.refused]]
         return PullResult(files, listing.missing, total, refused, attempts)
 
@@ -342,7 +338,11 @@ async def pull_outputs(
         files = [e for e in listing.entries if e.kind == "file"]
         if not meters:
             meters.append(ProgressMeter(on_progress, sum(e.size for e in files), len(files)))
-        have = {e.path for e in files if _landed_size(receiver, e.path) == e.size}
+        have = {
+            e.path
+            for e in files
+            if _landed_size(receiver, e.path) == e.size or e.path in receiver.failed
+        }
         plan = schedule(listing.entries, have, receiver.chunks_held())
         meters[0].restart(plan.bytes_skipped, plan.files_skipped)
         async with asyncio.TaskGroup() as group:
@@ -353,14 +353,19 @@ async def pull_outputs(
 
     try:
         listing, attempts = await _with_retries(attempt, "pull")
+        again = [p for p, why in receiver.failed.items() if worth_another_pass(why)]
+        if again:
+            receiver.forget_failed(again)
+            listing, more = await _with_retries(attempt, "pull")
+            attempts += more
     except BaseException:
         # failed or stopped: say which outputs landed whole; drop the partial ones' pieces
         receiver.close(discard_partials=True)
         if listings:
-            _write_manifest(run_dir, result(listings[-1], len(listings)), redact, complete=False)
+            write_manifest(run_dir, result(listings[-1], len(listings)), redact, complete=False)
         raise
     receiver.close()
     meters[0].finish()
     pulled = result(listing, attempts)
-    _write_manifest(run_dir, pulled, redact)
+    write_manifest(run_dir, pulled, redact)
     return pulled

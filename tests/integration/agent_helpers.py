@@ -237,6 +237,5 @@ def kill_leftover_group(root: Path) -> None:
 
     This is what the local provider does for an agent that died by SIGKILL."""
     pgid_file = root / "state" / "step.pgid"
-    if pgid_file.exists():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pgid_file.read_text()), signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, ValueError, OSError):  # a job may wreck it
+        os.killpg(int(pgid_file.read_text()), signal.SIGKILL)

@@ -235,6 +235,40 @@ async def test_orphaned_agent_stops_the_job_and_exits_5(start_agent: StartAgent)
     assert "no orchestrator" in node.stderr()
 
 
+@pytest.mark.parametrize(
+    "wreck",
+    [
+        # the pgid file (written just after the spawn) becomes a directory
+        "until [ -f ../state/step.pgid ]; do sleep 0.01; done; rm ../state/step.pgid; "
+        "mkdir ../state/step.pgid",
+        "rm -rf ../state",  # the agent's state dir deleted, journal and all
+        "rm -rf ../state; echo junk > ../state",  # ... and replaced by a file
+        "rm -rf ../state ../logs; mkdir -p ../state/events.jsonl",  # names taken by directories
+    ],
+)
+async def test_a_job_that_wrecks_the_agent_state_still_ends_and_replays(
+    orch: FakeOrchestrator, start_agent: StartAgent, wreck: str
+) -> None:
+    """Whatever the job does to the files next to its workdir, its StepExited arrives, and a
+    redial replays every event from the agent's own journal (held open, not re-read by name)."""
+    node = await start_agent(orch)
+    await joined(orch)
+    await orch.send(RunStep(step=Step.RUN, command=f"echo before; {wreck}; echo after; exit 7"))
+    exited = await step_exited(orch)
+    assert (exited.step, exited.code) == (Step.RUN, 7)
+    await orch.until(lambda: orch.stored_seq > 0)
+    orch.forget_after(0)  # everything "lost": the agent must replay it all
+    orch.channel = None
+    orch.drop()
+    await orch.until(lambda: len(orch.hellos) == 2 and len(orch.of_type(StepExited)) == 1)
+    assert orch.lines() == ["before", "after"]
+    assert [e.seq for e in orch.events] == list(range(1, len(orch.events) + 1))
+    await orch.send(RunStep(step=Step.RUN, command="echo again"))  # the agent still serves
+    assert (await step_exited(orch, 2)).code == 0
+    await orch.send(Shutdown())
+    assert await node.exit_code() == 0
+
+
 # ---- re-attach: an adopting engine proves the run's credential ---------------------------
 
 

@@ -7,6 +7,7 @@ Operator side: a fake agent answering `pull_outputs` with crafted listings and r
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -112,11 +113,6 @@ def fake_agent(listing: list[list[Any]], records: bytes):
         ([["../evil.txt", "file", 1, 420, 0, None]], b"", "refused"),
         ([["l", "link", 0, 511, 0, "../../x"]], b"", "refused"),
         ([["ok.txt", "file", 1, 420, 0, None]], file_record("../evil.txt", b"x"), "refused"),
-        (
-            [["ok.txt", "file", 4, 420, 0, None]],
-            file_record("ok.txt", b"good", hashlib.sha256(b"evil").hexdigest()),
-            "verification failed for 'ok.txt'",
-        ),
     ],
 )
 async def test_operator_refuses_a_hostile_node(
@@ -127,3 +123,25 @@ async def test_operator_refuses_a_hostile_node(
         with pytest.raises(TransferError, match=expected):
             await pull_outputs(link, ["x"], run_dir, lambda p: None)
     assert not (tmp_path / "evil.txt").exists() and not (run_dir / "outputs" / "ok.txt").exists()
+
+
+async def test_a_file_that_never_verifies_is_recorded_and_the_rest_lands(tmp_path: Path) -> None:
+    """Bad bytes for one file (a node that lies about it every time): one more pass for it,
+    then it is recorded with its reason; the good file lands; nothing bad is presented."""
+    listing = [["bad.txt", "file", 4, 420, 0, None], ["good.txt", "file", 4, 420, 0, None]]
+    records = file_record("bad.txt", b"evil", hashlib.sha256(b"good").hexdigest())
+    records += file_record("good.txt", b"good")
+    run_dir = tmp_path / "run"
+    async with loopback_pair(tmp_path / "node", fake_agent(listing, records)) as link:
+        result = await pull_outputs(link, ["x"], run_dir, lambda p: None)
+    assert result.attempts == 2  # the first pass, then one more for the failed file
+    assert [(e.path, e.reason) for e in result.not_landed] == [
+        ("bad.txt", "verification failed for 'bad.txt': content does not match")
+    ]
+    assert (run_dir / "outputs" / "good.txt").read_bytes() == b"good"
+    assert not (run_dir / "outputs" / "bad.txt").exists()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert [(e["path"], e["verified"], e["reason"] is not None) for e in manifest["files"]] == [
+        ("bad.txt", False, True),
+        ("good.txt", True, False),
+    ]

@@ -48,6 +48,8 @@ class Faults:
     destroy_lag_s: float = 0.0  # an accepted destroy stays listed this long (eventual)
     create_refusal: str | None = None  # the next create answers 400 invalid_args with this msg
     container_destroy_refused: bool = False  # a container key may stop, not destroy
+    refuse_low_bids: bool = False  # a bid under the minimum answers 400, instance left stopped
+    bid_war: float = 0.0  # minimum bids rise by this at create (outbid since the search)
 
     def take(self, name: str) -> bool:
         left = getattr(self, name)
@@ -70,6 +72,7 @@ class Instance:
     status_msg: str = ""
     intended: str = "running"
     container_key: str = field(default_factory=lambda: "ck-" + secrets.token_hex(16))
+    bid: float | None = None  # $/h bid of an interruptible instance (create's `price`)
 
     def row(self) -> dict[str, Any]:
         """The instance as the API lists it (the SDK needs start_date and extra_env)."""
@@ -83,6 +86,9 @@ class Instance:
             "actual_status": self.status,
             "intended_status": self.intended,
             "cur_state": self.intended,
+            "next_state": self.intended,
+            "is_bid": self.bid is not None,
+            "min_bid": o.get("min_bid"),
             "status_msg": self.status_msg,
             "label": self.label,
             "image_uuid": self.request["image"],
@@ -90,7 +96,7 @@ class Instance:
             "num_gpus": o["num_gpus"],
             "gpu_name": o["gpu_name"],
             "gpu_ram": o["gpu_ram"],
-            "dph_total": o["dph_total"],
+            "dph_total": o["dph_total"] if self.bid is None else self.bid,
             "geolocation": o["geolocation"],
             "disk_space": self.request["disk"],
             "onstart": self.request["onstart"],
@@ -132,7 +138,14 @@ class Cloud:
             self._next_id += 1
             root = self.root / f"instance-{self._next_id}"
             inst = Instance(self._next_id, offer, request, root, label=request.get("label"))
+            inst.bid = request.get("price")
+            if self.faults.bid_war:
+                offer["min_bid"] += self.faults.bid_war
             self.instances[inst.id] = inst
+            if inst.bid is not None and inst.bid < offer["min_bid"]:
+                inst.intended = inst.status = "stopped"  # Vast creates it, and never starts it
+                inst.status_msg = f"bid {inst.bid:g} is below the minimum bid {offer['min_bid']:g}"
+                return inst
         if not self.faults.never_start:
             timer = threading.Timer(self.faults.boot_delay_s, self._boot, args=(inst,))
             self._boots.append(timer)
@@ -192,13 +205,22 @@ class Cloud:
                     self.vanishing.pop(instance_id)
                     self.instances.pop(instance_id, None)
 
-    def stop(self, instance_id: int) -> None:
+    def stop(self, instance_id: int, status_msg: str = "") -> None:
         """Vast's stop: the container ends, the instance stays (billing its storage)."""
         with self.lock:
             inst = self.instances[instance_id]
             inst.intended = "stopped"
+            inst.status_msg = status_msg
         stop_process(inst.process)
         inst.status = "stopped"
+
+    def preempt(self, instance_id: int) -> None:
+        """A higher bid takes the machine: Vast stops the interruptible instance on its own."""
+        self.stop(instance_id, status_msg="outbid: a higher bid took the machine")
+
+    def low_bid(self, instance: Instance) -> bool:
+        """The create bid under the offer's minimum (the instance was left stopped)."""
+        return instance.bid is not None and instance.bid < instance.offer["min_bid"]
 
     def crash(self, instance_id: int, status_msg: str = "") -> None:
         """The container dies underneath us (host trouble): it shows as exited."""

@@ -5,7 +5,10 @@ It implements the endpoints swjob's provider calls — search offers, create
 `next_token`), label, destroy — and checks them as the real API would: a Bearer key
 on every request, request bodies of the right shape. Faults are injected through
 `StandIn.cloud.faults` (5xx, 429, lost create answers, a 400 with Vast's message, a
-404 for gone instances, a destroy that stays listed for a while). A container's scoped
+404 for gone instances, a destroy that stays listed for a while). Interruptible offers:
+a `bid` search lists offers with a `min_bid`; a create with a `price` is a bid (under
+the minimum the instance is created stopped, and with `refuse_low_bids` the create
+also answers 400); `cloud.preempt(id)` stops an instance as an outbid would. A container's scoped
 key (`CONTAINER_API_KEY`) is accepted only for its own instance. Use it as a context
 manager: it binds a free port on 127.0.0.1, serves from a thread, and on exit destroys
 every instance still alive (recording them in `leaked`) so no process outlives a test.
@@ -159,7 +162,10 @@ class StandIn:
             raise _Reply(429, {"success": False, "error": "rate_limited"}, retry)
 
     def _search(self, body: Any, _q: Any) -> dict[str, Any]:
-        return {"offers": search(self.cloud.rentable(), body)}
+        offers = self.cloud.rentable()
+        if isinstance(body, dict) and body.get("type") == "bid":  # the interruptible market
+            offers = [o for o in offers if o.get("min_bid") is not None]
+        return {"offers": search(offers, body)}
 
     def _create(self, body: Any, _q: Any, offer_id: str) -> dict[str, Any]:
         _check_create(body)
@@ -170,6 +176,8 @@ class StandIn:
         inst = self.cloud.create(int(offer_id), body)
         if inst is None:
             raise _no_such(f"Instance type by id {offer_id} is not available.")
+        if self.cloud.faults.refuse_low_bids and self.cloud.low_bid(inst):
+            raise _Reply(400, {"success": False, "error": "invalid_args", "msg": inst.status_msg})
         if self.cloud.faults.take("lose_create_answers"):
             raise _Reply(502, {"success": False, "error": "bad_gateway"})
         return {"success": True, "new_contract": inst.id}
@@ -234,6 +242,9 @@ def _check_create(body: Any) -> None:
         raise BadRequest("env must be an object of strings")
     if body.get("onstart") is not None and not isinstance(body["onstart"], str):
         raise BadRequest("onstart must be a string")
+    price = body.get("price")
+    if price is not None and (not isinstance(price, int | float) or price <= 0):
+        raise BadRequest("price (the bid) must be a positive number of $/h")
 
 
 _ROUTES = [

@@ -109,10 +109,24 @@ def test_preview_of_each_kind(tmp_path: Path) -> None:
 def test_an_unfinished_pull_is_called_out(tmp_path: Path) -> None:
     assert incomplete_pull(tmp_path) is None  # no manifest yet
     files = [{"path": "a", "verified": True}, {"path": "b", "verified": False}]
-    (tmp_path / "manifest.json").write_text(json.dumps({"complete": True, "files": files}))
-    assert incomplete_pull(tmp_path) is None
+    (tmp_path / "manifest.json").write_text(json.dumps({"complete": True, "files": files[:1]}))
+    assert incomplete_pull(tmp_path) is None  # everything landed
     (tmp_path / "manifest.json").write_text(json.dumps({"complete": False, "files": files}))
     assert "1 of 2 files landed whole" in (incomplete_pull(tmp_path) or "")
+
+
+def test_outputs_that_did_not_land_are_named_with_their_reasons(tmp_path: Path) -> None:
+    """They are not in the tree, so the browser's warning is where the operator sees them."""
+    files = [
+        {"path": "a", "verified": True},
+        {"path": "b\x1b[2J", "verified": False, "reason": "vanished before it could be read"},
+    ]
+    body = {"complete": True, "files": files, "refused": ["refused 'f': fifo"]}
+    (tmp_path / "manifest.json").write_text(json.dumps(body))
+    lines = (incomplete_pull(tmp_path) or "").splitlines()
+    assert lines[0] == "⚠ outputs incomplete: 2 of 3 files did not land"
+    # the job's escape sequence in the name is drawn harmless, never obeyed
+    assert lines[1:] == ["  b — vanished before it could be read", "  refused 'f': fifo"]
 
 
 def test_history_skips_a_torn_last_line(tmp_path: Path) -> None:

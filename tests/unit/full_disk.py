@@ -7,6 +7,7 @@ it the tests that need a full disk are skipped.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import subprocess
@@ -40,15 +41,24 @@ class Disk:
         self._ballast.unlink(missing_ok=True)
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Disk]:
-    """A 1 MiB tmpfs under the test's tmp dir, unmounted afterwards."""
+@contextlib.contextmanager
+def tmpfs(mount: Path, size: str) -> Iterator[Disk]:
+    """A tmpfs of `size` (mount's syntax: "1m") at `mount`, created if needed, unmounted after;
+    the test is skipped where mounting is not allowed."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "swjob-unit", str(mount)], check=True)
+    mount.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "swjob-test", str(mount)], check=True
+    )
     try:
         yield Disk(mount)
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Disk]:
+    """A 1 MiB tmpfs under the test's tmp dir, unmounted afterwards."""
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        yield disk

@@ -103,7 +103,13 @@ def test_nonzero_exit_collects_best_effort_then_tears_down_and_fails() -> None:
 
 @pytest.mark.parametrize(
     "event",
-    [fsm.NodeFault("x"), fsm.NodeLost("y"), fsm.OperatorStop(), fsm.InternalError("internal")],
+    [
+        fsm.NodeFault("x"),
+        fsm.NodeLost("y"),
+        fsm.NodePreempted("z"),
+        fsm.OperatorStop(),
+        fsm.InternalError("internal"),
+    ],
 )
 @pytest.mark.parametrize("source", fsm.ACTIVE)
 def test_fault_loss_and_stop_tear_down_and_fail(source: tuple[S, P], event: fsm.Event) -> None:
@@ -115,6 +121,7 @@ def test_fault_loss_and_stop_tear_down_and_fail(source: tuple[S, P], event: fsm.
 def test_reasons_are_one_sanitized_line_per_cause() -> None:
     cases = {
         fsm.NodeLost("no heartbeat for 12 s"): "node lost: no heartbeat for 12 s",
+        fsm.NodePreempted("Vast.ai stopped it: outbid"): "preempted: Vast.ai stopped it: outbid",
         fsm.OperatorStop(): "stopped by operator",
         fsm.NodeFault("transfer failed: a.bin"): "transfer failed: a.bin",
     }

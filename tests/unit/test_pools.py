@@ -52,12 +52,15 @@ def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
 
 def test_example_file_has_a_local_and_a_vastai_pool() -> None:
     pools = load_pools(EXAMPLE)
-    assert pools.names() == ["local", "rtx4090"]
+    assert pools.names() == ["local", "rtx4090", "rtx4090-spot"]
     assert pools.get("local").max_nodes == 2
     gpu = pools.get("rtx4090")
     assert gpu.provider == "vastai" and gpu.image and gpu.api_key_env == "VAST_API_KEY"
     assert gpu.resources.accelerator_kind == "RTX_4090" and gpu.caps.max_dollars == 3.0
     assert gpu.summary() == "1× RTX_4090 ≥24 GB · ≤$0.60/h · rel≥0.98"
+    spot = pools.get("rtx4090-spot")
+    assert spot.interruptible and spot.bid_fraction == 0.6 and not gpu.interruptible
+    assert spot.summary() == "1× RTX_4090 ≥24 GB · ≤$0.30/h · rel≥0.98 · bid 60%"
 
 
 def test_file_may_redefine_local(tmp_path: Path) -> None:
@@ -140,6 +143,48 @@ def test_field_errors_name_the_field_and_line(
     exc = error_of(tmp_path, VAST + extra + "\n")
     assert (exc.field, exc.line) == (field, 4)
     assert problem in exc.problem
+
+
+SPOT = VAST + "interruptible = true\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "line", "problem"),
+    [
+        (SPOT, "interruptible", 4, "needs one of `bid_per_hour`, `bid_fraction`"),
+        (SPOT + "bid_per_hour = 0.2\nbid_fraction = 0.5\n", "interruptible", 4, "one of"),
+        (VAST + "bid_per_hour = 0.2\n", "bid_per_hour", 4, "needs `interruptible = true`"),
+        (VAST + "bid_fraction = 0.5\n", "bid_fraction", 4, "needs `interruptible = true`"),
+        (SPOT + "bid_fraction = 1.5\n", "bid_fraction", 5, "less than or equal to 1"),
+        (SPOT + "bid_fraction = 0\n", "bid_fraction", 5, "greater than 0"),
+        (SPOT + "bid_per_hour = -1\n", "bid_per_hour", 5, "greater than 0"),
+        (SPOT + 'bid_per_hour = "0.2"\n', "bid_per_hour", 5, "expected a number"),
+        (
+            SPOT + "bid_per_hour = 0.9\nselection = { max_price_per_hour = 0.6 }\n",
+            "bid_per_hour",
+            5,
+            "above selection.max_price_per_hour (0.6)",
+        ),
+        (
+            '[pools.cpu]\nprovider = "local"\ninterruptible = true\nbid_fraction = 0.5\n',
+            "interruptible",
+            3,
+            "only a vastai pool",
+        ),
+    ],
+)
+def test_bad_bid_settings_are_one_line_naming_the_field(
+    tmp_path: Path, text: str, field: str, line: int, problem: str
+) -> None:
+    exc = error_of(tmp_path, text)
+    table = "pools.cpu" if "cpu" in text else "pools.gpu"
+    assert (exc.field, exc.line) == (f"{table}.{field}", line)
+    assert problem in exc.problem and "\n" not in str(exc)
+
+
+def test_an_interruptible_pool_loads_with_its_bid(tmp_path: Path) -> None:
+    spot = load_pools(write(tmp_path, SPOT + "bid_fraction = 0.6\n")).get("gpu")
+    assert spot.interruptible and spot.bid_fraction == 0.6 and spot.bid_per_hour is None
 
 
 @pytest.mark.parametrize("image", ['""', '"a b"', '"img\\n"'])

@@ -9,7 +9,7 @@ import pytest
 
 from agent.transfer import UnsafePath
 from agent.transfer.glob import Glob
-from agent.transfer.safety import check_link_target, check_relpath
+from agent.transfer.safety import check_link_target, check_relpath, open_for_read
 from agent.transfer.walk import resolve_outputs, walk_tree
 
 
@@ -119,3 +119,11 @@ def test_resolve_outputs_files_dirs_globs_missing(tmp_path: Path) -> None:
     }
     assert missing == ["nothing*.x", "gone.json"]
     assert len(walk.refused) == 2  # the escaping link and the `..` pattern
+
+
+@pytest.mark.timeout(5)
+def test_a_fifo_put_where_a_file_was_is_refused_without_blocking(tmp_path: Path) -> None:
+    """Opening a fifo for reading waits for a writer; the sender must never hang on one."""
+    os.mkfifo(tmp_path / "out.txt")
+    with pytest.raises(UnsafePath, match="not a regular file"):
+        open_for_read(tmp_path, "out.txt")

@@ -54,6 +54,26 @@ def test_every_requirement_becomes_the_filter_the_api_expects() -> None:
     }
 
 
+def test_a_fixed_bid_asks_for_offers_whose_minimum_bid_it_meets() -> None:
+    p = pool().model_copy(update={"interruptible": True, "bid_per_hour": 0.3})
+    filters = sdk_filters(p)
+    assert filters["min_bid"] == {"lte": "0.3"} and "dph_total" not in filters
+    assert vo.offer_type(p) == "bid" and vo.offer_type(pool()) == "on-demand"
+    offer = {"dph_total": 0.5, "min_bid": 0.25}
+    assert vo.bid_for(p, offer) == vo.price_paid(p, offer) == 0.3 and vo.takes_bid(p, offer)
+    assert not vo.takes_bid(p, {"dph_total": 0.5, "min_bid": 0.31})
+
+
+def test_a_fractional_bid_is_priced_per_offer_and_capped_through_the_on_demand_price() -> None:
+    p = pool().model_copy(update={"interruptible": True, "bid_fraction": 0.5})
+    assert sdk_filters(p)["dph_total"] == {"lte": "1.2"}, "a bid <= $0.60/h"
+    offer = {"dph_total": 0.4, "min_bid": 0.2}
+    assert vo.bid_for(p, offer) == 0.2 and vo.takes_bid(p, offer)
+    assert not vo.takes_bid(p, {"dph_total": 0.4, "min_bid": 0.21})
+    assert vo.node_facts(p, offer)["bid"] == 0.2 and "bid" not in vo.node_facts(pool(), offer)
+    assert vo.bid_for(pool(), offer) is None and vo.price_paid(pool(), offer) == 0.4
+
+
 def test_several_gpu_kinds_and_unverified_hosts() -> None:
     p = pool(gpu_count=1, accelerator_kind="RTX 4090, RTX_3090")
     p = p.model_copy(update={"selection": p.selection.model_copy(update={"verified_only": False})})

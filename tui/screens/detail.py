@@ -14,10 +14,12 @@ from engine.api import RunView
 from tui import history
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
+from tui.live import forwards_text
 from tui.messages import RunsUpdated
 from tui.owners import Owner, owner
 from tui.queue import Queued, busy_by_pool, queued
 from tui.summary import summary
+from tui.widgets.gpu_panel import GpuPanel
 from tui.widgets.log_pane import LogPane
 from tui.widgets.log_view import LogView
 from tui.widgets.timeline import Timeline
@@ -27,7 +29,7 @@ SPINNER_HZ = 4
 
 
 def render_key(
-    run: RunView, clock: Clock, waiting: Queued | None, driver: Owner | None
+    run: RunView, clock: Clock, waiting: Queued | None, driver: Owner | None, forwards: str = ""
 ) -> tuple[object, ...]:
     """What the header and bars show. The view changes with every log batch (its
     `updated` stamp), so redrawing on each tick would re-lay out the screen ~10×/s
@@ -43,6 +45,8 @@ def render_key(
         run.cost_dollars,
         len(run.alerts),
         run.missing_outputs,
+        run.gpus[0].last_t if run.gpus else None,
+        forwards,
         waiting,
         driver,
         second,
@@ -77,6 +81,8 @@ class DetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="summary")
+        yield GpuPanel(id="gpus")
+        yield Static(id="forwards")
         yield Timeline(self.clock, id="timeline")
         yield Transfers(id="transfers")
         yield LogPane(self.feed.cap, id="logpane")
@@ -113,11 +119,17 @@ class DetailScreen(Screen[None]):
             self.query_one(Timeline).show(run)
         waiting = queued(run, busy_by_pool(self.engine.pools())) if run.live else None
         driver = None if self.past else owner(run)
-        if render_key(run, self.clock, waiting, driver) == self._shown:
+        forwards = forwards_text(self.engine.live.forwards(run.run_id))
+        key = render_key(run, self.clock, waiting, driver, forwards)
+        if key == self._shown:
             return
-        self._shown = render_key(run, self.clock, waiting, driver)
+        self._shown = key
         self.sub_title = f"{run.job_name} · {run.run_id}"
         self.query_one("#summary", Static).update(summary(run, self.clock(), waiting, driver))
+        self.query_one(GpuPanel).show(run)
+        shown = self.query_one("#forwards", Static)
+        shown.display = bool(forwards)
+        shown.update(forwards)
         self.query_one(Transfers).show(run.transfers)
         self.query_one(LogView).set_label(f"{run.job_name} · {run.run_id} · {run.state}")
 

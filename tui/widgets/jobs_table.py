@@ -18,6 +18,7 @@ from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from engine.api import RunView, money
 from tui import format as fmt
+from tui.widgets.gpu_panel import row_sparkline
 
 Column = tuple[str, str, int]  # key, label, width
 
@@ -73,6 +74,8 @@ def cells(run: RunView, now: datetime, mark: str | None = None) -> dict[str, str
     end = run.finished or now
     node = fmt.short_node_id(run.node) if run.node else "—"
     step = "done" if run.terminal and run.phase == "done" else run.phase
+    if spark := row_sparkline(run):  # the GPU's recent utilisation, while it runs
+        step = f"{step} {spark}"
     name: str | Text = run.job_name
     if run.alerts:  # a node that may still bill: the row says so, the banner says what
         name = Text.assemble((ALERT_MARK, "bold red"), run.job_name)

@@ -22,6 +22,7 @@ Mask = Callable[[str], str]
 
 MAX_TEXT = 256 * 1024
 JSONL_TAIL = 40
+MAX_LOST = 5  # outputs that did not land, listed by name in the browser's warning
 
 
 def _read_manifest(run_dir: Path) -> Any:
@@ -39,16 +40,33 @@ def load_manifest(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def incomplete_pull(run_dir: Path) -> str | None:
-    """The warning for an output pull that failed part-way (manifest `complete: false`)."""
+    """The warning for outputs that did not all land: a pull that failed part-way (manifest
+    `complete: false`), or files that could not be collected, each with its reason (they
+    are not in the tree, so this is the only place the browser shows them)."""
     data = _read_manifest(run_dir)
-    if not isinstance(data, dict) or data.get("complete") is not False:
+    if not isinstance(data, dict):
         return None
     files = [e for e in data.get("files", []) if isinstance(e, dict)]
-    landed = sum(1 for e in files if e.get("verified"))
-    return (
-        f"⚠ the output pull did not finish: {landed} of {len(files)} files landed whole "
-        "(✓ in the preview); the others are not here"
+    if data.get("complete") is False:
+        landed = sum(1 for e in files if e.get("verified"))
+        return (
+            f"⚠ the output pull did not finish: {landed} of {len(files)} files landed whole "
+            "(✓ in the preview); the others are not here"
+        )
+    lost = [
+        f"{printable(str(e.get('path')))} — {printable(str(e.get('reason') or 'did not land'))}"
+        for e in files
+        if not e.get("verified")
+    ]
+    refused = data.get("refused", [])
+    lost += [printable(str(line)) for line in refused if isinstance(refused, list)]
+    if not lost:
+        return None
+    shown = lost[:MAX_LOST] + (
+        [f"… {len(lost) - MAX_LOST} more in manifest.json"] if len(lost) > MAX_LOST else []
     )
+    head = f"⚠ outputs incomplete: {len(lost)} of {len(files) + len(refused)} files did not land"
+    return "\n".join([head, *(f"  {line}" for line in shown)])
 
 
 def facts(path: Path, entry: dict[str, Any] | None, mask: Mask = str) -> Text:

@@ -2,8 +2,8 @@
 cost so far, why it failed, and the last lines of its log, live.
 
 A live run's lines come from the feed's ring, as in the job detail; a past run's are
-the tail of its log files, read in a thread when it is selected. The `#gpu` cell is
-where the run's GPU use goes; it says "GPU —" while the run has no metrics.
+the tail of its log files, read in a thread when it is selected. The `#gpu` cell shows
+the busiest GPU's recent utilisation as a sparkline; "GPU —" while the run sends none.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tui.feed import Feed, Line
 from tui.owners import Owner
 from tui.queue import Queued
 from tui.summary import summary
+from tui.widgets.gpu_panel import row_sparkline
 from tui.widgets.log_pane import LogPane
 from tui.widgets.log_view import LogView
 
@@ -62,6 +63,8 @@ class RunPreview(Vertical):
             return
         self._shown = key
         self.query_one("#preview-summary", Static).update(summary(run, now, queued, owner))
+        spark = row_sparkline(run)
+        self.query_one("#gpu", Static).update(f"GPU {spark}" if spark else NO_GPU)
         self.view.set_label(run.job_name)
 
     def _switch(self, run: RunView) -> None:

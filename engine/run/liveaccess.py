@@ -1,0 +1,177 @@
+"""How a separate `swjob shell` / `swjob forward` process reaches a run's node.
+
+Only the engine process that drives a run holds its node's live connection: the
+agent dials out (it opens no port and may sit behind NAT), it obeys one operator
+endpoint id, and a second endpoint bound with the same identity would fight the
+first for the relay. So the driving engine serves a local access point instead:
+a TCP listener on 127.0.0.1 with a random token, announced per live run in
+`<state>/live/<run id>.json` (0600, in a 0700 directory: only the operator's own
+user can read the token). A client sends one JSON line — token, run id, request —
+and gets one back (`{"ok": true}` or the reason); then the connection carries the
+live stream's bytes both ways, relayed unchanged (shell frames, or a forwarded
+TCP connection's bytes). The job's env is added here, never sent by the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent.livewire import ForwardOpen, ShellOpen
+from engine.run.forward import LOOPBACK, Duplex, splice, tcp_duplex
+from engine.run.liveops import OPEN_TIMEOUT_S, LiveRequest, LiveStream, LiveUnavailable
+from engine.state.paths import state_dir
+
+HANDSHAKE_TIMEOUT_S = 10.0
+MAX_LINE = 64 * 1024
+CLIENT_WAIT_S = OPEN_TIMEOUT_S + HANDSHAKE_TIMEOUT_S  # the engine may wait that long for the node
+OpenStream = Callable[[str, LiveRequest], Awaitable[LiveStream]]
+
+
+def access_dir() -> Path:
+    path = state_dir() / "live"
+    path.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def _access_file(run_id: str) -> Path:
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        raise LiveUnavailable(f"not a run id: {run_id!r}")
+    return access_dir() / f"{run_id}.json"
+
+
+def stream_duplex(stream: LiveStream) -> Duplex:
+    return Duplex(stream.reader.some, stream.send.write_all, stream.send.finish)
+
+
+class LiveAccess:
+    """The local access point of one engine process."""
+
+    def __init__(self, open_stream: OpenStream) -> None:
+        self._open = open_stream
+        self._token = secrets.token_urlsafe(32)
+        self._server: asyncio.Server | None = None
+        self._published: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, LOOPBACK, 0, limit=MAX_LINE)
+
+    def publish(self, run_id: str) -> None:
+        """Let other processes of this user reach `run_id` through this engine."""
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        body = json.dumps({"port": port, "token": self._token, "pid": os.getpid()})
+        path = _access_file(run_id)
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(body)
+        os.replace(tmp, path)
+        self._published.add(run_id)
+
+    def withdraw(self, run_id: str) -> None:
+        if run_id in self._published:
+            self._published.discard(run_id)
+            with contextlib.suppress(OSError):
+                _access_file(run_id).unlink()
+
+    async def close(self) -> None:
+        for run_id in tuple(self._published):
+            self.withdraw(run_id)
+        if self._server is not None:
+            self._server.close()
+        for task in tuple(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        local = tcp_duplex(reader, writer)
+        try:
+            stream = await self._answer(reader, writer)
+            if stream is not None:
+                await splice(local, stream_duplex(stream))
+        except (ConnectionError, OSError, TimeoutError, ValueError):
+            pass  # the client went away or spoke nonsense: nothing of ours is at stake
+        finally:
+            self._tasks.discard(task)
+            local.close()
+
+    async def _answer(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> LiveStream | None:
+        line = await asyncio.wait_for(reader.readline(), HANDSHAKE_TIMEOUT_S)
+        try:
+            asked = json.loads(line)
+            token = str(asked["token"])
+            run_id = str(asked["run_id"])
+            request = _request(asked["request"])
+        except (ValueError, KeyError, TypeError, ValidationError):
+            return await _reply(writer, "bad request")
+        if not hmac.compare_digest(token.encode(), self._token.encode()):
+            return await _reply(writer, "wrong access token")
+        try:
+            stream = await self._open(run_id, request)
+        except LiveUnavailable as exc:
+            return await _reply(writer, str(exc))
+        await _reply(writer, None)
+        return stream
+
+
+def _request(data: Any) -> LiveRequest:
+    if isinstance(data, dict) and data.get("op") == "forward":
+        return ForwardOpen.model_validate(data)
+    shell = ShellOpen.model_validate(data)
+    return shell.model_copy(update={"env": {}})  # the job's env comes from the engine only
+
+
+async def _reply(writer: asyncio.StreamWriter, error: str | None) -> None:
+    answer = {"ok": True} if error is None else {"ok": False, "error": error}
+    writer.write(json.dumps(answer).encode() + b"\n")
+    await writer.drain()
+
+
+def driven(run_id: str) -> bool:
+    """True while some engine process announces `run_id` as live."""
+    return _access_file(run_id).exists()
+
+
+def not_driven(run_id: str) -> LiveUnavailable:
+    return LiveUnavailable(
+        f"no swjob process drives run {run_id} right now (`swjob attach {run_id}` takes it over)"
+    )
+
+
+async def connect(run_id: str, request: LiveRequest) -> Duplex:
+    """The client side (`swjob shell`, `swjob forward`): a stream to the run's node through
+    the engine that drives it; LiveUnavailable says why there is none."""
+    path = _access_file(run_id)
+    try:
+        access = json.loads(path.read_text())
+        reader, writer = await asyncio.open_connection(LOOPBACK, int(access["port"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        raise not_driven(run_id) from None
+    hello = {"token": access["token"], "run_id": run_id, "request": request.model_dump()}
+    writer.write(json.dumps(hello).encode() + b"\n")
+    try:
+        answer = json.loads(await asyncio.wait_for(reader.readline(), CLIENT_WAIT_S))
+    except (OSError, ValueError, TimeoutError):
+        writer.close()
+        raise LiveUnavailable(f"the swjob process driving run {run_id} did not answer") from None
+    if not answer.get("ok"):
+        writer.close()
+        raise LiveUnavailable(str(answer.get("error") or "refused"))
+    return tcp_duplex(reader, writer)

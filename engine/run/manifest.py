@@ -1,0 +1,79 @@
+"""What a pull leaves for the operator: one entry per listed output file, verified or not
+(then with its reason), and `manifest.json`, written atomically.
+
+Reasons quote names the job chose, so they pass through the run's redactor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.transfer.receiver import Receiver
+from agent.transfer.sender import CHANGED
+from agent.transfer.walk import Entry
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    path: str
+    size: int
+    mode: int
+    sha256: str | None
+    verified: bool
+    reason: str | None = None  # why it did not land (vanished, unreadable, refused, changed)
+
+
+@dataclass(frozen=True)
+class PullResult:
+    files: list[ManifestEntry]
+    missing: list[str]
+    bytes: int
+    refused: list[str] = field(default_factory=list)
+    attempts: int = 1
+
+    @property
+    def not_landed(self) -> list[ManifestEntry]:
+        """Listed files that did not land, each with its reason."""
+        return [e for e in self.files if not e.verified]
+
+
+def worth_another_pass(reason: str) -> bool:
+    """A file read mid-rewrite or damaged on the way may move whole next time; a vanished,
+    unreadable or refused one will not."""
+    return reason.startswith(CHANGED) or reason.startswith("verification failed")
+
+
+def manifest_entries(
+    entries: list[Entry], receiver: Receiver, redact: Callable[[str], str]
+) -> list[ManifestEntry]:
+    out = []
+    for entry in entries:
+        if entry.kind != "file":
+            continue
+        landed = receiver.verified.get(entry.path)
+        if landed is not None:
+            out.append(ManifestEntry(entry.path, landed.size, entry.mode, landed.sha256, True))
+            continue
+        reason = receiver.failed.get(entry.path)
+        reason = None if reason is None else redact(reason)
+        out.append(ManifestEntry(entry.path, entry.size, entry.mode, None, False, reason))
+    return out
+
+
+def write_manifest(
+    run_dir: Path, result: PullResult, redact: Callable[[str], str], *, complete: bool = True
+) -> None:
+    """`complete` is False when the pull failed: the files marked verified landed whole,
+    the others did not land at all. A path holding a secret is written masked (the file
+    itself lands under its real name)."""
+    files = [asdict(e) | {"path": redact(e.path)} for e in result.files]
+    body: dict[str, Any] = {"complete": complete, "files": files}
+    body |= {"missing": [redact(m) for m in result.missing], "refused": result.refused}
+    tmp = run_dir / ".manifest.json.tmp"
+    tmp.write_text(json.dumps(body, indent=2) + "\n")
+    os.replace(tmp, run_dir / "manifest.json")

@@ -1,0 +1,71 @@
+"""GPU telemetry end to end: a real agent samples a fake nvidia-smi on its PATH while the
+job runs; the engine folds the samples into the run's view, run.json and the idle alarm."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.report import events as ev
+from engine.report.datastream import read_events
+from tests.integration import fake_gpu
+from tests.integration.test_local_runs import run_json, run_to_end
+
+
+@pytest.fixture
+def pools_file(tmp_path: Path) -> Path:
+    """The local pool with a 1 s idle alarm (the default 600 s would outlast any test)."""
+    config = tmp_path / "swjob-config"
+    config.mkdir(parents=True, exist_ok=True)
+    path = config / "pools.toml"
+    path.write_text('[pools.local]\nprovider = "local"\nidle_gpu_alert_s = 1\n')
+    return path
+
+
+async def test_busy_gpus_are_sampled_summarised_and_never_called_idle(
+    tmp_path, monkeypatch, pools_file, engine, make_job
+) -> None:
+    bin_dir = fake_gpu.install("busy-2gpu.txt", tmp_path / "gpu-bin", monkeypatch)
+    view = await run_to_end(engine, make_job(run="sleep 2"))
+    assert view.state == "COMPLETED"
+    args = (bin_dir / "args").read_text()
+    assert "--query-gpu=index,utilization.gpu,memory.used" in args
+    assert "--format=csv,noheader,nounits" in args
+    samples = [
+        e for e in read_events(view.run_dir / "events.jsonl") if isinstance(e, ev.GpuMetrics)
+    ]
+    assert len(samples) >= 4  # 2 s at 0.2 s, on a loaded machine
+    assert [g.index for g in view.gpus] == [0, 1]
+    assert view.gpus[1].power_w is None or view.gpus[1].power_w > 0  # [N/A] is None, not 0
+    summary = run_json(view)["gpu"]
+    assert summary["gpus"][0]["util_peak_pct"] == 91.0
+    assert summary["gpus"][0]["mem_peak_mb"] == 18240.0
+    assert summary["gpus"][1]["util_peak_pct"] == 64.0
+    assert 0 < summary["gpu_hours"] < 2 * 10 / 3600  # two GPUs, well under 10 s each
+    alerts = [
+        e.message for e in read_events(view.run_dir / "events.jsonl") if isinstance(e, ev.Alert)
+    ]
+    assert not any("GPUs idle" in m for m in alerts)
+
+
+async def test_idle_gpus_while_running_raise_one_alert(
+    tmp_path, monkeypatch, pools_file, engine, make_job
+) -> None:
+    fake_gpu.install("idle-1gpu.txt", tmp_path / "gpu-bin", monkeypatch)
+    view = await run_to_end(engine, make_job(run="sleep 3"))
+    events = read_events(view.run_dir / "events.jsonl")
+    idle = [e.message for e in events if isinstance(e, ev.Alert) and "GPUs idle" in e.message]
+    assert len(idle) == 1, idle
+    assert "under 5 %" in idle[0]
+    assert run_json(view)["gpu"]["util_peak_pct"] == 2.0
+
+
+async def test_a_node_without_nvidia_smi_sends_no_gpu_metrics(engine, make_job) -> None:
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has a real nvidia-smi")
+    view = await run_to_end(engine, make_job(run="sleep 1"))
+    assert view.state == "COMPLETED"
+    assert not any(isinstance(e, ev.GpuMetrics) for e in read_events(view.run_dir / "events.jsonl"))
+    assert view.gpus == [] and run_json(view)["gpu"] is None

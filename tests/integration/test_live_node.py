@@ -1,0 +1,187 @@
+"""The live node end to end: a shell in a real pseudo-terminal (pexpect driving the real
+`swjob shell`) and TCP forwarding to an HTTP server the job starts — real agent, real iroh,
+the CLI reaching the in-test engine through its local access point."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+
+import pexpect
+import pytest
+
+from agent.livewire import ShellOpen
+from engine.engine import Engine
+from engine.run.liveops import LiveUnavailable
+
+CLI = [sys.executable, "-m", "engine.cli"]
+TIMEOUT_S = 20
+
+
+async def until(condition: Callable[[], object], timeout: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+async def running(engine: Engine, make_job, run: str, **fields: object) -> str:
+    """Submit `run` and return its id once its `run` step is running on the node."""
+    run_id = await engine.submit(make_job(run=run, **fields), "local")
+    await until(lambda: (v := engine.run(run_id)) is not None and v.phase == "run")
+    return run_id
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def stop(engine: Engine, run_id: str) -> None:
+    await engine.stop(run_id)
+    await asyncio.wait_for(engine.wait(run_id), 30)
+
+
+class Terminal:
+    """`swjob shell` in a real pseudo-terminal; pexpect's blocking calls run off the loop
+    (the engine the shell talks to shares the test's event loop)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.child = pexpect.spawn(
+            CLI[0], [*CLI[1:], "shell", run_id], dimensions=(24, 80), timeout=TIMEOUT_S
+        )
+
+    async def expect(self, pattern: str) -> None:
+        await asyncio.to_thread(self.child.expect, pattern)
+
+    async def run(self, line: str, pattern: str) -> None:
+        self.child.sendline(line)
+        await self.expect(pattern)
+
+    async def exit_status(self) -> int | None:
+        await asyncio.to_thread(self.child.expect, pexpect.EOF)
+        self.child.close()
+        return self.child.exitstatus
+
+    def close(self) -> None:
+        self.child.close(force=True)
+
+
+async def test_shell_runs_in_the_workdir_with_the_job_env_resizes_and_passes_ctrl_c(
+    engine, make_job
+) -> None:
+    run_id = await running(engine, make_job, "sleep 60", env={"LIVE_GREETING": "hello-node"})
+    term = Terminal(run_id)
+    try:
+        # what is typed is echoed too: each pattern matches only the command's output
+        await term.run("echo MARK-$((6*7))", "MARK-42")
+        await term.run('echo "G=$LIVE_GREETING"', "G=hello-node")
+        await term.run('echo "W=$(pwd)"', r"W=/\S+/work\r\n")
+        term.child.setwinsize(40, 120)  # the real SIGWINCH path: pty → swjob → node
+        await term.run("stty size", r"40 120")
+        term.child.sendline("sleep 30")
+        await asyncio.sleep(0.3)  # give the remote shell time to start sleep
+        term.child.sendcontrol("c")
+        await term.run('echo "RC=$?"', "RC=130")
+        term.child.sendline("exit 7")
+        assert await term.exit_status() == 7
+    finally:
+        term.close()
+    await stop(engine, run_id)
+
+
+async def test_shell_is_refused_once_the_run_is_over(engine, make_job) -> None:
+    run_id = await running(engine, make_job, "sleep 60")
+    await stop(engine, run_id)
+    with pytest.raises(LiveUnavailable, match="over"):
+        await engine.live.open(run_id, ShellOpen())
+    proc = await asyncio.create_subprocess_exec(
+        *CLI, "shell", run_id, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
+    assert proc.returncode == 1
+    assert f"run {run_id} is over (FAILED)" in err.decode()
+
+
+def fetch(port: int, name: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=TIMEOUT_S) as reply:
+        return reply.read().decode()
+
+
+async def served(port: int, name: str) -> str:
+    """The file once the server on the node answers (it starts with the run step); the
+    blocking fetch runs off the loop, which the engine relaying it needs."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            return await asyncio.to_thread(fetch, port, name)
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing served on port {port}"
+            await asyncio.sleep(0.1)
+
+
+async def test_console_forward_serves_concurrent_requests_and_closes_with_the_run(
+    engine, make_job
+) -> None:
+    port = free_port()
+    run = f"echo one > a.txt; echo two > b.txt; exec python3 -m http.server {port} --bind 127.0.0.1"
+    run_id = await running(engine, make_job, run)
+    fwd = await engine.live.forward(run_id, port)
+    sock = socket.create_connection(("127.0.0.1", fwd.local_port))  # held open while others run
+    try:
+        assert await served(fwd.local_port, "a.txt") == "one\n"
+        a, b = await asyncio.gather(
+            asyncio.to_thread(fetch, fwd.local_port, "a.txt"),
+            asyncio.to_thread(fetch, fwd.local_port, "b.txt"),
+        )
+        assert (a, b) == ("one\n", "two\n")
+        assert fwd.active >= 1  # the idle connection is still open beside them
+    finally:
+        sock.close()
+    assert engine.live.forwards(run_id) == [fwd]
+    await stop(engine, run_id)
+    assert engine.live.forwards(run_id) == []
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", fwd.local_port), timeout=2).close()
+
+
+async def test_cli_forward_reaches_the_node_and_ends_with_the_run(engine, make_job) -> None:
+    port, local = free_port(), free_port()
+    run = f"echo cli > c.txt; exec python3 -m http.server {port} --bind 127.0.0.1"
+    run_id = await running(engine, make_job, run)
+    proc = await asyncio.create_subprocess_exec(
+        *CLI, "forward", run_id[:12], str(port), "--local", str(local),
+        stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), TIMEOUT_S)
+        assert f"127.0.0.1:{local} → node port {port}" in line.decode()
+        assert await served(local, "c.txt") == "cli\n"
+        await stop(engine, run_id)
+        rest = await asyncio.wait_for(proc.stdout.read(), TIMEOUT_S)
+        assert "forwarding stopped" in rest.decode()
+        assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_a_forward_to_a_closed_node_port_closes_that_connection_and_says_why(
+    engine, make_job
+) -> None:
+    run_id = await running(engine, make_job, "sleep 60")
+    closed = free_port()  # nothing listens there on the node (this machine)
+    fwd = await engine.live.forward(run_id, closed)
+    reader, writer = await asyncio.open_connection("127.0.0.1", fwd.local_port)
+    assert await asyncio.wait_for(reader.read(), TIMEOUT_S) == b""  # closed, not hung
+    writer.close()
+    await until(lambda: fwd.errors)
+    assert fwd.errors[-1].startswith(f"node port {closed}: ")
+    assert fwd.active == 0 and fwd.served == 1
+    await stop(engine, run_id)

@@ -1,0 +1,167 @@
+"""Interruptible (bid) Vast.ai pools, through the real SDK against the stand-in: offers
+searched in the bid market and rented with the bid as `price`; a node Vast takes back
+(outbid) ends the run FAILED "preempted" and is destroyed, its cost at the bid; a bid that
+is refused or below the minimum leaves no stopped instance behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from engine.engine import Engine, EngineConfig
+from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
+from engine.providers.base import Preempted, ProvisionError
+from engine.run import fsm, nodeloss
+from engine.state.ledger import Ledger
+from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
+from tests.standin.server import StandIn
+
+pytestmark = pytest.mark.timeout(90)
+
+BID = {"interruptible": True, "bid_fraction": 0.5}  # offer 103: $0.22 on demand, min bid 0.11
+
+
+@pytest.fixture
+async def engine(api: StandIn, tmp_path: Path) -> AsyncIterator[Engine]:
+    """A short node-loss deadline: a preempted node goes silent and is noticed in ~2 s."""
+    quick = {"node_lost_after_s": 2.0}
+    pools = PoolSet(
+        {
+            "local": BUILTIN_LOCAL,
+            "spot": gpu_pool("spot", **BID, **quick),
+            "gpu": gpu_pool(**quick),
+        }
+    )
+    config = EngineConfig(
+        runs_dir=tmp_path / "runs", pools=pools, heartbeat_s=0.5, stop_grace_s=2.0
+    )
+    eng = Engine(config)
+    await eng.start()
+    try:
+        yield eng
+    finally:
+        await eng.close(stop_running=True)
+
+
+async def _running_instance(engine: Engine, api: StandIn, run_id: str) -> int:
+    """The instance of `run_id` once its job runs (polled, with a deadline)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        view = engine.run(run_id)
+        if view is not None and view.phase == "run":
+            [instance] = api.cloud.instances
+            return instance
+        assert view is None or view.phase != "done", view.reason
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} never reached its run step")
+
+
+async def test_a_preempted_node_fails_the_run_preempted_is_destroyed_and_costs_the_bid(
+    engine, api, make_job
+) -> None:
+    started = time.monotonic()
+    run_id = await engine.submit(make_job(run="sleep 60"), "spot")
+    instance = await _running_instance(engine, api, run_id)
+    [row] = Ledger().open_entries()
+    assert row.price_per_hour == 0.11, "the ledger prices the node at the bid"
+    searches = [json.loads(b) for m, p, _, b in api.requests if p.startswith("/api/v0/bundles")]
+    assert searches and all(s["type"] == "bid" for s in searches)
+    [create] = [json.loads(b) for m, p, _, b in api.requests if m == "PUT" and "/asks/" in p]
+    assert create["price"] == 0.11
+    api.cloud.preempt(instance)
+    preempted_at = time.monotonic()
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    detected_s = time.monotonic() - preempted_at
+    assert view.state == "FAILED", view.reason
+    assert (view.reason or "").startswith("preempted: Vast.ai stopped interruptible instance")
+    assert "outbid" in (view.reason or ""), "Vast's status_msg is in the reason"
+    assert detected_s < 2.0 + 5.0 + 5.0, "within the node-loss deadline (+ look + teardown)"
+    assert api.cloud.instances == {} and api.cloud.destroyed == [instance]
+    assert Ledger().open_entries() == []
+    assert view.node is not None and view.node.price_per_hour == 0.11
+    assert view.node.offer["bid"] == 0.11 and view.node.offer["dph"] == 0.22
+    elapsed_h = (time.monotonic() - started) / 3600
+    assert view.cost_dollars is not None and 0 < view.cost_dollars <= 0.11 * elapsed_h
+    summary = json.loads((view.run_dir / "run.json").read_text())
+    assert summary["reason"].startswith("preempted")
+
+
+async def test_the_same_stop_on_an_on_demand_node_is_a_node_loss(engine, api, make_job) -> None:
+    """Positive control: only an interruptible pool reads a stopped node as preempted."""
+    run_id = await engine.submit(make_job(run="sleep 60"), "gpu")
+    instance = await _running_instance(engine, api, run_id)
+    api.cloud.preempt(instance)
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    assert view.state == "FAILED" and (view.reason or "").startswith("node lost: ")
+    assert api.cloud.instances == {}
+
+
+async def test_a_refused_bid_leaves_no_stopped_instance(api: StandIn) -> None:
+    """The minimum bid rose between search and create: Vast answers 400 yet creates the
+    instance, stopped. The provider finds it by its label and destroys it."""
+    api.cloud.faults.bid_war = 0.05
+    api.cloud.faults.refuse_low_bids = True
+    alerts: list[str] = []
+    vast = provider(api, gpu_pool("spot", **BID), alerts)
+    with pytest.raises(ProvisionError, match="below the minimum bid"):
+        await vast.provision(bootstrap())
+    assert len(api.cloud.destroyed) == 1 and api.cloud.instances == {}
+    assert Ledger().open_entries() == []
+    assert any("left Vast.ai instance" in a for a in alerts), alerts
+
+
+async def test_a_bid_below_the_minimum_reads_preempted_and_is_destroyed(api: StandIn) -> None:
+    """Accepted, but never started: the stopped instance is taken back from the start."""
+    api.cloud.faults.bid_war = 0.05
+    vast = provider(api, gpu_pool("spot", **BID), [], poll_s=0.05)
+    handle = await vast.provision(bootstrap())
+    lost = await asyncio.wait_for(vast.node_exited(handle), 10)
+    assert isinstance(lost, Preempted) and "below the minimum bid" in lost.reason
+    await vast.teardown(handle)
+    assert api.cloud.instances == {} and Ledger().open_entries() == []
+
+
+async def test_a_fixed_bid_searches_offers_whose_minimum_it_meets(api: StandIn) -> None:
+    api.cloud.faults.never_start = True
+    pool = gpu_pool("spot", interruptible=True, bid_per_hour=0.18)  # 4090s: min 0.175, 0.2
+    vast = provider(api, pool, [])
+    handle = await vast.provision(bootstrap())
+    try:
+        assert handle.price_per_hour == 0.18 and handle.offer["offer_id"] in (103, 102)
+        assert api.cloud.instances[int(handle.node_id)].bid == 0.18
+    finally:
+        await vast.teardown(handle)
+
+
+async def test_a_fraction_no_offer_takes_fails_in_one_line(api: StandIn) -> None:
+    for offer in api.cloud.offers.values():
+        offer["min_bid"] = offer["dph_total"] * 0.9
+    vast = provider(api, gpu_pool("spot", **BID), [])
+    with pytest.raises(ProvisionError, match=r"bid_fraction 0.5 .* below every matching offer"):
+        await vast.provision(bootstrap())
+    assert api.cloud.instances == {}
+
+
+async def test_a_silent_node_is_preempted_only_when_vast_says_so(api: StandIn) -> None:
+    """The session's loss asks the provider once; a failed look leaves a plain node loss
+    (the run is not held up by the API), a good look says preempted."""
+    api.cloud.faults.never_start = True
+    vast = provider(api, gpu_pool("spot", **BID), [])
+    handle = await vast.provision(bootstrap())
+    try:
+        running = await nodeloss.explain(vast, handle, "no heartbeat for 3 s")
+        assert type(running) is fsm.NodeLost, "a running instance: the loss is the node's"
+        api.cloud.preempt(int(handle.node_id))
+        api.cloud.faults.fail_next = 100  # every look fails
+        failed = await nodeloss.explain(vast, handle, "no heartbeat for 3 s")
+        assert type(failed) is fsm.NodeLost and failed.reason == "no heartbeat for 3 s"
+        api.cloud.faults.fail_next = 0
+        taken = await nodeloss.explain(vast, handle, "no heartbeat for 3 s")
+        assert isinstance(taken, fsm.NodePreempted) and "outbid" in taken.reason
+    finally:
+        await vast.teardown(handle)
