@@ -180,3 +180,23 @@ def test_log_view_still_overrides_textual_log_sizing() -> None:
     assert callable(getattr(Log, "_update_maximum_width", None))
     assert callable(getattr(Log, "_process_line", None))
     assert LogView._update_size is not Log._update_size
+
+
+def test_the_detail_says_when_the_last_live_sync_landed_and_what_it_held() -> None:
+    from datetime import UTC, datetime
+
+    from engine.report import events as ev
+    from engine.report.runbook import apply, new_view
+    from tui.screens.detail import summary
+
+    at = datetime(2026, 12, 3, 6, 0, 5, tzinfo=UTC)
+    view = new_view(ev.Submitted(run_id="r1", job_name="train", pool="spot", run_dir="/tmp/r1"))
+    synced = ev.OutputsSynced(
+        run_id="r1", ts=at, files=4, bytes=3 << 20, paths=["a", "b", "c", "d"], held=6, syncs=2
+    )
+    assert "last sync" not in rendered(summary(view, lambda: at))
+    text = rendered(summary(apply(view, synced), lambda: at))
+    line = next(x for x in text.splitlines() if x.startswith("last sync"))
+    assert line.strip() == (
+        f"last sync {fmt.clock_time(at)}: 4 file(s), 3.0 MiB (a, b, c, …); 6 output(s) held"
+    )
