@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.livewire import (
-    PIPE_CHUNK,
+    Duplex,
     ForwardOpen,
     LiveError,
     LiveOk,
@@ -29,9 +29,10 @@ from agent.livewire import (
     SendStream,
     ShellOpen,
     encode_msg,
-    pipe,
     read_msg,
     refuse,
+    splice,
+    tcp_duplex,
 )
 from agent.shell import run_shell
 
@@ -79,19 +80,4 @@ async def _forward(request: ForwardOpen, reader: Reader, send: SendStream) -> No
         await refuse(send, f"node port {request.port}: {exc.strerror or exc}")
         return
     await send.write_all(encode_msg(LiveOk()))
-
-    async def close_out() -> None:
-        if tcp_out.can_write_eof():
-            tcp_out.write_eof()
-
-    async def write_tcp(chunk: bytes) -> None:
-        tcp_out.write(chunk)
-        await tcp_out.drain()
-
-    try:
-        await asyncio.gather(
-            pipe(reader.some, write_tcp, close_out),
-            pipe(lambda: tcp_in.read(PIPE_CHUNK), send.write_all, send.finish),
-        )
-    finally:
-        tcp_out.close()
+    await splice(tcp_duplex(tcp_in, tcp_out), Duplex(reader.some, send.write_all, send.finish))

@@ -9,8 +9,12 @@ past, so the raw bytes after a frame are never lost.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -135,3 +139,48 @@ async def pipe(read: Any, write: Any, finish: Any) -> None:
     while chunk := await read():
         await write(chunk)
     await finish()
+
+
+@dataclass
+class Duplex:
+    """Both directions of one byte stream: `read` returns b"" at the end, `finish` half-closes."""
+
+    read: Callable[[], Awaitable[bytes]]
+    write: Callable[[bytes], Awaitable[None]]
+    finish: Callable[[], Awaitable[None]]
+    close: Callable[[], None] = lambda: None
+
+
+def tcp_duplex(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Duplex:
+    async def write(chunk: bytes) -> None:
+        writer.write(chunk)
+        await writer.drain()
+
+    async def finish() -> None:
+        if writer.can_write_eof() and not writer.is_closing():
+            writer.write_eof()
+
+    return Duplex(lambda: reader.read(PIPE_CHUNK), write, finish, writer.close)
+
+
+async def splice(a: Duplex, b: Duplex) -> None:
+    """Copy both ways until both directions ended (one side's EOF only half-closes the
+    other); on any error both ends are finished and closed at once, so neither peer waits
+    on a connection the other side has lost (a killed `swjob shell` hangs up its shell)."""
+    pumps = [
+        asyncio.create_task(pipe(a.read, b.write, b.finish)),
+        asyncio.create_task(pipe(b.read, a.write, a.finish)),
+    ]
+    try:
+        for done in asyncio.as_completed(pumps):
+            await done
+    except Exception as exc:  # a reset, a dropped iroh connection: this stream only
+        log.info("relayed stream ended: %s", exc)
+    finally:
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
+        for side in (a, b):
+            with contextlib.suppress(Exception):
+                await side.finish()
+            side.close()

@@ -20,6 +20,7 @@ import fcntl
 import os
 import pty
 import shutil
+import signal
 import struct
 import sys
 import termios
@@ -40,6 +41,15 @@ _TAKE_TTY = (
     "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
     "os.execvp(sys.argv[1], sys.argv[1:])"
 )
+
+
+_SESSIONS: set[int] = set()  # pids of the shells open now
+
+
+def session_pids() -> set[int]:
+    """The open shells: a step's end sweeps the agent's descendants (agent/subreaper.py),
+    and an operator's shell is not the step's leftover."""
+    return set(_SESSIONS)
 
 
 class Kind(IntEnum):
@@ -131,6 +141,7 @@ async def run_shell(request: ShellOpen, reader: Reader, send: SendStream, workdi
         return
     finally:
         os.close(slave)
+    _SESSIONS.add(proc.pid)
     term = _Terminal(master)
     await send.write_all(encode_msg(LiveOk()))
     pumps = [
@@ -153,7 +164,9 @@ async def run_shell(request: ShellOpen, reader: Reader, send: SendStream, workdi
             task.cancel()
         await asyncio.gather(*pumps, return_exceptions=True)
         term.close()
+        procgroup.signal_group(proc.pid, signal.SIGHUP)  # a hangup, as a closed terminal gives
         await procgroup.terminate_group(proc.pid, HANGUP_GRACE_S)
+        _SESSIONS.discard(proc.pid)
 
 
 async def _to_terminal(reader: Reader, term: _Terminal) -> None:

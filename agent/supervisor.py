@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from agent import procgroup, subreaper
+from agent import procgroup, shell, subreaper
 from agent.lines import LineSplitter, LogBatcher, StepLog
 from agent.protocol import AgentEvent, NodeFault, Step, StepExited, StepStarted, Stream
 from agent.redact import Redactor
@@ -59,6 +59,11 @@ class _Running:
     @property
     def pgid(self) -> int:
         return self.proc.pid
+
+
+def _spared(run: _Running) -> set[int]:
+    """What a step's sweep leaves alone: its leader (asyncio reaps it) and operator shells."""
+    return {run.pgid, *shell.session_pids()}
 
 
 class Supervisor:
@@ -193,7 +198,7 @@ class Supervisor:
             else:
                 await procgroup.terminate_group(run.pgid, LEFTOVER_GRACE_S)
             await procgroup.terminate_marked(run.marker, LEFTOVER_GRACE_S)
-            await subreaper.terminate_leftovers(LEFTOVER_GRACE_S, keep={run.pgid})
+            await subreaper.terminate_leftovers(LEFTOVER_GRACE_S, keep=_spared(run))
             _, pending = await asyncio.wait(run.readers, timeout=PIPE_DRAIN_S)
         finally:
             for reader in run.readers:
@@ -247,7 +252,7 @@ def _kill_leftovers(run: _Running) -> None:
     if procgroup.group_alive(run.pgid):
         procgroup.kill_group_now(run.pgid)
     procgroup.kill_marked_now(run.marker)
-    subreaper.kill_leftovers_now(keep={run.pgid})  # the leader: asyncio reaps it
+    subreaper.kill_leftovers_now(keep=_spared(run))
 
 
 def _exited(run: _Running) -> StepExited:

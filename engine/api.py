@@ -24,6 +24,7 @@ from engine.report.runbook import fold
 from engine.report.views import GpuView, NodeView, PoolView, RunView
 from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
+from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ __all__ = [
     "cost_split",
     "events",
     "fold",
+    "has_live_owner",
     "load_job",
     "load_pools",
     "money",

@@ -31,6 +31,7 @@ from tui.api import Clock, EngineAPI, Subscription
 from tui.commands import ActionCommands
 from tui.feed import Feed
 from tui.messages import OpenRun, RunFinished, RunsUpdated
+from tui.owners import Owner, owner
 from tui.screens.board import BoardScreen
 from tui.screens.detail import DetailScreen
 from tui.screens.help import HelpScreen, help_table
@@ -64,6 +65,14 @@ class SwjobApp(App[None]):
             "Stop",
             tooltip="Stop the selected job and tear its node down",
             id="swjob.app.stop",
+        ),
+        Binding(
+            "a",
+            "adopt",
+            "Adopt",
+            show=False,
+            tooltip="Drive the selected run whose owner is gone, from this console",
+            id="swjob.app.adopt",
         ),
         Binding(
             "o",
@@ -117,7 +126,8 @@ class SwjobApp(App[None]):
     # ---- engine plumbing -----------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.push_screen(BoardScreen(self.engine, self.clock, self.feed))
+        self.board = BoardScreen(self.engine, self.clock, self.feed)
+        self.push_screen(self.board)
         self._boot()
         self.set_interval(1 / TICK_HZ, self._tick, name="tick")
 
@@ -148,9 +158,13 @@ class SwjobApp(App[None]):
     async def _submit_job(self, job: JobSpec) -> None:
         submitting = self.engine.submit(job, self.pool)
         try:
-            await calls.call(f"submit {job.name}", submitting, timeout=calls.SUBMIT_TIMEOUT_S)
+            run_id = await calls.call(
+                f"submit {job.name}", submitting, timeout=calls.SUBMIT_TIMEOUT_S
+            )
         except calls.CallError as exc:
             self.notify(str(exc), title="submit failed", severity="error", timeout=30)
+            return
+        self.board.select_run(run_id)  # the run asked for at start-up is the one shown
 
     @work(group="feed", exit_on_error=False, description="engine events")
     async def _consume(self, sub: Subscription) -> None:
@@ -184,6 +198,8 @@ class SwjobApp(App[None]):
         self.post_message(RunFinished(event.run_id, name, event.state, event.reason))
 
     def _tick(self) -> None:
+        if not self.screen_stack:
+            return  # shutting down: the screens are gone before the timer is
         self.screen.post_message(RunsUpdated())
         state = (self.screen, self.target_id, self._target_terminal())
         if state != self._binding_state:
@@ -226,15 +242,17 @@ class SwjobApp(App[None]):
         return None if run is None else run.terminal
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("submit", "stop", "outputs", "help", "shell", "forward") and isinstance(
-            self.work_screen, ModalScreen
-        ):
+        modal_off = ("submit", "stop", "outputs", "help", "adopt", "shell", "forward")
+        if action in modal_off and isinstance(self.work_screen, ModalScreen):
             return False
         if action in ("stop", "shell", "forward"):
             run = self.target
             return (run is not None and run.live and run.stoppable) or None
         if action == "outputs":
             return self.target is not None or None
+        if action == "adopt":
+            run = self.target
+            return (run is not None and owner(run) is Owner.NOBODY) or None
         return True
 
     # ---- actions ----------------------------------------------------------------------------
@@ -253,6 +271,7 @@ class SwjobApp(App[None]):
     def _submitted(self, run_id: str | None) -> None:
         if run_id is not None:
             self.notify(f"submitted {run_id}", title="submit")
+            self.board.select_run(run_id)
 
     def action_stop(self) -> None:
         run = self.target
@@ -271,6 +290,24 @@ class SwjobApp(App[None]):
             self.notify(str(exc), title="stop failed", severity="error")
             return
         self.notify(f"stopping {run_id}: tearing its node down", title="stop")
+
+    def action_adopt(self) -> None:
+        run = self.target
+        if run is not None and owner(run) is Owner.NOBODY:
+            self._adopt(run.run_id)
+
+    @work(group="engine", exit_on_error=False, description="adopt")
+    async def _adopt(self, run_id: str) -> None:
+        adopting = self.engine.adopt(run_id)
+        try:
+            adopted = await calls.call(f"adopt {run_id}", adopting, timeout=calls.SUBMIT_TIMEOUT_S)
+        except calls.CallError as exc:
+            self.notify(str(exc), title="adopt failed", severity="error")
+            return
+        if adopted:
+            self.notify(f"adopted {run_id}: this console drives it now", title="adopt")
+        else:
+            self.notify(f"{run_id}: another process drives it, or it has ended", title="adopt")
 
     @work(group="shell", exclusive=True, exit_on_error=False, description="shell")
     async def action_shell(self) -> None:
@@ -305,7 +342,7 @@ class SwjobApp(App[None]):
     def action_outputs(self) -> None:
         run = self.target
         if run is not None:
-            self.push_screen(OutputsScreen(run, self.engine.masker(run.run_id)))
+            self.push_screen(OutputsScreen(self.engine, run, self.engine.masker(run.run_id)))
 
     def action_collect(self) -> None:
         """List the nodes billing without a live run; destroy them if the operator agrees."""

@@ -18,9 +18,9 @@ import termios
 import tty
 from collections.abc import Iterator
 
-from agent.livewire import ForwardOpen, Reader, ShellOpen
+from agent.livewire import Duplex, ForwardOpen, Reader, ShellOpen
 from agent.shell import SIZE, STATUS, Kind, frame, read_frame
-from engine.run.forward import Duplex, Forward
+from engine.run.forward import Forward
 from engine.run.liveaccess import connect, driven, not_driven
 from engine.run.liveops import LiveUnavailable
 from engine.state.store import Store

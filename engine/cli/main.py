@@ -7,21 +7,17 @@ Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was inval
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rich.console import Console
-
-from engine.jobs.jobspec import JobFileError, load_job
-from engine.jobs.pools import PoolFileError, load_pools
+from engine.jobs.fileerror import ConfigFileError
 from engine.state.paths import DEFAULT_RUNS_DIR
 from engine.state.private import set_private_umask
 
-if TYPE_CHECKING:
-    pass
+# Each subcommand imports what it needs when it runs (pydantic, rich, asyncio, iroh, the
+# Vast SDK): `swjob validate` must not pay for `swjob run`'s machinery.
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,22 +69,26 @@ def _pool_args(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     set_private_umask()
-    err = Console(stderr=True, highlight=False)
     handler = _COMMANDS[args.command]
     try:
         return handler(args)
-    except (JobFileError, PoolFileError) as exc:
-        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+    except ConfigFileError as exc:  # already one line, its user text made printable
+        print(f"error: {exc}", file=sys.stderr)
         return 1
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from engine.jobs.jobspec import load_job
+
     job = load_job(args.job)
     print(f"{args.job}: ok (job {job.name!r})")
     return 0
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from engine.jobs.jobspec import load_job
     from engine.jobs.plan import plan_workspace, render_plan
 
     job = load_job(args.job)
@@ -105,7 +105,11 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import asyncio
+
     from engine.cli.follow import run_and_follow
+    from engine.jobs.jobspec import load_job
+    from engine.jobs.pools import load_pools
 
     job = load_job(args.job)
     pools = load_pools(args.pools)
@@ -127,12 +131,17 @@ def _seconds(text: str) -> float:
 
 
 def _attach(args: argparse.Namespace) -> int:
+    import asyncio
+
     from engine.cli.follow import attach
+    from engine.jobs.pools import load_pools
 
     return asyncio.run(attach(args.run, load_pools(args.pools)))
 
 
 def _runs(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from engine.cli.runlist import print_runs
 
     print_runs(Console(highlight=False), args.limit)
@@ -159,6 +168,8 @@ def _forward(args: argparse.Namespace) -> int:
 
 def _live(command: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run a live command; a node that cannot be reached is one line and exit 1."""
+    import asyncio
+
     from engine.run.liveops import LiveUnavailable
 
     try:
@@ -174,6 +185,7 @@ def _live(command: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 
 def _gc(args: argparse.Namespace) -> int:
+    from engine.jobs.pools import load_pools
     from engine.providers.gc import cli_gc
     from engine.run.abandon import Claims
     from engine.state import ownership

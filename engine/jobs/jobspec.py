@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-import pathspec
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -89,9 +88,11 @@ def _output(pattern: str) -> str:
 
 def _exclude(pattern: str) -> str:
     """A gitignore pattern that pathspec accepts (so the transfer walk cannot fail later)."""
+    from pathspec import GitIgnoreSpec  # only a job with excludes pays for importing it
+
     _pattern_text(pattern)
     try:
-        pathspec.GitIgnoreSpec.from_lines([pattern])
+        GitIgnoreSpec.from_lines([pattern])
     except ValueError:
         raise ValueError(f"'{shown(pattern)}' is not a valid gitignore pattern") from None
     return pattern

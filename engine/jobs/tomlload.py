@@ -24,13 +24,12 @@ import tomlkit
 from pydantic import BaseModel, ValidationError
 from tomlkit.exceptions import KeyAlreadyPresent, ParseError
 
+from engine.jobs.fileerror import PROBLEM_CHARS, SHOWN_CHARS, ConfigFileError, shown
+
 MAX_FILE_BYTES = 1 << 20
 """A config file is a few hundred bytes; anything over 1 MiB is a mistake."""
 MAX_ITEMS = 20_000
 """Newlines + commas: bounds the parser's work (~1 µs/byte is fine, ~10 µs/item is not)."""
-SHOWN_CHARS = 80
-"""Longest quoted user text (a key, a pattern, a path) echoed back in an error."""
-PROBLEM_CHARS = 240
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """Job and pool names: safe as a directory name, a label, a log prefix."""
@@ -61,41 +60,6 @@ def _syntax_error(
         line = _second_definition(text, duplicate[1]) or line
         message = f"duplicate key {shown(duplicate[1])!r} (each key may be set once)"
     return error(source, f"TOML syntax: {shown(message, PROBLEM_CHARS)}", line=line)
-
-
-def shown(text: str, limit: int = SHOWN_CHARS) -> str:
-    """User text made safe for a one-line message: control characters escaped, length capped."""
-    if len(text) > limit:
-        text = text[:limit] + "…"
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-class ConfigFileError(Exception):
-    """A config file problem as ONE line: `<file>:<line>: <field>: <problem>`.
-
-    Parts that are unknown are left out. The pieces stay available as attributes so
-    a UI can point at the line.
-    """
-
-    def __init__(
-        self,
-        source: Path | str | None,
-        problem: str,
-        *,
-        line: int | None = None,
-        field: str | None = None,
-    ) -> None:
-        self.source = source
-        self.line = line
-        self.field = field
-        self.problem = shown(problem, PROBLEM_CHARS)
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        where = [] if self.source is None else [shown(str(self.source), 4096)]
-        if where and self.line is not None:
-            where[0] += f":{self.line}"
-        return ": ".join([*where, *([self.field] if self.field else []), self.problem])
 
 
 def field_path(loc: tuple[str | int, ...]) -> str:

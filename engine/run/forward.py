@@ -16,44 +16,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from agent.livewire import PIPE_CHUNK, pipe
+from agent.livewire import Duplex, splice, tcp_duplex
 
 log = logging.getLogger("swjob.forward")
 
 LOOPBACK = "127.0.0.1"
-
-
-@dataclass
-class Duplex:
-    """Both directions of one byte stream: `read` returns b"" at the end, `finish` half-closes."""
-
-    read: Callable[[], Awaitable[bytes]]
-    write: Callable[[bytes], Awaitable[None]]
-    finish: Callable[[], Awaitable[None]]
-    close: Callable[[], None] = lambda: None
-
-
-def tcp_duplex(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Duplex:
-    async def write(chunk: bytes) -> None:
-        writer.write(chunk)
-        await writer.drain()
-
-    async def finish() -> None:
-        if writer.can_write_eof() and not writer.is_closing():
-            writer.write_eof()
-
-    return Duplex(lambda: reader.read(PIPE_CHUNK), write, finish, writer.close)
-
-
-async def splice(a: Duplex, b: Duplex) -> None:
-    """Copy both ways until both directions ended; then close both."""
-    try:
-        await asyncio.gather(pipe(a.read, b.write, b.finish), pipe(b.read, a.write, a.finish))
-    except (ConnectionError, OSError) as exc:
-        log.info("forwarded connection ended: %s", exc)
-    finally:
-        a.close()
-        b.close()
 
 
 Connect = Callable[[], Awaitable[Duplex]]

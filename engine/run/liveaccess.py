@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.livewire import ForwardOpen, ShellOpen
-from engine.run.forward import LOOPBACK, Duplex, splice, tcp_duplex
+from agent.livewire import Duplex, ForwardOpen, ShellOpen, splice, tcp_duplex
+from engine.run.forward import LOOPBACK
 from engine.run.liveops import OPEN_TIMEOUT_S, LiveRequest, LiveStream, LiveUnavailable
 from engine.state.paths import state_dir
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from agent.livewire import ForwardOpen, ShellOpen
-from engine.run.forward import Duplex, Forward
+from agent.livewire import Duplex, ForwardOpen, ShellOpen
+from engine.run.forward import Forward
 from engine.run.liveaccess import LiveAccess, stream_duplex
 from engine.run.liveops import LiveRequest, LiveStream, LiveUnavailable
 

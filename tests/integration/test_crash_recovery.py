@@ -76,7 +76,8 @@ def crashed_run(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     (tmp_path / "job.toml").write_text(JOB)
     cli = swjob("run", "job.toml", cwd=tmp_path)
     try:
-        wait_for(lambda: (tmp_path / "swjob-runs" / "crashy").exists())
+        # the job's dir appears a moment before the run's dir inside it
+        wait_for(lambda: any((tmp_path / "swjob-runs" / "crashy").glob("*")))
         run_dir = run_dir_of(tmp_path)
         wait_for(lambda: logged_lines(run_dir) >= 5)
         os.kill(cli.pid, signal.SIGKILL)

@@ -5,6 +5,8 @@ the CLI reaching the in-test engine through its local access point."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import sys
 import time
@@ -17,6 +19,7 @@ import pytest
 from agent.livewire import ShellOpen
 from engine.engine import Engine
 from engine.run.liveops import LiveUnavailable
+from tests.integration.conftest import pid_alive
 
 CLI = [sys.executable, "-m", "engine.cli"]
 TIMEOUT_S = 20
@@ -132,9 +135,9 @@ async def test_console_forward_serves_concurrent_requests_and_closes_with_the_ru
     run = f"echo one > a.txt; echo two > b.txt; exec python3 -m http.server {port} --bind 127.0.0.1"
     run_id = await running(engine, make_job, run)
     fwd = await engine.live.forward(run_id, port)
+    assert await served(fwd.local_port, "a.txt") == "one\n"  # the node's server is up
     sock = socket.create_connection(("127.0.0.1", fwd.local_port))  # held open while others run
     try:
-        assert await served(fwd.local_port, "a.txt") == "one\n"
         a, b = await asyncio.gather(
             asyncio.to_thread(fetch, fwd.local_port, "a.txt"),
             asyncio.to_thread(fetch, fwd.local_port, "b.txt"),
@@ -184,4 +187,57 @@ async def test_a_forward_to_a_closed_node_port_closes_that_connection_and_says_w
     await until(lambda: fwd.errors)
     assert fwd.errors[-1].startswith(f"node port {closed}: ")
     assert fwd.active == 0 and fwd.served == 1
+    await stop(engine, run_id)
+
+
+async def remote_pid(term: Terminal) -> int:
+    term.child.sendline('echo "PID=$(( $$ + 0 ))"')
+    await term.expect(r"PID=(\d+)\r\n")
+    return int(term.child.match.group(1))
+
+
+async def test_a_run_that_ends_hangs_up_its_open_shell(engine, make_job) -> None:
+    """Stopping the run ends an open shell: the client exits with the status the node saw
+    (killed: 128+N) or, if the connection went first, 255; the shell's process is gone."""
+    run_id = await running(engine, make_job, "sleep 60")
+    term = Terminal(run_id)
+    try:
+        pid = await remote_pid(term)
+        await stop(engine, run_id)
+        status = await term.exit_status()
+        assert status is not None and status > 128, status
+    finally:
+        term.close()
+    assert not pid_alive(pid)
+
+
+async def test_a_killed_shell_client_leaves_nothing_running_on_the_node(engine, make_job) -> None:
+    """The operator's end vanishing (kill -9 of `swjob shell`) hangs up the remote shell."""
+    run_id = await running(engine, make_job, "sleep 60")
+    term = Terminal(run_id)
+    try:
+        pid = await remote_pid(term)
+        os.kill(term.child.pid, signal.SIGKILL)
+        await until(lambda: not pid_alive(pid))
+    finally:
+        term.close()
+    assert engine.run(run_id).state == "RUNNING"  # the job itself is untouched
+    await stop(engine, run_id)
+
+
+async def test_a_shell_opened_during_setup_survives_the_end_of_the_step(engine, make_job) -> None:
+    """A step's end sweeps whatever the step left behind; an operator's shell is not that."""
+    job = make_job(setup="sleep 1", run="sleep 60")
+    run_id = await engine.submit(job, "local")
+    await until(lambda: (v := engine.run(run_id)) is not None and v.phase == "setup")
+    term = Terminal(run_id)
+    try:
+        pid = await remote_pid(term)
+        await until(lambda: engine.run(run_id).phase == "run")  # setup's sweep is over
+        await term.run("echo MARK-$((6*7))", "MARK-42")
+        assert pid_alive(pid)
+        term.child.sendline("exit 0")
+        assert await term.exit_status() == 0
+    finally:
+        term.close()
     await stop(engine, run_id)

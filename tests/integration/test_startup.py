@@ -27,3 +27,37 @@ def test_engine_with_local_pools_never_imports_the_vast_sdk() -> None:
         [sys.executable, "-c", CODE], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+HEAVY = ("asyncio", "iroh", "rich", "textual", "vastai", "zstandard")
+LOADED = """
+import sys
+from engine.cli.main import main
+sys.argv = ["swjob", *{args!r}]
+code = main()
+heavy = sorted({{m.split(".")[0] for m in sys.modules}} & {heavy!r})
+print("LOADED", ",".join(heavy), code)
+"""
+
+
+def loaded_by(*args: str) -> tuple[str, str]:
+    """The heavy packages a subcommand imported, and its exit code."""
+    code = LOADED.format(args=list(args), heavy=set(HEAVY))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    heavy, exit_code = out.stdout.splitlines()[-1].split(" ")[1:]
+    return heavy, exit_code
+
+
+def test_validate_and_runs_import_only_what_they_use(tmp_path) -> None:
+    """`swjob validate` needs the job model and nothing of the run machinery; `swjob runs`
+    prints a table (rich) but neither connects nor rents."""
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nname = "light"\nrun = "true"\n')
+    assert loaded_by("validate", str(job)) == ("", "0")
+    heavy, code = loaded_by("runs")
+    assert code == "0" and "rich" in heavy
+    assert not {"iroh", "textual", "vastai"} & set(heavy.split(","))
+    heavy, _ = loaded_by("plan", str(job))  # control: plan draws with rich, so it shows up
+    assert "rich" in heavy

@@ -50,6 +50,8 @@ async def test_gpu_sparkline_on_the_board_and_bars_in_the_detail(
         run_id = engine.runs()[0].run_id
         await until(pilot, lambda: any(t in step_cell(app, run_id) for t in TICKS))
         assert step_cell(app, run_id).startswith("run ")
+        gpu = app.screen.query_one("#gpu")  # the board's preview: its GPU corner
+        await until(pilot, lambda: any(t in str(gpu.render()) for t in TICKS))
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, DetailScreen))
         await until(pilot, lambda: app.screen.query_one(GpuPanel).display)

@@ -182,20 +182,107 @@ def test_log_view_still_overrides_textual_log_sizing() -> None:
     assert LogView._update_size is not Log._update_size
 
 
+def test_board_columns_give_way_by_priority_and_keep_the_figures_on_screen() -> None:
+    from tui.widgets.jobs_table import CHROME, COLUMNS, PADDING, SHORT_ID, fit_columns
+
+    def used(columns: tuple[tuple[str, str, int], ...]) -> int:
+        return sum(w + PADDING for _, _, w in columns) + CHROME
+
+    assert fit_columns(200) == COLUMNS  # room for everything: nothing gives way
+    for width in range(80, 200):
+        columns = fit_columns(width)
+        keys = [key for key, _, _ in columns]
+        assert keys[-3:] == ["elapsed", "exit", "cost"] and used(columns) <= width, width
+    narrow = fit_columns(120)
+    assert SHORT_ID in narrow and "node" in [k for k, _, _ in narrow]  # short ids first
+    at_80 = fit_columns(80)
+    assert "node" not in [k for k, _, _ in at_80]
+    assert dict((k, w) for k, _, w in at_80)["name"] >= 12
+
+
+def test_a_run_is_queued_only_while_its_pool_is_full() -> None:
+    from datetime import UTC, datetime
+
+    from engine.report.views import PoolView, RunView
+    from tui.queue import busy_by_pool, queued
+
+    t0 = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
+    run = RunView(
+        run_id="r",
+        job_name="j",
+        pool="local",
+        state="PENDING",
+        phase="provisioning",
+        created=t0,
+        updated=t0,
+        run_dir=Path("/nonexistent"),
+        live=True,
+    )
+    full = busy_by_pool([PoolView(name="local", provider="local", max_nodes=0, summary="")])
+    free = busy_by_pool([PoolView(name="local", provider="local", max_nodes=1, summary="")])
+    wait = queued(run, full)
+    assert wait is not None and wait.describe(t0 + timedelta(seconds=12)) == (
+        "queued (0 of 0 nodes busy) for 12s"
+    )
+    assert queued(run, free) is None  # a slot is free: its node is being started
+    assert queued(run.model_copy(update={"phase": "materializing"}), full) is None
+    assert queued(run.model_copy(update={"live": False}), full) is None  # history: not waiting
+
+
+def test_log_tail_and_disk_search_read_the_run_log_files(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "setup.log").write_text("installing\n")
+    (logs / "run.log").write_text("".join(f"line {i}\n" for i in range(1, 20001)))
+    lines = history.tail(tmp_path, 3)
+    assert lines == [("run", False, f"line {i}") for i in (19998, 19999, 20000)]
+    whole = history.tail(tmp_path, 10**6)
+    assert whole[0] == ("setup", False, "installing")
+    assert whole[1][2] != "line 1" and len(whole) < 20001  # run.log read from its end only
+    files = history.log_files(tmp_path)
+    assert history.count_lines(files) == 20001
+    assert history.search_logs(files, "LINE 1999") == (11, "logs/run.log:1999")  # 19990…
+    assert history.search_logs(files, "install") == (1, "logs/setup.log:1")
+    assert history.search_logs(files, "absent") == (0, None)
+
+
+def test_help_rows_put_swjob_keys_first_and_show_each_key_once() -> None:
+    from textual.app import App
+    from textual.binding import ActiveBinding, Binding
+    from textual.screen import Screen
+
+    app, screen = App(), Screen()
+    ours = Binding("question_mark,f1", "help", "Help", key_display="?", id="swjob.app.help")
+    help_q, help_f1 = Binding.make_bindings([ours])
+    generic = Binding("tab", "focus_next", "Focus Next")
+    logs = Binding("l", "logs", "Logs", id="swjob.board.logs")
+    bindings = {
+        "tab": ActiveBinding(app, generic, True),
+        "question_mark": ActiveBinding(app, help_q, True),
+        "f1": ActiveBinding(app, help_f1, True),
+        "l": ActiveBinding(screen, logs, False),
+    }
+    shown = {"tab": "tab", "question_mark": "?", "f1": "?", "l": "l"}
+    from tui.screens.help import help_rows
+
+    rows = help_rows(bindings, shown)
+    assert rows == [("l", "Logs", False), ("? f1", "Help", True), ("tab", "Focus Next", True)]
+
+
 def test_the_detail_says_when_the_last_live_sync_landed_and_what_it_held() -> None:
     from datetime import UTC, datetime
 
     from engine.report import events as ev
     from engine.report.runbook import apply, new_view
-    from tui.screens.detail import summary
+    from tui.summary import summary
 
     at = datetime(2026, 12, 3, 6, 0, 5, tzinfo=UTC)
     view = new_view(ev.Submitted(run_id="r1", job_name="train", pool="spot", run_dir="/tmp/r1"))
     synced = ev.OutputsSynced(
         run_id="r1", ts=at, files=4, bytes=3 << 20, paths=["a", "b", "c", "d"], held=6, syncs=2
     )
-    assert "last sync" not in rendered(summary(view, lambda: at))
-    text = rendered(summary(apply(view, synced), lambda: at))
+    assert "last sync" not in rendered(summary(view, at))
+    text = rendered(summary(apply(view, synced), at))
     line = next(x for x in text.splitlines() if x.startswith("last sync"))
     assert line.strip() == (
         f"last sync {fmt.clock_time(at)}: 4 file(s), 3.0 MiB (a, b, c, …); 6 output(s) held"

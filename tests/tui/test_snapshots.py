@@ -131,14 +131,22 @@ async def no_blink(pilot: Pilot) -> None:
         field.cursor_blink = False
 
 
-def test_board(snap_compare, recorded: Engine) -> None:
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_board(snap_compare, recorded: Engine, size) -> None:
+    """The runs table over the preview of the selected run (its summary, the GPU slot and
+    its log's tail, read from its files); at 80×24 elapsed, exit and cost stay on screen."""
+
     async def ready(pilot: Pilot) -> None:
         await booted(pilot)
         await until(
             pilot, lambda: "trainer" in str(pilot.app.screen.query_one("#jobs").get_row_at(0))
         )
+        log = pilot.app.screen.query_one("#run-preview").query_one("#log")
+        await until(pilot, lambda: log.line_count == 3)
+        await until(pilot, lambda: log.is_vertical_scroll_end)
+        await pilot.pause(0.2)
 
-    assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
+    assert snap_compare(app_on(recorded), terminal_size=size, run_before=ready)
 
 
 def test_job_detail(snap_compare, recorded: Engine) -> None:
@@ -180,7 +188,10 @@ def test_outputs_browser(snap_compare, recorded: Engine) -> None:
     assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
 
 
-def test_submit_modal(snap_compare, recorded: Engine) -> None:
+@pytest.mark.parametrize("size", [SIZE, (80, 24)], ids=["130x40", "80x24"])
+def test_submit_modal(snap_compare, recorded: Engine, size) -> None:
+    """At 80×24 the dialog drops its spacing so the file tree keeps rows."""
+
     async def ready(pilot: Pilot) -> None:
         await booted(pilot)
         await pilot.press("n", *"smoke.toml")
@@ -188,7 +199,7 @@ def test_submit_modal(snap_compare, recorded: Engine) -> None:
         await no_blink(pilot)
 
     app = app_on(recorded, cwd=DATA / "jobs")
-    assert snap_compare(app, terminal_size=SIZE, run_before=ready)
+    assert snap_compare(app, terminal_size=size, run_before=ready)
 
 
 def test_quit_modal(snap_compare, recorded: Engine) -> None:

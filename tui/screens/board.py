@@ -1,7 +1,10 @@
-"""The board: pools and their nodes on top, every run (live and history) below.
+"""The board: pools and their nodes on top, every run (live and history) below, and a
+live preview of the selected run under the table.
 
-The table's cursor picks the run that `s`, `o`, `l` and enter act on. Refreshes
-come from the app's tick (`RunsUpdated`): only the runs the feed marked changed are redrawn.
+The table's cursor picks the run that `s`, `o`, `l` and enter act on (and the
+preview shows). Refreshes come from the app's tick (`RunsUpdated`): only the runs
+the feed marked changed are redrawn. A run just submitted takes the cursor as soon
+as its row exists.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from engine.api import RunView
 from tui.api import Clock, EngineAPI
 from tui.feed import Feed
 from tui.messages import OpenRun, RunsUpdated
+from tui.owners import owner
+from tui.queue import busy_by_pool, queued
 from tui.widgets.banner import Banner
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import PoolsPanel
+from tui.widgets.run_preview import RunPreview
 
 EMPTY_HINT = (
     "No jobs yet. Press [b]n[/] to submit a job file, or start with "
@@ -57,6 +63,9 @@ class BoardScreen(Screen[None]):
     def __init__(self, engine: EngineAPI, clock: Clock, feed: Feed) -> None:
         super().__init__()
         self.engine, self.clock, self.feed = engine, clock, feed
+        self.to_select: str | None = None  # a submitted run whose row is not there yet
+        self._followed: set[str] = set()  # unfinished runs another process drives (or none)
+        self._busy: dict[str, tuple[int, int]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -69,6 +78,7 @@ class BoardScreen(Screen[None]):
         hint = Static("", id="empty")
         hint.display = False
         yield hint
+        yield RunPreview(self.clock, self.feed, id="run-preview")
         yield Footer()
 
     @property
@@ -96,18 +106,58 @@ class BoardScreen(Screen[None]):
 
     def refresh_all(self) -> None:
         runs = [r for r in self.engine.runs() if self._matches(r)]
+        self._redraw(runs, keep={r.run_id for r in runs})
+
+    def _redraw(self, runs: list[RunView], keep: set[str] | None = None) -> None:
+        """Redraw these runs' rows (dropping rows not in `keep`, when given), the pools,
+        the banner, the hint and the preview of the selected run."""
         table = self.query_one(JobsTable)
         with self.app.batch_update():
-            table.keep_only({r.run_id for r in runs})
-            table.upsert(runs)
             self._refresh_pools()
+            if keep is not None:
+                table.keep_only(keep)
+            table.upsert(runs, self._marks(runs))
+            self._refresh_selection()
+            self._refresh_hint()
+
+    def _marks(self, runs: list[RunView]) -> dict[str, str]:
+        """What the step column says instead of the step: queued, or who drives the run.
+        Runs this console does not drive send it no events, so they are re-checked on
+        every tick (a lock probe each)."""
+        marks: dict[str, str] = {}
+        for run in runs:
+            driver = owner(run)
+            if driver is not None:
+                self._followed.add(run.run_id)
+                marks[run.run_id] = driver.value
+            else:
+                self._followed.discard(run.run_id)
+                if queued(run, self._busy):
+                    marks[run.run_id] = "queued"
+        return marks
+
+    def select_run(self, run_id: str) -> None:
+        """Move the cursor to this run, now or as soon as its row appears."""
+        self.to_select = run_id
+        self._refresh_selection()
+
+    def _refresh_selection(self) -> None:
+        table = self.query_one(JobsTable)
+        if self.to_select is not None and table.select(self.to_select):
+            self.to_select = None
+        run = self.engine.run(self.run_id) if self.run_id else None
+        if run is None:
+            self.query_one(RunPreview).show(None)
+        else:
+            self.query_one(RunPreview).show(run, queued(run, self._busy), owner(run))
 
     def _refresh_pools(self) -> None:
-        """Pools, the warning banner and the empty-board hint: a few lines, each redrawn
-        only when what it shows changed."""
-        self.query_one(PoolsPanel).show(self.engine.pools())
+        """Pools and the warning banner: a few lines, each redrawn only when what it
+        shows changed."""
+        pools = self.engine.pools()
+        self._busy = busy_by_pool(pools)
+        self.query_one(PoolsPanel).show(pools)
         self.query_one(Banner).show(self.engine.runs(), self.feed.orphans)
-        self._refresh_hint()
 
     def _refresh_hint(self) -> None:
         """An empty table says how to fill it (or that the filter hides everything)."""
@@ -124,10 +174,13 @@ class BoardScreen(Screen[None]):
     def refresh_runs(self) -> None:
         """Update only the changed runs' rows; elapsed times of live runs tick too."""
         ids = set(self.feed.take_dirty()) | {r.run_id for r in self.engine.running()}
+        ids |= self._followed
         runs = [run for rid in ids if (run := self.engine.run(rid)) and self._matches(run)]
-        with self.app.batch_update():
-            self.query_one(JobsTable).upsert(runs)
-            self._refresh_pools()
+        self._redraw(runs)
+
+    @on(DataTable.RowHighlighted)
+    def _row_highlighted(self) -> None:
+        self._refresh_selection()
 
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:

@@ -12,6 +12,18 @@ from textual.widgets import Button, Label
 from engine.api import RunView
 
 
+def stop_consequence(run: RunView) -> str:
+    """What a stop will do, in the run's own terms: a run still waiting for a node has no
+    node to speak of."""
+    ends = "the run ends FAILED, “stopped by operator”."
+    if run.node is None:
+        return (
+            f"It is {run.state} and no node has joined for it yet (it may be queued for a "
+            f"free node). It leaves the queue, any node being started for it is torn down; {ends}"
+        )
+    return f"It is {run.state} ({run.phase}). The job is stopped and its node torn down; {ends}"
+
+
 class ConfirmStopScreen(ModalScreen[bool]):
     """`y`/enter stops, `n`/esc cancels: a stop tears the node down, so it is never one key."""
 
@@ -33,10 +45,7 @@ class ConfirmStopScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(f"Stop {self.run.job_name} ({self.run.run_id})?", classes="title")
-            yield Label(
-                f"It is {self.run.state} ({self.run.phase}). The job is stopped and its node "
-                "torn down; the run ends FAILED, “stopped by operator”."
-            )
+            yield Label(stop_consequence(self.run))
             yield Label("[b]y[/]/enter stop · [b]n[/]/esc cancel", classes="keys")
 
     def action_answer(self, stop: bool) -> None:

@@ -1,5 +1,10 @@
 """The outputs browser: the run's landing directory as a tree, a preview of the file
-under the cursor, and `e`/`v` to open it in $EDITOR/$PAGER with the app suspended."""
+under the cursor, and enter/`v`/`e` to open it in $PAGER/$EDITOR with the app suspended.
+
+It is live: while the run goes on, each change of its view (a step ends, the output
+pull lands files, the run finishes) reloads the tree — keeping what was open and the
+cursor — and the warnings above it.
+"""
 
 from __future__ import annotations
 
@@ -17,14 +22,22 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DirectoryTree, Footer, Header, Static, Tree
+from textual.worker import Worker
 
 from engine.api import RunView, printable
+from tui.api import EngineAPI
+from tui.messages import RunsUpdated
 from tui.widgets.preview import incomplete_pull, load_manifest, preview
 
 
 class OutputsTree(DirectoryTree):
     """The landing directory; a file's name is the job's data, drawn, never obeyed, and
     shown with the job's secrets masked (the file keeps its real name on disk)."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, id="swjob.outputs.cursor_down"),
+        Binding("k", "cursor_up", "Up", show=False, id="swjob.outputs.cursor_up"),
+    ]
 
     def __init__(self, path: Path, mask: Callable[[str], str] = str, **kwargs: Any) -> None:
         self._mask = mask
@@ -34,6 +47,21 @@ class OutputsTree(DirectoryTree):
         if isinstance(label, str):
             label = printable(self._mask(label))
         return super().process_label(label)
+
+
+class PreviewScroll(VerticalScroll):
+    """The file preview, a pane of its own: `tab` focuses it, `j`/`k` scroll it."""
+
+    BINDINGS = [
+        Binding("j", "scroll_down", "Down", show=False, id="swjob.outputs.scroll_down"),
+        Binding("k", "scroll_up", "Up", show=False, id="swjob.outputs.scroll_up"),
+    ]
+
+
+def outputs_key(run: RunView) -> tuple[object, ...]:
+    """What changes the landing directory: a new state or step, files landing."""
+    pull = run.transfers.get("pull")
+    return (run.state, run.phase, pull.files_done if pull else -1, run.missing_outputs)
 
 
 def run_external(command: list[str]) -> str | None:
@@ -63,38 +91,78 @@ class OutputsScreen(Screen[None]):
             tooltip="Open the file in $PAGER",
             id="swjob.outputs.open_pager",
         ),
-        Binding("j", "cursor('down')", "Down", show=False, id="swjob.outputs.cursor_down"),
-        Binding("k", "cursor('up')", "Up", show=False, id="swjob.outputs.cursor_up"),
     ]
 
-    def __init__(self, run: RunView, mask: Callable[[str], str] = str) -> None:
+    def __init__(self, engine: EngineAPI, run: RunView, mask: Callable[[str], str] = str) -> None:
         super().__init__()
-        self.run = run
+        self.engine, self.run = engine, run
         self.mask = mask
         self.manifest: dict[str, dict[str, Any]] = {}
         self.path: Path | None = None
+        self._shown = outputs_key(run)
+        self._stale = False  # the run changed since the tree was last loaded
+        self._loader: Worker[None] | None = None
+        self._landed = False  # outputs/ had a file to put the cursor on
 
     def compose(self) -> ComposeResult:
         yield Header()
-        missing = self.run.missing_outputs
-        if missing:
-            yield Static(f"⚠ missing outputs (matched nothing): {', '.join(missing)}", id="missing")
-        if warning := incomplete_pull(self.run.run_dir):
-            yield Static(warning, id="incomplete")
+        yield Static("", id="missing")
+        yield Static("", id="incomplete")
         with Horizontal():
             yield OutputsTree(self.run.run_dir, self.mask, id="tree")
-            with VerticalScroll(id="preview-scroll"):
+            with PreviewScroll(id="preview-scroll"):
                 yield Static("select a file", id="preview")
         yield Footer()
 
     def on_mount(self) -> None:
         self.sub_title = f"outputs · {self.run.job_name} · {self.run.run_id}"
-        self.manifest = load_manifest(self.run.run_dir)
+        self._warn()
         tree = self.query_one(DirectoryTree)
         tree.focus()
-        tree.call_later(self._open_outputs)  # after the tree's own first load of the root
+        tree.call_later(self._first_load)  # after the tree's own load of the root
 
-    @work(group="tree", exit_on_error=False, description="open outputs/")
+    def _first_load(self) -> None:
+        self._loader = self._follow(first=True)
+
+    def _warn(self) -> None:
+        """The lines above the tree, from the run's view and its manifest as they are now."""
+        self.manifest = load_manifest(self.run.run_dir)
+        missing = self.run.missing_outputs
+        text = f"⚠ missing outputs (matched nothing): {', '.join(missing)}" if missing else ""
+        for id_, line in (("#missing", text), ("#incomplete", incomplete_pull(self.run.run_dir))):
+            widget = self.query_one(id_, Static)
+            widget.update(line or "")
+            widget.display = bool(line)
+
+    @on(RunsUpdated)
+    def _updated(self) -> None:
+        """Follow the run: reload the tree and the warnings when its outputs may have
+        changed. (The board redraws every run when it is shown again.)"""
+        run = self.engine.run(self.run.run_id)
+        if run is None or outputs_key(run) == self._shown:
+            return
+        self.run, self._shown, self._stale = run, outputs_key(run), True
+        self._warn()
+        if self._loader is None or self._loader.is_finished:
+            self._loader = self._follow()
+
+    @work(group="tree", exit_on_error=False, description="load outputs/")
+    async def _follow(self, first: bool = False) -> None:
+        """Load the tree, then reload it while the run keeps changing. One loader at a
+        time: two reloads racing each put the cursor back where they found it. A reload
+        keeps open folders and the cursor; until outputs/ had a file, its first file is
+        put under the cursor."""
+        tree = self.query_one(DirectoryTree)
+        while first or self._stale:
+            if not first:
+                self._stale = False
+                await tree.reload()
+            first = False
+            if not self._landed:
+                await self._open_outputs()
+            elif self.path is not None and self.path.is_file():
+                self._preview(self.path)  # the file may have grown
+
     async def _open_outputs(self) -> None:
         """Start where the user is going anyway: outputs/ open, its first file previewed."""
         tree = self.query_one(DirectoryTree)
@@ -106,7 +174,9 @@ class OutputsScreen(Screen[None]):
             files = [child for child in node.children if not child.allow_expand]
             node = files[0] if files else next(iter(node.children), None)
         if node is not None:
+            _ = tree.last_line  # lays out the tree's lines: a node just loaded gets its line
             tree.move_cursor(node, animate=False)
+            self._landed = not node.allow_expand
 
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
@@ -129,12 +199,11 @@ class OutputsScreen(Screen[None]):
     def _in_outputs(self, path: Path) -> bool:
         return path.is_relative_to(self.run.run_dir / "outputs")
 
-    def action_cursor(self, direction: str) -> None:
-        tree = self.query_one(DirectoryTree)
-        if direction == "down":
-            tree.action_cursor_down()
-        else:
-            tree.action_cursor_up()
+    @on(DirectoryTree.FileSelected)
+    def _file_selected(self, event: DirectoryTree.FileSelected) -> None:
+        """enter (or a click) on a file opens it, as `v` does."""
+        self.path = event.path
+        self.action_open("PAGER")
 
     def action_open(self, variable: str) -> None:
         if self.path is None or self.path.is_dir():

@@ -1,17 +1,21 @@
 """The submit modal: pick a job file (a tree of the cwd showing only .toml, or a typed
 path) and a pool; problems show inline, one line naming the field, before anything
-is rented. Submitting calls the engine from a worker and closes on success."""
+is rented. Enter on a file in the tree or in the path field submits (a click on a
+file only fills the path). Submitting calls the engine from a worker and closes on
+success."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DirectoryTree, Input, Label, Select, Static
 
@@ -25,6 +29,25 @@ SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "swjob-runs
 
 class TomlTree(DirectoryTree):
     """The working directory, showing only job-file candidates and the folders above them."""
+
+    BINDINGS = [
+        Binding("enter", "choose", "Submit this file", show=False, id="swjob.submit.choose")
+    ]
+
+    @dataclass
+    class Chosen(Message):
+        """Enter on a file: submit it."""
+
+        path: Path
+
+    def action_choose(self) -> None:
+        node = self.cursor_node
+        entry = node.data if node is not None else None
+        if entry is not None and not entry.path.is_dir():
+            self.action_select_cursor()  # fills the path field, as a click does
+            self.post_message(self.Chosen(entry.path))
+        else:
+            self.action_select_cursor()  # a folder opens or closes
 
     def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
         return [
@@ -60,6 +83,7 @@ def push_summary(plan: Plan) -> str:
 
 
 class SubmitScreen(ModalScreen[str | None]):
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     BINDINGS = [Binding("escape", "dismiss", "Cancel", id="swjob.submit.dismiss")]
 
     def __init__(self, engine: EngineAPI, pool: str, root: Path) -> None:
@@ -94,6 +118,10 @@ class SubmitScreen(ModalScreen[str | None]):
         path = event.path
         shown = path.relative_to(self.root) if path.is_relative_to(self.root) else path
         self.query_one("#path", Input).value = str(shown)
+
+    @on(TomlTree.Chosen)
+    def _chosen(self, event: TomlTree.Chosen) -> None:
+        self._submit(event.path, str(self.query_one("#pool", Select).value))
 
     @on(Input.Changed, "#path")
     def _changed(self) -> None:

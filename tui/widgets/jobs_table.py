@@ -2,6 +2,7 @@
 
 Rows are never rebuilt on a change: a tick updates only the cells of the runs that
 changed (dolphie's process list does the same), so the cursor and scroll stay put.
+Only a resize that changes which columns fit rebuilds the table (see `fit_columns`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from datetime import datetime
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.events import Resize
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
@@ -18,7 +20,9 @@ from engine.api import RunView, money
 from tui import format as fmt
 from tui.widgets.gpu_panel import row_sparkline
 
-COLUMNS = (
+Column = tuple[str, str, int]  # key, label, width
+
+COLUMNS: tuple[Column, ...] = (
     ("name", "job", 22),
     ("id", "run id", 24),  # YYYYmmdd-HHMMSS-xxxxxxxx, whole: it is what `swjob` commands take
     ("state", "state", 10),
@@ -28,10 +32,45 @@ COLUMNS = (
     ("exit", "exit", 4),
     ("cost", "cost", 7),
 )
+SHORT_ID = ("id", "id", 8)  # the random tail: the preview below shows the whole id
+CHROME = 4  # the table's border and its vertical scrollbar
+PADDING = 2  # a cell's padding, left and right
 ALERT_MARK = "⚠ "
 
 
-def cells(run: RunView, now: datetime) -> dict[str, str | Text]:
+def fit_columns(width: int) -> tuple[Column, ...]:
+    """The columns that fit `width` cells. Elapsed, exit and cost must never fall off the
+    right edge, so the others give way, in this order: the run id shortens to its tail,
+    the node column goes (the preview shows the node), the job name and then the step
+    shrink to a floor (their cells end in '…')."""
+    columns = list(COLUMNS)
+
+    def fits() -> bool:
+        return sum(w + PADDING for _, _, w in columns) + CHROME <= width
+
+    giving_way: list[Callable[[], None]] = [
+        lambda: columns.__setitem__(1, SHORT_ID),
+        lambda: columns.pop(4),
+    ]
+    for give in giving_way:
+        if fits():
+            break
+        give()
+    for key, floor in (("name", 12), ("step", 8)):
+        i = next(i for i, c in enumerate(columns) if c[0] == key)
+        over = sum(w + PADDING for _, _, w in columns) + CHROME - width
+        if over > 0:
+            columns[i] = (key, columns[i][1], max(floor, columns[i][2] - over))
+    return tuple(columns)
+
+
+def short_id(run_id: str) -> str:
+    return run_id.rsplit("-", 1)[-1]
+
+
+def cells(run: RunView, now: datetime, mark: str | None = None) -> dict[str, str | Text]:
+    """The row's cells; `mark` replaces the step when the run is not simply at one
+    ("queued" for a free node, "elsewhere"/"no owner" when this console does not drive it)."""
     end = run.finished or now
     node = fmt.short_node_id(run.node) if run.node else "—"
     step = "done" if run.terminal and run.phase == "done" else run.phase
@@ -44,7 +83,7 @@ def cells(run: RunView, now: datetime) -> dict[str, str | Text]:
         "name": name,
         "id": run.run_id,
         "state": fmt.state_text(run.state),
-        "step": step,
+        "step": Text(mark, style="yellow") if mark else step,
         "node": node,
         "elapsed": fmt.duration(end - run.created),
         "exit": "—" if run.exit_code is None else str(run.exit_code),
@@ -64,20 +103,47 @@ class JobsTable(DataTable[str | Text]):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
         self.clock = clock
         self._created: dict[str, datetime] = {}
-        for key, label, width in COLUMNS:
+        self._rows: dict[str, dict[str, str | Text]] = {}  # every row's cells, for a rebuild
+        self.layout_columns = COLUMNS
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        for key, label, width in self.layout_columns:
             self.add_column(label, key=key, width=width)
 
-    def upsert(self, runs: list[RunView]) -> None:
+    def _shown(self, row: dict[str, str | Text], run_id: str) -> dict[str, str | Text]:
+        """The row as the current columns show it."""
+        short = any(c == SHORT_ID for c in self.layout_columns)
+        shown = {key: row[key] for key, _, _ in self.layout_columns}
+        if short:
+            shown["id"] = short_id(run_id)
+        return shown
+
+    def on_resize(self, event: Resize) -> None:
+        columns = fit_columns(event.size.width)
+        if columns == self.layout_columns:
+            return
+        selected = self.selected
+        self.layout_columns = columns
+        self.clear(columns=True)
+        self._add_columns()
+        for run_id in sorted(self._created, key=self._created.__getitem__, reverse=True):
+            self.add_row(*self._shown(self._rows[run_id], run_id).values(), key=run_id)
+        if selected is not None:
+            self.select(selected)
+
+    def upsert(self, runs: list[RunView], marks: dict[str, str] | None = None) -> None:
         """Update the rows of these runs; add new ones and keep newest first."""
-        now, added = self.clock(), False
+        now, added, marks = self.clock(), False, marks or {}
         for run in runs:
-            row = cells(run, now)
+            row = cells(run, now, marks.get(run.run_id))
+            self._rows[run.run_id] = row
             if run.run_id in self._created:
-                for column, value in row.items():
+                for column, value in self._shown(row, run.run_id).items():
                     self._set(run.run_id, column, value)
             else:
                 self._created[run.run_id] = run.created
-                self.add_row(*row.values(), key=run.run_id)
+                self.add_row(*self._shown(row, run.run_id).values(), key=run.run_id)
                 added = True
         if added:
             self._resort()
@@ -85,9 +151,18 @@ class JobsTable(DataTable[str | Text]):
     def _resort(self) -> None:
         """Newest first, with the cursor kept on the run it was on."""
         selected = self.selected
-        self.sort("id", key=lambda rid: self._created[str(rid)], reverse=True)
+        created = {str(self._shown(self._rows[r], r)["id"]): c for r, c in self._created.items()}
+        self.sort("id", key=lambda shown: created[str(shown)], reverse=True)
         if selected is not None:
-            self.move_cursor(row=self.get_row_index(selected), animate=False)
+            self.select(selected)
+
+    def select(self, run_id: str) -> bool:
+        """Put the cursor on this run's row; False when the table has no such row."""
+        try:
+            self.move_cursor(row=self.get_row_index(run_id), animate=False)
+        except RowDoesNotExist:
+            return False
+        return True
 
     def _set(self, run_id: str, column: str, value: str | Text) -> None:
         try:
@@ -100,6 +175,7 @@ class JobsTable(DataTable[str | Text]):
         """Drop rows not in `run_ids` (the board's filter)."""
         for run_id in [rid for rid in self._created if rid not in run_ids]:
             del self._created[run_id]
+            del self._rows[run_id]
             self.remove_row(run_id)
 
     @property

@@ -4,22 +4,32 @@ Lines arrive in a capped ring (tui.feed.RunLog) and are pulled into the view 15
 times a second, so a flood costs one `write_lines` per tick, not one per line.
 Following is Textual's `Log` behaviour: it sticks to the tail only while the view
 sits at the bottom, so scrolling up pauses it; `f`/`end` resume. Wrapping is done
-here (Log never wraps) by re-flowing the held lines into width-sized pieces.
+here (Log never wraps) by re-flowing the held lines into width-sized pieces; a reflow
+keeps following, or keeps the line that was at the top in view.
+
+The view holds the last `cap` lines. When older ones were dropped its subtitle says so,
+and a search that finds nothing in the window looks in the run's log files on disk
+(`disk`) and says where the line is.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
+from pathlib import Path
 
 from rich.cells import cell_len, chop_cells
 from rich.highlighter import Highlighter
 from rich.text import Text
+from textual import work
 from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.events import Resize
+from textual.screen import ModalScreen
 from textual.widgets import Log
 
+from tui import history
 from tui.feed import Line, RunLog
 from tui.messages import SearchRequested
 
@@ -88,6 +98,10 @@ class LogView(Log):
         self.matches: list[int] = []
         self.match_index = -1
         self._following = True
+        self.label = ""  # what the log is of, first in the title: "job · run id · STATE"
+        self.disk: tuple[Path, ...] = ()  # the run's log files, for searching past the window
+        self.total = 0  # lines the run has logged, of which `held` are the newest
+        self._notes: dict[str, str] = {}  # the subtitle's parts: search result, dropped lines
 
     def on_mount(self) -> None:
         self.set_interval(1 / FLUSH_HZ, self.flush, name="log-flush")
@@ -111,25 +125,56 @@ class LogView(Log):
                     self.scroll_end, animate=False, immediate=True, x_axis=False
                 )
 
-    def attach(self, source: RunLog) -> None:
-        """Show this run's ring from now on: everything it still holds, then new lines."""
-        self.source, self.seen = source, 0
+    def attach(self, source: RunLog | None) -> None:
+        """Show this run's ring from now on: everything it still holds, then new lines
+        (None: show nothing until lines are `add`ed)."""
+        self.source, self.seen, self.total = source, 0, 0
         self.held.clear()
         self.clear()
+        self._notes.clear()
+        self.highlighter.term, self.matches = "", []
         self.flush()
 
-    def add(self, lines: Iterable[Line]) -> None:
-        """Append lines that did not come through the ring (e.g. a finished run's disk tail)."""
+    def add(self, lines: Iterable[Line], total: int | None = None) -> None:
+        """Append lines that did not come through the ring (e.g. a finished run's disk
+        tail); `total` is how many the run logged in all, when more than these."""
         new = list(lines)
         self.held.extend(new)
+        self.total = max(self.total + len(new), total or 0)
         self.write_lines(self._render(new))
+        self._note_dropped()
 
     def flush(self) -> None:
+        if not self._visible():
+            return  # a covered screen catches up when shown: the ring keeps its lines
         if self.source is not None and self.source.total != self.seen:
             new = self.source.since(self.seen)
             self.seen = self.source.total
-            self.add(new[-self.held.maxlen :] if self.held.maxlen else new)
+            self.add(new[-self.held.maxlen :] if self.held.maxlen else new, self.seen)
         self._report_follow()
+
+    def _visible(self) -> bool:
+        """On the screen the user sees (or under a modal on it)."""
+        stack = self.app.screen_stack
+        if self.screen not in stack:
+            return False
+        above = stack[stack.index(self.screen) + 1 :]
+        return all(isinstance(screen, ModalScreen) for screen in above)
+
+    @property
+    def dropped(self) -> int:
+        return max(0, self.total - len(self.held))
+
+    def _note_dropped(self) -> None:
+        dropped = self.dropped
+        note = f"last {len(self.held):,} of {self.total:,} lines · all in logs/" if dropped else ""
+        self._note("dropped", note)
+
+    def _note(self, part: str, text: str) -> None:
+        if self._notes.get(part, "") == text:
+            return
+        self._notes[part] = text
+        self.border_subtitle = " · ".join(n for n in self._notes.values() if n)
 
     @property
     def following(self) -> bool:
@@ -139,7 +184,14 @@ class LogView(Log):
         if self.following != self._following or not self.border_title:
             self._following = self.following
             mode = "following" if self._following else "paused — f/end to follow"
-            self.border_title = f"logs · {mode}" + (" · wrap" if self.wrap else "")
+            title = f"logs · {mode}" + (" · wrap" if self.wrap else "")
+            self.border_title = f"{self.label} · {title}" if self.label else title
+
+    def set_label(self, label: str) -> None:
+        if label != self.label:
+            self.label = label
+            self.border_title = ""
+            self._report_follow()
 
     def _render(self, lines: list[Line]) -> list[str]:
         if not self.wrap:
@@ -152,9 +204,29 @@ class LogView(Log):
         return out
 
     def _reflow(self) -> None:
-        at_end = self.following
+        """Re-render the held lines (wrap toggled, width changed): a view that followed
+        the tail still does; one scrolled up keeps the same line at its top."""
+        following = self.following
+        top = self._held_at(int(self.scroll_y))
         self.clear()
-        self.write_lines(self._render(list(self.held)), scroll_end=at_end)
+        self.write_lines(self._render(list(self.held)), scroll_end=False)
+        if following:
+            self.action_resume()
+            self.call_after_refresh(self.action_resume)  # the scrollbars may have changed
+        else:
+            starts = self._starts()
+            y = starts[min(top, len(starts) - 1)] if starts else 0
+            self.scroll_to(y=y, animate=False, immediate=True)
+
+    def _starts(self) -> list[int]:
+        """Rendered rows where a held line begins (a wrapped line's pieces after the
+        first carry no step name)."""
+        end = TAG_WIDTH - 2
+        return [i for i, row in enumerate(self.lines) if row[:end].strip()]
+
+    def _held_at(self, y: int) -> int:
+        """The held line shown on rendered row `y`."""
+        return max(0, bisect_right(self._starts(), y) - 1)
 
     def on_resize(self, _event: Resize) -> None:
         if self.wrap:
@@ -205,12 +277,29 @@ class LogView(Log):
             raise SkipAction()
 
     def _move(self, step: int) -> None:
+        term = self.highlighter.term
         if not self.matches:
-            self.border_subtitle = "no match" if self.highlighter.term else ""
+            self._note("search", "no match" if term else "")
+            if term and self.dropped and self.disk:
+                self._note("search", f"no match in the last {len(self.held):,} lines…")
+                self._search_disk(term)
             return
         self.match_index = (self.match_index + step) % len(self.matches)
         self.auto_scroll = False
         target = self.matches[self.match_index]
         self.scroll_to(y=max(0, target - self.size.height // 3), animate=False, immediate=True)
-        self.border_subtitle = f"match {self.match_index + 1}/{len(self.matches)}"
+        self._note("search", f"match {self.match_index + 1}/{len(self.matches)}")
         self._report_follow()
+
+    @work(thread=True, exclusive=True, group="disk-search", exit_on_error=False)
+    def _search_disk(self, term: str) -> None:
+        """The window holds the newest lines only: say whether, and where, the run's log
+        files on disk have the term (read in a thread: they can be large)."""
+        count, first = history.search_logs(self.disk, term)
+        window = f"not in the last {len(self.held):,} lines"
+        note = f"{window}; on disk: {count:,}, first at {first}" if first else "no match"
+        self.app.call_from_thread(self._disk_found, term, note)
+
+    def _disk_found(self, term: str, note: str) -> None:
+        if self.highlighter.term == term:
+            self._note("search", note)

@@ -9,6 +9,9 @@ from datetime import datetime
 
 from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from engine.api import RunView, Transition
@@ -56,10 +59,29 @@ def render_timeline(run: RunView, now: datetime) -> Table:
     return table
 
 
-class Timeline(Static):
+class Timeline(VerticalScroll):
+    """A pane of its own: `tab` focuses it and `j`/`k` scroll it. On a short terminal it
+    is only a few rows high (the log gets the room), so it keeps its newest rows in view
+    unless scrolled up."""
+
+    BINDINGS = [
+        Binding("j", "scroll_down", "Down", show=False, id="swjob.timeline.scroll_down"),
+        Binding("k", "scroll_up", "Up", show=False, id="swjob.timeline.scroll_up"),
+    ]
+
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.clock = clock
+        self._rows = -1
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="timeline-table")
 
     def show(self, run: RunView) -> None:
-        self.update(render_timeline(run, self.clock()))
+        at_end = self.is_vertical_scroll_end
+        # The spinner turns a few times a second: with the same rows the size is the same,
+        # so only a repaint is needed, not a layout of the screen (a flood's log needs it).
+        rows, self._rows = self._rows, len(run.timeline)
+        self.query_one(Static).update(render_timeline(run, self.clock()), layout=rows != self._rows)
+        if at_end:
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)

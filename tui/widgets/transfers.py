@@ -40,12 +40,20 @@ class TransferBar(Horizontal):
         self.query_one(".transfer-figures", Label).update(describe(tp))
 
 
+def moved_nothing(tp: TransferProgress) -> bool:
+    """A finished transfer of no files (a job without outputs): no bar for it — "0% …
+    done" would read as a failure."""
+    return tp.done and tp.files_total == 0 and tp.bytes_total == 0
+
+
 class Transfers(Vertical):
-    """Bars appear as transfers start; a run without a workspace never shows a push bar."""
+    """Bars appear as transfers start; a run without a workspace never shows a push bar,
+    nor one without outputs a pull bar."""
 
     def show(self, transfers: dict[str, TransferProgress]) -> None:
+        shown = {d: tp for d, tp in transfers.items() if not moved_nothing(tp)}
         for direction in ("push", "pull"):
-            tp = transfers.get(direction)
+            tp = shown.get(direction)
             if tp is None:
                 continue
             bars = self.query(f"#transfer-{direction}")
@@ -55,4 +63,4 @@ class Transfers(Vertical):
                 bar.call_after_refresh(bar.show, tp)
             else:
                 bars.first(TransferBar).show(tp)
-        self.display = bool(transfers)
+        self.display = bool(shown)

@@ -1,0 +1,74 @@
+"""A run in a few lines: what the job detail shows on top and the board's preview shows
+for the selected row — one function, so both say the same thing the same way."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.text import Text
+
+from engine.api import RunView, cost_split, money
+from tui import format as fmt
+from tui.owners import Owner
+from tui.queue import Queued
+
+
+def step_text(run: RunView, queued: Queued | None) -> str:
+    if queued is not None:
+        return "queued"
+    return "done" if run.terminal and run.phase == "done" else run.phase
+
+
+def summary(
+    run: RunView, now: datetime, queued: Queued | None = None, owner: Owner | None = None
+) -> Text:
+    end = run.finished or now
+    text = Text.assemble(
+        (run.job_name, "bold"),
+        f"  {run.run_id}  ",
+        fmt.state_text(run.state),
+        f" · {step_text(run, queued)}",
+        f"  pool {run.pool}",
+        f"  elapsed {fmt.duration(end - run.created)}",
+        f"  exit {'—' if run.exit_code is None else run.exit_code}",
+    )
+    if queued is not None:
+        text.append(f"\n{queued.describe(now)}: no node is rented yet", style="yellow")
+    if owner is not None:
+        text.append(f"\n{owner.describe()}", style="bold yellow")
+    if run.node is not None:
+        offer = fmt.offer_summary(run.node) or fmt.price(run.node.price_per_hour)
+        text.append(f"\nnode {run.node.node_id}  ")
+        text.append_text(fmt.node_state_text(run.node.state.value))
+        text.append(f"  {offer}" if offer else "", style="dim")
+    if run.cost_dollars is not None:
+        text.append(f"\ncost {money(run.cost_dollars)}", style="bold")
+        order = [tr.to_phase for tr in run.timeline]
+        split = cost_split(run.cost_by_phase, order)
+        text.append(f"  ({split})" if split else "", style="dim")
+    if run.last_sync is not None:
+        text.append("\n" + last_sync(run))
+    return text.append_text(warnings(run))
+
+
+def last_sync(run: RunView) -> str:
+    """When the live output sync last landed files, and which (the outputs browser has them)."""
+    sync = run.last_sync
+    assert sync is not None
+    names = ", ".join(sync.paths[:3]) + (", …" if sync.files > 3 else "")
+    return fmt.one_line(
+        f"last sync {fmt.clock_time(sync.ts)}: {sync.files} file(s), {fmt.size(sync.bytes)}"
+        f" ({names}); {sync.held} output(s) held"
+    )
+
+
+def warnings(run: RunView) -> Text:
+    """The lines an operator must not miss: why it failed, what is missing, what leaked."""
+    text = Text()
+    if run.state == "FAILED" and run.reason:
+        text.append(f"\nFAILED: {run.reason}", style="bold red")
+    if run.missing_outputs:
+        text.append(f"\nmissing outputs: {', '.join(run.missing_outputs)}", style="yellow")
+    for alert in run.alerts:
+        text.append(f"\n⚠ {alert}", style="bold red")
+    return text

@@ -1,0 +1,88 @@
+"""The board's preview of the selected run (lazydocker's side panel): its state and step,
+cost so far, why it failed, and the last lines of its log, live.
+
+A live run's lines come from the feed's ring, as in the job detail; a past run's are
+the tail of its log files, read in a thread when it is selected. The `#gpu` cell shows
+the busiest GPU's recent utilisation as a sparkline; "GPU —" while the run sends none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Static
+
+from engine.api import RunView
+from tui import history
+from tui.api import Clock
+from tui.feed import Feed, Line
+from tui.owners import Owner
+from tui.queue import Queued
+from tui.summary import summary
+from tui.widgets.gpu_panel import row_sparkline
+from tui.widgets.log_pane import LogPane
+from tui.widgets.log_view import LogView
+
+PREVIEW_LINES = 200
+NO_GPU = "GPU —"
+
+
+class RunPreview(Vertical):
+    def __init__(self, clock: Clock, feed: Feed, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.clock, self.feed = clock, feed
+        self.run_id: str | None = None
+        self._shown: tuple[object, ...] = ()
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="preview-head"):
+            yield Static(id="preview-summary")
+            yield Static(NO_GPU, id="gpu")
+        yield LogPane(PREVIEW_LINES, id="preview-log")
+
+    @property
+    def view(self) -> LogView:
+        return self.query_one(LogView)
+
+    def show(
+        self, run: RunView | None, queued: Queued | None = None, owner: Owner | None = None
+    ) -> None:
+        """Show this run (None: nothing is selected); cheap when nothing changed."""
+        self.display = run is not None
+        if run is None:
+            self.run_id = None
+            return
+        if run.run_id != self.run_id:
+            self._switch(run)
+        now = self.clock()
+        key = (run, queued, owner, 0 if run.finished else int(now.timestamp()))
+        if key == self._shown:
+            return
+        self._shown = key
+        self.query_one("#preview-summary", Static).update(summary(run, now, queued, owner))
+        spark = row_sparkline(run)
+        self.query_one("#gpu", Static).update(f"GPU {spark}" if spark else NO_GPU)
+        self.view.set_label(run.job_name)
+
+    def _switch(self, run: RunView) -> None:
+        self.run_id = run.run_id
+        view = self.view
+        view.disk = history.log_files(run.run_dir)
+        if run.live or run.run_id in self.feed.logs:
+            view.attach(self.feed.log(run.run_id))
+        else:
+            view.attach(None)
+            self._load_tail(run.run_id, run.run_dir)
+
+    @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
+    def _load_tail(self, run_id: str, run_dir: Path) -> None:
+        lines = history.tail(run_dir, PREVIEW_LINES)
+        total = history.count_lines(history.log_files(run_dir))
+        self.app.call_from_thread(self._tail_loaded, run_id, lines, total)
+
+    def _tail_loaded(self, run_id: str, lines: list[Line], total: int) -> None:
+        if run_id == self.run_id:  # the cursor may have moved on meanwhile
+            self.view.add(lines, total)
