@@ -46,7 +46,20 @@ def summary(
         order = [tr.to_phase for tr in run.timeline]
         split = cost_split(run.cost_by_phase, order)
         text.append(f"  ({split})" if split else "", style="dim")
+    if run.last_sync is not None:
+        text.append("\n" + last_sync(run))
     return text.append_text(warnings(run))
+
+
+def last_sync(run: RunView) -> str:
+    """When the live output sync last landed files, and which (the outputs browser has them)."""
+    sync = run.last_sync
+    assert sync is not None
+    names = ", ".join(sync.paths[:3]) + (", …" if sync.files > 3 else "")
+    return fmt.one_line(
+        f"last sync {fmt.clock_time(sync.ts)}: {sync.files} file(s), {fmt.size(sync.bytes)}"
+        f" ({names}); {sync.held} output(s) held"
+    )
 
 
 def warnings(run: RunView) -> Text:

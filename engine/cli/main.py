@@ -27,6 +27,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("job", type=Path)
     _pool_args(run)
     run.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR)
+    run.add_argument(
+        "--sync-every",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="while `run` runs, pull changed outputs every S seconds (0: never); "
+        "default: the pool's sync_every_s (300 on interruptible pools, else never)",
+    )
     sub.add_parser("validate", help="check a job file").add_argument("job", type=Path)
     plan = sub.add_parser("plan", help="show what would be pushed, before renting anything")
     plan.add_argument("job", type=Path)
@@ -106,7 +114,20 @@ def _run(args: argparse.Namespace) -> int:
     job = load_job(args.job)
     pools = load_pools(args.pools)
     pools.get(args.pool)
+    if args.sync_every is not None:
+        pools = pools.tuned(args.pool, sync_every_s=args.sync_every)
     return asyncio.run(run_and_follow(job, pools, args.pool, args.runs_dir))
+
+
+def _seconds(text: str) -> float:
+    """A duration in seconds for an option: a finite number, 0 to one day."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds: {text}")
+    return value
 
 
 def _attach(args: argparse.Namespace) -> int:

@@ -40,6 +40,9 @@ _DEFAULTS = {  # provider → defaults that differ by provider
 }
 
 
+INTERRUPTIBLE_SYNC_S = 300.0
+
+
 class PoolFileError(ConfigFileError):
     """A pools file problem (or an unknown pool name), one line like JobFileError."""
 
@@ -106,6 +109,10 @@ class _PoolTable(_Strict):
     """The bid in $/h for the whole machine; offers whose minimum bid is higher are skipped."""
     bid_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
     """The bid as a fraction of each offer's on-demand price (e.g. 0.6)."""
+    sync_every_s: Annotated[float, Field(ge=0, le=86400)] | None = None
+    """While `run` runs, pull the declared outputs that changed this often (0: never).
+    Default: every 300 s on an interruptible pool (a preempted node's files are lost with
+    it), never on demand (the final pull has them)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -126,6 +133,13 @@ class Pool(_PoolTable):
     """A named pool designation."""
 
     name: str
+
+    def sync_interval(self) -> float | None:
+        """Seconds between live output syncs, or None when the pool does not sync."""
+        every = self.sync_every_s
+        if every is None:
+            every = INTERRUPTIBLE_SYNC_S if self.interruptible else 0
+        return every or None
 
     def summary(self) -> str:
         """One line for the board, e.g. `1× RTX_4090 ≥24 GB · ≤$0.60/h · rel≥0.98`."""
@@ -169,6 +183,13 @@ class PoolSet:
 
     def names(self) -> list[str]:
         return list(self._pools)
+
+    def tuned(self, name: str, **changes: Any) -> PoolSet:
+        """A copy with pool `name` changed: a command-line override of a pool setting
+        (the run records the pool it ran on, override included)."""
+        pools = dict(self._pools)
+        pools[name] = self.get(name).model_copy(update=changes)
+        return PoolSet(pools, self.source)
 
     def __iter__(self) -> Iterator[Pool]:
         return iter(self._pools.values())

@@ -127,6 +127,21 @@ class Cost(_Ev):
     by_phase: dict[str, float] = {}
 
 
+class OutputsSynced(_Ev):
+    """A live sync landed changed outputs (verified) in the run's landing dir while `run`
+    ran; `paths` are this sync's files (redacted, at most SYNC_PATHS_SHOWN)."""
+
+    kind: Literal["synced"] = "synced"
+    files: int
+    bytes: int
+    paths: list[str] = []
+    held: int = 0  # files the syncs have landed so far (each at its newest version)
+    syncs: int = 1  # syncs that landed something, this one included
+
+
+SYNC_PATHS_SHOWN = 20
+
+
 class Finished(_Ev):
     kind: Literal["finished"] = "finished"
     state: str
@@ -136,7 +151,16 @@ class Finished(_Ev):
 
 
 Event = Annotated[
-    Submitted | Transition | Log | GpuMetrics | TransferProgress | Node | Alert | Cost | Finished,
+    Submitted
+    | Transition
+    | Log
+    | GpuMetrics
+    | TransferProgress
+    | Node
+    | Alert
+    | Cost
+    | OutputsSynced
+    | Finished,
     Field(discriminator="kind"),
 ]
 EVENT = TypeAdapter(Event)

@@ -70,6 +70,8 @@ def apply(view: RunView, event: ev.Event) -> RunView:
                 changes["alerts"] = [*view.alerts, event.message]
         case ev.Cost():
             changes |= {"cost_dollars": event.dollars, "cost_by_phase": event.by_phase}
+        case ev.OutputsSynced():
+            changes["last_sync"] = event
         case ev.Finished():
             changes |= {
                 "state": event.state,

@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from agent.protocol import NodeFacts
-from engine.report.events import NodeState, TransferProgress, Transition
+from engine.report.events import NodeState, OutputsSynced, TransferProgress, Transition
 
 
 class _View(BaseModel):
@@ -70,6 +70,7 @@ class RunView(_View):
     cost_dollars: float | None = None
     cost_by_phase: dict[str, float] = {}  # dollars per phase so far (fsm Phase values)
     gpus: list[GpuView] = []  # the node's GPUs as sampled while a step ran
+    last_sync: OutputsSynced | None = None  # the latest live output sync that landed files
     alerts: list[str] = []  # persistent warnings (e.g. a node that could not be torn down)
     all_alerts: list[str] = []  # every warning about the run, persistent or not (run.json)
     live: bool = False  # driven by this engine right now (False: from history)

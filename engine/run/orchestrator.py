@@ -160,19 +160,20 @@ class RunDriver:
         if handle is not None:
             self._cost.start(handle)  # the node has billed all along: cost counts from its birth
 
-    def start_work(self, coro: Any) -> None:
-        self._spawn(self._guarded(coro))
+    def start_work(self, coro: Any) -> asyncio.Task[Any]:
+        return self._spawn(self._guarded(coro))
 
     @property
     def fsm_state(self) -> fsm.FsmState:
         return self._fsm
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         context = contextvars.copy_context()  # the provider's alerts name this run
         context.run(scope.work_for, self.view.run_id)
         task = asyncio.create_task(coro, context=context)
         self._work.add(task)
         task.add_done_callback(self._work.discard)
+        return task
 
     async def _cancel_work(self, keep: asyncio.Task[Any] | None) -> None:
         others = [t for t in (*self._work, self._watch) if t is not None and t is not keep]
@@ -216,6 +217,7 @@ class RunDriver:
                 await self.start_step(Step.SETUP, self.job.setup or "")
             case fsm.RunJob():
                 await self.start_step(Step.RUN, self.job.run)
+                self.transfers.live.start()
             case fsm.CollectOutputs(best_effort=best_effort):
                 self.outputs = await self.transfers.pull(best_effort)
             case fsm.TeardownNode():

@@ -101,6 +101,15 @@ class LogFiles:
         self._files.clear()
 
 
+def _sync_summary(view: RunView) -> dict[str, Any] | None:
+    """When the last live sync landed and what it held (None: no sync landed anything)."""
+    sync = view.last_sync
+    if sync is None:
+        return None
+    fields = {"files", "bytes", "paths", "held", "syncs"}
+    return {"at": sync.ts.isoformat(), **sync.model_dump(mode="json", include=fields)}
+
+
 def write_run_json(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> Path:
     """Atomically write run.json: a reader never sees a half-written summary."""
     node = view.node
@@ -118,6 +127,7 @@ def write_run_json(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> P
         "node": node.model_dump(mode="json") if node else None,
         "cost_dollars": view.cost_dollars,
         "missing_outputs": view.missing_outputs,
+        "last_sync": _sync_summary(view),
         "alerts": view.all_alerts,
         "persistent_alerts": view.alerts,
         **extra,

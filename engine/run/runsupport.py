@@ -10,6 +10,7 @@ from agent.transfer import Progress
 from engine.report import events as ev
 from engine.run import fsm
 from engine.run.control import NodeGone
+from engine.run.livesync import LiveSync
 from engine.run.stall import Stalled, StallGuard
 from engine.run.transfer import PullResult, TransferError, pull_outputs, push_workspace
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 class Transfers:
     def __init__(self, driver: RunDriver) -> None:
         self._d = driver
+        self.live = LiveSync(driver)
 
     def _progress(self, direction: ev.TransferDirection) -> Callable[[Progress], None]:
         def report(p: Progress) -> None:
@@ -74,6 +76,7 @@ class Transfers:
 
         A collection that moves no byte for the pool's `collect_stall_s` gives up: the run
         keeps its verdict (the exit code decided it) and an alert says what was not collected."""
+        await self.live.stop()  # the final pull lands every output anew
         guard = StallGuard(self._d.pool.collect_stall_s)
         report = self._progress(ev.TransferDirection.PULL)
 

@@ -34,6 +34,7 @@ async def engine(api: StandIn, tmp_path: Path) -> AsyncIterator[Engine]:
         {
             "local": BUILTIN_LOCAL,
             "spot": gpu_pool("spot", **BID, **quick),
+            "spot-sync": gpu_pool("spot-sync", **BID, **quick, sync_every_s=0.3),
             "gpu": gpu_pool(**quick),
         }
     )
@@ -89,6 +90,25 @@ async def test_a_preempted_node_fails_the_run_preempted_is_destroyed_and_costs_t
     assert view.cost_dollars is not None and 0 < view.cost_dollars <= 0.11 * elapsed_h
     summary = json.loads((view.run_dir / "run.json").read_text())
     assert summary["reason"].startswith("preempted")
+
+
+async def test_a_preempted_run_keeps_the_checkpoint_its_last_sync_landed(
+    engine, api, make_job
+) -> None:
+    job = make_job(run="mkdir -p ck && echo epoch-3 > ck/last.txt && sleep 60", outputs=["ck/"])
+    run_id = await engine.submit(job, "spot-sync")
+    instance = await _running_instance(engine, api, run_id)
+    landed = engine.run(run_id).run_dir / "outputs/ck/last.txt"
+    deadline = time.monotonic() + 30
+    while not landed.exists():
+        assert time.monotonic() < deadline, "no live sync landed the checkpoint"
+        await asyncio.sleep(0.05)
+    api.cloud.preempt(instance)
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    assert view.state == "FAILED" and (view.reason or "").startswith("preempted"), view.reason
+    assert landed.read_text() == "epoch-3\n"
+    assert view.last_sync is not None and view.last_sync.paths == ["ck/last.txt"]
+    assert api.cloud.instances == {}
 
 
 async def test_the_same_stop_on_an_on_demand_node_is_a_node_loss(engine, api, make_job) -> None:

@@ -267,3 +267,23 @@ def test_help_rows_put_swjob_keys_first_and_show_each_key_once() -> None:
 
     rows = help_rows(bindings, shown)
     assert rows == [("l", "Logs", False), ("? f1", "Help", True), ("tab", "Focus Next", True)]
+
+
+def test_the_detail_says_when_the_last_live_sync_landed_and_what_it_held() -> None:
+    from datetime import UTC, datetime
+
+    from engine.report import events as ev
+    from engine.report.runbook import apply, new_view
+    from tui.summary import summary
+
+    at = datetime(2026, 12, 3, 6, 0, 5, tzinfo=UTC)
+    view = new_view(ev.Submitted(run_id="r1", job_name="train", pool="spot", run_dir="/tmp/r1"))
+    synced = ev.OutputsSynced(
+        run_id="r1", ts=at, files=4, bytes=3 << 20, paths=["a", "b", "c", "d"], held=6, syncs=2
+    )
+    assert "last sync" not in rendered(summary(view, at))
+    text = rendered(summary(apply(view, synced), at))
+    line = next(x for x in text.splitlines() if x.startswith("last sync"))
+    assert line.strip() == (
+        f"last sync {fmt.clock_time(at)}: 4 file(s), 3.0 MiB (a, b, c, …); 6 output(s) held"
+    )

@@ -134,6 +134,7 @@ def test_literal_api_key_is_refused_without_echoing_it(tmp_path: Path) -> None:
         ('selection = { verified_only = "yes" }', "pools.gpu.selection.verified_only", "true"),
         ('selection = { order = "" }', "pools.gpu.selection.order", "pattern"),
         ("caps = { max_hours = -2 }", "pools.gpu.caps.max_hours", "greater than 0"),
+        ("sync_every_s = -1", "pools.gpu.sync_every_s", "greater than or equal to 0"),
         ('caps = { max_dollars = "3" }', "pools.gpu.caps.max_dollars", "expected a number"),
     ],
 )
@@ -180,6 +181,28 @@ def test_bad_bid_settings_are_one_line_naming_the_field(
     table = "pools.cpu" if "cpu" in text else "pools.gpu"
     assert (exc.field, exc.line) == (f"{table}.{field}", line)
     assert problem in exc.problem and "\n" not in str(exc)
+
+
+@pytest.mark.parametrize(
+    ("text", "every"),
+    [
+        (VAST, None),  # on demand: the final pull has the outputs
+        (SPOT + "bid_fraction = 0.5\n", 300.0),  # a preempted node's files go with it
+        (SPOT + "bid_fraction = 0.5\nsync_every_s = 0\n", None),
+        (VAST + "sync_every_s = 30\n", 30.0),
+    ],
+)
+def test_live_sync_is_on_for_interruptible_pools_unless_set(
+    tmp_path: Path, text: str, every: float | None
+) -> None:
+    assert load_pools(write(tmp_path, text)).get("gpu").sync_interval() == every
+
+
+def test_a_command_line_override_changes_one_pool(tmp_path: Path) -> None:
+    pools = load_pools(write(tmp_path, VAST))
+    tuned = pools.tuned("gpu", sync_every_s=5.0)
+    assert tuned.get("gpu").sync_interval() == 5.0 and pools.get("gpu").sync_interval() is None
+    assert tuned.names() == pools.names()
 
 
 def test_an_interruptible_pool_loads_with_its_bid(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ def render_key(
         run.cost_dollars,
         len(run.alerts),
         run.missing_outputs,
+        run.last_sync,
         run.gpus[0].last_t if run.gpus else None,
         forwards,
         waiting,

@@ -1,0 +1,128 @@
+"""Live output sync on the local pool (real agents, real iroh on loopback): while `run` runs,
+the declared outputs that changed land in the run's outputs/, verified; an unchanged output
+is not pulled again; what the syncs held survives a node that dies before the final pull."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.engine import Engine
+from engine.report import events as ev
+from engine.run.livesync import LiveSync
+from tests.reliability.helpers import Tap, engine_with, run_json
+
+pytestmark = pytest.mark.timeout(90)
+
+EVERY_S = 0.3
+
+
+def _wait_for(flag: Path) -> str:
+    return f"while [ ! -e {flag} ]; do sleep 0.05; done"
+
+
+def _live(engine: Engine, run_id: str) -> LiveSync:
+    return engine._drivers[run_id].transfers.live
+
+
+async def _until(check, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+def _synced(event: ev.Event, syncs: int) -> bool:
+    return isinstance(event, ev.OutputsSynced) and event.syncs == syncs
+
+
+async def test_changed_outputs_land_while_running_and_unchanged_ones_are_not_pulled(
+    tmp_path: Path, make_job
+) -> None:
+    go, done = tmp_path / "go", tmp_path / "done"
+    job = make_job(
+        run=(
+            f"mkdir -p ck && echo one > ck/last.txt && echo log > notes.txt && {_wait_for(go)}"
+            f" && echo two > ck/last.txt && {_wait_for(done)}"
+        ),
+        outputs=["ck/", "notes.txt"],
+    )
+    async with engine_with(tmp_path / "runs", sync_every_s=EVERY_S) as engine:
+        tap = Tap(engine)
+        run_id = await engine.submit(job, "local")
+        _, first = await tap.until(lambda e: _synced(e, 1))
+        assert isinstance(first, ev.OutputsSynced)
+        assert (first.files, sorted(first.paths), first.held) == (
+            2,
+            ["ck/last.txt", "notes.txt"],
+            2,
+        )
+        view = engine.run(run_id)
+        assert view is not None and view.phase == "run", "landed while the job still runs"
+        landed = view.run_dir / "outputs/ck/last.txt"
+        assert landed.read_text() == "one\n"
+        inode, live = landed.stat().st_ino, _live(engine, run_id)
+        checked = live.checks
+        await _until(lambda: live.checks >= checked + 5, "five more syncs")
+        tap.drain()
+        assert [e for e in tap.events(run_id) if isinstance(e, ev.OutputsSynced)] == [first]
+        assert landed.stat().st_ino == inode, "nothing changed: nothing was landed again"
+
+        go.touch()
+        _, second = await tap.until(lambda e: _synced(e, 2))
+        assert isinstance(second, ev.OutputsSynced)
+        assert (second.files, second.paths, second.held) == (1, ["ck/last.txt"], 2)
+        assert landed.read_text() == "two\n"
+        done.touch()
+        view = await asyncio.wait_for(engine.wait(run_id), 30)
+    assert view.state == "COMPLETED", view.reason
+    assert view.last_sync == second
+    last = run_json(view)["last_sync"]
+    assert last["at"] == second.ts.isoformat()
+    assert (last["files"], last["paths"], last["held"], last["syncs"]) == (1, ["ck/last.txt"], 2, 2)
+    assert (view.run_dir / "outputs/notes.txt").read_text() == "log\n"
+
+
+async def test_what_the_syncs_held_survives_a_node_killed_before_the_final_pull(
+    tmp_path: Path, make_job
+) -> None:
+    job = make_job(run="mkdir -p ck && echo step-7 > ck/last.txt && sleep 60", outputs=["ck/"])
+    async with engine_with(tmp_path / "runs", deadline_s=2.0, sync_every_s=EVERY_S) as engine:
+        tap = Tap(engine)
+        run_id = await engine.submit(job, "local")
+        await tap.until(lambda e: _synced(e, 1))
+        view = engine.run(run_id)
+        assert view is not None and view.node is not None
+        killed = time.monotonic()
+        os.kill(int(view.node.offer["pid"]), signal.SIGKILL)
+        view = await asyncio.wait_for(engine.wait(run_id), 30)
+        detected_s = time.monotonic() - killed
+    assert view.state == "FAILED" and (view.reason or "").startswith("node lost"), view.reason
+    assert detected_s < 10
+    assert (view.run_dir / "outputs/ck/last.txt").read_text() == "step-7\n"
+    assert run_json(view)["last_sync"]["paths"] == ["ck/last.txt"]
+
+
+@pytest.mark.parametrize(("settings", "syncs"), [({}, False), ({"sync_every_s": EVERY_S}, True)])
+async def test_an_on_demand_pool_syncs_only_when_asked(
+    tmp_path: Path, make_job, settings: dict, syncs: bool
+) -> None:
+    """Off by default on an on-demand pool: the run step starts no sync loop."""
+    go = tmp_path / "go"
+    job = make_job(run=f"echo started && {_wait_for(go)}", outputs=["out.txt"])
+    async with engine_with(tmp_path / "runs", **settings) as engine:
+        tap = Tap(engine)
+        run_id = await engine.submit(job, "local")
+        # the step's first line arrives after the driver sent RunStep and started (or not)
+        # the sync loop, in the same breath
+        await tap.until(lambda e: isinstance(e, ev.Log) and e.lines[0].text == "started")
+        assert _live(engine, run_id).running is syncs
+        go.touch()
+        view = await asyncio.wait_for(engine.wait(run_id), 30)
+    assert view.state == "COMPLETED" and view.last_sync is None
+    assert run_json(view)["last_sync"] is None
