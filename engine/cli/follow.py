@@ -18,13 +18,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from engine.cli.lookup import find_run, no_such_run
 from engine.cli.render import RunPrinter
 from engine.engine import Engine, EngineConfig, SubmitError
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import PoolSet
 from engine.report.datastream import Subscription, read_events
 from engine.state import ownership
-from engine.state.store import Store
 
 TAIL_POLL_S = 0.25
 
@@ -51,14 +51,10 @@ async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path
 
 
 async def attach(run_ref: str, pools: PoolSet) -> int:
-    store = Store()
-    try:
-        view = store.find(run_ref)
-    finally:
-        store.close()
+    view = find_run(run_ref)
     printer = RunPrinter(Console(highlight=False, soft_wrap=True))
     if view is None:
-        printer.console.print(f"[red]error:[/] no run {run_ref!r} (or the prefix is not unique)")
+        printer.console.print(f"[red]error:[/] {escape(no_such_run(run_ref))}")
         return 1
     engine = Engine(EngineConfig(runs_dir=view.run_dir.parent.parent, pools=pools))
     sub = engine.subscribe()

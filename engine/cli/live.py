@@ -20,10 +20,10 @@ from collections.abc import Iterator
 
 from agent.livewire import Duplex, ForwardOpen, Reader, ShellOpen
 from agent.shell import SIZE, STATUS, Kind, frame, read_frame
+from engine.cli.lookup import find_run, no_such_run
 from engine.run.forward import Forward
 from engine.run.liveaccess import connect, driven, not_driven
 from engine.run.liveops import LiveUnavailable
-from engine.state.store import Store
 
 LOST = 255  # like ssh: the connection ended without an exit status
 END_POLL_S = 1.0
@@ -31,13 +31,9 @@ END_POLL_S = 1.0
 
 def resolve(run_ref: str) -> str:
     """The live run's id from an id or unique prefix; LiveUnavailable when there is none."""
-    store = Store()
-    try:
-        view = store.find(run_ref)
-    finally:
-        store.close()
+    view = find_run(run_ref)
     if view is None:
-        raise LiveUnavailable(f"no run {run_ref!r} (or the prefix is not unique)")
+        raise LiveUnavailable(no_such_run(run_ref))
     if view.terminal:
         raise LiveUnavailable(f"run {view.run_id} is over ({view.state}): no node to reach")
     return view.run_id

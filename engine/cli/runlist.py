@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from engine.cli.lookup import find_run, no_such_run
 from engine.cli.render import STATE_STYLE, shown
 from engine.report.money import money
 from engine.report.printable import visible
@@ -55,13 +56,9 @@ def print_runs(console: Console, limit: int) -> None:
 
 
 def print_logs(run_ref: str, step: str) -> int:
-    store = Store()
-    try:
-        view = store.find(run_ref)
-    finally:
-        store.close()
+    view = find_run(run_ref)
     if view is None:
-        print(f"error: no run {run_ref!r} (or the prefix is not unique)", file=sys.stderr)
+        print(f"error: {no_such_run(run_ref)}", file=sys.stderr)
         return 1
     steps = ["setup", "run"] if step == "all" else [step]
     for name in steps:

@@ -1,4 +1,4 @@
-"""Speed benchmark of the smallest job (issue 2; not part of CI).
+"""Speed benchmark of the smallest job (its figures stay out of CI).
 
 1. End to end: `swjob run examples/hello/job.toml` as a subprocess, N times (default 10):
    median wall time, and the share of each phase from every run's run.json durations_s.

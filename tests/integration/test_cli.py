@@ -84,3 +84,13 @@ def test_validate_gives_one_line_and_exit_codes(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stdout == "" and done.stderr.count("\n") == 1
     assert "bad.toml:4: job.outputs[0]" in done.stderr
+
+
+def test_commands_naming_a_run_say_when_there_is_none(tmp_path: Path) -> None:
+    """`logs`, `attach`, `shell` and `forward` give the same one line and exit 1 for a run
+    that does not exist — and a reference holding markup is printed as typed."""
+    ref = "nosuch[/]"
+    for command in (["logs", ref], ["attach", ref], ["shell", ref], ["forward", ref, "8000"]):
+        done = swjob(*command, cwd=tmp_path, timeout=30)
+        assert done.returncode == 1, (command, done.stdout, done.stderr)
+        assert f"no run {ref!r} (or the prefix is not unique)" in done.stdout + done.stderr

@@ -1,4 +1,4 @@
-"""Engine-wide warnings reach the user of the headless CLI (issue 12 item 6): they carry no
+"""Engine-wide warnings reach the user of the headless CLI: they carry no
 run id, and `swjob run` used to drop them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 6 part 2 and 4: the operator's process dies mid-run (kill -9); a new one carries
+"""The operator's process dies mid-run (kill -9); a new one carries
 the run to its end — or tears the node down when it cannot."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A node whose operator is gone for good releases itself (issue 12 item 5).
+"""A node whose operator is gone for good releases itself.
 
 The real agent, orphaned after a short `--orphan-timeout`: on the local pool it removes
 its node directory; on Vast.ai it destroys its own instance with the container's scoped

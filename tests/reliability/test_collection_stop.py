@@ -1,4 +1,4 @@
-"""Stop, caps and stalls act during output collection (issue 13 item 3), including the
+"""Stop, caps and stalls act during output collection, including the
 best-effort collection after a failed run, when the node still bills: the operator's stop,
 a cap reached, or a collection that moves no byte for the pool's `collect_stall_s` tears
 the node down; the run keeps the verdict its exit code gave. The stall is real: the agent

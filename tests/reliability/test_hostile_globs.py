@@ -1,4 +1,4 @@
-"""A hostile outputs glob over a huge tree (issue 13 item 7): the node keeps heartbeating while
+"""A hostile outputs glob over a huge tree: the node keeps heartbeating while
 it matches 100k names, so the run is not declared lost, and it ends COMPLETED with the one
 name that does match collected. Real agent, real iroh, real files."""
 

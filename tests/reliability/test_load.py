@@ -1,4 +1,4 @@
-"""Part 7 — load: 32 jobs submitted at once on the local pool. The pool's max_nodes (4) is
+"""Load: 32 jobs submitted at once on the local pool. The pool's max_nodes (4) is
 honoured, the rest wait in PENDING, and every run reaches the terminal state its exit code
 decides, with its complete log and its output."""
 

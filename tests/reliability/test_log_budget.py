@@ -1,4 +1,4 @@
-"""Bounded logs through real runs (issue 13 item 8): a job flooding its output with control
+"""Bounded logs through real runs: a job flooding its output with control
 characters, binary or short lines leaves an events.jsonl at most 1.5× the bytes it printed,
 and the lines read back from it (what the CLI replays and the console shows for a past run)
 are exactly the ones in logs/run.log."""

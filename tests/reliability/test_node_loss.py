@@ -1,4 +1,4 @@
-"""Part 1 — node loss: an agent killed, frozen, or cut off from the network mid-run is declared
+"""Node loss: an agent killed, frozen, or cut off from the network mid-run is declared
 NodeLost within the deadline; the run FAILS with that reason, the node is torn down and no
 process of the job survives. Real agents, real iroh; faults injected by pid or by link."""
 

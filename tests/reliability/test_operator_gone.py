@@ -1,5 +1,5 @@
 """The operator dies (kill -9) under a rented node, through real `swjob` processes against
-the Vast.ai stand-in (issue 12 items 4 and 5).
+the Vast.ai stand-in.
 
 Money survives the operator: a priced run with a tiny `max_dollars`, killed mid-job and
 taken back with `swjob attach`, is still stopped by its cap counted on the node's whole

@@ -1,4 +1,4 @@
-"""Issue 12 items 1-2: a run has one live owner; `swjob run` drives only its own run and
+"""A run has one live owner; `swjob run` drives only its own run and
 ends with it; adopters (`swjob attach`) carry on runs whose owner died — whoever it was
 and whatever became of its pool — and a node that never rejoins ends FAILED in bounds.
 

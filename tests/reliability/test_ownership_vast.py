@@ -1,4 +1,4 @@
-"""Issue 12 items 1 and 3 on the Vast.ai stand-in, with real `swjob` processes: gc sees
+"""Ownership on the Vast.ai stand-in, with real `swjob` processes: gc sees
 the node of a run nobody drives (and destroys it, failing the run), never touches a run
 with a live owner or another operator's instance; `swjob attach` carries a killed run
 on a rented node to its end."""

@@ -1,4 +1,4 @@
-"""Part 5 — security through real runs and real peers: nobody but the operator can make a
+"""Security through real runs and real peers: nobody but the operator can make a
 node do anything, transfers never write outside the node's workdir or the landing dir, and
 hostile trees are refused both ways. (Tokens, unadmitted transfer peers and crafted frames
 against the bare services are in tests/integration/test_control_admission.py and

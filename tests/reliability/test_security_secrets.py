@@ -1,4 +1,4 @@
-"""Part 5 — secrets stay redacted in every failure path, through real runs.
+"""Secrets stay redacted in every failure path, through real runs.
 
 The job's env secret is printed by the job (stdout and stderr), put in file names and in
 error messages; the Vast.ai API key is echoed back by a careless API. Neither may appear

@@ -1,4 +1,4 @@
-"""Every run ends (issue 13 item 1): whatever raises while the orchestrator carries out an
+"""Every run ends: whatever raises while the orchestrator carries out an
 FSM command, the run ends FAILED with one line "internal error: …" and its node — a real
 agent process — is torn down. Faults go in through real seams: a provider subclass, a
 workspace the walk cannot read, run-dir paths the engine cannot write (a directory where a

@@ -1,4 +1,4 @@
-"""Part 3 — transfer faults through real runs: a transfer connection cut mid-push and mid-pull
+"""Transfer faults through real runs: a transfer connection cut mid-push and mid-pull
 resumes and the result verifies; a node whose disk fills fails with a clear reason; a byte
 corrupted on disk after its chunk was verified is caught and never presented as an output."""
 

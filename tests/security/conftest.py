@@ -1,4 +1,4 @@
-"""The red-team cases of issue 14 share the fault table of the reliability suite."""
+"""The red-team cases share the fault table of the reliability suite."""
 
 from __future__ import annotations
 

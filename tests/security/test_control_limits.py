@@ -1,4 +1,4 @@
-"""Issue 14 — strangers on the control service cannot make the engine hold memory, stall
+"""Strangers on the control service cannot make the engine hold memory, stall
 it, or write into its output: frames before admission are capped at 64 KiB, a hello
 must come within 5 s, and only 4 connections per peer (32 in all) may await admission.
 Every peer here is a real iroh endpoint on loopback."""

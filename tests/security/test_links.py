@@ -1,4 +1,4 @@
-"""Issue 14 — a chain of links in the outputs (`ln -s . d; ln -s d/d/d/../../.. e`) passes
+"""A chain of links in the outputs (`ln -s . d; ln -s d/d/d/../../.. e`) passes
 a lexical check yet resolves above the landing dir on the operator's machine. Through a
 real run: the node's walk refuses it (listed in manifest.json), and every link that did
 land resolves inside the landing dir."""

@@ -1,4 +1,4 @@
-"""Issue 14 — a local user can read nothing of the operator's runs, and a local job sees
+"""A local user can read nothing of the operator's runs, and a local job sees
 nothing of the operator's environment. Everything goes through `swjob` as a subprocess
 started from a shell with the usual umask 022, so the engine must make its files private
 itself."""

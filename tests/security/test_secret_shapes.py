@@ -1,4 +1,4 @@
-"""Issue 14 — secrets in every shape, through a real `swjob run`: a multi-line env value
+"""Secrets in every shape, through a real `swjob run`: a multi-line env value
 (a PEM key) printed whole and line by line, and a secret printed right across the
 agent's 64 KiB line cut. No line of the key and no piece of the secret (6 characters or
 more) may show in what `swjob run` printed, in the run's logs or in its events."""

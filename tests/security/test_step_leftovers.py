@@ -1,4 +1,4 @@
-"""Issue 14 — no process of a step survives it, even one that left the step's process
+"""No process of a step survives it, even one that left the step's process
 group and scrubbed its environment (`setsid env -i`), so the step marker cannot find
 it: the agent is the child subreaper, the orphan is reparented to it and ended with
 the step (before the step's exit is reported). Through a real run on the local pool."""

@@ -1,4 +1,4 @@
-"""Issue 14 — nothing from a peer or a job reaches the operator's terminal raw. A job
+"""Nothing from a peer or a job reaches the operator's terminal raw. A job
 prints escape sequences (screen clear, OSC 52 clipboard write, bell, a fake status line)
 and a stranger sends a hello whose run id holds the same; `swjob run` (a subprocess,
 output captured) must print every one of them in caret notation and no ESC or BEL byte.

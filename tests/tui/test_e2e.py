@@ -150,7 +150,7 @@ async def test_cli_submits_jobs_given_on_the_command_line(engine) -> None:
 
 
 async def test_outputs_browser_masks_a_secret_in_a_file_name(engine, make_job) -> None:
-    """Issue 14: the file lands under its real name, the tree and the preview show ***,
+    """The file lands under its real name, the tree and the preview show ***,
     and the preview still finds the file's manifest entry (recorded masked)."""
     secret = "Zq7xW-4f0c9e41b7a2-kP3vY"
     job = make_job(

@@ -1,4 +1,4 @@
-"""What a k9s/lazydocker user tripped over (issue 16, item 5), each pressed through Pilot
+"""What a k9s/lazydocker user tripped over, each pressed through Pilot
 against a real engine on the local pool."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Links resolved, not read (issue 14): a chain of links that looks harmless lexically
+"""Links resolved, not read: a chain of links that looks harmless lexically
 (`ln -s . d; ln -s d/d/d/../../.. e`) is refused by the walk that sends it, and removed
 by the receiver that landed it, whatever order the links arrived in."""
 

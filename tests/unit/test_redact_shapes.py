@@ -1,4 +1,4 @@
-"""Secrets in every shape (issue 14): each line of a multi-line value is masked on its
+"""Secrets in every shape: each line of a multi-line value is masked on its
 own, and a secret straddling the 64 KiB line cut is masked whole, whatever the sizes of
 the pieces the pipe delivers."""
 
