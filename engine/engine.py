@@ -35,7 +35,8 @@ from engine.report import scope
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
-from engine.run import abandon, fsm, reclaim, recovery
+from engine.run import abandon, attempts, fsm, reclaim, recovery
+from engine.run.attempts import Attempt
 from engine.run.control import ControlServer, NodeSession
 from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
@@ -87,6 +88,8 @@ class Engine:
         self.stream = Datastream()
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[RunView]] = {}
+        self._successors: dict[str, str] = {}  # run id → the next attempt's run id
+        self._closing = False
         self._providers: dict[str, Provider] = {}
         self._store: Store | None = None
         self._endpoint = None
@@ -140,6 +143,7 @@ class Engine:
         """Stop: with `stop_running`, every run this engine drives is stopped and its node
         torn down; without, they are left to their nodes (which keep running and billing)
         and their leases freed, so another swjob can adopt them."""
+        self._closing = True  # no next attempt is started from here on
         if self._adopting is not None:
             self._adopting.cancel()
             await asyncio.gather(self._adopting, return_exceptions=True)
@@ -175,7 +179,13 @@ class Engine:
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
         await self._providers_ready(pool_def)
+        return self._start(job, pool_def, None)
+
+    def _start(self, job: JobSpec, pool_def: Pool, attempt: Attempt | None) -> str:
+        """Start a run of `job` on `pool_def` (attempt 1 when `attempt` is None)."""
+        pool = pool_def.name
         run_id = new_run_id()
+        attempt = attempt or attempts.first_attempt(run_id, pool_def)
         lease = ownership.acquire(run_id)
         if lease is None:  # a fresh random id: only a collision gets here
             raise SubmitError(f"run id {run_id} is already in use; submit again")
@@ -184,16 +194,25 @@ class Engine:
         run_dir.mkdir(mode=0o700, parents=True)
         self.stream.open_run(run_id, run_dir / "events.jsonl")
         submitted = self.stream.publish(
-            ev.Submitted(run_id=run_id, job_name=job.name, pool=pool, run_dir=str(run_dir))
+            ev.Submitted(
+                run_id=run_id,
+                job_name=job.name,
+                pool=pool,
+                run_dir=str(run_dir),
+                attempt=attempt.number,
+                attempts=attempt.of,
+                previous_run=attempt.previous,
+            )
         )
         keys = {"token": secrets.token_urlsafe(24), "reattach_key": secrets.token_urlsafe(32)}
-        driver = self._driver(new_view(submitted), job, pool_def, keys)
+        driver = self._driver(new_view(submitted), job, pool_def, keys, attempt)
         driver.remember(
             orchestrator_id=str(self._endpoint.id()),
             job_file=str(job.source),
             job_sha256=recovery.job_digest(job.source),
             pool=pool,
             pool_def=pool_def.model_dump_json(),
+            attempt=attempts.to_record(attempt),
         )
         self._launch(driver)
         return run_id
@@ -203,7 +222,14 @@ class Engine:
         self._tasks[driver.view.run_id] = asyncio.create_task(self._drive(driver))
         self.live.run_started(driver.view.run_id)
 
-    def _driver(self, view: RunView, job: JobSpec, pool: Pool, keys: dict[str, str]) -> RunDriver:
+    def _driver(
+        self,
+        view: RunView,
+        job: JobSpec,
+        pool: Pool,
+        keys: dict[str, str],
+        attempt: Attempt | None = None,
+    ) -> RunDriver:
         """A driver for the run; `keys` are its join token and re-attach credential."""
         assert self._server is not None and self._endpoint is not None
         token = keys["token"]
@@ -235,6 +261,7 @@ class Engine:
             stream=self.stream,
             stop_grace_s=self.config.stop_grace_s,
             on_change=self._save,
+            attempt=attempt,
         )
         holder.append(driver)
         driver.recovery.update(keys)
@@ -323,7 +350,8 @@ class Engine:
         events = read_events(view.run_dir / "events.jsonl")
         self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
         keys = {k: saved[k] for k in ("token", "reattach_key") if saved.get(k)}
-        driver = self._driver(fold(events) or view, job, pool, keys)
+        attempt = attempts.from_record(saved.get("attempt"))
+        driver = self._driver(fold(events) or view, job, pool, keys, attempt)
         driver.clock.replay(events)  # phase times (and the cost split) span the restart
         driver.recovery.update(saved)
         driver.started = set(saved.get("started", []))
@@ -355,7 +383,7 @@ class Engine:
     async def _drive(self, driver: RunDriver) -> RunView:
         run_id = driver.view.run_id
         try:
-            return await driver.run()
+            view = await driver.run()
         finally:
             assert self._server is not None
             self._server.sessions.pop(run_id, None)
@@ -367,6 +395,21 @@ class Engine:
                 lease.release(finished=True)
             elif lease is not None:
                 self._leases[run_id] = lease  # cancelled mid-run: held until close()
+        self._chain(driver, view)
+        return view
+
+    def _chain(self, driver: RunDriver, view: RunView) -> None:
+        """Start the next attempt of a run its node let down (engine/run/attempts.py)."""
+        if driver.attempt is None or self._closing:
+            return
+        following = attempts.next_attempt(view, driver.pool, driver.attempt)
+        if following is not None:
+            attempt, pool_def = following
+            self._successors[view.run_id] = self._start(driver.job, pool_def, attempt)
+
+    def successor(self, run_id: str) -> str | None:
+        """The run id of the attempt that followed `run_id`, if one was started."""
+        return self._successors.get(run_id)
 
     def _save(self, driver: RunDriver, event: ev.Event | None = None) -> None:
         """Index the run when its summary changes (one row upsert; logs and progress skip it)."""

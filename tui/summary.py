@@ -29,6 +29,7 @@ def summary(
         fmt.state_text(run.state),
         f" · {step_text(run, queued)}",
         f"  pool {run.pool}",
+        f"  attempt {run.attempt}/{run.attempts}" if run.attempts > 1 else "",
         f"  elapsed {fmt.duration(end - run.created)}",
         f"  exit {'—' if run.exit_code is None else run.exit_code}",
     )

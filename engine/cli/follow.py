@@ -38,7 +38,13 @@ async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path
         run_id = await engine.submit(job, pool)
         view = engine.run(run_id)
         printer.console.print(f"[dim]run {run_id} → {view.run_dir if view else '?'}[/]")
-        return await _follow(engine, sub, run_id, printer, after_seq=0)
+        code = await _follow(engine, sub, run_id, printer, after_seq=0)
+        while (following := engine.successor(run_id)) is not None:  # the node let it down
+            run_id, view = following, engine.run(following)
+            where = f"attempt {view.attempt}/{view.attempts}" if view else "next attempt"
+            printer.console.print(f"[yellow]{where}: run {run_id} on a new node[/]")
+            code = await _follow(engine, sub, run_id, printer, after_seq=0)
+        return code
     finally:
         sub.close()
         await engine.close(stop_running=True)

@@ -35,6 +35,14 @@ def _parser() -> argparse.ArgumentParser:
         help="while `run` runs, pull changed outputs every S seconds (0: never); "
         "default: the pool's sync_every_s (300 on interruptible pools, else never)",
     )
+    run.add_argument(
+        "--attempts",
+        type=_attempts,
+        default=None,
+        metavar="N",
+        help="run again on a new node, up to N attempts in all, when the node is preempted or "
+        "lost (never when the job itself fails); default: the pool's max_attempts (1)",
+    )
     sub.add_parser("validate", help="check a job file").add_argument("job", type=Path)
     plan = sub.add_parser("plan", help="show what would be pushed, before renting anything")
     plan.add_argument("job", type=Path)
@@ -116,7 +124,16 @@ def _run(args: argparse.Namespace) -> int:
     pools.get(args.pool)
     if args.sync_every is not None:
         pools = pools.tuned(args.pool, sync_every_s=args.sync_every)
+    if args.attempts is not None:
+        pools = pools.tuned(args.pool, max_attempts=args.attempts)
     return asyncio.run(run_and_follow(job, pools, args.pool, args.runs_dir))
+
+
+def _attempts(text: str) -> int:
+    """How many attempts a run may take: 1 to 20."""
+    if not text.isdigit() or not 1 <= int(text) <= 20:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 20: {text!r}")
+    return int(text)
 
 
 def _seconds(text: str) -> float:

@@ -109,6 +109,9 @@ class _PoolTable(_Strict):
     """The bid in $/h for the whole machine; offers whose minimum bid is higher are skipped."""
     bid_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
     """The bid as a fraction of each offer's on-demand price (e.g. 0.6)."""
+    max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
+    """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
+    attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""
     sync_every_s: Annotated[float, Field(ge=0, le=86400)] | None = None
     """While `run` runs, pull the declared outputs that changed this often (0: never).
     Default: every 300 s on an interruptible pool (a preempted node's files are lost with

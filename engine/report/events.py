@@ -49,6 +49,9 @@ class Submitted(_Ev):
     job_name: str
     pool: str
     run_dir: str
+    attempt: int = 1  # of `attempts`: runs of one job chained after preemption/node loss
+    attempts: int = 1
+    previous_run: str | None = None
 
 
 class Transition(_Ev):

@@ -25,6 +25,9 @@ def new_view(event: ev.Submitted) -> RunView:
         created=event.ts,
         updated=event.ts,
         run_dir=Path(event.run_dir),
+        attempt=event.attempt,
+        attempts=event.attempts,
+        previous_run=event.previous_run,
     )
 
 

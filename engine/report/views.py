@@ -74,6 +74,9 @@ class RunView(_View):
     alerts: list[str] = []  # persistent warnings (e.g. a node that could not be torn down)
     all_alerts: list[str] = []  # every warning about the run, persistent or not (run.json)
     live: bool = False  # driven by this engine right now (False: from history)
+    attempt: int = 1  # this run's place in its job's chain of attempts (attempts.py)
+    attempts: int = 1
+    previous_run: str | None = None
 
     @property
     def terminal(self) -> bool:

@@ -40,6 +40,7 @@ from engine.report.gpu import IdleGpuWatch, gpu_summary
 from engine.report.runbook import apply
 from engine.report.views import RunView
 from engine.run import fsm, nodeloss
+from engine.run.attempts import Attempt
 from engine.run.control import NodeGone, NodeSession
 from engine.run.costmeter import CostMeter
 from engine.run.runrecord import LogFiles, PhaseClock, write_run_json
@@ -64,10 +65,12 @@ class RunDriver:
         stream: Datastream,
         stop_grace_s: float,
         on_change: Any,
+        attempt: Attempt | None = None,
     ) -> None:
         self.view = view
         self.job = job
         self.pool = pool
+        self.attempt = attempt  # None: a first attempt (or one recovered after a crash)
         self._provider = provider
         self.session = session
         self._bootstrap = bootstrap
@@ -95,7 +98,8 @@ class RunDriver:
         self.workspace_refused: list[str] = []
         self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s)
         # queued first, so a stop that arrives before the loop starts still finds a job
-        self.post(fsm.JobSubmitted(job.setup is not None, job.workspace is not None))
+        carries = attempt is not None and attempt.carried is not None
+        self.post(fsm.JobSubmitted(job.setup is not None, job.workspace is not None or carries))
 
     # ---- the loop ---------------------------------------------------------------------
 

@@ -43,21 +43,24 @@ class Transfers:
         return report
 
     async def push(self) -> None:
-        workspace = self._d.job.workspace
-        assert workspace is not None
+        """The job's workspace, then (a next attempt) the previous attempt's outputs over it,
+        where the job wrote them."""
+        workspace, attempt = self._d.job.workspace, self._d.attempt
+        trees = [(workspace.workdir, workspace.exclude)] if workspace else []
+        if attempt is not None and attempt.carried is not None:
+            trees.append((attempt.carried, []))
+        refused: list[str] = []
         try:
-            result = await push_workspace(
-                self._d.session,
-                workspace.workdir,
-                workspace.exclude,
-                self._progress(ev.TransferDirection.PUSH),
-            )
+            for root, exclude in trees:
+                progress = self._progress(ev.TransferDirection.PUSH)
+                result = await push_workspace(self._d.session, root, exclude, progress)
+                refused += result.refused
         except TransferError as exc:
             self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
         except NodeGone as exc:
             self._d.post(fsm.NodeLost(str(exc)))
         else:
-            self._record_refused(result.refused)
+            self._record_refused(refused)
             self._d.post(fsm.WorkspaceMaterialized())
 
     def _record_refused(self, refused: list[str]) -> None:

@@ -35,6 +35,7 @@ async def engine(api: StandIn, tmp_path: Path) -> AsyncIterator[Engine]:
             "local": BUILTIN_LOCAL,
             "spot": gpu_pool("spot", **BID, **quick),
             "spot-sync": gpu_pool("spot-sync", **BID, **quick, sync_every_s=0.3),
+            "spot-retry": gpu_pool("spot-retry", **BID, **quick, sync_every_s=0.3, max_attempts=2),
             "gpu": gpu_pool(**quick),
         }
     )
@@ -109,6 +110,34 @@ async def test_a_preempted_run_keeps_the_checkpoint_its_last_sync_landed(
     assert landed.read_text() == "epoch-3\n"
     assert view.last_sync is not None and view.last_sync.paths == ["ck/last.txt"]
     assert api.cloud.instances == {}
+
+
+async def test_a_preempted_run_resumes_on_a_new_node_and_completes(engine, api, make_job) -> None:
+    """Preempt → next attempt on a new instance, its push carrying the synced checkpoint →
+    the job resumes from it and completes; both instances destroyed, both at the bid."""
+    resuming = (
+        'if [ -e ck/last.txt ]; then echo "resumed from $(cat ck/last.txt)" > result.txt;'
+        " else mkdir -p ck && echo epoch-3 > ck/last.txt && sleep 60; fi"
+    )
+    job = make_job(run=resuming, outputs=["ck/", "result.txt"])
+    first = await engine.submit(job, "spot-retry")
+    instance = await _running_instance(engine, api, first)
+    landed = engine.run(first).run_dir / "outputs/ck/last.txt"
+    deadline = time.monotonic() + 30
+    while not landed.exists():
+        assert time.monotonic() < deadline, "no live sync landed the checkpoint"
+        await asyncio.sleep(0.05)
+    api.cloud.preempt(instance)
+    lost = await asyncio.wait_for(engine.wait(first), 30)
+    second = engine.successor(first)
+    assert lost.reason and lost.reason.startswith("preempted") and second is not None
+    done = await asyncio.wait_for(engine.wait(second), 60)
+    assert done.state == "COMPLETED", done.reason
+    assert (done.run_dir / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
+    assert (done.attempt, done.attempts, done.previous_run) == (2, 2, first)
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 2
+    assert instance in api.cloud.destroyed and Ledger().open_entries() == []
+    assert lost.node.price_per_hour == done.node.price_per_hour == 0.11
 
 
 async def test_the_same_stop_on_an_on_demand_node_is_a_node_loss(engine, api, make_job) -> None:

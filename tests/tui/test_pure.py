@@ -287,3 +287,6 @@ def test_the_detail_says_when_the_last_live_sync_landed_and_what_it_held() -> No
     assert line.strip() == (
         f"last sync {fmt.clock_time(at)}: 4 file(s), 3.0 MiB (a, b, c, …); 6 output(s) held"
     )
+    assert "attempt" not in text
+    second = view.model_copy(update={"attempt": 2, "attempts": 3})
+    assert "pool spot  attempt 2/3  elapsed" in rendered(summary(second, at))

@@ -60,6 +60,7 @@ def test_example_file_has_a_local_and_a_vastai_pool() -> None:
     assert gpu.summary() == "1× RTX_4090 ≥24 GB · ≤$0.60/h · rel≥0.98"
     spot = pools.get("rtx4090-spot")
     assert spot.interruptible and spot.bid_fraction == 0.6 and not gpu.interruptible
+    assert (spot.max_attempts, gpu.max_attempts, spot.sync_interval()) == (3, 1, 300.0)
     assert spot.summary() == "1× RTX_4090 ≥24 GB · ≤$0.30/h · rel≥0.98 · bid 60%"
 
 

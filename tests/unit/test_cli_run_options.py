@@ -1,4 +1,4 @@
-"""`swjob run --sync-every S`: a number of seconds, checked before anything is rented."""
+"""`swjob run --sync-every S` and `--attempts N`: checked before anything is rented."""
 
 from __future__ import annotations
 
@@ -19,3 +19,11 @@ def test_a_bad_sync_every_is_one_line_naming_the_option(bad: str, capsys) -> Non
         _parser().parse_args(["run", "job.toml", "--sync-every", bad])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--sync-every" in err and bad in err
+
+
+def test_attempts_is_a_whole_number_from_one_to_twenty(capsys) -> None:
+    assert _parser().parse_args(["run", "j.toml", "--attempts", "3"]).attempts == 3
+    for bad in ("0", "21", "2.5", "-1"):
+        with pytest.raises(SystemExit):
+            _parser().parse_args(["run", "j.toml", "--attempts", bad])
+        assert "--attempts" in capsys.readouterr().err

@@ -1,0 +1,60 @@
+"""Next attempt on the local pool (real agents, real iroh on loopback): a run whose node is
+lost is run again on a new node carrying its last synced outputs, and a job that resumes
+from its checkpoint completes; a job that fails by its own exit code is never retried."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from engine.report import events as ev
+from tests.reliability.helpers import Tap, engine_with, run_json
+
+pytestmark = pytest.mark.timeout(90)
+
+RESUMING = (
+    'if [ -e ck/last.txt ]; then echo "resumed from $(cat ck/last.txt)"; echo done > result.txt;'
+    " else mkdir -p ck && echo epoch-3 > ck/last.txt && sleep 60; fi"
+)
+
+
+async def test_a_lost_node_is_followed_by_an_attempt_that_resumes_from_the_checkpoint(
+    tmp_path: Path, make_job
+) -> None:
+    job = make_job(run=RESUMING, outputs=["ck/", "result.txt"])
+    settings = {"deadline_s": 2.0, "sync_every_s": 0.3, "max_attempts": 2}
+    async with engine_with(tmp_path / "runs", **settings) as engine:
+        tap = Tap(engine)
+        first = await engine.submit(job, "local")
+        await tap.until(lambda e: isinstance(e, ev.OutputsSynced) and e.run_id == first)
+        lost = engine.run(first)
+        assert lost is not None and lost.node is not None
+        os.kill(int(lost.node.offer["pid"]), signal.SIGKILL)
+        lost = await asyncio.wait_for(engine.wait(first), 30)
+        second = engine.successor(first)
+        assert second is not None, lost.reason
+        done = await asyncio.wait_for(engine.wait(second), 60)
+        assert engine.successor(second) is None
+    assert lost.state == "FAILED" and (lost.reason or "").startswith("node lost")
+    assert (lost.attempt, lost.attempts) == (1, 2)
+    assert done.state == "COMPLETED", done.reason
+    assert (done.attempt, done.attempts, done.previous_run) == (2, 2, first)
+    assert "resumed from epoch-3" in (done.run_dir / "logs/run.log").read_text()
+    assert (done.run_dir / "outputs/result.txt").read_text() == "done\n"
+    assert run_json(done)["attempt"] == {"number": 2, "of": 2, "previous": first}
+    assert run_json(lost)["attempt"] == {"number": 1, "of": 2, "previous": None}
+
+
+async def test_a_job_that_fails_by_its_own_exit_code_is_never_retried(
+    tmp_path: Path, make_job
+) -> None:
+    job = make_job(run="exit 3")
+    async with engine_with(tmp_path / "runs", max_attempts=3) as engine:
+        run_id = await engine.submit(job, "local")
+        view = await asyncio.wait_for(engine.wait(run_id), 30)
+        assert view.state == "FAILED" and view.exit_code == 3
+        assert engine.successor(run_id) is None
