@@ -353,6 +353,7 @@ class Engine:
         attempt = attempts.from_record(saved.get("attempt"))
         driver = self._driver(fold(events) or view, job, pool, keys, attempt)
         driver.clock.replay(events)  # phase times (and the cost split) span the restart
+        driver.logs.restore(events)  # what the dead owner wrote past its datastream goes
         driver.recovery.update(saved)
         driver.started = set(saved.get("started", []))
         driver.session.endpoint_id = saved.get("endpoint_id")

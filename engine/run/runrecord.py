@@ -95,6 +95,26 @@ class LogFiles:
         handle.write("".join(f"{line.text}\n" for line in lines))
         handle.flush()
 
+    def restore(self, events: list[ev.Event]) -> None:
+        """Rewrite each step's log from the run's datastream, before an adopted run goes on.
+
+        A batch lands here just before its Log event reaches events.jsonl; an owner killed
+        between the two leaves lines the datastream does not hold, and the node replays
+        them to the adopter (it resumes after the last sequence number in events.jsonl). The
+        datastream is the record, so the files are made to say exactly what it says."""
+        by_step: dict[Step, list[str]] = {}
+        for event in events:
+            if isinstance(event, ev.Log):
+                by_step.setdefault(Step(event.step), []).extend(line.text for line in event.lines)
+        self.close()
+        for step in Step:
+            if step not in by_step and not self.path(step).exists():
+                continue
+            scratch = self.path(step).with_suffix(".log.restoring")
+            texts = by_step.get(step, [])
+            scratch.write_text("".join(f"{text}\n" for text in texts), encoding="utf-8")
+            os.replace(scratch, self.path(step))
+
     def close(self) -> None:
         for handle in self._files.values():
             handle.close()

@@ -91,11 +91,23 @@ def _node_event(run_dir: Path) -> str:
     return node.model_dump_json()
 
 
+def drop_last_log_event(run_dir: Path) -> None:
+    """As if the owner died between writing a batch to logs/run.log and its Log event to
+    events.jsonl: the log holds lines the datastream does not, and the node replays them."""
+    path = run_dir / "events.jsonl"
+    lines = path.read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if '"kind":"log"' in line.replace(" ", ""))
+    path.write_text("\n".join(lines[:last] + lines[last + 1 :]) + "\n")
+
+
+@pytest.mark.parametrize("torn", [False, True], ids=["clean", "killed-between-log-and-event"])
 async def test_attach_after_kill_9_finishes_the_run_with_the_full_log(
-    tmp_path: Path, crashed_run: tuple[Path, int]
+    tmp_path: Path, crashed_run: tuple[Path, int], torn: bool
 ) -> None:
     run_dir, agent_pid = crashed_run
     assert pid_alive(agent_pid), "the node keeps running while the operator is away"
+    if torn:
+        drop_last_log_event(run_dir)
     attach = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "engine.cli.main", "attach", run_dir.name,
         cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
