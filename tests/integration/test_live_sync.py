@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine
+from engine.engine import Engine, EngineConfig
+from engine.jobs.pools import load_pools
 from engine.report import events as ev
 from engine.run.livesync import LiveSync
+from tests.integration.test_crash_recovery import swjob, wait_for
 from tests.reliability.helpers import Tap, engine_with, run_json
 
 pytestmark = pytest.mark.timeout(90)
@@ -126,3 +128,41 @@ async def test_an_on_demand_pool_syncs_only_when_asked(
         view = await asyncio.wait_for(engine.wait(run_id), 30)
     assert view.state == "COMPLETED" and view.last_sync is None
     assert run_json(view)["last_sync"] is None
+
+
+async def test_syncing_goes_on_after_the_operator_restarts(tmp_path: Path) -> None:
+    """`swjob run --sync-every` is killed -9 mid-run; the engine that adopts the run keeps
+    syncing: a checkpoint the job writes after the restart lands before the job ends."""
+    go, done = tmp_path / "go", tmp_path / "done"
+    run = f"echo started && {_wait_for(go)} && echo v2 > ck.txt && {_wait_for(done)}"
+    (tmp_path / "job.toml").write_text(
+        f'[job]\nname = "resync"\nrun = "{run}"\noutputs = ["ck.txt"]\n'
+    )
+    cli = swjob("run", "job.toml", "--sync-every", str(EVERY_S), cwd=tmp_path)
+    try:
+        runs = tmp_path / "swjob-runs" / "resync"
+        wait_for(lambda: any(runs.glob("*/logs/run.log")))
+        [log] = runs.glob("*/logs/run.log")
+        wait_for(lambda: "started" in log.read_text())
+        os.kill(cli.pid, signal.SIGKILL)
+    finally:
+        cli.kill()
+        cli.wait()
+        if cli.stdout:
+            cli.stdout.close()
+    run_dir = log.parent.parent
+    config = EngineConfig(runs_dir=runs.parent, pools=load_pools(None), adopt_orphans=True)
+    engine = Engine(config)
+    await engine.start()
+    try:
+        await _until(lambda: engine.run(run_dir.name) is not None, "the run adopted")
+        go.touch()
+        landed = run_dir / "outputs/ck.txt"
+        await _until(landed.exists, "the checkpoint synced after the restart")
+        view = engine.run(run_dir.name)
+        assert view is not None and view.phase == "run" and landed.read_text() == "v2\n"
+        done.touch()
+        view = await asyncio.wait_for(engine.wait(run_dir.name), 60)
+    finally:
+        await engine.close()
+    assert view.state == "COMPLETED", view.reason
