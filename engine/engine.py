@@ -319,12 +319,22 @@ class Engine:
                 log.warning("adoption scan failed: %s", one_line(exc))
 
     def _pool_of(self, view: RunView, saved: dict[str, Any]) -> Pool:
-        """The pool the run was placed on, as it was defined then (it may since have been
-        renamed or removed from the pools file); runs from before that was kept use the
-        configured pool of that name."""
-        if saved.get("pool_def"):
-            return Pool.model_validate_json(saved["pool_def"])
-        return self.config.pools.get(saved.get("pool", view.pool))
+        """The pool to carry the run on. The pools file as it is now wins when it still
+        names the run's pool on the same provider: caps and deadlines the operator changed
+        while the run was unattended are the ones meant. A pool since renamed, removed or
+        moved to another provider falls back to the definition kept with the run (its node
+        lives where that says); runs from before it was kept use the configured pool."""
+        name = saved.get("pool", view.pool)
+        if not saved.get("pool_def"):
+            return self.config.pools.get(name)
+        try:
+            configured: Pool | None = self.config.pools.get(name)
+        except PoolFileError:
+            configured = None
+        kept = Pool.model_validate_json(saved["pool_def"])
+        if configured is not None and configured.provider == kept.provider:
+            return configured
+        return kept
 
     async def _find_node(self, provider: Provider, run_id: str) -> NodeHandle | None:
         try:

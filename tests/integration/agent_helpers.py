@@ -223,15 +223,6 @@ def files_containing(root: Path, needle: str) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and data in p.read_bytes()]
 
 
-def pid_alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie (PID 1 here may never reap)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rfind(")") + 2] not in "ZX"
-
-
 def kill_leftover_group(root: Path) -> None:
     """Teardown safety net: SIGKILL the job group the agent recorded, if it is still there.
 

@@ -29,8 +29,8 @@ from tests.integration.agent_helpers import (
     FakeOrchestrator,
     files_containing,
     kill_leftover_group,
-    pid_alive,
 )
+from tests.support.processes import pid_alive
 
 TOKEN = "join-token-4f1d9c2b7a"
 SECRET = "sk-live-0123456789abcdef"

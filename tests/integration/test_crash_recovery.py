@@ -9,8 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,9 @@ from engine.report.datastream import read_events
 from engine.report.views import RunView
 from engine.state.ledger import Ledger
 from engine.state.paths import cache_dir
-from tests.integration.conftest import pid_alive
 from tests.standin.server import StandIn
+from tests.support.processes import pid_alive
+from tests.support.waiting import eventually
 
 LINES = 40
 JOB = f"""[job]
@@ -40,13 +40,6 @@ def swjob(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def run_dir_of(root: Path) -> Path:
@@ -77,9 +70,9 @@ def crashed_run(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     cli = swjob("run", "job.toml", cwd=tmp_path)
     try:
         # the job's dir appears a moment before the run's dir inside it
-        wait_for(lambda: any((tmp_path / "swjob-runs" / "crashy").glob("*")))
+        eventually(lambda: any((tmp_path / "swjob-runs" / "crashy").glob("*")))
         run_dir = run_dir_of(tmp_path)
-        wait_for(lambda: logged_lines(run_dir) >= 5)
+        eventually(lambda: logged_lines(run_dir) >= 5)
         os.kill(cli.pid, signal.SIGKILL)
         cli.wait()
         assert logged_lines(run_dir) < LINES, "the job finished before the crash"
@@ -160,7 +153,7 @@ async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
     (tmp_path / "job.toml").write_text('[job]\nname = "crashy"\nrun = "true"\n')
     cli = swjob("run", "job.toml", "--pool", "gpu", "--pools", str(pools_file), cwd=tmp_path)
     try:
-        wait_for(lambda: len(api.cloud.instances) == 1)
+        eventually(lambda: len(api.cloud.instances) == 1)
         os.kill(cli.pid, signal.SIGKILL)
     finally:
         cli.wait()

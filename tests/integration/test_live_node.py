@@ -11,7 +11,6 @@ import socket
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
 
 import pexpect
 import pytest
@@ -19,23 +18,17 @@ import pytest
 from agent.livewire import ShellOpen
 from engine.engine import Engine
 from engine.run.liveops import LiveUnavailable
-from tests.integration.conftest import pid_alive
+from tests.support.processes import pid_alive
+from tests.support.waiting import eventually_async
 
 CLI = [sys.executable, "-m", "engine.cli"]
 TIMEOUT_S = 20
 
 
-async def until(condition: Callable[[], object], timeout: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-
-
 async def running(engine: Engine, make_job, run: str, **fields: object) -> str:
     """Submit `run` and return its id once its `run` step is running on the node."""
     run_id = await engine.submit(make_job(run=run, **fields), "local")
-    await until(lambda: (v := engine.run(run_id)) is not None and v.phase == "run")
+    await eventually_async(lambda: (v := engine.run(run_id)) is not None and v.phase == "run")
     return run_id
 
 
@@ -184,7 +177,7 @@ async def test_a_forward_to_a_closed_node_port_closes_that_connection_and_says_w
     reader, writer = await asyncio.open_connection("127.0.0.1", fwd.local_port)
     assert await asyncio.wait_for(reader.read(), TIMEOUT_S) == b""  # closed, not hung
     writer.close()
-    await until(lambda: fwd.errors)
+    await eventually_async(lambda: fwd.errors)
     assert fwd.errors[-1].startswith(f"node port {closed}: ")
     assert fwd.active == 0 and fwd.served == 1
     await stop(engine, run_id)
@@ -218,7 +211,7 @@ async def test_a_killed_shell_client_leaves_nothing_running_on_the_node(engine, 
     try:
         pid = await remote_pid(term)
         os.kill(term.child.pid, signal.SIGKILL)
-        await until(lambda: not pid_alive(pid))
+        await eventually_async(lambda: not pid_alive(pid))
     finally:
         term.close()
     assert engine.run(run_id).state == "RUNNING"  # the job itself is untouched
@@ -229,11 +222,11 @@ async def test_a_shell_opened_during_setup_survives_the_end_of_the_step(engine, 
     """A step's end sweeps whatever the step left behind; an operator's shell is not that."""
     job = make_job(setup="sleep 1", run="sleep 60")
     run_id = await engine.submit(job, "local")
-    await until(lambda: (v := engine.run(run_id)) is not None and v.phase == "setup")
+    await eventually_async(lambda: (v := engine.run(run_id)) is not None and v.phase == "setup")
     term = Terminal(run_id)
     try:
         pid = await remote_pid(term)
-        await until(lambda: engine.run(run_id).phase == "run")  # setup's sweep is over
+        await eventually_async(lambda: engine.run(run_id).phase == "run")  # setup's sweep is over
         await term.run("echo MARK-$((6*7))", "MARK-42")
         assert pid_alive(pid)
         term.child.sendline("exit 0")

@@ -12,7 +12,7 @@ from engine.report import events as ev
 from engine.report.datastream import read_events
 from engine.report.views import RunView
 from engine.state.paths import cache_dir
-from tests.integration.conftest import pid_alive
+from tests.support.processes import pid_alive
 
 
 async def run_to_end(engine: Engine, job: JobSpec, timeout: float = 60) -> RunView:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import pid_alive
+from tests.support.processes import pid_alive
 
 MOUNT_EMPTY_PROC = 'mount -t tmpfs none /proc && exec "$@"'
 HIDE_PROC = ["unshare", "-m", "--propagation", "private", "sh", "-c", MOUNT_EMPTY_PROC, "sh"]

@@ -20,7 +20,7 @@ from engine.engine import Engine, EngineConfig
 from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
 from engine.report import events as ev
 from engine.report.views import RunView
-from tests.integration.conftest import pid_alive
+from tests.support.processes import pid_alive
 
 __all__ = [
     "Tap", "engine_with", "kill_quietly", "local_pools", "pid_alive", "pids_in_logs", "run_json",

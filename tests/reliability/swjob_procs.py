@@ -21,15 +21,7 @@ import pytest
 
 from engine.report.datastream import read_events
 from engine.report.events import Event
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> float:
-    """Poll until `predicate` holds; returns the monotonic time it was first seen."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"not met within {timeout:g} s: {what}"
-        time.sleep(0.02)
-    return time.monotonic()
+from tests.support.waiting import eventually
 
 
 class Cli:
@@ -87,7 +79,7 @@ def clis() -> Iterator[Callable[..., Cli]]:
 def only_run_dir(runs_root: Path, job: str) -> Path:
     """The single run directory of `job` (waits until the run has written it)."""
     root = runs_root / job
-    wait_for(lambda: root.exists() and any(root.iterdir()), what=f"a run of {job}")
+    eventually(lambda: root.exists() and any(root.iterdir()), what=f"a run of {job}")
     (run_dir,) = root.iterdir()
     return run_dir
 
@@ -108,7 +100,7 @@ def finished_at(run_dir: Path) -> datetime:
 
 def agent_pid(run_dir: Path) -> int:
     """The local agent's pid, from the run's first node event."""
-    wait_for(lambda: any(e.kind == "node" for e in events(run_dir)), what="a node event")
+    eventually(lambda: any(e.kind == "node" for e in events(run_dir)), what="a node event")
     node = next(e for e in events(run_dir) if e.kind == "node")
     return int(node.offer["pid"])
 

@@ -23,6 +23,7 @@ import pytest
 from engine.report.datastream import read_events
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -112,13 +113,6 @@ def test_a_cap_holds_across_kill_9_and_attach_with_the_true_cost(
     )
 
 
-def _wait_for(predicate: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
-
-
 def test_a_node_whose_operator_never_returns_destroys_itself(
     tmp_path: Path, api: StandIn, record_fault: Callable[..., None]
 ) -> None:
@@ -150,7 +144,7 @@ def test_a_node_whose_operator_never_returns_destroys_itself(
     [inst] = api.cloud.instances.values()
     assert "--orphan-timeout 2 --on-orphan destroy-instance" in inst.request["onstart"]
     killed_at = time.monotonic()
-    _wait_for(lambda: api.cloud.instances == {}, timeout=40)
+    eventually(lambda: api.cloud.instances == {}, timeout=40)
     destroyed_after = time.monotonic() - killed_at
     assert api.cloud.destroyed == [inst.id]
     [row] = Ledger().open_entries()  # gc (or the ledger's reconcile) closes it later

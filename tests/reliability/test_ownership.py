@@ -17,7 +17,6 @@ import pytest
 
 from engine.state import ownership
 from engine.state.paths import cache_dir
-from tests.integration.conftest import pid_alive
 from tests.reliability.swjob_procs import (
     Cli,
     agent_pid,
@@ -25,9 +24,10 @@ from tests.reliability.swjob_procs import (
     finished_at,
     only_run_dir,
     run_json,
-    wait_for,
     waiting_job,
 )
+from tests.support.processes import pid_alive
+from tests.support.waiting import eventually
 
 Start = Callable[..., Cli]
 EXIT_BOUND_S = 2.0
@@ -39,7 +39,7 @@ def _run(start: Start, tmp_path: Path, name: str, *extra: str) -> tuple[Cli, Pat
     job = waiting_job(tmp_path / name, name, release)
     cli = start("run", str(job), "--runs-dir", str(tmp_path / "runs"), *extra, cwd=tmp_path)
     run_dir = only_run_dir(tmp_path / "runs", name)
-    wait_for(lambda: "line 3" in _log(run_dir), what=f"{name} running")
+    eventually(lambda: "line 3" in _log(run_dir), what=f"{name} running")
     return cli, run_dir, release
 
 
@@ -96,7 +96,7 @@ def test_kill_9_then_attach_adopts_under_another_identity_after_pool_rename(
     pools.write_text('[pools.renamed]\nprovider = "local"\nmax_nodes = 2\n')
     # B bound A's old identity and port: A's node dials B, which does not drive its run
     (log_file,) = (cache_dir() / "nodes").glob(f"local-{a_dir.name}-*/logs/agent.log")
-    wait_for(lambda: "unknown run" in log_file.read_text(), 30, "A's node refused by B")
+    eventually(lambda: "unknown run" in log_file.read_text(), 30, "A's node refused by B")
     assert pid_alive(node) and finished(a_dir) is None, "an unknown-run reject killed the job"
     assert ownership.has_live_owner(a_dir.name) is False
     a_release.touch()
@@ -158,7 +158,7 @@ def test_an_adopted_run_whose_node_never_rejoins_fails_within_the_node_deadline(
     assert summary["state"] == "FAILED"
     assert summary["reason"].startswith("node lost: node did not rejoin within 10 s")
     assert took < 10 + 10, f"adopter took {took:.1f} s to give up on a silent node"
-    wait_for(lambda: not pid_alive(node), 5, "the hung agent torn down")
+    eventually(lambda: not pid_alive(node), 5, "the hung agent torn down")
     assert not any((cache_dir() / "nodes").iterdir())
     record_fault(
         "operator kill -9, node hung (SIGSTOP), `swjob attach`",
@@ -175,11 +175,11 @@ def test_attach_follows_a_live_owner_read_only_then_adopts_when_it_dies(
     that nothing drives)."""
     owner, run_dir, release = _run(clis, tmp_path, "epsilon")
     attach = clis("attach", run_dir.name, cwd=tmp_path)
-    wait_for(lambda: "driven by another swjob process" in attach.output(), 30, "read-only")
+    eventually(lambda: "driven by another swjob process" in attach.output(), 30, "read-only")
     assert ownership.has_live_owner(run_dir.name) and owner.proc.poll() is None
     owner.kill9()
     killed = time.monotonic()
-    wait_for(lambda: "recovered after operator restart" in attach.output(), 30, "adopted")
+    eventually(lambda: "recovered after operator restart" in attach.output(), 30, "adopted")
     adopted_s = time.monotonic() - killed
     release.touch()
     assert attach.wait(60) == 0, attach.output()

@@ -15,10 +15,10 @@ from tests.reliability.swjob_procs import (
     only_run_dir,
     run_json,
     swjob_once,
-    wait_for,
     waiting_job,
 )
 from tests.standin.server import StandIn
+from tests.support.waiting import eventually
 
 Start = Callable[..., Cli]
 POOLS = (
@@ -41,7 +41,7 @@ def _rented_run(start: Start, tmp_path: Path, pools: Path, name: str) -> tuple[C
     )  # fmt: skip
     run_dir = only_run_dir(tmp_path / "runs", name)
     log = run_dir / "logs" / "run.log"
-    wait_for(lambda: log.exists() and "line 3" in log.read_text(), 60, f"{name} running")
+    eventually(lambda: log.exists() and "line 3" in log.read_text(), 60, f"{name} running")
     return cli, run_dir, release
 
 

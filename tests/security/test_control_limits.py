@@ -29,6 +29,7 @@ from tests.security.helpers import (
     wait_printed,
     waiting_run,
 )
+from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -84,13 +85,13 @@ async def test_silent_peers_are_cut_and_limited_per_peer(tmp_path, record_fault)
         addr = iroh_endpoint.addr_from_ticket(iroh_endpoint.ticket_of(engine._endpoint))
         started = time.monotonic()
         silent = [await ep.connect(addr, CTL_ALPN) for _ in range(MAX_UNADMITTED_PER_PEER)]
-        await _until(lambda: engine._server.gate.waiting == MAX_UNADMITTED_PER_PEER)
+        await eventually_async(lambda: engine._server.gate.waiting == MAX_UNADMITTED_PER_PEER)
         extra = await ep.connect(addr, CTL_ALPN)
         busy = str(await asyncio.wait_for(extra.closed(), 5))
         busy_after = time.monotonic() - started
         cut = [str(await asyncio.wait_for(c.closed(), HELLO_TIMEOUT_S + 5)) for c in silent]
         cut_after = time.monotonic() - started
-        await _until(lambda: engine._server.gate.waiting == 0)
+        await eventually_async(lambda: engine._server.gate.waiting == 0)
     assert "busy" in busy and busy_after < HELLO_TIMEOUT_S, (busy, busy_after)
     assert all("no hello" in r for r in cut), cut
     assert HELLO_TIMEOUT_S - 0.5 <= cut_after <= HELLO_TIMEOUT_S + 3, cut_after
@@ -99,12 +100,6 @@ async def test_silent_peers_are_cut_and_limited_per_peer(tmp_path, record_fault)
         cut_after,
         f"extra closed at once (busy, {busy_after:.2f} s); silent ones cut at the hello timeout",
     )
-
-
-async def _until(check: Any, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.05)
 
 
 # ---- 100 hostile connections against `swjob run` --------------------------------------

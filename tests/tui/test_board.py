@@ -8,7 +8,8 @@ from pathlib import Path
 from engine.engine import Engine, EngineConfig
 from engine.jobs.jobspec import load_job
 from engine.jobs.pools import load_pools
-from tests.reliability.swjob_procs import clis, only_run_dir, wait_for, waiting_job
+from tests.reliability.swjob_procs import clis, only_run_dir, waiting_job
+from tests.support.waiting import eventually
 from tests.tui.conftest import HELLO, REPO, booted, finished, screen_text, toasts, until
 from tui import history
 from tui.app import SwjobApp
@@ -180,7 +181,7 @@ async def test_a_run_nobody_drives_is_marked_and_a_adopts_it(engine, clis, tmp_p
     runs = engine.config.runs_dir
     cli = clis("run", str(job), "--runs-dir", str(runs), cwd=tmp_path)
     run_dir = only_run_dir(runs, "adoptee")
-    wait_for(lambda: ("run", False, "line 3") in history.tail(run_dir, 3), what="the job running")
+    eventually(lambda: ("run", False, "line 3") in history.tail(run_dir, 3), what="the job running")
     app = SwjobApp(engine)
     async with app.run_test(size=SMALL) as pilot:
         await booted(pilot)

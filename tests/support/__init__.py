@@ -1,0 +1,1 @@
+"""Helpers every kind of test shares: waiting for a condition, and process checks."""

@@ -1,0 +1,14 @@
+"""Is a process still there? Tests look up the pids they started, never names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def pid_alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie (PID 1 here may never reap)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
