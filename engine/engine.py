@@ -89,6 +89,7 @@ class Engine:
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[RunView]] = {}
         self._successors: dict[str, str] = {}  # run id → the next attempt's run id
+        self._chain_pools: dict[str, Pool] = {}  # run id → its pool, caps for the whole chain
         self._closing = False
         self._providers: dict[str, Provider] = {}
         self._store: Store | None = None
@@ -205,7 +206,10 @@ class Engine:
             )
         )
         keys = {"token": secrets.token_urlsafe(24), "reattach_key": secrets.token_urlsafe(32)}
-        driver = self._driver(new_view(submitted), job, pool_def, keys, attempt)
+        self._chain_pools[run_id] = pool_def
+        driver = self._driver(
+            new_view(submitted), job, attempts.capped(pool_def, attempt), keys, attempt
+        )
         driver.remember(
             orchestrator_id=str(self._endpoint.id()),
             job_file=str(job.source),
@@ -333,7 +337,7 @@ class Engine:
             configured = None
         kept = Pool.model_validate_json(saved["pool_def"])
         if configured is not None and configured.provider == kept.provider:
-            return configured
+            return configured.model_copy(update=kept.run_choices())
         return kept
 
     async def _find_node(self, provider: Provider, run_id: str) -> NodeHandle | None:
@@ -351,7 +355,10 @@ class Engine:
         self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
         keys = {k: saved[k] for k in ("token", "reattach_key") if saved.get(k)}
         attempt = attempts.from_record(saved.get("attempt"))
-        driver = self._driver(fold(events) or view, job, pool, keys, attempt)
+        self._chain_pools[view.run_id] = pool
+        driver = self._driver(
+            fold(events) or view, job, attempts.capped(pool, attempt), keys, attempt
+        )
         driver.clock.replay(events)  # phase times (and the cost split) span the restart
         driver.logs.restore(events)  # what the dead owner wrote past its datastream goes
         driver.recovery.update(saved)
@@ -401,11 +408,11 @@ class Engine:
 
     def _chain(self, driver: RunDriver, view: RunView) -> None:
         """Start the next attempt of a run its node let down (engine/run/attempts.py)."""
+        pool_def = self._chain_pools.pop(view.run_id, driver.pool)
         if driver.attempt is None or self._closing:
             return
-        following = attempts.next_attempt(view, driver.pool, driver.attempt)
-        if following is not None:
-            attempt, pool_def = following
+        attempt = attempts.next_attempt(view, pool_def, driver.attempt)
+        if attempt is not None:
             self._successors[view.run_id] = self._start(driver.job, pool_def, attempt)
 
     def successor(self, run_id: str) -> str | None:

@@ -41,6 +41,7 @@ _DEFAULTS = {  # provider → defaults that differ by provider
 
 
 INTERRUPTIBLE_SYNC_S = 300.0
+RUN_CHOICES = ("sync_every_s", "max_attempts")
 
 
 class PoolFileError(ConfigFileError):
@@ -136,6 +137,11 @@ class Pool(_PoolTable):
     """A named pool designation."""
 
     name: str
+
+    def run_choices(self) -> dict[str, Any]:
+        """The settings `swjob run` may choose for one run (--sync-every, --attempts): an
+        adopted run keeps its own, whatever the pools file says now."""
+        return {name: getattr(self, name) for name in RUN_CHOICES}
 
     def sync_interval(self) -> float | None:
         """Seconds between live output syncs, or None when the pool does not sync."""

@@ -67,9 +67,21 @@ def _left(cap: float | None, spent: float) -> float | None:
     return None if cap is None else cap - spent
 
 
-def next_attempt(view: RunView, pool: Pool, attempt: Attempt) -> tuple[Attempt, Pool] | None:
-    """The next attempt after `view` ended, and its pool with what the caps have left;
-    None when there is none (done, not retryable, attempts or money used up)."""
+def capped(pool: Pool, attempt: Attempt | None) -> Pool:
+    """`pool` with the caps the earlier attempts of the chain left for this one."""
+    if attempt is None or attempt.spent_dollars == attempt.spent_hours == 0:
+        return pool
+    caps = pool.caps
+    left = Caps(
+        max_dollars=_left(caps.max_dollars, attempt.spent_dollars),
+        max_hours=_left(caps.max_hours, attempt.spent_hours),
+    )
+    return pool.model_copy(update={"caps": left})
+
+
+def next_attempt(view: RunView, pool: Pool, attempt: Attempt) -> Attempt | None:
+    """The attempt after `view` ended on `pool` (its caps as configured, for the whole
+    chain); None when there is none (done, not retryable, attempts or money used up)."""
     if attempt.number >= attempt.of or not retryable(view):
         return None
     ran_h = ((view.finished or view.updated) - view.created).total_seconds() / 3600
@@ -80,7 +92,7 @@ def next_attempt(view: RunView, pool: Pool, attempt: Attempt) -> tuple[Attempt, 
     if any(left is not None and left <= 0 for left in (left_dollars, left_hours)):
         return None
     outputs = view.run_dir / "outputs"
-    successor = Attempt(
+    return Attempt(
         number=attempt.number + 1,
         of=attempt.of,
         first=attempt.first,
@@ -89,5 +101,3 @@ def next_attempt(view: RunView, pool: Pool, attempt: Attempt) -> tuple[Attempt, 
         spent_dollars=dollars,
         spent_hours=hours,
     )
-    left = Caps(max_dollars=left_dollars, max_hours=left_hours)
-    return successor, pool.model_copy(update={"caps": left})

@@ -70,15 +70,18 @@ class LiveSync:
         self._syncs = 0
         self._failing = False
         self.checks = 0  # syncs done, whether or not anything had changed
+        self._over = False  # collection began: no sync may start again
 
     def start(self) -> None:
+        """Start syncing (the run step runs, or was resumed after an operator restart)."""
         every = self._d.pool.sync_interval()
-        if every is None or not self._d.job.outputs or self._task is not None:
+        if every is None or not self._d.job.outputs or self._task is not None or self._over:
             return
         self._task = self._d.start_work(self._loop(every))
 
     async def stop(self) -> None:
         """Cancel the loop and wait for it: a sync cut short keeps what already landed."""
+        self._over = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

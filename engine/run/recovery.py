@@ -129,6 +129,8 @@ async def _resume_active(driver: RunDriver, state: fsm.FsmState) -> None:
             if step.value not in driver.started or await _never_delivered(driver):
                 command = driver.job.run if step is Step.RUN else driver.job.setup or ""
                 await driver.start_step(step, command)
+            if step is Step.RUN:
+                driver.transfers.live.start()  # the outputs keep syncing after a restart
         case fsm.Phase.COLLECTING:
             failed = state.state is fsm.JobState.FAILED
             driver.outputs = await driver.transfers.pull(best_effort=failed)

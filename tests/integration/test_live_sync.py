@@ -12,29 +12,25 @@ from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine
+from engine.engine import Engine, EngineConfig
+from engine.jobs.pools import load_pools
 from engine.report import events as ev
 from engine.run.livesync import LiveSync
+from tests.integration.test_crash_recovery import swjob
 from tests.reliability.helpers import Tap, engine_with, run_json
+from tests.support.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 
 EVERY_S = 0.3
 
 
-def _wait_for(flag: Path) -> str:
+def _blocks_until(flag: Path) -> str:
     return f"while [ ! -e {flag} ]; do sleep 0.05; done"
 
 
 def _live(engine: Engine, run_id: str) -> LiveSync:
     return engine._drivers[run_id].transfers.live
-
-
-async def _until(check, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 def _synced(event: ev.Event, syncs: int) -> bool:
@@ -47,8 +43,8 @@ async def test_changed_outputs_land_while_running_and_unchanged_ones_are_not_pul
     go, done = tmp_path / "go", tmp_path / "done"
     job = make_job(
         run=(
-            f"mkdir -p ck && echo one > ck/last.txt && echo log > notes.txt && {_wait_for(go)}"
-            f" && echo two > ck/last.txt && {_wait_for(done)}"
+            f"mkdir -p ck && echo one > ck/last.txt && echo log > notes.txt && {_blocks_until(go)}"
+            f" && echo two > ck/last.txt && {_blocks_until(done)}"
         ),
         outputs=["ck/", "notes.txt"],
     )
@@ -68,7 +64,7 @@ async def test_changed_outputs_land_while_running_and_unchanged_ones_are_not_pul
         assert landed.read_text() == "one\n"
         inode, live = landed.stat().st_ino, _live(engine, run_id)
         checked = live.checks
-        await _until(lambda: live.checks >= checked + 5, "five more syncs")
+        await eventually_async(lambda: live.checks >= checked + 5, what="five more syncs")
         tap.drain()
         assert [e for e in tap.events(run_id) if isinstance(e, ev.OutputsSynced)] == [first]
         assert landed.stat().st_ino == inode, "nothing changed: nothing was landed again"
@@ -114,7 +110,7 @@ async def test_an_on_demand_pool_syncs_only_when_asked(
 ) -> None:
     """Off by default on an on-demand pool: the run step starts no sync loop."""
     go = tmp_path / "go"
-    job = make_job(run=f"echo started && {_wait_for(go)}", outputs=["out.txt"])
+    job = make_job(run=f"echo started && {_blocks_until(go)}", outputs=["out.txt"])
     async with engine_with(tmp_path / "runs", **settings) as engine:
         tap = Tap(engine)
         run_id = await engine.submit(job, "local")
@@ -126,3 +122,41 @@ async def test_an_on_demand_pool_syncs_only_when_asked(
         view = await asyncio.wait_for(engine.wait(run_id), 30)
     assert view.state == "COMPLETED" and view.last_sync is None
     assert run_json(view)["last_sync"] is None
+
+
+async def test_syncing_goes_on_after_the_operator_restarts(tmp_path: Path) -> None:
+    """`swjob run --sync-every` is killed -9 mid-run; the engine that adopts the run keeps
+    syncing: a checkpoint the job writes after the restart lands before the job ends."""
+    go, done = tmp_path / "go", tmp_path / "done"
+    run = f"echo started && {_blocks_until(go)} && echo v2 > ck.txt && {_blocks_until(done)}"
+    (tmp_path / "job.toml").write_text(
+        f'[job]\nname = "resync"\nrun = "{run}"\noutputs = ["ck.txt"]\n'
+    )
+    cli = swjob("run", "job.toml", "--sync-every", str(EVERY_S), cwd=tmp_path)
+    try:
+        runs = tmp_path / "swjob-runs" / "resync"
+        eventually(lambda: any(runs.glob("*/logs/run.log")), what="the run log")
+        [log] = runs.glob("*/logs/run.log")
+        eventually(lambda: "started" in log.read_text(), what="the job started")
+        os.kill(cli.pid, signal.SIGKILL)
+    finally:
+        cli.kill()
+        cli.wait()
+        if cli.stdout:
+            cli.stdout.close()
+    run_dir = log.parent.parent
+    config = EngineConfig(runs_dir=runs.parent, pools=load_pools(None), adopt_orphans=True)
+    engine = Engine(config)
+    await engine.start()
+    try:
+        await eventually_async(lambda: engine.run(run_dir.name) is not None, what="the run adopted")
+        go.touch()
+        landed = run_dir / "outputs/ck.txt"
+        await eventually_async(landed.exists, what="the checkpoint synced after the restart")
+        view = engine.run(run_dir.name)
+        assert view is not None and view.phase == "run" and landed.read_text() == "v2\n"
+        done.touch()
+        view = await asyncio.wait_for(engine.wait(run_dir.name), 60)
+    finally:
+        await engine.close()
+    assert view.state == "COMPLETED", view.reason

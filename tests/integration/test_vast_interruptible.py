@@ -20,6 +20,7 @@ from engine.run import fsm, nodeloss
 from engine.state.ledger import Ledger
 from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -51,16 +52,16 @@ async def engine(api: StandIn, tmp_path: Path) -> AsyncIterator[Engine]:
 
 
 async def _running_instance(engine: Engine, api: StandIn, run_id: str) -> int:
-    """The instance of `run_id` once its job runs (polled, with a deadline)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    """The instance of `run_id` once its job runs."""
+
+    def running() -> bool:
         view = engine.run(run_id)
-        if view is not None and view.phase == "run":
-            [instance] = api.cloud.instances
-            return instance
-        assert view is None or view.phase != "done", view.reason
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} never reached its run step")
+        assert view is None or view.phase != "done", view.reason if view else None
+        return view is not None and view.phase == "run"
+
+    await eventually_async(running, timeout=60, what=f"run {run_id} in its run step")
+    [instance] = api.cloud.instances
+    return instance
 
 
 async def test_a_preempted_node_fails_the_run_preempted_is_destroyed_and_costs_the_bid(
@@ -100,10 +101,7 @@ async def test_a_preempted_run_keeps_the_checkpoint_its_last_sync_landed(
     run_id = await engine.submit(job, "spot-sync")
     instance = await _running_instance(engine, api, run_id)
     landed = engine.run(run_id).run_dir / "outputs/ck/last.txt"
-    deadline = time.monotonic() + 30
-    while not landed.exists():
-        assert time.monotonic() < deadline, "no live sync landed the checkpoint"
-        await asyncio.sleep(0.05)
+    await eventually_async(landed.exists, what="a live sync landed the checkpoint")
     api.cloud.preempt(instance)
     view = await asyncio.wait_for(engine.wait(run_id), 30)
     assert view.state == "FAILED" and (view.reason or "").startswith("preempted"), view.reason
@@ -123,10 +121,7 @@ async def test_a_preempted_run_resumes_on_a_new_node_and_completes(engine, api, 
     first = await engine.submit(job, "spot-retry")
     instance = await _running_instance(engine, api, first)
     landed = engine.run(first).run_dir / "outputs/ck/last.txt"
-    deadline = time.monotonic() + 30
-    while not landed.exists():
-        assert time.monotonic() < deadline, "no live sync landed the checkpoint"
-        await asyncio.sleep(0.05)
+    await eventually_async(landed.exists, what="a live sync landed the checkpoint")
     api.cloud.preempt(instance)
     lost = await asyncio.wait_for(engine.wait(first), 30)
     second = engine.successor(first)
