@@ -199,8 +199,11 @@ async def test_silent_orchestrator_counts_as_lost(
     await start_agent(orch, "--deadline", "0.8")
     await joined(orch)
     orch.silent = True
+    silenced = time.monotonic()
     await orch.until(lambda: len(orch.hellos) == 2)
     orch.silent = False
+    assert time.monotonic() - silenced >= 0.8, "redialled before its deadline passed"
+    assert orch.hellos[1].run_id == orch.hellos[0].run_id
 
 
 @pytest.mark.parametrize("how", ["message", "sigterm"])
