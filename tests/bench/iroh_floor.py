@@ -51,7 +51,9 @@ async def _receive(ticket: str, total: int, streams: int) -> None:
     await bis[0].send().write_all(b"k")
     await bis[0].send().finish()
     print(json.dumps({"cpu_s": cpu}), flush=True)
-    await asyncio.sleep(0.2)
+    # close only once the sender has read the "k" and finished its side: closing after a
+    # fixed pause lost the byte now and then on a loaded machine (the sender exited 1)
+    await bis[0].recv().read_to_end(1)
     await ep.close()
 
 
@@ -76,6 +78,7 @@ async def _send(total: int, streams: int) -> dict[str, float]:
         await asyncio.gather(*(fill(bi) for bi in bis))
         await bis[0].recv().read_exact(1)
         seconds, cpu = time.perf_counter() - started, _cpu_s() - cpu0
+        await bis[0].send().finish()
         out, _ = receiver.communicate(timeout=60)
     except BaseException:
         receiver.kill()  # by its pid; it has not finished on its own
