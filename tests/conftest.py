@@ -22,11 +22,16 @@ for _name in ("STATE", "CACHE", "CONFIG"):
 
 
 @pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test gets its own state/cache/config dirs under its tmp_path."""
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Each test gets its own state/cache/config dirs under its tmp_path, and fails if a
+    process it started (an agent, a stand-in instance, a job) is still running after it."""
     for name in ("state", "cache", "config"):
         monkeypatch.setenv(f"SWJOB_{name.upper()}_DIR", str(tmp_path / f"swjob-{name}"))
-    return tmp_path
+    yield tmp_path
+    from tests.support.leftovers import end_leftovers
+
+    if killed := end_leftovers(tmp_path):
+        pytest.fail("left running after the test (now killed):\n" + "\n".join(killed))
 
 
 @pytest.fixture

@@ -1,0 +1,45 @@
+"""Nothing a test starts may outlive it: agents, stand-in instances, jobs.
+
+Every process a test starts names a path inside the test's own tmp dir on its command
+line (an agent's --root, an instance's on-start script), so those pids are found by
+that unique path, then ended by pid (with the job group each agent recorded)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+
+GRACE_S = 3.0
+
+
+def processes_under(root: Path) -> list[psutil.Process]:
+    """Live processes (not this one) whose command line names a path inside `root`."""
+    marker, me, found = f"{root}/", os.getpid(), []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        if process.pid == me or process.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        if any(marker in arg for arg in process.info["cmdline"] or ()):
+            found.append(process)
+    return found
+
+
+def end_leftovers(root: Path) -> list[str]:
+    """Give what is still running under `root` a moment to finish its own exit, then kill
+    it and the job groups its agents recorded; what had to be killed, one line each."""
+    deadline = time.monotonic() + GRACE_S
+    while (left := processes_under(root)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    killed = []
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            killed.append(f"pid {process.pid}: {' '.join(process.cmdline())[:200]}")
+            process.kill()
+    for pgid_file in root.rglob("state/step.pgid"):
+        with contextlib.suppress(OSError, ValueError):
+            os.killpg(int(pgid_file.read_text().strip()), signal.SIGKILL)
+    return killed
