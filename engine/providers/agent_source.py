@@ -11,6 +11,7 @@ say where with `agent_install` — and the run stops before any node is rented.
 from __future__ import annotations
 
 import json
+import re
 from importlib import metadata
 from typing import Any
 
@@ -69,6 +70,32 @@ def agent_install_for(pool: Pool) -> str:
 
 
 def agent_closure() -> list[str]:
-    """The agent's own dependencies pinned to the versions installed here, so a node runs
-    the libraries this operator tested with and pip resolves nothing beyond them."""
-    return [f"{name}=={metadata.version(name)}" for name in DISTRIBUTIONS]
+    """The agent's distributions and everything they require, each pinned to the version
+    installed here: a node runs the libraries this operator tested with, and installs
+    them in one `--no-deps` step with nothing to resolve. A requirement not installed
+    here (an extra, or one for another Python) is not needed by this build either;
+    tests/unit/test_agent_closure.py checks none depends on the platform (the node is
+    Linux, the operator may be a Mac)."""
+    pins: dict[str, str] = {}
+    todo = list(DISTRIBUTIONS)
+    while todo:
+        name = _canonical(todo.pop())
+        if name in pins:
+            continue
+        try:
+            pins[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        for requirement in metadata.requires(name) or []:
+            if not _EXTRA.search(requirement):
+                todo.append(_NAME.match(requirement).group())  # type: ignore[union-attr]
+    return [f"{name}=={version}" for name, version in sorted(pins.items())]
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_EXTRA = re.compile(r";.*\bextra\s*==")
+
+
+def _canonical(name: str) -> str:
+    """PEP 503: one spelling per distribution (typing_extensions == typing-extensions)."""
+    return re.sub(r"[-_.]+", "-", name).lower()

@@ -59,14 +59,12 @@ def operator_of(label: str | None) -> str | None:
 
 
 def install_command(agent_install: str, closure: list[str]) -> str:
-    """Shell that installs swjob without its dependencies, then the agent's closure:
-    the console's and the Vast SDK's trees never reach a node."""
-    requirement = shlex.quote(agent_install)
-    pins = " ".join(shlex.quote(pin) for pin in closure)
-    steps = "{0} --no-deps {1} && {0} {2}"
+    """Shell that installs swjob and the agent's pinned closure in one `--no-deps` step:
+    nothing to resolve, and the console's and the Vast SDK's trees never reach a node."""
+    packages = " ".join(shlex.quote(p) for p in [agent_install, *closure])
     return (
-        f"if command -v uv >/dev/null 2>&1; then {steps.format(_UV, requirement, pins)}; "
-        f"else {steps.format(_PIP, requirement, pins)}; fi"
+        f"if command -v uv >/dev/null 2>&1; then {_UV} --no-deps {packages}; "
+        f"else {_PIP} --no-deps {packages}; fi"
     )
 
 
