@@ -21,7 +21,7 @@ from engine.report.views import RunView
 from engine.state.ledger import Ledger
 from engine.state.paths import cache_dir
 from tests.standin.server import StandIn
-from tests.support.processes import pid_alive
+from tests.support.processes import pid_alive, reap
 from tests.support.waiting import eventually
 
 LINES = 40
@@ -228,10 +228,7 @@ async def test_a_step_recorded_as_started_but_never_sent_is_started_after_recove
         assert "FROZEN" in first.stdout.readline()
         os.kill(first.pid, signal.SIGKILL)
     finally:
-        first.kill()
-        first.wait()
-        if first.stdout:
-            first.stdout.close()
+        reap(first)
     view = await recover(runs, load_pools(None), run_dir_of(tmp_path).name)
     assert view.state == "COMPLETED", view.reason
     assert (view.run_dir / "outputs" / "out.txt").read_text() == "ran\n"

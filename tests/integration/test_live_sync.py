@@ -18,6 +18,7 @@ from engine.report import events as ev
 from engine.run.livesync import LiveSync
 from tests.integration.test_crash_recovery import swjob
 from tests.reliability.helpers import Tap, engine_with, run_json
+from tests.support.processes import reap
 from tests.support.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.timeout(90)
@@ -140,10 +141,7 @@ async def test_syncing_goes_on_after_the_operator_restarts(tmp_path: Path) -> No
         eventually(lambda: "started" in log.read_text(), what="the job started")
         os.kill(cli.pid, signal.SIGKILL)
     finally:
-        cli.kill()
-        cli.wait()
-        if cli.stdout:
-            cli.stdout.close()
+        reap(cli)
     run_dir = log.parent.parent
     config = EngineConfig(runs_dir=runs.parent, pools=load_pools(None), adopt_orphans=True)
     engine = Engine(config)

@@ -23,6 +23,7 @@ import pytest
 from engine.report.datastream import read_events
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
+from tests.support.processes import reap
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -71,10 +72,7 @@ def test_a_cap_holds_across_kill_9_and_attach_with_the_true_cost(
         printed = _read_until(cli, "run | started")
         os.kill(cli.pid, signal.SIGKILL)
     finally:
-        cli.kill()
-        cli.wait()
-        if cli.stdout:
-            cli.stdout.close()
+        reap(cli)
     retry = [line for line in printed if "warning: Vast.ai search offers: HTTP 500" in line]
     assert retry, "the provider's retry reached the user"
     time.sleep(2.0)  # the fault: the operator stays away 2 s (the node bills on)
@@ -125,22 +123,12 @@ def test_a_node_whose_operator_never_returns_destroys_itself(
         "orphan_timeout_s = 2\n[pools.gpu.resources]\ngpu_count = 1\n"
     )
     (tmp_path / "job.toml").write_text('[job]\nname = "lonely"\nrun = "echo started; sleep 300"\n')
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.main", "run", "job.toml", "--pool", "gpu",
-         "--pools", str(pools)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    cli = _swjob("run", "job.toml", "--pool", "gpu", "--pools", str(pools), cwd=tmp_path)
     try:
-        assert cli.stdout is not None
-        for line in cli.stdout:
-            if "run | started" in line:
-                break
+        _read_until(cli, "run | started")
         os.kill(cli.pid, signal.SIGKILL)
     finally:
-        cli.kill()
-        cli.wait()
-        if cli.stdout:
-            cli.stdout.close()
+        reap(cli)
     [inst] = api.cloud.instances.values()
     assert "--orphan-timeout 2 --on-orphan destroy-instance" in inst.request["onstart"]
     killed_at = time.monotonic()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 
@@ -12,3 +13,12 @@ def pid_alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def reap(process: subprocess.Popen[str]) -> None:
+    """End a process the test started (by its pid), wait for it and close its output pipe:
+    the `finally` of every test that kills a `swjob` on purpose."""
+    process.kill()
+    process.wait()
+    if process.stdout:
+        process.stdout.close()
