@@ -46,7 +46,8 @@ FACTS = NodeFacts(
 async def oversize(ep: Any, addr: Any) -> str:
     """Dial, announce a 16 MiB frame and push JUNK bytes of it; the close reason. The
     engine may close a connection before the stream is even open (busy); iroh then
-    sometimes reports an empty reason — but the engine did hang up."""
+    sometimes reports an empty reason, or "reset by peer" when the close meets bytes
+    still in flight on a loaded machine — but the engine did hang up."""
     try:
         conn = await ep.connect(addr, CTL_ALPN)
         bi = await conn.open_bi()
@@ -139,7 +140,8 @@ async def test_hundred_hostile_connections_leave_memory_bounded_and_the_run_comp
     (run_dir,) = (tmp_path / "runs").glob("*/*")
     said = [str(r) for r in reasons]
     assert all(isinstance(r, str) for r in reasons), {r for r in said if "closed by" not in r}
-    assert {r for r in said if r and "no hello" not in r and "busy" not in r} == set()
+    engine_hung_up = ("no hello", "busy", "reset by peer")
+    assert {r for r in said if r and not any(why in r for why in engine_hung_up)} == set()
     assert sum("no hello" in r for r in said) >= ROGUES * MAX_UNADMITTED_PER_PEER // 2
     assert peak - before < RSS_CEILING_MB, (before, peak)
     assert code == 0 and (run_dir / "outputs" / "out.txt").read_text() == "landed\n", printed
