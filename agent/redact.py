@@ -8,8 +8,11 @@ protecting nothing worth protecting.
 
 A value of several lines (a PEM key) is printed line by line, and output is split
 into lines before it is redacted: so each line of it (of at least 4 characters) is a
-secret of its own, besides the whole. Text cut into pieces (a very long line) must be
-redacted before the cut, keeping `overlap` characters back (see agent/lines.py).
+secret of its own, besides the whole. Values may overlap (one's end is another's
+start, or one is a prefix of another): every character inside any occurrence of any
+value is masked, so the union of overlapping occurrences becomes one mask. Text cut
+into pieces (a very long line) must be redacted before the cut, keeping `overlap`
+characters back (see agent/lines.py).
 """
 
 from __future__ import annotations
@@ -34,7 +37,11 @@ def secret_pieces(secrets: Iterable[str]) -> set[str]:
 class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         values = sorted(secret_pieces(secrets), key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
+        alternatives = "|".join(map(re.escape, values))
+        self._pattern = re.compile(alternatives) if values else None
+        # a lookahead finds an occurrence at every position, overlapping ones included;
+        # slower, so it only scans text the plain pattern found a secret in
+        self._every = re.compile(f"(?=({alternatives}))") if values else None
         self.overlap = max((len(v) for v in values), default=1) - 1
         """How many characters a secret can reach past any cut: text about to be cut
         is redacted with at least this much kept back after the cut point."""
@@ -43,6 +50,16 @@ class Redactor:
         return self._pattern is not None
 
     def __call__(self, text: str) -> str:
-        if self._pattern is None:
+        first = self._pattern.search(text) if self._pattern is not None else None
+        if first is None:
             return text
-        return self._pattern.sub(MASK, text)
+        assert self._every is not None
+        shown: list[str] = []
+        masked_to = 0
+        for found in self._every.finditer(text, first.start()):
+            start, end = found.span(1)
+            if start >= masked_to:  # past the current mask: a new one starts here
+                shown += [text[masked_to:start], MASK]
+            masked_to = max(masked_to, end)
+        shown.append(text[masked_to:])
+        return "".join(shown)

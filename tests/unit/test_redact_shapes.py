@@ -1,6 +1,8 @@
 """Secrets in every shape: each line of a multi-line value is masked on its
-own, and a secret straddling the 64 KiB line cut is masked whole, whatever the sizes of
-the pieces the pipe delivers."""
+own (whatever the line break), a secret straddling the 64 KiB line cut is masked whole
+whatever the sizes of the pieces the pipe delivers, overlapping values are masked as
+their union, a value that is a prefix of another leaves no tail, regex characters are
+literal, and empty or short (under 4 characters) values redact nothing."""
 
 from __future__ import annotations
 
@@ -51,3 +53,44 @@ def test_a_secret_across_the_line_cut_is_masked_whole(offset: int, chunk: int) -
 def test_visible_draws_controls_in_caret_notation() -> None:
     assert visible("a\x1b[2Jb\x07c\x7fd\x9be\nf") == "a^[[2Jb^Gc^?d<9b>e^Jf"
     assert visible("x\ty") == "x       y" and visible("plain é 漢") == "plain é 漢"
+
+
+def test_overlapping_secrets_are_masked_as_their_union() -> None:
+    """Two values sharing a stretch, printed as one run: neither may leave a piece out."""
+    first, second = "Kq9vR2xL7mWp", "7mWpZe4sT0bN"
+    text = f"{first[:-4]}{second}!"  # first's end is second's start
+    shown = Redactor([first, second])(text)
+    assert shown == f"{MASK}!"
+    assert pieces(first, shown, 4) == [] and pieces(second, shown, 4) == []
+
+
+def test_a_secret_that_is_the_prefix_of_another_leaves_no_tail() -> None:
+    short, long = "pfx-4c1d", "pfx-4c1d-e9b07a"
+    redact = Redactor([short, long])
+    assert redact(f"a {long} b {short} c {short}-e9") == f"a {MASK} b {MASK} c {MASK}-e9"
+
+
+@pytest.mark.parametrize("values", [[], [""], ["a", "ab", "abc"], ["\n\n", "a\nb"]])
+def test_empty_and_short_values_redact_nothing(values: list[str]) -> None:
+    redact = Redactor(values)
+    text = "a ab abc ab\ncd 1 2 3"
+    assert not redact and redact(text) == text and redact.overlap == 0
+
+
+def test_four_characters_is_a_secret_and_regex_characters_are_literal() -> None:
+    redact = Redactor(["abcd", "a.b*(c)?"])
+    assert redact("xabcdx a.b*(c)? aXb(c)") == f"x{MASK}x {MASK} aXb(c)"
+    assert redact.overlap == len("a.b*(c)?") - 1
+
+
+@pytest.mark.parametrize("sep", ["\n", "\r\n", "\r"])
+def test_every_line_break_splits_a_multiline_value(sep: str) -> None:
+    value = sep.join(["first-line-1a", "second-line-2b", "xy"])
+    redact = Redactor([value])
+    assert redact(f"[{value}]") == f"[{MASK}]"
+    assert redact("first-line-1a then second-line-2b, xy") == f"{MASK} then {MASK}, xy"
+
+
+def test_a_secret_repeated_back_to_back_is_masked_every_time() -> None:
+    redact = Redactor([SECRET])
+    assert redact(SECRET * 3 + " " + SECRET) == f"{MASK * 3} {MASK}"
