@@ -1,4 +1,5 @@
-"""Test-wide isolation: no relays (loopback only) and throwaway state, cache and config dirs."""
+"""Test-wide isolation: no relays (loopback only) and throwaway state, cache and config dirs;
+the fixtures every kind of test shares (from tests/support)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.support.engines import engine, make_engine  # noqa: F401  (fixtures)
+from tests.support.jobs import make_job  # noqa: F401  (fixture)
 
 if TYPE_CHECKING:
     from tests.standin.server import StandIn

@@ -17,8 +17,10 @@ from engine.jobs.pools import load_pools
 from engine.report import events as ev
 from engine.run.livesync import LiveSync
 from tests.integration.test_crash_recovery import swjob
-from tests.reliability.helpers import Tap, engine_with, run_json
+from tests.reliability.helpers import run_json
+from tests.support.engines import engine_with
 from tests.support.processes import reap
+from tests.support.tap import Tap
 from tests.support.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.timeout(90)

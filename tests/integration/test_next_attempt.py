@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from engine.report import events as ev
-from tests.reliability.helpers import Tap, engine_with, run_json
+from tests.reliability.helpers import run_json
+from tests.support.engines import engine_with
+from tests.support.tap import Tap
 
 pytestmark = pytest.mark.timeout(90)
 

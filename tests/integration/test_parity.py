@@ -5,28 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine, EngineConfig
-from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
+from engine.engine import Engine
 from tests.integration.vast_fixtures import gpu_pool
 from tests.standin.server import StandIn
+from tests.support.engines import EngineFactory
 
 pytestmark = pytest.mark.timeout(90)
 
 
 @pytest.fixture
-async def engine(api: StandIn, tmp_path: Path) -> AsyncIterator[Engine]:
-    pools = PoolSet({"local": BUILTIN_LOCAL, "gpu": gpu_pool()})
-    eng = Engine(EngineConfig(runs_dir=tmp_path / "runs", pools=pools, stop_grace_s=2.0))
-    await eng.start()
-    try:
-        yield eng
-    finally:
-        await eng.close(stop_running=True)
+async def engine(api: StandIn, make_engine: EngineFactory) -> Engine:
+    return await make_engine(gpu_pool())
 
 
 def manifest(run_dir: Path) -> dict[str, tuple[int, str]]:

@@ -8,18 +8,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine, EngineConfig
-from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
+from engine.engine import Engine
 from engine.providers.base import Preempted, ProvisionError
 from engine.run import fsm, nodeloss
 from engine.state.ledger import Ledger
 from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
+from tests.support.engines import EngineFactory
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
@@ -28,27 +26,15 @@ BID = {"interruptible": True, "bid_fraction": 0.5}  # offer 103: $0.22 on demand
 
 
 @pytest.fixture
-async def engine(api: StandIn, tmp_path: Path) -> AsyncIterator[Engine]:
+async def engine(api: StandIn, make_engine: EngineFactory) -> Engine:
     """A short node-loss deadline: a preempted node goes silent and is noticed in ~2 s."""
     quick = {"node_lost_after_s": 2.0}
-    pools = PoolSet(
-        {
-            "local": BUILTIN_LOCAL,
-            "spot": gpu_pool("spot", **BID, **quick),
-            "spot-sync": gpu_pool("spot-sync", **BID, **quick, sync_every_s=0.3),
-            "spot-retry": gpu_pool("spot-retry", **BID, **quick, sync_every_s=0.3, max_attempts=2),
-            "gpu": gpu_pool(**quick),
-        }
+    return await make_engine(
+        gpu_pool("spot", **BID, **quick),
+        gpu_pool("spot-sync", **BID, **quick, sync_every_s=0.3),
+        gpu_pool("spot-retry", **BID, **quick, sync_every_s=0.3, max_attempts=2),
+        gpu_pool(**quick),
     )
-    config = EngineConfig(
-        runs_dir=tmp_path / "runs", pools=pools, heartbeat_s=0.5, stop_grace_s=2.0
-    )
-    eng = Engine(config)
-    await eng.start()
-    try:
-        yield eng
-    finally:
-        await eng.close(stop_running=True)
 
 
 async def _running_instance(engine: Engine, api: StandIn, run_id: str) -> int:

@@ -5,37 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine, EngineConfig
-from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
+from engine.engine import Engine
 from engine.state.ledger import Ledger
 from tests.integration.vast_fixtures import gpu_pool
 from tests.standin.server import StandIn
+from tests.support.engines import EngineFactory
 
 pytestmark = pytest.mark.timeout(90)
 
 
 @pytest.fixture
-async def engine(api: StandIn, tmp_path: Path) -> AsyncIterator[Engine]:
-    pools = PoolSet(
-        {
-            "local": BUILTIN_LOCAL,
-            "gpu": gpu_pool(),
-            "slow": gpu_pool("slow", boot_timeout_s=2.0),
-        }
-    )
-    eng = Engine(
-        EngineConfig(runs_dir=tmp_path / "runs", pools=pools, heartbeat_s=0.5, stop_grace_s=2.0)
-    )
-    await eng.start()
-    try:
-        yield eng
-    finally:
-        await eng.close(stop_running=True)
+async def engine(api: StandIn, make_engine: EngineFactory) -> Engine:
+    return await make_engine(gpu_pool(), gpu_pool("slow", boot_timeout_s=2.0))
 
 
 async def test_a_job_runs_end_to_end_on_a_rented_instance(engine, api, make_job, capfd) -> None:

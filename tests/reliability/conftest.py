@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.integration.conftest import make_job  # noqa: F401  (shared fixture)
 from tests.reliability.swjob_procs import clis  # noqa: F401  (shared fixture)
 
 _FAULTS: list[tuple[str, str, str, str]] = []

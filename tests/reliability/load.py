@@ -18,7 +18,7 @@ from engine.engine import Engine
 from engine.jobs.jobspec import JobSpec, load_job
 from engine.report import events as ev
 from engine.report.views import RunView
-from tests.reliability.helpers import Tap
+from tests.support.tap import Tap
 
 LINES = 5
 

@@ -17,7 +17,9 @@ from engine.engine import Engine
 from engine.jobs.pools import Caps
 from engine.report import events as ev
 from engine.report.views import RunView
-from tests.reliability.helpers import Tap, engine_with, pid_alive
+from tests.support.engines import engine_with
+from tests.support.processes import pid_alive
+from tests.support.tap import Tap
 
 pytestmark = [pytest.mark.timeout(90)]
 

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from engine.report import events as ev
-from tests.reliability.helpers import Tap, engine_with
+from tests.support.engines import engine_with
+from tests.support.tap import Tap
 
 pytestmark = [pytest.mark.timeout(120)]
 

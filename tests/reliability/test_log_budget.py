@@ -11,7 +11,7 @@ import pytest
 
 from engine.report import events as ev
 from engine.report.datastream import read_events
-from tests.reliability.helpers import engine_with
+from tests.support.engines import engine_with
 
 pytestmark = [pytest.mark.timeout(120)]
 

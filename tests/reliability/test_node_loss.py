@@ -18,8 +18,10 @@ from engine.engine import Engine
 from engine.report import events as ev
 from engine.report.views import RunView
 from engine.state.paths import cache_dir
-from tests.reliability.helpers import Tap, engine_with, kill_quietly, pid_alive, pids_in_logs
 from tests.reliability.netns import Netns, netns_provider, netns_unavailable
+from tests.support.engines import engine_with
+from tests.support.processes import kill_quietly, pid_alive
+from tests.support.tap import Tap, pids_in_logs
 
 pytestmark = [pytest.mark.timeout(90)]
 

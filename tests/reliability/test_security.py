@@ -29,7 +29,9 @@ from engine.report import events as ev
 from engine.run.reclaim import ReclaimRefused, reclaim
 from engine.run.transfer import pull_outputs, push_workspace
 from engine.state.paths import cache_dir
-from tests.reliability.helpers import Tap, engine_with, run_json
+from tests.reliability.helpers import run_json
+from tests.support.engines import engine_with
+from tests.support.tap import Tap
 
 pytestmark = [pytest.mark.timeout(90)]
 

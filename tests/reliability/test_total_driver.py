@@ -18,7 +18,9 @@ import pytest
 from engine.providers.base import Bootstrap, NodeHandle
 from engine.providers.local import LocalProvider
 from engine.report import events as ev
-from tests.reliability.helpers import Tap, engine_with, pid_alive
+from tests.support.engines import engine_with
+from tests.support.processes import pid_alive
+from tests.support.tap import Tap
 
 pytestmark = [pytest.mark.timeout(90)]
 

@@ -21,7 +21,8 @@ from engine.engine import Engine
 from engine.report import events as ev
 from engine.report.events import utcnow
 from engine.state.paths import cache_dir
-from tests.reliability.helpers import Tap, engine_with
+from tests.support.engines import engine_with
+from tests.support.tap import Tap
 
 pytestmark = [pytest.mark.timeout(120)]
 

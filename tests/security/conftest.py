@@ -2,5 +2,4 @@
 
 from __future__ import annotations
 
-from tests.integration.conftest import make_job  # noqa: F401  (shared fixture)
 from tests.reliability.conftest import pytest_terminal_summary, record_fault  # noqa: F401

@@ -21,7 +21,6 @@ from agent import endpoint as iroh_endpoint
 from agent.protocol import CTL_ALPN, Channel, Hello, NodeFacts, Reject
 from engine.run.control import HELLO_MAX_FRAME, HELLO_TIMEOUT_S
 from engine.run.peergate import MAX_UNADMITTED_PER_PEER
-from tests.reliability.helpers import engine_with
 from tests.security.helpers import (
     engine_addr,
     rogues,
@@ -29,6 +28,7 @@ from tests.security.helpers import (
     wait_printed,
     waiting_run,
 )
+from tests.support.engines import engine_with
 from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.timeout(120)]

@@ -9,7 +9,9 @@ import subprocess
 from pathlib import Path
 
 from engine.report import events as ev
-from tests.reliability.helpers import Tap, engine_with, kill_quietly, pid_alive, pids_in_logs
+from tests.support.engines import engine_with
+from tests.support.processes import kill_quietly, pid_alive
+from tests.support.tap import Tap, pids_in_logs
 
 DAEMON = "setsid env -i /bin/sh -c 'echo pid=$$; exec sleep 1000 >/dev/null 2>&1' &"
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -22,3 +25,9 @@ def reap(process: subprocess.Popen[str]) -> None:
     process.wait()
     if process.stdout:
         process.stdout.close()
+
+
+def kill_quietly(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Cleanup for a test's own stray process (by pid); it may well be gone already."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)

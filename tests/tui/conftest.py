@@ -14,13 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import tomlkit
 from textual.pilot import Pilot
 
-from engine.engine import Engine, EngineConfig
-from engine.jobs.jobspec import JobSpec, load_job
-from engine.jobs.pools import load_pools
+from engine.engine import Engine
+from engine.jobs.jobspec import JobSpec
 from engine.report.views import RunView
+from tests.support.engines import engine_config
 from tui.app import SwjobApp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,29 +34,14 @@ def fixed_clock() -> datetime:
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Engine:
-    config = EngineConfig(
-        runs_dir=tmp_path / "runs",
-        pools=load_pools(None),
-        heartbeat_s=0.5,
-        stop_grace_s=2.0,
-    )
-    return Engine(config)
+    """Not started: the app starts it in its boot worker and closes it on unmount."""
+    return Engine(engine_config(tmp_path / "runs"))
 
 
 @pytest.fixture
-def make_job(tmp_path: Path) -> Callable[..., JobSpec]:
-    """Write a job file in a fresh folder and load it as the user's file would be."""
-
-    def make(**fields: object) -> JobSpec:
-        root = tmp_path / f"job-{fields.get('name', 't')}"
-        root.mkdir(exist_ok=True)
-        doc = tomlkit.document()
-        doc["job"] = {"name": "t", **fields}
-        path = root / "job.toml"
-        path.write_text(tomlkit.dumps(doc))
-        return load_job(path)
-
-    return make
+def make_job(make_job: Callable[..., JobSpec]) -> Callable[..., JobSpec]:
+    """Each job in a folder of its own, named after it, as a user keeps them."""
+    return lambda **fields: make_job(folder=f"job-{fields.get('name', 't')}", **fields)
 
 
 async def until(pilot: Pilot, condition: Callable[[], object], timeout: float = 30) -> None:

@@ -3,12 +3,10 @@ submitted, a run queued for a free node, panes by tab — against a real engine.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from engine.engine import Engine, EngineConfig
+from engine.engine import Engine
 from engine.jobs.jobspec import load_job
-from engine.jobs.pools import load_pools
 from tests.reliability.swjob_procs import clis, only_run_dir, waiting_job
+from tests.support.engines import engine_config
 from tests.support.waiting import eventually
 from tests.tui.conftest import HELLO, REPO, booted, finished, screen_text, toasts, until
 from tui import history
@@ -113,19 +111,8 @@ async def walk_to(pilot, tree, label: str) -> None:
     raise AssertionError(f"no {label} in the tree")
 
 
-def one_node_pool(tmp_path: Path) -> Path:
-    path = tmp_path / "pools.toml"
-    path.write_text('[pools.local]\nprovider = "local"\nmax_nodes = 1\n')
-    return path
-
-
 async def test_a_run_waiting_for_a_free_node_says_queued(engine, make_job, tmp_path) -> None:
-    config = EngineConfig(
-        runs_dir=engine.config.runs_dir,
-        pools=load_pools(one_node_pool(tmp_path)),
-        heartbeat_s=0.5,
-        stop_grace_s=2.0,
-    )
+    config = engine_config(engine.config.runs_dir, local={"max_nodes": 1})
     sleeper, waiter = make_job(name="sleeper", run="sleep 60"), make_job(name="waiter", run="true")
     app = SwjobApp(Engine(config), jobs=[sleeper, waiter])
     async with app.run_test(size=SMALL) as pilot:

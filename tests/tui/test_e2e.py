@@ -11,8 +11,8 @@ from textual.widgets import DirectoryTree
 from engine.jobs.jobspec import load_job
 from engine.run.masking import mask_from_job_file
 from engine.state.store import Store
-from tests.reliability.helpers import Tap
 from tests.support.processes import pid_alive
+from tests.support.tap import Tap
 from tests.tui.conftest import HELLO, REPO, SIZE, booted, finished, screen_text, until
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen

@@ -9,13 +9,13 @@ overrides that one call — the console's handling is what is under test.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine, EngineConfig
+from engine.engine import Engine
 from engine.jobs.jobspec import JobSpec
-from engine.jobs.pools import BUILTIN_LOCAL, Pool, PoolSet
+from engine.jobs.pools import Pool
+from tests.support.engines import engine_config
 from tests.tui.conftest import SIZE, booted, screen_text, toasts, until
 from tui import calls
 from tui.app import SwjobApp
@@ -34,15 +34,9 @@ class UnstartableEngine(Engine):
         raise PermissionError(13, "Permission denied", "/state/runs.sqlite")
 
 
-def config(tmp_path: Path, pools: PoolSet | None = None) -> EngineConfig:
-    return EngineConfig(
-        runs_dir=tmp_path / "runs", pools=pools or PoolSet({"local": BUILTIN_LOCAL})
-    )
-
-
 async def test_a_submit_that_raises_is_a_toast_naming_the_cause(tmp_path, make_job) -> None:
     job = make_job(name="boom", run="true")
-    app = SwjobApp(BrokenEngine(config(tmp_path)), jobs=[job], cwd=tmp_path)
+    app = SwjobApp(BrokenEngine(engine_config(tmp_path / "runs")), jobs=[job], cwd=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
         await until(pilot, lambda: any("submit boom" in t for t in toasts(app)))
@@ -54,7 +48,7 @@ async def test_a_submit_that_raises_is_a_toast_naming_the_cause(tmp_path, make_j
 
 
 async def test_an_engine_that_cannot_start_says_why(tmp_path) -> None:
-    app = SwjobApp(UnstartableEngine(config(tmp_path)))
+    app = SwjobApp(UnstartableEngine(engine_config(tmp_path / "runs")))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: any("start the engine" in t for t in toasts(app)))
         assert "Permission denied" in toasts(app)[0]
@@ -70,7 +64,7 @@ async def test_listing_orphans_that_never_answers_times_out_with_a_message(
         await asyncio.Event().wait()
         return []
 
-    app = SwjobApp(Engine(config(tmp_path)))
+    app = SwjobApp(Engine(engine_config(tmp_path / "runs")))
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
         screen = OrphansScreen(hang)
@@ -91,7 +85,7 @@ async def test_a_start_up_orphan_check_that_fails_is_a_toast(tmp_path, monkeypat
         image="pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime",
         api_key_env="SWJOB_TEST_NO_KEY",
     )
-    engine = Engine(config(tmp_path, PoolSet({"local": BUILTIN_LOCAL, "gpu": gpu})))
+    engine = Engine(engine_config(tmp_path / "runs", gpu))
     app = SwjobApp(engine)
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.engine import Engine, EngineConfig
-from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
+from engine.engine import Engine
 from engine.state.ledger import Ledger
 from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
+from tests.support.engines import engine_config
 from tests.tui.conftest import SIZE, booted, finished, screen_text, toasts, until
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen
@@ -28,9 +28,7 @@ pytestmark = pytest.mark.timeout(90)
 @pytest.fixture
 def engine(api: StandIn, tmp_path: Path) -> Engine:
     """Not started: the app starts it (and its orphan check) and closes it on unmount."""
-    pools = PoolSet({"local": BUILTIN_LOCAL, "gpu": gpu_pool(max_nodes=4)})
-    config = EngineConfig(runs_dir=tmp_path / "runs", pools=pools, heartbeat_s=0.5)
-    return Engine(config)
+    return Engine(engine_config(tmp_path / "runs", gpu_pool(max_nodes=4)))
 
 
 @pytest.fixture

@@ -1,0 +1,36 @@
+"""Job files as a user writes them: TOML on disk, loaded by the engine's own loader."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from engine.jobs.jobspec import JobSpec, load_job
+
+__all__ = ["make_job"]
+
+
+@pytest.fixture
+def make_job(tmp_path: Path) -> Callable[..., JobSpec]:
+    """`make_job(files, folder="project", **fields)`: write `files` and a job.toml with
+    `fields` (name "t" unless given) into `folder` under the test's tmp dir, and load it."""
+
+    def make(
+        files: dict[str, str] | None = None, *, folder: str = "project", **fields: object
+    ) -> JobSpec:
+        root = tmp_path / folder
+        root.mkdir(exist_ok=True)
+        for rel, text in (files or {}).items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        doc = tomlkit.document()
+        doc["job"] = {"name": "t", **fields}
+        job_file = root / "job.toml"
+        job_file.write_text(tomlkit.dumps(doc))
+        return load_job(job_file)
+
+    return make
