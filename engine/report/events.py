@@ -31,6 +31,18 @@ class NodeState(StrEnum):
     UNCONFIRMED = "unconfirmed"  # teardown could not be confirmed: it may still be billing
 
 
+class BootPhase(StrEnum):
+    """The steps of a node's boot, in the order they happen. A provider reports those it
+    really has (the local pool: no offer, no image, no install)."""
+
+    OFFER_CHOSEN = "offer_chosen"
+    INSTANCE_CREATED = "instance_created"
+    IMAGE_LOADING = "image_loading"  # the provider says it is pulling the image
+    CONTAINER_RUNNING = "container_running"
+    AGENT_INSTALLED = "agent_installed"  # the on-start command's install, as the node reports it
+    AGENT_JOINED = "agent_joined"
+
+
 class TransferDirection(StrEnum):
     PUSH = "push"
     PULL = "pull"
@@ -115,6 +127,18 @@ class Node(_Ev):
     offer: dict[str, str | float | int | None] | None = None
 
 
+class Boot(_Ev):
+    """The node's boot reached `phase` at `at`. `since`: when the step that led here began,
+    when it is known on its own (the agent install, timed on the node); otherwise the
+    step began where the previous one ended (engine/report/boot.py)."""
+
+    kind: Literal["boot"] = "boot"
+    phase: BootPhase
+    at: datetime
+    since: datetime | None = None
+    detail: str | None = None
+
+
 class Alert(_Ev):
     """Something the operator must see; `persistent` ones (a leaked node) stay on the board."""
 
@@ -160,6 +184,7 @@ Event = Annotated[
     | GpuMetrics
     | TransferProgress
     | Node
+    | Boot
     | Alert
     | Cost
     | OutputsSynced

@@ -67,6 +67,8 @@ def apply(view: RunView, event: ev.Event) -> RunView:
             changes["transfers"] = {**view.transfers, event.direction.value: event}
         case ev.Node():
             changes["node"] = _node(view, event)
+        case ev.Boot():
+            changes["boot"] = [*view.boot, event]
         case ev.Alert():
             changes["all_alerts"] = [*view.all_alerts, event.message]
             if event.persistent:

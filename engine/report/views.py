@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from agent.protocol import NodeFacts
-from engine.report.events import NodeState, OutputsSynced, TransferProgress, Transition
+from engine.report.events import Boot, NodeState, OutputsSynced, TransferProgress, Transition
 
 
 class _View(BaseModel):
@@ -65,6 +65,7 @@ class RunView(_View):
     run_dir: Path
     node: NodeView | None = None
     timeline: list[Transition] = []
+    boot: list[Boot] = []  # the node's boot steps as reached (engine/report/boot.py)
     transfers: dict[str, TransferProgress] = {}  # keyed by direction: "push" / "pull"
     missing_outputs: list[str] = []
     cost_dollars: float | None = None

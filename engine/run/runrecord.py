@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from agent.protocol import LogLine, Step
 from engine.report import events as ev
+from engine.report.boot import boot_timeline, provisioning_start
 from engine.report.views import RunView
 
 
@@ -145,6 +146,7 @@ def write_run_json(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> P
         "timestamps": {phase: ts.isoformat() for phase, ts in clock.entered.items()},
         "durations_s": {k: round(v, 3) for k, v in clock.durations().items()},
         "node": node.model_dump(mode="json") if node else None,
+        "boot": boot_timeline(provisioning_start(view.timeline), view.boot).summary(),
         "cost_dollars": view.cost_dollars,
         "missing_outputs": view.missing_outputs,
         "last_sync": _sync_summary(view),

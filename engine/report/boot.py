@@ -1,0 +1,119 @@
+"""A node's boot, step by step: what run.json, `swjob run` and the console show.
+
+Provisioning is where a rented node costs the user most waiting: the offer search, the
+create call, the provider pulling the image, the container starting, our on-start
+command installing the agent, the agent dialling in. The providers and the agent mark
+each step as it is reached (Boot events, durable in events.jsonl); this module turns
+those marks into durations, one rule for every screen:
+
+- a step took from the previous step reached (the first: from the run entering
+  provisioning) to its own mark, or from its own `since` when it was timed on its own
+  (the agent install, measured on the node);
+- a step never reached is `None` — "not seen", never 0 s: the local pool has no image
+  to load, and a provider's status poll may miss a short one;
+- the total runs from entering provisioning to the agent joining.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from engine.report.events import Boot, BootPhase, Transition
+
+LABELS = {
+    BootPhase.OFFER_CHOSEN: "offer chosen",
+    BootPhase.INSTANCE_CREATED: "instance created",
+    BootPhase.IMAGE_LOADING: "image loading",
+    BootPhase.CONTAINER_RUNNING: "container running",
+    BootPhase.AGENT_INSTALLED: "agent installed",
+    BootPhase.AGENT_JOINED: "agent joined",
+}
+PROVISIONING = "provisioning"
+
+
+@dataclass(frozen=True)
+class BootStep:
+    phase: BootPhase
+    at: datetime | None  # when it was reached; None: not seen
+    seconds: float | None  # how long reaching it took; None: not seen
+    detail: str | None = None
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.phase]
+
+
+@dataclass(frozen=True)
+class BootTimeline:
+    steps: list[BootStep]  # every phase, in order
+    total_s: float | None  # entering provisioning → agent joined; None until it joined
+
+    @property
+    def seen(self) -> list[BootStep]:
+        return [s for s in self.steps if s.at is not None]
+
+    @property
+    def not_seen(self) -> list[BootStep]:
+        """Steps missing before the last one reached (later ones may still come)."""
+        seen = self.seen
+        if not seen:
+            return []
+        last = max(list(BootPhase).index(s.phase) for s in seen)
+        return [s for s in self.steps[:last] if s.at is None]
+
+    def step(self, phase: BootPhase) -> BootStep:
+        return self.steps[list(BootPhase).index(phase)]
+
+    def summary(self) -> dict[str, object]:
+        """run.json's `boot`: each step with its time and duration (null: not seen)."""
+        return {
+            "steps": [
+                {
+                    "phase": s.phase.value,
+                    "at": s.at.isoformat() if s.at else None,
+                    "seconds": None if s.seconds is None else round(s.seconds, 3),
+                    "detail": s.detail,
+                }
+                for s in self.steps
+            ],
+            "total_s": None if self.total_s is None else round(self.total_s, 3),
+        }
+
+
+def took(seconds: float | None) -> str:
+    """A step's time as the CLI prints it: `0.4 s`, `36.0 s`, `4 m 05 s`; `not seen`."""
+    if seconds is None:
+        return "not seen"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes} m {secs:02d} s"
+
+
+def provisioning_start(timeline: Iterable[Transition]) -> datetime | None:
+    """When the run (first) entered provisioning: where the boot's clock starts."""
+    return next((t.ts for t in timeline if t.to_phase == PROVISIONING), None)
+
+
+def boot_timeline(start: datetime | None, marks: Iterable[Boot]) -> BootTimeline:
+    """The steps from the marks a run's datastream holds (a phase marked twice — an offer
+    rented away under us, then the next one chosen — counts at its last mark)."""
+    latest: dict[BootPhase, Boot] = {}
+    for mark in marks:
+        latest[mark.phase] = mark
+    steps: list[BootStep] = []
+    previous = start
+    for phase in BootPhase:
+        mark = latest.get(phase)
+        if mark is None:
+            steps.append(BootStep(phase, None, None))
+            continue
+        began = mark.since or previous
+        seconds = max(0.0, (mark.at - began).total_seconds()) if began else None
+        steps.append(BootStep(phase, mark.at, seconds, mark.detail))
+        previous = mark.at
+    joined = latest.get(BootPhase.AGENT_JOINED)
+    total = (joined.at - start).total_seconds() if joined and start else None
+    return BootTimeline(steps, None if total is None else max(0.0, total))

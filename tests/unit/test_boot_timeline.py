@@ -1,0 +1,119 @@
+"""The boot timeline's rule (engine/report/boot.py): durations from the marks, steps never
+reached shown as such (None, never 0 s), the total from entering provisioning to the join,
+and the same result from a run's folded datastream."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from engine.report import events as ev
+from engine.report.boot import boot_timeline, provisioning_start
+from engine.report.runbook import fold
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+P = ev.BootPhase
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def mark(phase: ev.BootPhase, t: float, since: float | None = None, detail: str | None = None):
+    return ev.Boot(
+        run_id="r",
+        phase=phase,
+        at=at(t),
+        since=at(since) if since is not None else None,
+        detail=detail,
+    )
+
+
+VAST = [
+    mark(P.OFFER_CHOSEN, 1.5, detail="offer 103"),
+    mark(P.INSTANCE_CREATED, 2.0),
+    mark(P.IMAGE_LOADING, 4.0),
+    mark(P.CONTAINER_RUNNING, 40.0),
+    mark(P.AGENT_INSTALLED, 47.0, since=42.0),
+    mark(P.AGENT_JOINED, 48.0),
+]
+
+
+def test_each_step_took_from_the_previous_mark_or_its_own_start() -> None:
+    timeline = boot_timeline(T0, VAST)
+    took = {s.phase: s.seconds for s in timeline.steps}
+    assert took == {
+        P.OFFER_CHOSEN: 1.5,
+        P.INSTANCE_CREATED: 0.5,
+        P.IMAGE_LOADING: 2.0,
+        P.CONTAINER_RUNNING: 36.0,
+        P.AGENT_INSTALLED: 5.0,  # timed on the node: not the 7 s since "running" was seen
+        P.AGENT_JOINED: 1.0,
+    }
+    assert timeline.total_s == 48.0
+    assert timeline.not_seen == []
+    assert timeline.step(P.OFFER_CHOSEN).detail == "offer 103"
+
+
+def test_a_step_never_reached_is_not_seen_and_the_next_counts_from_the_one_before() -> None:
+    local = [mark(P.INSTANCE_CREATED, 0.02), mark(P.AGENT_JOINED, 0.3)]
+    timeline = boot_timeline(T0, local)
+    assert [s.label for s in timeline.not_seen] == [
+        "offer chosen",
+        "image loading",
+        "container running",
+        "agent installed",
+    ]
+    for step in timeline.not_seen:
+        assert step.seconds is None and step.at is None  # shown as such, never 0 s
+    assert round(timeline.step(P.AGENT_JOINED).seconds or 0, 3) == 0.28
+    assert timeline.total_s == 0.3
+
+
+def test_while_booting_there_is_no_total_and_later_steps_are_not_missing_yet() -> None:
+    timeline = boot_timeline(T0, VAST[:3])
+    assert timeline.total_s is None
+    assert timeline.not_seen == []
+    assert [s.label for s in timeline.seen] == ["offer chosen", "instance created", "image loading"]
+
+
+def test_an_offer_chosen_again_counts_at_its_last_mark() -> None:
+    marks = [mark(P.OFFER_CHOSEN, 1.0), mark(P.OFFER_CHOSEN, 3.0, detail="offer 104")]
+    marks.append(mark(P.INSTANCE_CREATED, 3.5))
+    timeline = boot_timeline(T0, marks)
+    assert timeline.step(P.OFFER_CHOSEN).seconds == 3.0
+    assert timeline.step(P.OFFER_CHOSEN).detail == "offer 104"
+    assert timeline.step(P.INSTANCE_CREATED).seconds == 0.5
+
+
+def test_a_node_clock_behind_ours_never_makes_a_negative_step() -> None:
+    marks = [mark(P.CONTAINER_RUNNING, 10.0), mark(P.AGENT_INSTALLED, 9.0, since=12.0)]
+    assert boot_timeline(T0, marks).step(P.AGENT_INSTALLED).seconds == 0.0
+
+
+def test_the_folded_datastream_gives_the_same_timeline_and_run_json_form() -> None:
+    events: list[ev.Event] = [
+        ev.Submitted(run_id="r", job_name="j", pool="gpu", run_dir="/tmp/r", ts=T0),
+        ev.Transition(
+            run_id="r",
+            cause="JobSubmitted",
+            from_state=None,
+            to_state="PENDING",
+            from_phase="new",
+            to_phase="provisioning",
+            ts=T0,
+        ),
+        *VAST,
+    ]
+    view = fold([ev.parse_event(e.model_dump_json()) for e in events])  # as from events.jsonl
+    assert view is not None and len(view.boot) == len(VAST)
+    summary = boot_timeline(provisioning_start(view.timeline), view.boot).summary()
+    assert summary["total_s"] == 48.0
+    steps = summary["steps"]
+    assert isinstance(steps, list)
+    assert [s["phase"] for s in steps] == [p.value for p in P]
+    assert steps[4] == {
+        "phase": "agent_installed",
+        "at": at(47.0).isoformat(),
+        "seconds": 5.0,
+        "detail": None,
+    }
