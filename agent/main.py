@@ -43,7 +43,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--on-orphan", choices=orphan.ACTIONS, default="exit", help="how an orphan lets go"
     )
     p.add_argument("--vast-url", default=orphan.VAST_URL, help="Vast.ai API (destroy-instance)")
+    p.add_argument(
+        "--installed",
+        nargs=2,
+        metavar=("STARTED", "ENDED"),
+        default=(None, None),
+        help="when the on-start command installed the agent (unix s; reported in the hello)",
+    )
     return p.parse_args(argv)
+
+
+def _clock(text: str | None) -> float | None:
+    """A time the on-start shell took with `date +%s.%N`; None when it is not one (a `date`
+    without %N prints it literally): a missing install time beats a failed boot."""
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def setup_logging(logs_dir: Path) -> None:
@@ -91,5 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         orphan_timeout=args.orphan_timeout,
         on_orphan=args.on_orphan,
         vast_url=args.vast_url,
+        installed=(_clock(args.installed[0]), _clock(args.installed[1])),
     )
     return asyncio.run(_run(cfg))

@@ -35,6 +35,7 @@ from agent.protocol import (
     LIVE_ALPN,
     RESUME_ALPN,
     XFER_ALPN,
+    BootReport,
     Channel,
     Heartbeat,
     Hello,
@@ -96,6 +97,8 @@ class AgentConfig:
     orphan_timeout: float = 1800.0
     on_orphan: str = "exit"  # one of orphan.ACTIONS
     vast_url: str = orphan.VAST_URL
+    installed: tuple[float | None, float | None] = (None, None)
+    """When the on-start command began and finished installing the agent (node clock)."""
 
     @property
     def workdir(self) -> Path:
@@ -260,6 +263,11 @@ class NodeAgent:
                 busy=self.supervisor.busy,
                 last_seq=self.journal.last_seq,
                 ticket=endpoint.ticket_of(self._ep),
+                boot=BootReport(
+                    install_started=self.cfg.installed[0],
+                    install_ended=self.cfg.installed[1],
+                    sent_at=time.time(),
+                ),
             )
             await channel.send(hello)
             reply = await asyncio.wait_for(channel.recv(), self.cfg.deadline)

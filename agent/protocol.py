@@ -70,6 +70,17 @@ class LogLine(_Msg):
     text: str
 
 
+class BootReport(_Msg):
+    """When the node's on-start command installed the agent, on the node's own clock (unix
+    s), and the node's clock when it sent this: the orchestrator turns the install times
+    into its own clock with that, so a node whose clock is off still shows a true install
+    time. Empty on a node that installed nothing (the local pool)."""
+
+    install_started: float | None = None
+    install_ended: float | None = None
+    sent_at: float
+
+
 # ---- agent → orchestrator -------------------------------------------------------------
 
 
@@ -83,6 +94,7 @@ class Hello(_Msg):
     busy: bool = False  # a step is running right now (a rejoin after the operator was away)
     last_seq: int = 0  # the newest event in the node's journal: where a replay ends
     ticket: str | None = None  # the agent's own address: where an adopting engine reaches it
+    boot: BootReport | None = None  # how this node's boot went, for the operator's timeline
 
 
 class LogBatch(_Msg):

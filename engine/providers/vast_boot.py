@@ -4,7 +4,9 @@ The instance's on-start command installs the agent (the requirement from
 agent_source: the pool's `agent_install`, else this very build) with `--no-deps`, then
 only the agent's own closure (agent/closure.py, pinned to the operator's versions) —
 with `uv` when the image has it, else pip — and starts `swjob-agent` in the
-background with the run's bootstrap. The join token is NOT in
+background with the run's bootstrap and the node-clock times the install began and
+ended (the agent reports them when it joins: the "agent installed" step of the boot
+timeline). The join token is NOT in
 the command: it travels in the instance's environment (`TOKEN_ENV`), which the agent
 reads. Everything the agent and pip print goes to `$HOME/swjob/agent.log` on the
 node, the first place to look when a node never joins.
@@ -29,6 +31,7 @@ _PIP = (
 )
 # uv resolves and installs several times faster than pip; images built for ML often ship it.
 _UV = "uv pip install --quiet --python python3 --break-system-packages"
+_NOW = "date +%s.%N"  # the node's clock around the install: the agent reports both times
 
 
 def label_for(run_id: str) -> str:
@@ -74,6 +77,6 @@ def onstart_command(bootstrap: Bootstrap, agent_install: str) -> str:
     install = install_command(agent_install, agent_closure())
     return (
         f"mkdir -p {NODE_ROOT} && cd {NODE_ROOT} && "
-        f"( {{ {install}; }} && exec swjob-agent {args} --root {NODE_ROOT} ) "
-        ">> agent.log 2>&1 &"
+        f"( started=$({_NOW}); {{ {install}; }} && exec swjob-agent {args} --root {NODE_ROOT} "
+        f'--installed "$started" "$({_NOW})" ) >> agent.log 2>&1 &'
     )

@@ -41,6 +41,7 @@ from engine.report.runbook import apply
 from engine.report.views import RunView
 from engine.run import fsm, nodeloss
 from engine.run.attempts import Attempt
+from engine.run.bootmarks import BootMarks
 from engine.run.control import NodeGone, NodeSession
 from engine.run.costmeter import CostMeter
 from engine.run.runrecord import LogFiles, PhaseClock, write_run_json
@@ -86,6 +87,7 @@ class RunDriver:
         self._running_step: Step | None = None
         self._step_exited = asyncio.Event()
         self.clock = PhaseClock()
+        self.boot = BootMarks(self)
         self.logs = LogFiles(view.run_dir / "logs")
         self.transfers = Transfers(self)
         self._cost = CostMeter(self)
@@ -173,7 +175,7 @@ class RunDriver:
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         context = contextvars.copy_context()  # the provider's alerts name this run
-        context.run(scope.work_for, self.view.run_id)
+        context.run(scope.work_for, self.view.run_id, self.boot.reached)
         task = asyncio.create_task(coro, context=context)
         self._work.add(task)
         task.add_done_callback(self._work.discard)
@@ -256,6 +258,7 @@ class RunDriver:
             return False
         hello = self.session.hello
         self.remember(endpoint_id=self.session.endpoint_id, agent_ticket=hello and hello.ticket)
+        self.boot.joined(hello and hello.boot)
         self._node_event(state)
         return True
 

@@ -1,0 +1,81 @@
+"""The boot steps a node's join tells: its agent install (timed on the node) and the join.
+
+The on-start command times the install with the node's clock; the agent sends those
+times with the node's clock at sending (agent/protocol.py BootReport). Shifting them by
+the difference between that and our clock when the hello arrived puts them on our
+clock, so a node whose clock is off by minutes still shows the install where it
+happened (to within the hello's transit, milliseconds).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from agent.protocol import BootReport
+from engine.report import events as ev
+
+if TYPE_CHECKING:
+    from engine.run.orchestrator import RunDriver
+
+DETAIL_MAX = 200
+
+
+class BootMarks:
+    """Publishes a run's boot steps: those its provider reports (through the run's work
+    context, engine/report/scope.py) and those its node's first join tells."""
+
+    def __init__(self, driver: RunDriver) -> None:
+        self._driver = driver
+
+    @property
+    def over(self) -> bool:
+        """The node joined once: its boot is over (a rejoin, or an adopting engine's fresh
+        look at the instance, adds no boot step)."""
+        return any(m.phase is ev.BootPhase.AGENT_JOINED for m in self._driver.view.boot)
+
+    def reached(self, phase: ev.BootPhase, detail: str | None) -> None:
+        """A step the provider saw; its detail (an offer, Vast's status message) is foreign
+        text: redacted and bounded like a reason."""
+        if self.over:
+            return
+        shown = self._driver.redact(detail)[:DETAIL_MAX] if detail else None
+        run_id = self._driver.view.run_id
+        self._driver.publish(ev.Boot(run_id=run_id, phase=phase, at=ev.utcnow(), detail=shown))
+
+    def joined(self, report: BootReport | None) -> None:
+        """The node joined: the first time, its install and the join end the boot."""
+        if not self.over:
+            for mark in join_marks(self._driver.view.run_id, report, ev.utcnow()):
+                self._driver.publish(mark)
+
+
+def join_marks(run_id: str, report: BootReport | None, received: datetime) -> list[ev.Boot]:
+    """The marks a first join adds: the install (when the node timed one) and the join."""
+    marks = []
+    install = _install_span(report, received)
+    if install is not None:
+        started, ended = install
+        marks.append(
+            ev.Boot(run_id=run_id, phase=ev.BootPhase.AGENT_INSTALLED, at=ended, since=started)
+        )
+    marks.append(ev.Boot(run_id=run_id, phase=ev.BootPhase.AGENT_JOINED, at=received))
+    return marks
+
+
+def _install_span(
+    report: BootReport | None, received: datetime
+) -> tuple[datetime, datetime] | None:
+    """(began, ended) on our clock, or None when the node's times do not make a span
+    (nothing installed, or values no clock gives)."""
+    if report is None or report.install_started is None or report.install_ended is None:
+        return None
+    times = (report.install_started, report.install_ended, report.sent_at)
+    if not all(math.isfinite(t) and t > 0 for t in times):
+        return None
+    if not times[0] <= times[1] <= times[2]:
+        return None
+    offset = received.timestamp() - report.sent_at
+    began, ended = (datetime.fromtimestamp(t + offset, UTC) for t in times[:2])
+    return began, ended
