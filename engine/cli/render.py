@@ -23,6 +23,7 @@ from rich.progress import (
 
 from agent.protocol import Stream
 from engine.report import events as ev
+from engine.report.boot import boot_timeline, took
 from engine.report.money import cost_split, money
 from engine.report.printable import visible
 
@@ -41,6 +42,8 @@ class RunPrinter:
         self._bars: dict[str, TaskID] = {}
         self._cost: ev.Cost | None = None
         self._phases: list[str] = []  # in the order the run took them, for the cost split
+        self._boot_start: ev.Transition | None = None  # entering provisioning starts the boot
+        self._boot: list[ev.Boot] = []
 
     def __call__(self, event: ev.Event) -> None:
         match event:
@@ -50,6 +53,8 @@ class RunPrinter:
                 self._log(event)
             case ev.TransferProgress():
                 self._transfer(event)
+            case ev.Boot():
+                self._boot_step(event)
             case ev.Node(state=ev.NodeState.READY, facts=facts) if facts is not None:
                 gpus = ", ".join(g.name for g in facts.gpus) or "no GPU"
                 self._line(
@@ -67,6 +72,8 @@ class RunPrinter:
 
     def _transition(self, event: ev.Transition) -> None:
         self._phases.append(event.to_phase)
+        if event.to_phase == "provisioning" and self._boot_start is None:
+            self._boot_start = event
         style = STATE_STYLE.get(event.to_state, "")
         arrow = " → " + ", ".join(event.commands) if event.commands else ""
         when = event.ts.astimezone().strftime("%H:%M:%S")
@@ -74,6 +81,25 @@ class RunPrinter:
             f"[dim]{when}[/] [{style}]{event.to_state:<9}[/] {event.cause}{arrow}"
             f" [dim]({event.to_phase})[/]"
         )
+
+    def _boot_step(self, event: ev.Boot) -> None:
+        """One boot step as it is reached, with how long reaching it took; the join ends
+        the boot with its total and the steps this node never showed."""
+        self._boot.append(event)
+        start = self._boot_start.ts if self._boot_start else None
+        timeline = boot_timeline(start, self._boot)
+        step = timeline.step(event.phase)
+        when = event.at.astimezone().strftime("%H:%M:%S")
+        detail = f" [dim]{shown(step.detail)}[/]" if step.detail else ""
+        self.console.print(
+            f"[dim]{when}[/] [magenta]{'boot':<9}[/] {step.label} ({took(step.seconds)}){detail}"
+        )
+        if event.phase is ev.BootPhase.AGENT_JOINED:
+            missing = ", ".join(s.label for s in timeline.not_seen)
+            self._line(
+                f"node booted in {took(timeline.total_s)}"
+                + (f"; not seen: {missing}" if missing else "")
+            )
 
     def _log(self, event: ev.Log) -> None:
         for line in event.lines:

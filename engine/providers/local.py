@@ -28,6 +28,8 @@ from pathlib import Path
 
 from agent.procgroup import kill_group_now
 from engine.providers.base import Bootstrap, NodeHandle, Preempted, ProvisionError
+from engine.report import scope
+from engine.report.events import BootPhase
 from engine.state.paths import cache_dir
 
 AGENT_EXIT_GRACE_S = 15.0
@@ -112,6 +114,8 @@ class LocalProvider:
             shutil.rmtree(root, ignore_errors=True)
             raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
         self._nodes[node_id] = _LocalNode(process.pid, root, process)
+        # the one boot step a local node has before it joins: no offer, image or install
+        scope.boot_reached(BootPhase.INSTANCE_CREATED, f"swjob-agent process {process.pid}")
         return NodeHandle(
             provider=self.name, node_id=node_id, offer={"pid": process.pid}, created_at=time.time()
         )

@@ -187,6 +187,15 @@ def offer_facts(offer: dict[str, Any]) -> dict[str, str | float | int | None]:
     }
 
 
+def describe(offer: dict[str, Any]) -> str:
+    """The offer in one line, for the boot timeline: `offer 103: 1× RTX 3090, $0.220/h, US`."""
+    where = f", {offer['geolocation']}" if offer.get("geolocation") else ""
+    return (
+        f"offer {offer.get('id')}: {offer.get('num_gpus')}× {offer.get('gpu_name')}, "
+        f"${float(offer.get('dph_total') or 0):.3f}/h{where}"
+    )
+
+
 def node_facts(pool: Pool, offer: dict[str, Any]) -> dict[str, str | float | int | None]:
     """The offer's facts, plus the bid for an interruptible node."""
     facts = offer_facts(offer)

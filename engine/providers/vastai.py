@@ -16,6 +16,10 @@ re-asking) until the instance is gone, alarming only if it is still there after
 `confirm_for_s`. When the destroy itself is refused to the end, TeardownError names
 the instance id and the ledger row stays open for `swjob gc`.
 
+Boot: the offer chosen and the instance created are marked as they happen, and while
+the node comes up its status polls run faster and mark the image loading and the
+container running (vast_status) for the run's boot timeline.
+
 Prices: a node's price is the offer's `dph_total`, recorded in the ledger with its
 creation time, so a restarted engine (or one that found the node by its label, where
 the listing's `dph_total` is used) meters the same dollars.
@@ -43,6 +47,9 @@ from engine.providers.base import (
 )
 from engine.providers.vast_api import RetryPolicy, VastApi, VastApiError
 from engine.providers.vast_boot import label_for, onstart_command
+from engine.providers.vast_status import BootWatch, boot_poll_s
+from engine.report import scope
+from engine.report.events import BootPhase
 from engine.state.ledger import Ledger, LedgerEntry
 
 if TYPE_CHECKING:
@@ -89,6 +96,7 @@ class VastProvider:
         on_alert: Callable[[str], None] | None = None,
         retry: RetryPolicy | None = None,
         poll_s: float = 10.0,
+        boot_poll: float | None = None,
         confirm_every_s: float = CONFIRM_EVERY_S,
         confirm_for_s: float = CONFIRM_FOR_S,
     ) -> None:
@@ -98,6 +106,7 @@ class VastProvider:
         self._alert = on_alert or (lambda _message: None)
         self._policy = retry or RetryPolicy()
         self._poll_s = poll_s
+        self._boot_poll_s = boot_poll or boot_poll_s()  # faster while a node comes up
         self._confirm_every_s = confirm_every_s
         self._confirm_for_s = confirm_for_s
         self._confirming: dict[str, asyncio.Task[None]] = {}
@@ -170,6 +179,7 @@ class VastProvider:
         entry = await asyncio.to_thread(
             self._ledger.record_intent, bootstrap.run_id, self.name, label, pool=self._pool.name
         )
+        scope.boot_reached(BootPhase.OFFER_CHOSEN, offers.describe(offer))
         try:
             instance_id, created_at = await self._create_guarded(offer, bootstrap, label, entry)
         except (_OfferGone, VastApiError) as exc:
@@ -179,6 +189,7 @@ class VastProvider:
                     await asyncio.to_thread(self._ledger.record_destroyed, entry)
             raise
         self._entries[instance_id] = entry
+        scope.boot_reached(BootPhase.INSTANCE_CREATED, f"Vast.ai instance {instance_id}")
         return NodeHandle(
             provider=self.name,
             node_id=instance_id,
@@ -423,8 +434,9 @@ class VastProvider:
         """Polls the instance; resolves when Vast says it died, vanished underneath us, or
         (an interruptible node) took it back."""
         instance = handle.node_id
+        boot = BootWatch()
         while True:
-            await asyncio.sleep(self._poll_s)
+            await asyncio.sleep(self._poll_s if boot.done else self._boot_poll_s)
             try:
                 row = await self.api().once(
                     f"show instance {instance}", "show_instance", int(instance)
@@ -435,6 +447,8 @@ class VastProvider:
                 continue  # a failed poll says nothing about the node
             if row is None:
                 return f"Vast.ai instance {instance} was destroyed"
+            for step, detail in boot.observe(row):
+                scope.boot_reached(step, detail)
             taken = self._taken_back(instance, row)
             if taken is not None:
                 return taken

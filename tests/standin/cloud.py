@@ -1,7 +1,11 @@
 """The stand-in's fake Vast.ai cloud: offers, instances (booted as local processes), faults.
 
 HTTP lives in server.py; this module is the state behind it, guarded by one lock
-because the HTTP server is threaded. An instance boots by writing its on-start
+because the HTTP server is threaded. An instance goes through the states Vast documents
+for `actual_status`: null while the host schedules it (`schedule_s`), `loading` while
+the image is pulled (`boot_delay_s`), then `running` once the container runs its
+on-start command — `intended_status`, `cur_state` and `next_state` read `running`
+throughout, and `status_msg` says what is going on. An instance boots by writing its on-start
 command to a script in its own directory and running it under container.py (a tiny
 init) with the instance's env, `HOME` pointing into that directory and the host's
 iroh settings (loopback only in tests), so the real `swjob-agent` joins for real.
@@ -37,7 +41,8 @@ class Faults:
     fail_paths: str = ""  # only requests whose path contains this (empty: all)
     rate_limit_next: int = 0  # the next N requests answer 429 with Retry-After
     retry_after_s: float = 0.05
-    boot_delay_s: float = 0.0
+    schedule_s: float = 0.0  # actual_status null: the host has not begun to load the image
+    boot_delay_s: float = 0.0  # then "loading" (the image pull) this long, then "running"
     never_start: bool = False  # instances stay "loading" and never run their command
     vanish_at_create: set[int] = field(default_factory=set)  # offer ids rented away
     create_delay_s: float = 0.0  # a slow create call
@@ -66,7 +71,8 @@ class Instance:
     request: dict[str, Any]
     root: Path
     start_date: float = field(default_factory=time.time)
-    status: str = "loading"
+    status: str | None = None  # Vast's actual_status: null until the host starts loading
+    loading_at: float = 0.0  # when (time.time()) the image pull begins
     label: str | None = None
     process: subprocess.Popen[bytes] | None = None
     status_msg: str = ""
@@ -76,6 +82,8 @@ class Instance:
 
     def row(self) -> dict[str, Any]:
         """The instance as the API lists it (the SDK needs start_date and extra_env)."""
+        if self.status is None and time.time() >= self.loading_at:
+            self.loading()
         if self.status == "running" and self.process and self.process.poll() is not None:
             self.status = "exited"
         o = self.offer
@@ -105,6 +113,15 @@ class Instance:
             "ssh_host": "ssh1.example.invalid",
             "ssh_port": 20000 + self.id % 1000,
         }
+
+    def loading(self) -> None:
+        """The host pulls the image (status texts here are illustrative, not Vast's own)."""
+        self.status = "loading"
+        self.status_msg = f"pulling {self.request['image']}"
+
+    def running(self) -> None:
+        self.status = "running"
+        self.status_msg = f"success, running {self.request['image']}"
 
 
 class Cloud:
@@ -146,8 +163,12 @@ class Cloud:
                 inst.intended = inst.status = "stopped"  # Vast creates it, and never starts it
                 inst.status_msg = f"bid {inst.bid:g} is below the minimum bid {offer['min_bid']:g}"
                 return inst
-        if not self.faults.never_start:
-            timer = threading.Timer(self.faults.boot_delay_s, self._boot, args=(inst,))
+        inst.loading_at = inst.start_date + self.faults.schedule_s
+        if self.faults.never_start:
+            inst.loading()  # a pull that never ends
+        else:
+            boot_s = self.faults.schedule_s + self.faults.boot_delay_s
+            timer = threading.Timer(boot_s, self._boot, args=(inst,))
             self._boots.append(timer)
             timer.start()
         return inst
@@ -178,7 +199,7 @@ class Cloud:
                     stderr=console,
                     start_new_session=True,
                 )
-            inst.status = "running"
+            inst.running()
 
     def destroy(self, instance_id: int) -> bool:
         """Accept a destroy; with `destroy_lag_s` the instance stays listed for a while."""

@@ -1,0 +1,54 @@
+"""What Vast.ai's instance listing says about a node coming up: the boot timeline's steps
+between "instance created" and the agent's own report.
+
+Vast documents the fields (show instance): `actual_status` is null while the instance
+is being provisioned, `loading` while the image downloads and the container starts,
+then `running`; `intended_status` and `cur_state` (the machine contract) read
+`running` throughout a normal boot; `status_msg` is the human-readable detail (shown
+with the step). The provider polls the instance anyway to see it die; while it boots it
+polls faster (`boot_poll_s`, $SWJOB_VAST_BOOT_POLL_S), so a step is seen within that
+long of happening — and one shorter than a poll may be missed, which the timeline
+shows as "not seen", never as 0 s.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from engine.report.events import BootPhase
+
+BOOT_POLL_ENV = "SWJOB_VAST_BOOT_POLL_S"
+BOOT_POLL_S = 2.0
+STATUS_MSG_MAX = 200
+_STEPS = {"loading": BootPhase.IMAGE_LOADING, "running": BootPhase.CONTAINER_RUNNING}
+
+
+def boot_poll_s() -> float:
+    """How often a booting instance is looked at: $SWJOB_VAST_BOOT_POLL_S, else 2 s."""
+    try:
+        value = float(os.environ.get(BOOT_POLL_ENV) or BOOT_POLL_S)
+    except ValueError:
+        return BOOT_POLL_S
+    return value if value > 0 else BOOT_POLL_S
+
+
+class BootWatch:
+    """Successive listings of one instance → its boot steps, each reported once."""
+
+    def __init__(self) -> None:
+        self._seen: set[BootPhase] = set()
+
+    @property
+    def done(self) -> bool:
+        """The container runs: nothing more to see here (the agent reports the rest)."""
+        return BootPhase.CONTAINER_RUNNING in self._seen
+
+    def observe(self, row: dict[str, Any]) -> list[tuple[BootPhase, str | None]]:
+        """The steps this listing newly shows, with Vast's status message as the detail."""
+        step = _STEPS.get(str(row.get("actual_status")))
+        if step is None or step in self._seen or self.done:
+            return []
+        self._seen.add(step)
+        said = str(row.get("status_msg") or "").strip()[:STATUS_MSG_MAX]
+        return [(step, said or None)]
