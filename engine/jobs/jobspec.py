@@ -11,28 +11,21 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
-
+from engine.jobs.strict import Array, Before, Field, StrMap, Table, Text, check, first_problem
 from engine.jobs.tomlload import (
     SAFE_NAME,
     SAFE_NAME_RULE,
     ConfigFileError,
+    located_error,
     parse_toml,
     read_toml,
     shown,
     toml_type,
-    validation_error,
 )
 
 MAX_COMMAND_CHARS = 64 * 1024
@@ -129,66 +122,46 @@ def _env_total(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-Name = Annotated[str, AfterValidator(_safe_name)]
-Command = Annotated[str, AfterValidator(_command)]
-Output = Annotated[str, AfterValidator(_output)]
-Exclude = Annotated[str, AfterValidator(_exclude)]
-Env = Annotated[
-    dict[Annotated[str, AfterValidator(_env_name)], Annotated[str, AfterValidator(_env_value)]],
-    Field(max_length=MAX_ENV_VARS),
-    AfterValidator(_env_total),
-]
+def _workdir(value: object, ctx: Mapping[str, Any]) -> Path:
+    """The workspace folder, absolute: a relative one is relative to the job file's folder
+    (context `base`), not the cwd."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {toml_type(value)}")
+    if "\0" in value:
+        raise ValueError("contains a NUL byte")
+    path = Path(ctx["base"]) / Path(value).expanduser()
+    try:
+        path = path.resolve()
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as exc:  # e.g. a name too long
+        raise ValueError(f"'{shown(str(path))}' {exc.strerror}") from None
+    except RuntimeError:  # Python 3.11's resolve() on a symlink loop
+        raise ValueError(f"'{shown(str(path))}' is a symlink loop") from None
+    if not is_dir:
+        problem = "is not a directory" if exists else "does not exist"
+        raise ValueError(f"'{shown(str(path), 512)}' {problem}")
+    return path
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class Workspace(_Strict):
-    """The tree pushed to the node. `workdir` is absolute once validated: relative paths
-    in a job file are relative to the file's folder (context `base`), not the cwd."""
+@dataclass(frozen=True, kw_only=True)
+class Workspace:
+    """The tree pushed to the node; `workdir` is absolute."""
 
     workdir: Path
-    exclude: Annotated[list[Exclude], Field(max_length=MAX_PATTERNS)] = []
-
-    @field_validator("workdir", mode="before")
-    @classmethod
-    def _resolve(cls, value: object, info: ValidationInfo) -> Path:
-        if not isinstance(value, str | Path):
-            raise ValueError(f"expected a string, got {toml_type(value)}")
-        base = Path((info.context or {}).get("base") or Path.cwd())
-        if "\0" in str(value):
-            raise ValueError("contains a NUL byte")
-        path = base / Path(value).expanduser()
-        try:
-            path = path.resolve()
-            is_dir, exists = path.is_dir(), path.exists()
-        except OSError as exc:  # e.g. a name too long
-            raise ValueError(f"'{shown(str(path))}' {exc.strerror}") from None
-        except RuntimeError:  # Python 3.11's resolve() on a symlink loop
-            raise ValueError(f"'{shown(str(path))}' is a symlink loop") from None
-        if not is_dir:
-            problem = "is not a directory" if exists else "does not exist"
-            raise ValueError(f"'{shown(str(path), 512)}' {problem}")
-        return path
+    exclude: list[str] = field(default_factory=list)
 
 
-class _JobTable(_Strict):
-    """The `[job]` table: exactly the spec §4 fields."""
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """A validated job plus the file it came from (absolute). Build one with `load_job` or
+    `parse_job`: the constructor trusts its arguments."""
 
-    name: Name
-    run: Command
-    setup: Command | None = None
+    name: str
+    run: str
+    setup: str | None = None
     workspace: Workspace | None = None
-    outputs: Annotated[
-        list[Output], Field(max_length=MAX_PATTERNS), AfterValidator(_no_duplicates)
-    ] = []
-    env: Env = {}
-
-
-class JobSpec(_JobTable):
-    """A validated job plus the file it came from (absolute)."""
-
+    outputs: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # secrets
     source: Path
 
     def secrets(self) -> list[str]:
@@ -196,8 +169,28 @@ class JobSpec(_JobTable):
         return list(self.env.values())
 
 
-class _JobFile(_Strict):
-    job: _JobTable
+_COMMAND = Text((_command,))
+_WORKSPACE = Table(
+    {
+        "workdir": Field(Before(_workdir)),
+        "exclude": Field(Array(Text((_exclude,)), MAX_PATTERNS), required=False),
+    },
+    build=Workspace,
+)
+_JOB_TABLE = Table(
+    {  # exactly the spec §4 fields, in the order problems are looked for
+        "name": Field(Text((_safe_name,))),
+        "run": Field(_COMMAND),
+        "setup": Field(_COMMAND, required=False),
+        "workspace": Field(_WORKSPACE, required=False),
+        "outputs": Field(Array(Text((_output,)), MAX_PATTERNS, (_no_duplicates,)), required=False),
+        "env": Field(
+            StrMap(Text((_env_name,)), Text((_env_value,)), MAX_ENV_VARS, (_env_total,)),
+            required=False,
+        ),
+    }
+)
+_JOB_FILE = Table({"job": Field(_JOB_TABLE)})
 
 
 def parse_job(text: str, source: Path) -> JobSpec:
@@ -214,8 +207,8 @@ def load_job(path: Path) -> JobSpec:
 
 
 def _validate(text: str, data: dict[str, object], source: Path) -> JobSpec:
-    try:
-        table = _JobFile.model_validate(data, context={"base": source.parent}).job
-    except ValidationError as exc:
-        raise validation_error(exc, text, source, _JobFile, JobFileError) from None
-    return JobSpec(**dict(table), source=source)
+    checked, problems = check(_JOB_FILE, data, {"base": source.parent})
+    if problems:
+        first = first_problem(problems)
+        raise located_error(JobFileError, text, source, first.loc, first.text, first.value)
+    return JobSpec(**checked["job"], source=source)

@@ -15,14 +15,13 @@ from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from engine.jobs.modelerror import validation_error
 from engine.jobs.tomlload import (
     SAFE_NAME,
     SAFE_NAME_RULE,
     ConfigFileError,
-    field_path,
-    find_line,
+    located_error,
     read_toml,
-    validation_error,
 )
 from engine.state import paths
 
@@ -272,5 +271,4 @@ def _check_tables(text: str, data: dict[str, Any], source: Path) -> None:
 
 
 def _raise(text: str, source: Path, loc: tuple[str, ...], problem: str) -> NoReturn:
-    line = find_line(text, loc)
-    raise PoolFileError(source, problem, line=line, field=field_path(loc))
+    raise located_error(PoolFileError, text, source, loc, problem)

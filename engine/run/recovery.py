@@ -49,7 +49,7 @@ def recovered_job(view: RunView, recovery: dict[str, Any]) -> tuple[JobSpec, str
         problem = "job file changed while the operator was away"
     except (OSError, JobFileError):
         problem = "job file is gone or unreadable"
-    stand_in = JobSpec.model_construct(
+    stand_in = JobSpec(
         name=view.job_name, run="", setup=None, workspace=None, outputs=[], env={}, source=path
     )
     return stand_in, f"could not resume after operator restart: {problem}"

@@ -29,7 +29,7 @@ def test_engine_with_local_pools_never_imports_the_vast_sdk() -> None:
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
-HEAVY = ("asyncio", "iroh", "rich", "textual", "vastai", "zstandard")
+HEAVY = ("asyncio", "iroh", "platformdirs", "pydantic", "rich", "textual", "vastai", "zstandard")
 LOADED = """
 import sys
 from engine.cli.main import main
@@ -51,8 +51,9 @@ def loaded_by(*args: str) -> tuple[str, str]:
 
 
 def test_validate_and_runs_import_only_what_they_use(tmp_path) -> None:
-    """`swjob validate` needs the job model and nothing of the run machinery; `swjob runs`
-    prints a table (rich) but neither connects nor rents."""
+    """`swjob validate` needs the job's schema and nothing of the run machinery (not even
+    pydantic, which alone takes longer than validate may); `swjob runs` prints a table
+    (rich) but neither connects nor rents."""
     job = tmp_path / "job.toml"
     job.write_text('[job]\nname = "light"\nrun = "true"\n')
     assert loaded_by("validate", str(job)) == ("", "0")

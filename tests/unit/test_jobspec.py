@@ -9,7 +9,7 @@ from pathlib import Path
 import pathspec
 import pytest
 
-from engine.jobs.jobspec import JobFileError, JobSpec, Workspace, load_job, parse_job
+from engine.jobs.jobspec import JobFileError, Workspace, load_job, parse_job
 
 SPEC_EXAMPLE = """\
 [job]
@@ -52,6 +52,7 @@ def test_spec_example_loads(tmp_path: Path) -> None:
     assert job.outputs == ["metrics.jsonl", "final_metrics.json", "checkpoint_latest.pt"]
     assert job.env == {"HF_TOKEN": "hf_S3CR3T_value"}
     assert job.secrets() == ["hf_S3CR3T_value"]
+    assert "S3CR3T" not in repr(job)  # a job that ends up in a traceback keeps its env
     assert job.source == tmp_path / "job.toml" and job.source.is_absolute()
 
 
@@ -320,10 +321,16 @@ def test_env_count_is_capped(tmp_path: Path) -> None:
     assert "S3CR3T" not in str(exc)
 
 
-def test_env_total_size_is_capped() -> None:
+def test_env_total_size_is_capped(tmp_path: Path) -> None:
+    """Beyond what a file under the size cap can hold, so checked on text."""
     big = "x" * (60 * 1024)
-    with pytest.raises(ValueError, match="in total") as info:
-        JobSpec(name="j", run="x", env={f"V{i}": big for i in range(20)}, source=Path("/j"))
+    text = MINIMAL + "[job.env]\n" + "".join(f'V{i} = "{big}"\n' for i in range(20))
+    with pytest.raises(JobFileError) as info:
+        parse_job(text, tmp_path / "job.toml")
+    assert (info.value.field, info.value.problem) == (
+        "job.env",
+        "values too big in total (over 1024 KiB)",
+    )
     assert big not in str(info.value)
 
 
