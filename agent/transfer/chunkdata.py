@@ -14,9 +14,8 @@ from typing import Any
 from agent.transfer import wire
 from agent.transfer.compress import decompress
 from agent.transfer.errors import TransferError
-from agent.transfer.schedule import CHUNK, zero_sha
-
-_ZEROS = bytes(CHUNK)
+from agent.transfer.schedule import CHUNK
+from agent.transfer.zeros import ZEROS, zero_sha
 
 
 def chunk_data(
@@ -46,5 +45,5 @@ def read_back(fd: int, index: int, size: int, digest: str | None) -> tuple[bytes
         except OSError:  # ENXIO: only hole from `start` on
             hole = True
         if hole:
-            return _ZEROS[:length], True
+            return ZEROS[:length], True
     return os.pread(fd, length, start), False

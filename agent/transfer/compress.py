@@ -62,16 +62,26 @@ def known_incompressible(path: str) -> bool:
 
 def maybe_compress(data: bytes, path_hint: str | None = None) -> tuple[bytes, bool]:
     """(payload, compressed?) — compressed only when a sample says it shrinks and it did."""
-    if len(data) < 512 or (path_hint is not None and known_incompressible(path_hint)):
-        return data, False
-    if len(data) > 2 * SAMPLE:
-        sample = data[:SAMPLE]
+    parts, packed = maybe_compress_parts([data], path_hint)
+    return parts[0], packed
+
+
+def maybe_compress_parts(
+    parts: list[bytes], path_hint: str | None = None
+) -> tuple[list[bytes], bool]:
+    """`maybe_compress` for bytes held in pieces: random data is judged by a sample of
+    its first piece and goes on in its pieces, never joined (copied) just to be judged."""
+    total = sum(map(len, parts))
+    if total < 512 or (path_hint is not None and known_incompressible(path_hint)):
+        return parts, False
+    if total > 2 * SAMPLE:
+        sample = parts[0][:SAMPLE]
         if len(_compressor(1).compress(sample)) > SAMPLE_RATIO * len(sample):
-            return data, False
-    packed = _compressor(level()).compress(data)
-    if len(packed) > KEEP_RATIO * len(data):
-        return data, False
-    return packed, True
+            return parts, False
+    packed = _compressor(level()).compress(parts[0] if len(parts) == 1 else b"".join(parts))
+    if len(packed) > KEEP_RATIO * total:
+        return parts, False
+    return [packed], True
 
 
 def decompress(payload: bytes | memoryview, limit: int) -> bytes:

@@ -21,10 +21,19 @@ from pathlib import Path
 
 from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.safety import check_link_target, check_relpath, link_stays_inside
+from agent.transfer.zeros import all_zero
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 SPARSE_BLOCK = 64 * 1024  # zero runs this long and aligned are left as holes
 _PART_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _pwrite_all(fd: int, view: memoryview, offset: int) -> int:
+    """Write all of `view` at `offset` (a pwrite may write less than asked)."""
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+    return done
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -116,13 +125,16 @@ class Lander:
     @staticmethod
     def write_at(fd: int, data: bytes, offset: int) -> int:
         """Write `data` at `offset`, seeking over zero runs so they stay holes (the `.part`
-        file starts as one hole of its full size); the bytes really written."""
-        written = 0
-        for start in range(0, len(data), SPARSE_BLOCK):
+        file starts as one hole of its full size); the bytes really written. Each run of
+        data between holes is one `pwrite` (few large writes, not one per block)."""
+        written, view, run = 0, memoryview(data), 0
+        for start in range(0, len(data) + SPARSE_BLOCK, SPARSE_BLOCK):
             end = min(start + SPARSE_BLOCK, len(data))
-            if data.count(0, start, end) != end - start:
-                os.pwrite(fd, memoryview(data)[start:end], offset + start)
-                written += end - start
+            if start < end and not all_zero(view[start:end]):
+                continue  # this block joins the run of data before it
+            if run < start:  # a hole (or the end) closes the run [run, start)
+                written += _pwrite_all(fd, view[run : min(start, len(data))], offset + run)
+            run = end
         return written
 
     def finish_part(self, path: str, fd: int, mode: int, mtime_ns: int) -> None:

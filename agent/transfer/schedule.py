@@ -8,10 +8,8 @@ receiver already verified (resume) is left out.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from agent.transfer.walk import Entry
 
@@ -20,12 +18,6 @@ LARGE_MIN = 8 * 1024 * 1024
 STREAMS = 4
 
 Item = list  # ["dir", path] | ["link", path] | ["file", path] | ["chunk", path, index]
-
-
-@lru_cache(maxsize=4)
-def zero_sha(length: int) -> str:
-    """SHA-256 of `length` zero bytes: a chunk that is all hole travels as this hash alone."""
-    return hashlib.sha256(bytes(length)).hexdigest()
 
 
 def chunk_count(size: int) -> int:

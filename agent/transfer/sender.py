@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.transfer import wire
-from agent.transfer.compress import maybe_compress
+from agent.transfer.compress import maybe_compress, maybe_compress_parts
 from agent.transfer.errors import TransferError
 from agent.transfer.safety import check_link_target, check_parents, check_relpath, open_for_read
-from agent.transfer.schedule import CHUNK, LARGE_MIN, Item, zero_sha
+from agent.transfer.schedule import CHUNK, LARGE_MIN, Item
+from agent.transfer.zeros import all_zero, zero_sha
 
 BATCH_TARGET = 4 * 1024 * 1024
 WRITE_PIECE = 1024 * 1024  # the binding sends 1 MiB writes faster than larger ones
@@ -147,14 +148,27 @@ def _small_record(root: Path, item: Item, packet: Packet) -> bytes:
     raise TransferError(f"unknown item kind {kind!r} for {path!r}")
 
 
-def _read_chunk(fd: int, st: os.stat_result, index: int) -> bytes | int:
+def _read_pieces(fd: int, start: int, length: int) -> list[bytes]:
+    """`length` bytes from `start` (fewer if the file shrank), as `WRITE_PIECE` pieces: the
+    sizes the stream is written in, so no piece is sliced (copied) again on the way out."""
+    pieces, done = [], 0
+    while done < length:
+        piece = os.pread(fd, min(WRITE_PIECE, length - done), start + done)
+        if not piece:
+            break
+        pieces.append(piece)
+        done += len(piece)
+    return pieces
+
+
+def _read_chunk(fd: int, st: os.stat_result, index: int) -> list[bytes] | int:
     """The chunk's bytes, or its length when it is all zeros: a hole (found with SEEK_DATA,
     without reading) or zeros written out. Sparse outputs then cost neither disk reads nor
     bytes on the wire."""
     start = index * CHUNK
     length = min(CHUNK, st.st_size - start)
     if length <= 0:
-        return b""
+        return []
     try:
         data_at = os.lseek(fd, start, os.SEEK_DATA)
     except OSError as exc:
@@ -163,8 +177,8 @@ def _read_chunk(fd: int, st: os.stat_result, index: int) -> bytes | int:
         data_at = st.st_size
     if data_at >= start + length:
         return length
-    data = os.pread(fd, length, start)
-    return len(data) if data and data.count(0) == len(data) else data
+    pieces = _read_pieces(fd, start, length)
+    return sum(map(len, pieces)) if pieces and all(map(all_zero, pieces)) else pieces
 
 
 def _chunk_packet(root: Path, path: str, index: int) -> Packet:
@@ -182,10 +196,14 @@ def _chunk_packet(root: Path, path: str, index: int) -> Packet:
     if isinstance(data, int):  # all zeros: no data frame
         meta |= {"n": data, "zero": True, "h": zero_sha(data)}
         return Packet([wire.meta(meta)], data, 0, path, chunk_of=path)
-    payload, packed = maybe_compress(data, path)
-    meta |= {"n": len(data), "z": packed, "h": hashlib.sha256(data).hexdigest()}
-    parts = [wire.meta(meta), wire.HEADER.pack(wire.DATA, len(payload)), payload]
-    return Packet(parts, len(data), 0, path, chunk_of=path)
+    digest = hashlib.sha256()
+    for piece in data:
+        digest.update(piece)
+    nbytes = sum(map(len, data))
+    payload, packed = maybe_compress_parts(data, path)
+    meta |= {"n": nbytes, "z": packed, "h": digest.hexdigest()}
+    head = wire.meta(meta) + wire.HEADER.pack(wire.DATA, sum(map(len, payload)))
+    return Packet([head, *payload], nbytes, 0, path, chunk_of=path)
 
 
 def build_packet(root: Path, items: list[Item], start: int) -> tuple[Packet, int]:
@@ -199,14 +217,14 @@ def build_packet(root: Path, items: list[Item], start: int) -> tuple[Packet, int
             i += 1
     except OSError as exc:
         raise TransferError(f"cannot read {items[i][1]!r}: {exc.strerror or exc}") from None
-    body = b"".join(parts)
-    payload, packed = maybe_compress(body)
+    payload, packed = maybe_compress(b"".join(parts))
     packet.parts = [wire.frame(wire.ZBATCH if packed else wire.BATCH, payload)]
     return packet, i
 
 
 async def write_parts(write: Callable[[bytes], Awaitable[None]], parts: list[bytes]) -> None:
-    """Write `parts` in pieces of at most WRITE_PIECE bytes, small parts coalesced."""
+    """Write `parts` in pieces of at most WRITE_PIECE bytes, small parts coalesced; a part
+    of a fitting size is written as it is (no copy)."""
     pending = b""
     for part in parts:
         if len(pending) + len(part) <= WRITE_PIECE:
@@ -215,6 +233,9 @@ async def write_parts(write: Callable[[bytes], Awaitable[None]], parts: list[byt
         if pending:
             await write(pending)
             pending = b""
+        if len(part) <= WRITE_PIECE:
+            pending = part
+            continue
         view = memoryview(part)
         for start in range(0, len(part), WRITE_PIECE):
             await write(bytes(view[start : start + WRITE_PIECE]))
