@@ -19,16 +19,18 @@ from agent.transfer.zeros import ZEROS, zero_sha
 
 
 def chunk_data(
-    meta: dict[str, Any], payload: bytes | None, length: int, digest: str
+    meta: dict[str, Any], payload: bytes | None, length: int, digest: str, *, verify: bool
 ) -> bytes | None:
-    """The chunk's verified bytes, or None for an all-zero chunk (nothing to write)."""
+    """The chunk's bytes, or None for an all-zero chunk (nothing to write). With `verify`
+    they are checked against `digest` here; without it the caller re-reads the landed
+    file against the chunk hashes before it takes its name (hashing each byte once)."""
     if meta.get("zero") is True:
         if payload is not None or digest != zero_sha(length):
             raise wire.WireError(f"bad zero chunk for {meta.get('p')!r}")
         return None
     payload = payload if payload is not None else b""
     data = decompress(payload, length) if meta.get("z") else bytes(payload)
-    if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
+    if len(data) != length or (verify and hashlib.sha256(data).hexdigest() != digest):
         where = f"{meta.get('p')!r}: chunk {meta.get('i')}"
         raise TransferError(f"verification failed for {where} does not match")
     return data

@@ -1,11 +1,13 @@
 """Landing records under a root: verified, atomic, resumable, and never outside the root.
 
-Every file's bytes are hashed (SHA-256) as they are written and compared with the
-sender's hash before the file takes its final name (temporary name, then rename); a
-mismatch is an error naming the file. A large file arrives as chunks, each verified
-on its own and written at its offset into a `.part` file (zero runs are left as
-holes, so sparse files land sparse); the receiver remembers which chunks it holds, so
-a retried transfer sends only the rest.
+Every file's bytes are hashed (SHA-256) and compared with the sender's hash before the
+file takes its final name (temporary name, then rename); a mismatch is an error naming
+the file. A large file arrives as chunks written at their offsets into a `.part` file
+(zero runs are left as holes, so sparse files land sparse), each checked against its
+own hash: off the wire, or, when landing outputs, by re-reading the whole `.part` file
+once it is complete (one pass that also hashes it whole for the manifest, and catches
+a byte changed on disk after its chunk landed). The receiver remembers which chunks
+it holds, so a retried transfer sends only the rest.
 
 Some files cannot land and the rest still should: the sender says so with a `skip`
 record (vanished, unreadable, changed while read), and chunks read from different
@@ -94,8 +96,11 @@ def _sha(meta: dict[str, Any]) -> str:
 class Receiver:
     """The receiving side of one transfer session, kept across reconnects for resume.
 
-    `hash_chunked`: also hash each completed chunked file whole (the output manifest
-    wants every file's SHA-256; a workspace push only needs the per-chunk checks).
+    `hash_chunked`: outputs. A completed chunked file is re-read against its chunks'
+    hashes before it takes its name and hashed whole in the same pass: the manifest
+    wants every file's SHA-256 and must never vouch for bytes changed after they landed.
+    Without it (a workspace push, into a workdir nothing else writes to before the job
+    starts) each chunk is verified off the wire and not read again.
     `per_file`: a file that cannot land is recorded in `failed`, the rest goes on.
     """
 
@@ -301,7 +306,7 @@ class Receiver:
         if path in self.failed:  # given up in this attempt: the rest of it is not kept
             return length, 0
         digest = _sha(meta)
-        data = chunk_data(meta, payload, length, digest)
+        data = chunk_data(meta, payload, length, digest, verify=not self.hash_chunked)
         part = self._partial(path, meta)
         written = 0 if data is None else self._lander.write_at(part.fd, data, index * CHUNK)
         if self._space is not None:
@@ -339,7 +344,7 @@ class Receiver:
 
     def _finish_chunked(self, path: str, part: _Partial) -> None:
         try:
-            digest = self._reverify(path, part)
+            digest = self._reverify(path, part) if self.hash_chunked else None
             self._lander.finish_part(path, part.fd, part.mode, part.mtime_ns)
         except TransferError:
             self._lander.discard_part(path)  # changed on disk: no chunk of it can be trusted
@@ -351,20 +356,19 @@ class Receiver:
         self.verified[path] = Landed(path, part.size, part.mode & 0o777, digest)
         self.failed.pop(path, None)
 
-    def _reverify(self, path: str, part: _Partial) -> str | None:
-        """Re-read every chunk from disk against its verified hash before the file takes its
-        name: a byte that changed after its chunk landed must never become an output.
-        Returns the whole file's SHA-256 when `hash_chunked` (same pass, no extra read)."""
-        whole = hashlib.sha256() if self.hash_chunked else None
+    def _reverify(self, path: str, part: _Partial) -> str:
+        """Re-read every chunk from disk against its hash before the file takes its name: a
+        byte damaged on the way or changed after its chunk landed must never become an
+        output. Returns the whole file's SHA-256 (same pass, no extra read)."""
+        whole = hashlib.sha256()
         for index in range(chunk_count(part.size)):
             data, still_hole = read_back(part.fd, index, part.size, part.hashes.get(index))
             if not still_hole and hashlib.sha256(data).hexdigest() != part.hashes.get(index):
                 raise TransferError(
-                    f"verification failed for {path!r}: chunk {index} changed after landing"
+                    f"verification failed for {path!r}: chunk {index} does not match"
                 )
-            if whole is not None:
-                whole.update(data)
-        return whole.hexdigest() if whole is not None else None
+            whole.update(data)
+        return whole.hexdigest()
 
 
 async def _feed(queue: asyncio.Queue[Any], job: Any, applier: asyncio.Task[None]) -> None:
