@@ -14,7 +14,7 @@ import threading
 
 import zstandard
 
-from agent.transfer.wire import WireError
+from agent.transfer.errors import WireError
 
 LEVEL_ENV = "SWJOB_XFER_ZSTD_LEVEL"
 DEFAULT_LEVEL = 3

@@ -14,3 +14,9 @@ class TransferError(Exception):
 
 class UnsafePath(TransferError):
     """A path or link target would leave the transfer root, or names a special file."""
+
+
+class WireError(TransferError):
+    """The peer sent bytes that are not valid transfer framing (here, not in `wire`, so the
+    codec can say so without importing the stream machinery and asyncio: `swjob plan`
+    compresses samples and starts faster without them)."""

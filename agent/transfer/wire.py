@@ -22,7 +22,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from agent.transfer.errors import TransferError
+from agent.transfer.errors import WireError
 
 META, DATA, ZBATCH, BATCH = b"M"[0], b"D"[0], b"Z"[0], b"B"[0]
 HEADER = struct.Struct(">BI")
@@ -38,10 +38,6 @@ CARRIES_DATA = frozenset({"file", "chunk"})
 def carries_data(meta: dict[str, Any]) -> bool:
     """A data frame follows this meta: file and chunk records, except all-zero chunks."""
     return meta["t"] in CARRIES_DATA and meta.get("zero") is not True
-
-
-class WireError(TransferError):
-    """The peer sent bytes that are not valid transfer framing."""
 
 
 class StreamEnded(Exception):
