@@ -178,15 +178,28 @@ async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
     assert Ledger().open_entries() == []
 
 
-FREEZE = """
+ENGINE_MAIN = """
 import asyncio, sys
 from pathlib import Path
-from agent.protocol import RunStep, Step
-from engine.run import control
 from engine.engine import Engine, EngineConfig
 from engine.jobs.jobspec import load_job
-from engine.jobs.pools import PoolSet, load_pools
-from engine.report.views import RunView
+from engine.jobs.pools import load_pools
+
+async def main():
+    engine = Engine(EngineConfig(runs_dir=Path(sys.argv[2]), pools=load_pools(None)))
+    await engine.start()
+    await engine.submit(load_job(Path(sys.argv[1])), "local")
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+"""An engine process driving the job file argv[1] into the runs dir argv[2] until it is
+killed: a test puts its patch (where the process dies or hangs) in front of it."""
+
+FREEZE = """
+import asyncio
+from agent.protocol import RunStep, Step
+from engine.run import control
 
 real_send = control.NodeSession.send
 
@@ -197,14 +210,6 @@ async def send(self, msg):
     await real_send(self, msg)
 
 control.NodeSession.send = send
-
-async def main():
-    engine = Engine(EngineConfig(runs_dir=Path(sys.argv[2]), pools=load_pools(None)))
-    await engine.start()
-    await engine.submit(load_job(Path(sys.argv[1])), "local")
-    await asyncio.Event().wait()
-
-asyncio.run(main())
 """
 
 
@@ -220,7 +225,7 @@ async def test_a_step_recorded_as_started_but_never_sent_is_started_after_recove
     )
     runs = tmp_path / "swjob-runs"
     first = subprocess.Popen(
-        [sys.executable, "-c", FREEZE, str(job), str(runs)],
+        [sys.executable, "-c", FREEZE + ENGINE_MAIN, str(job), str(runs)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:

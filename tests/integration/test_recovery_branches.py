@@ -25,6 +25,7 @@ from engine.jobs.pools import load_pools
 from engine.report.datastream import read_events
 from engine.state.paths import cache_dir
 from tests.integration.test_crash_recovery import (  # noqa: F401 (a fixture)
+    ENGINE_MAIN,
     _node_event,
     crashed_run,
     recover,
@@ -35,11 +36,7 @@ from tests.support.processes import pid_alive
 pytestmark = pytest.mark.timeout(120)
 
 DIE_AT = """
-import asyncio, os, signal, sys
-from pathlib import Path
-from engine.engine import Engine, EngineConfig
-from engine.jobs.jobspec import load_job
-from engine.jobs.pools import load_pools
+import os, signal
 
 
 def die(where):
@@ -54,19 +51,6 @@ def dying(progress):
         if 0 < p.bytes_done < p.bytes_total:
             die("DIED mid-transfer")
     return report
-
-
-{patch}
-
-
-async def main():
-    engine = Engine(EngineConfig(runs_dir=Path(sys.argv[2]), pools=load_pools(None)))
-    await engine.start()
-    await engine.submit(load_job(Path(sys.argv[1])), "local")
-    await asyncio.Event().wait()
-
-
-asyncio.run(main())
 """
 
 PATCHES = {
@@ -106,7 +90,7 @@ def die_at(where: str, job: Path, runs: Path) -> str:
     printed = runs.parent / f"died-{where}.txt"
     with printed.open("w") as out:  # not a pipe: the node it started may hold it open
         code = subprocess.run(
-            [sys.executable, "-c", DIE_AT.replace("{patch}", PATCHES[where]), str(job), str(runs)],
+            [sys.executable, "-c", DIE_AT + PATCHES[where] + ENGINE_MAIN, str(job), str(runs)],
             stdout=out, stderr=subprocess.STDOUT, timeout=60,
         ).returncode  # fmt: skip
     assert code == -9, printed.read_text()
