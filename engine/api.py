@@ -17,6 +17,7 @@ from engine.jobs.jobspec import JobFileError, JobSpec, load_job
 from engine.jobs.plan import Plan, plan_workspace
 from engine.jobs.pools import PoolFileError, load_pools
 from engine.report import events
+from engine.report.boot import boot_timeline, provisioning_start
 from engine.report.events import Event, TransferProgress, Transition
 from engine.report.money import cost_split, money
 from engine.report.printable import printable
@@ -53,6 +54,7 @@ __all__ = [
     "SubmitError",
     "TransferProgress",
     "Transition",
+    "boot_timeline",
     "cost_split",
     "events",
     "fold",
@@ -63,6 +65,7 @@ __all__ = [
     "one_line",
     "plan_workspace",
     "printable",
+    "provisioning_start",
 ]
 
 _LAZY = {"Orphan", "GONE"}

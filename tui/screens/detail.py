@@ -58,7 +58,7 @@ def timeline_key(run: RunView, clock: Clock) -> tuple[object, ...]:
     """The timeline's spinner turns SPINNER_HZ times a second while the run is live; only
     the timeline is redrawn that often."""
     frame = 0 if run.finished else int(clock().timestamp() * SPINNER_HZ)
-    return (run.state, run.phase, len(run.timeline), frame)
+    return (run.state, run.phase, len(run.timeline), len(run.boot), frame)
 
 
 class DetailScreen(Screen[None]):

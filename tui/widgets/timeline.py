@@ -1,6 +1,12 @@
 """The job's FSM timeline: each transition with its time, time spent in the state it
 entered, the spec §6 event that caused it and the commands it emitted. The row of
-the step in progress is marked and its duration keeps counting."""
+the step in progress is marked and its duration keeps counting.
+
+Under the row that entered provisioning, the node's boot: each step reached with how
+long reaching it took and its detail (the offer, the provider's status message), and
+a step this node never showed as "not seen" (the local pool has no offer, image or
+install; a status poll can miss a short step), and once the agent joined, the whole
+boot's time."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from engine.api import RunView, Transition
+from engine.api import RunView, Transition, boot_timeline, printable, provisioning_start
 from tui import format as fmt
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -40,6 +46,29 @@ def _row(tr: Transition, until: datetime, current: bool, now: datetime) -> list[
     ]
 
 
+def _boot_rows(run: RunView) -> list[list[Text | str]]:
+    boot = boot_timeline(provisioning_start(run.timeline), run.boot)
+    shown = {step.phase for step in (*boot.seen, *boot.not_seen)}
+    rows: list[list[Text | str]] = []
+    for step in boot.steps:
+        if step.phase not in shown:
+            continue  # not reached yet
+        missing = step.at is None  # shown as such: never as a step that took 0 s
+        rows.append(
+            [
+                fmt.clock_time(step.at) if step.at else "",
+                Text(f"  · {step.label}", style="dim" if missing else "magenta"),
+                fmt.duration(step.seconds, tenths=True),
+                Text("not seen" if missing else printable(step.detail or ""), style="dim"),
+                "",
+            ]
+        )
+    if boot.total_s is not None:
+        booted = Text("  · booted", style="bold magenta")
+        rows.append(["", booted, fmt.duration(boot.total_s, tenths=True), "", ""])
+    return rows
+
+
 def render_timeline(run: RunView, now: datetime) -> Table:
     table = Table(expand=True, box=None, padding=(0, 1), header_style="bold dim")
     for name, ratio in (
@@ -51,11 +80,15 @@ def render_timeline(run: RunView, now: datetime) -> Table:
     ):
         table.add_column(name, no_wrap=True, overflow="ellipsis", ratio=ratio or None)
     steps = run.timeline
+    first_boot = next((i for i, t in enumerate(steps) if t.to_phase == "provisioning"), -1)
     for i, tr in enumerate(steps):
         last = i == len(steps) - 1
         until = steps[i + 1].ts if not last else (run.finished or now)
         current = last and run.phase != "done" and run.finished is None
         table.add_row(*_row(tr, until, current, now), style="on grey15" if current else "")
+        if tr.to_phase == "provisioning" and i == first_boot:
+            for row in _boot_rows(run):
+                table.add_row(*row)
     return table
 
 
@@ -81,7 +114,8 @@ class Timeline(VerticalScroll):
         at_end = self.is_vertical_scroll_end
         # The spinner turns a few times a second: with the same rows the size is the same,
         # so only a repaint is needed, not a layout of the screen (a flood's log needs it).
-        rows, self._rows = self._rows, len(run.timeline)
-        self.query_one(Static).update(render_timeline(run, self.clock()), layout=rows != self._rows)
+        table = render_timeline(run, self.clock())
+        rows, self._rows = self._rows, table.row_count
+        self.query_one(Static).update(table, layout=rows != self._rows)
         if at_end:
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True)

@@ -1,0 +1,110 @@
+"""The job detail's boot timeline: under the row that entered provisioning, each boot step
+with how long reaching it took, then the whole boot and the steps the node never showed.
+
+A recorded Vast.ai run (`data/boot`: every step, as the stand-in and a real node report
+them) is snapshotted; a real run on the local pool shows only the steps it has."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from engine.engine import Engine
+from engine.jobs.jobspec import load_job
+from engine.state.store import Store
+from tests.tui.conftest import HELLO, SIZE, booted, finished, fixed_clock, screen_text, until
+from tui import history
+from tui.app import SwjobApp
+from tui.screens.detail import DetailScreen
+
+DATA = Path(__file__).parent / "data" / "boot"
+LABELS = [
+    "offer chosen",
+    "instance created",
+    "image loading",
+    "container running",
+    "agent installed",
+    "agent joined",
+]
+
+
+@pytest.fixture(autouse=True)
+def utc() -> Iterator[None]:
+    """The recorded times render in the local zone; pin it (and give the old one back)."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+@pytest.fixture
+def recorded(engine: Engine) -> Engine:
+    """The engine with the recorded Vast.ai run as its history."""
+    runs_dir = engine.config.runs_dir
+    shutil.copytree(DATA, runs_dir)
+    store = Store()
+    events = next(runs_dir.glob("*/*/events.jsonl"))
+    events.write_text(events.read_text().replace("{RUN_DIR}", str(events.parent)))
+    view = history.load(events.parent, 10).view
+    assert view is not None
+    store.save(view)
+    store.close()
+    return engine
+
+
+async def open_detail(pilot: Pilot) -> None:
+    await booted(pilot)
+    await pilot.press("enter")
+    await until(pilot, lambda: isinstance(pilot.app.screen, DetailScreen))
+    await until(pilot, lambda: pilot.app.screen.query_one("#log").line_count == 2)
+
+
+def test_job_detail_boot_timeline(snap_compare, recorded: Engine) -> None:
+    app = SwjobApp(recorded, clock=fixed_clock)
+    assert snap_compare(app, terminal_size=SIZE, run_before=open_detail)
+
+
+def boot_rows(app: SwjobApp) -> dict[str, str]:
+    """The timeline's boot rows by step: what follows the ` · ` marker of each."""
+    lines = screen_text(app).splitlines()
+    rows = [line.split("  · ", 1)[1].strip(" │") for line in lines if "  · " in line]
+    return {next(s for s in [*LABELS, "booted"] if r.startswith(s)): r for r in rows}
+
+
+async def test_the_recorded_vast_boot_reads_step_by_step(recorded: Engine) -> None:
+    app = SwjobApp(recorded, clock=fixed_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_detail(pilot)
+        rows = boot_rows(app)
+        assert list(rows) == [*LABELS, "booted"]
+        pull = rows["container running"]
+        assert "38s" in pull and "success, running pytorch" in pull
+        assert "4s" in rows["agent installed"]  # timed on the node: 45.8 → 50.4
+        assert "51s" in rows["booted"] and "not seen" not in " ".join(rows.values())
+
+
+async def test_a_local_run_shows_its_two_steps_and_the_others_as_not_seen(engine: Engine) -> None:
+    app = SwjobApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = await engine.submit(load_job(HELLO), "local")
+        assert (await finished(app, run_id)).state == "COMPLETED"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, DetailScreen))
+        await until(pilot, lambda: "booted" in boot_rows(app))
+        rows = boot_rows(app)
+        assert list(rows) == [*LABELS, "booted"]
+        assert "swjob-agent process" in rows["instance created"]
+        for label in ("offer chosen", "image loading", "container running", "agent installed"):
+            assert "not seen" in rows[label] and "0.0s" not in rows[label], rows[label]
