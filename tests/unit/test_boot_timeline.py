@@ -1,14 +1,17 @@
 """The boot timeline's rule (engine/report/boot.py): durations from the marks, steps never
 reached shown as such (None, never 0 s), the total from entering provisioning to the join,
-and the same result from a run's folded datastream."""
+and the same result from a run's folded datastream; and the marks a join adds
+(engine/run/bootmarks.py): the node-timed install put on our clock."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from agent.protocol import BootReport
 from engine.report import events as ev
 from engine.report.boot import boot_timeline, provisioning_start
 from engine.report.runbook import fold
+from engine.run.bootmarks import join_marks
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 P = ev.BootPhase
@@ -117,3 +120,29 @@ def test_the_folded_datastream_gives_the_same_timeline_and_run_json_form() -> No
         "seconds": 5.0,
         "detail": None,
     }
+
+
+def test_a_node_clock_minutes_off_still_shows_the_install_where_it_happened() -> None:
+    """The node timed its install on its own clock, 300 s behind ours; the hello says what
+    that clock read when it was sent, so the install lands on our clock."""
+    skew = -300.0
+    report = BootReport(
+        install_started=at(42.0).timestamp() + skew,
+        install_ended=at(47.0).timestamp() + skew,
+        sent_at=at(48.0).timestamp() + skew,
+    )
+    installed, joined = join_marks("r", report, received=at(48.0))
+    assert installed.phase is P.AGENT_INSTALLED and joined.phase is P.AGENT_JOINED
+    assert installed.since == at(42.0) and installed.at == at(47.0)
+    assert joined.at == at(48.0)
+
+
+def test_install_times_no_clock_gives_are_dropped_and_the_join_still_counts() -> None:
+    nonsense = [
+        BootReport(sent_at=1e9),  # a node that installed nothing (the local pool)
+        BootReport(install_started=5e8, install_ended=4e8, sent_at=1e9),  # ends before it began
+        BootReport(install_started=float("nan"), install_ended=4e8, sent_at=1e9),
+        BootReport(install_started=4e8, install_ended=2e9, sent_at=1e9),  # ends after the hello
+    ]
+    for report in [None, *nonsense]:
+        assert [m.phase for m in join_marks("r", report, received=at(1.0))] == [P.AGENT_JOINED]
