@@ -6,12 +6,13 @@ terminal) are the operator's stop: the run is stopped and its node torn down, ne
 abandoned. `attach` prints the run's history from its events.jsonl, then adopts the
 run if its owner is gone and carries it to its end; a run another live swjob process
 drives is followed read-only from its event log — and adopted the moment that
-process goes away.
+process goes away; interrupting a follower ends only the follower.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from engine.report.datastream import Subscription, read_events
 from engine.state import ownership
 
 TAIL_POLL_S = 0.25
+INTERRUPTED = 130  # the shell's code for "ended by Ctrl-C"
 
 
 async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path) -> int:
@@ -67,7 +69,8 @@ async def attach(run_ref: str, pools: PoolSet) -> int:
                 return await _follow(engine, sub, view.run_id, printer, after_seq=seen)
             if not ownership.has_live_owner(view.run_id):
                 return _exit_code(events)  # it ended before we could take it
-            seen, code = await _tail_while_owned(events, printer, seen, view.run_id)
+            leave = _leave_on_interrupt()
+            seen, code = await _tail_while_owned(events, printer, seen, view.run_id, leave)
             if code is not None:
                 return code
     except SubmitError as exc:
@@ -104,10 +107,11 @@ async def _follow(
 
 
 async def _tail_while_owned(
-    path: Path, printer: RunPrinter, after_seq: int, run_id: str
+    path: Path, printer: RunPrinter, after_seq: int, run_id: str, leave: asyncio.Event
 ) -> tuple[int, int | None]:
     """Follow a run another live process drives, from its event log: returns (last seq
-    printed, exit code) when it finishes, or (last seq, None) when its owner is gone."""
+    printed, exit code) when it finishes or `leave` is set (130), or (last seq, None)
+    when its owner is gone."""
     printer.console.print("[dim]driven by another swjob process; following its event log[/]")
     while True:
         for event in read_events(path):
@@ -118,7 +122,21 @@ async def _tail_while_owned(
                     return after_seq, _exit_code(path)
         if not ownership.has_live_owner(run_id):
             return after_seq, None
-        await asyncio.sleep(TAIL_POLL_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(leave.wait(), TAIL_POLL_S)
+        if leave.is_set():
+            printer.console.print("[dim]stopped following; the run goes on where it is driven[/]")
+            return after_seq, INTERRUPTED
+
+
+def _leave_on_interrupt() -> asyncio.Event:
+    """While this process only follows a run, Ctrl-C, SIGTERM and SIGHUP end the follow:
+    the run is not ours to stop (adopting it later installs the operator's stop)."""
+    leave = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, leave.set)
+    return leave
 
 
 def _exit_code(path: Path) -> int:

@@ -20,6 +20,7 @@ from engine.state.paths import cache_dir
 from tests.reliability.swjob_procs import (
     Cli,
     agent_pid,
+    events,
     finished,
     finished_at,
     only_run_dir,
@@ -189,4 +190,42 @@ def test_attach_follows_a_live_owner_read_only_then_adopts_when_it_dies(
         "owner of a followed run killed -9 while `swjob attach` reads it",
         adopted_s,
         "attach adopted the run and finished it COMPLETED",
+    )
+
+
+def test_two_attaches_at_once_one_adopts_the_other_only_follows(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """Two `swjob attach` of one orphaned run started together (two engines on one state
+    dir): exactly one adopts it; the other follows read-only, and its Ctrl-C ends only
+    itself — the run it never drove goes on and the adopter finishes it, each line once."""
+    owner, run_dir, release = _run(clis, tmp_path, "zeta")
+    node = agent_pid(run_dir)
+    owner.kill9()
+    first, second = (clis("attach", run_dir.name, cwd=tmp_path) for _ in range(2))
+    following = "driven by another swjob process"
+    eventually(lambda: any(following in a.output() for a in (first, second)), 30, "read-only")
+    follower, adopter = (first, second) if following in first.output() else (second, first)
+    eventually(lambda: "recovered after operator restart" in adopter.output(), 30, "adopted")
+    follower.signal(signal.SIGINT)
+    assert follower.wait(30) == 130, follower.output()
+    assert "Traceback" not in follower.output(), follower.output()
+    assert finished(run_dir) is None and pid_alive(node), "the follower's Ctrl-C stopped the run"
+    assert adopter.proc.poll() is None and ownership.has_live_owner(run_dir.name)
+    release.touch()
+    assert adopter.wait(60) == 0, adopter.output()
+    assert run_json(run_dir)["state"] == "COMPLETED"
+    assert _log(run_dir).splitlines() == ["line 1", "line 2", "line 3"]
+    recovered = [
+        e
+        for e in events(run_dir)
+        if getattr(e, "message", "") == "recovered after operator restart"
+    ]
+    assert len(recovered) == 1, "the run was adopted twice"
+    assert following not in adopter.output()
+    assert not pid_alive(node)
+    record_fault(
+        "owner killed -9; two `swjob attach` of its run at once; Ctrl-C to the follower",
+        None,
+        "one adopted (COMPLETED, each line once), the other only followed and left alone",
     )
