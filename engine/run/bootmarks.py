@@ -38,11 +38,19 @@ class BootMarks:
     def reached(self, phase: ev.BootPhase, detail: str | None) -> None:
         """A step the provider saw; its detail (an offer, Vast's status message) is foreign
         text: redacted and bounded like a reason."""
-        if self.over:
+        if self.over or self._seen_before(phase):
             return
         shown = self._driver.redact(detail)[:DETAIL_MAX] if detail else None
         run_id = self._driver.view.run_id
         self._driver.publish(ev.Boot(run_id=run_id, phase=phase, at=ev.utcnow(), detail=shown))
+
+    def _seen_before(self, phase: ev.BootPhase) -> bool:
+        """A step keeps its first mark: an engine that adopts a booting run looks at the
+        instance afresh and would see "running" again, later. Only the offer may be chosen
+        again (the first was rented away under us): the one rented counts."""
+        if phase is ev.BootPhase.OFFER_CHOSEN:
+            return False
+        return any(m.phase is phase for m in self._driver.view.boot)
 
     def joined(self, report: BootReport | None) -> None:
         """The node joined: the first time, its install and the join end the boot."""

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from agent.protocol import BootReport
 from engine.report import events as ev
 from engine.report.boot import boot_timeline, provisioning_start
-from engine.report.runbook import fold
-from engine.run.bootmarks import join_marks
+from engine.report.runbook import apply, fold, new_view
+from engine.run.bootmarks import BootMarks, join_marks
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 P = ev.BootPhase
@@ -146,3 +146,43 @@ def test_install_times_no_clock_gives_are_dropped_and_the_join_still_counts() ->
     ]
     for report in [None, *nonsense]:
         assert [m.phase for m in join_marks("r", report, received=at(1.0))] == [P.AGENT_JOINED]
+
+
+class _Driver:
+    """What BootMarks needs of a run's driver: its view, publish and redact."""
+
+    def __init__(self) -> None:
+        self.view = new_view(ev.Submitted(run_id="r", job_name="j", pool="gpu", run_dir="/r"))
+
+    def publish(self, event: ev.Event) -> None:
+        self.view = apply(self.view, event)
+
+    def redact(self, text: str) -> str:
+        return text.replace("s3cret", "***")
+
+
+def test_a_step_keeps_its_first_mark_but_the_offer_may_be_chosen_again() -> None:
+    driver = _Driver()
+    marks = BootMarks(driver)  # type: ignore[arg-type]
+    marks.reached(P.OFFER_CHOSEN, "offer 101")
+    marks.reached(P.OFFER_CHOSEN, "offer 102")  # 101 was rented away under us
+    marks.reached(P.CONTAINER_RUNNING, "success, running img s3cret")
+    first = driver.view.boot[-1].at
+    marks.reached(P.CONTAINER_RUNNING, "seen again by an adopting engine")
+    assert [m.detail for m in driver.view.boot] == [
+        "offer 101",
+        "offer 102",
+        "success, running img ***",  # foreign text is redacted like a reason
+    ]
+    timeline = boot_timeline(T0, driver.view.boot)
+    assert timeline.step(P.OFFER_CHOSEN).detail == "offer 102"
+    assert timeline.step(P.CONTAINER_RUNNING).at == first
+
+
+def test_after_the_first_join_nothing_is_a_boot_step_any_more() -> None:
+    driver = _Driver()
+    marks = BootMarks(driver)  # type: ignore[arg-type]
+    marks.joined(None)
+    marks.joined(None)  # a rejoin after the operator was away
+    marks.reached(P.IMAGE_LOADING, "an adopting engine's first look")
+    assert [m.phase for m in driver.view.boot] == [P.AGENT_JOINED]
