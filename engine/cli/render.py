@@ -86,6 +86,8 @@ class RunPrinter:
         """One boot step as it is reached, with how long reaching it took; the join ends
         the boot with its total and the steps this node never showed."""
         self._boot.append(event)
+        if event.phase is ev.BootPhase.SLOT_TAKEN:
+            return  # where the boot's clock starts, not a step
         start = self._boot_start.ts if self._boot_start else None
         timeline = boot_timeline(start, self._boot)
         step = timeline.step(event.phase)

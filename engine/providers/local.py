@@ -86,6 +86,7 @@ class LocalProvider:
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
         await self._slots.acquire()
         try:
+            scope.boot_reached(BootPhase.SLOT_TAKEN)  # queueing ends, booting begins
             return await self._start(bootstrap)
         except BaseException:
             self._slots.release()

@@ -128,6 +128,7 @@ class VastProvider:
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
         await self._slots.acquire()
         try:
+            scope.boot_reached(BootPhase.SLOT_TAKEN)  # queueing ends, booting begins
             return await self._provision(bootstrap)
         except VastApiError as exc:
             self._slots.release()

@@ -6,12 +6,14 @@ command installing the agent, the agent dialling in. The providers and the agent
 each step as it is reached (Boot events, durable in events.jsonl); this module turns
 those marks into durations, one rule for every screen:
 
-- a step took from the previous step reached (the first: from the run entering
-  provisioning) to its own mark, or from its own `since` when it was timed on its own
-  (the agent install, measured on the node);
+- the boot's clock starts when the provider took a slot of its pool (a run may wait in
+  PENDING for one: that is queueing, not booting), else when the run entered provisioning;
+- a step took from the previous step reached (the first: from the clock's start) to its
+  own mark, or from its own `since` when it was timed on its own (the agent install,
+  measured on the node);
 - a step never reached is `None` — "not seen", never 0 s: the local pool has no image
   to load, and a provider's status poll may miss a short one;
-- the total runs from entering provisioning to the agent joining.
+- the total runs from the clock's start to the agent joining.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ LABELS = {
     BootPhase.AGENT_JOINED: "agent joined",
 }
 PROVISIONING = "provisioning"
+STEPS = [phase for phase in BootPhase if phase in LABELS]
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,8 @@ class BootStep:
 
 @dataclass(frozen=True)
 class BootTimeline:
-    steps: list[BootStep]  # every phase, in order
-    total_s: float | None  # entering provisioning → agent joined; None until it joined
+    steps: list[BootStep]  # every step, in order
+    total_s: float | None  # the clock's start → agent joined; None until it joined
 
     @property
     def seen(self) -> list[BootStep]:
@@ -60,11 +63,11 @@ class BootTimeline:
         seen = self.seen
         if not seen:
             return []
-        last = max(list(BootPhase).index(s.phase) for s in seen)
+        last = max(STEPS.index(s.phase) for s in seen)
         return [s for s in self.steps[:last] if s.at is None]
 
     def step(self, phase: BootPhase) -> BootStep:
-        return self.steps[list(BootPhase).index(phase)]
+        return self.steps[STEPS.index(phase)]
 
     def summary(self) -> dict[str, object]:
         """run.json's `boot`: each step with its time and duration (null: not seen)."""
@@ -98,14 +101,17 @@ def provisioning_start(timeline: Iterable[Transition]) -> datetime | None:
 
 
 def boot_timeline(start: datetime | None, marks: Iterable[Boot]) -> BootTimeline:
-    """The steps from the marks a run's datastream holds (a phase marked twice — an offer
-    rented away under us, then the next one chosen — counts at its last mark)."""
+    """The steps from the marks a run's datastream holds, `start` being when the run entered
+    provisioning (a phase marked twice — an offer rented away under us, then the next one
+    chosen — counts at its last mark)."""
     latest: dict[BootPhase, Boot] = {}
     for mark in marks:
         latest[mark.phase] = mark
+    slot = latest.get(BootPhase.SLOT_TAKEN)
+    start = slot.at if slot else start
     steps: list[BootStep] = []
     previous = start
-    for phase in BootPhase:
+    for phase in STEPS:
         mark = latest.get(phase)
         if mark is None:
             steps.append(BootStep(phase, None, None))

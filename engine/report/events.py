@@ -35,6 +35,7 @@ class BootPhase(StrEnum):
     """The steps of a node's boot, in the order they happen. A provider reports those it
     really has (the local pool: no offer, no image, no install)."""
 
+    SLOT_TAKEN = "slot_taken"  # not a step: the boot's clock starts once the pool has room
     OFFER_CHOSEN = "offer_chosen"
     INSTANCE_CREATED = "instance_created"
     IMAGE_LOADING = "image_loading"  # the provider says it is pulling the image

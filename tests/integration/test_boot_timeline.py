@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.report.boot import STEPS
 from engine.report.datastream import read_events
 from engine.report.events import Boot, BootPhase
 from tests.standin.server import StandIn
+from tests.support.engines import engine_with
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -67,7 +69,7 @@ def test_swjob_run_on_vast_prints_each_boot_step_in_order_and_keeps_them_in_run_
     run_json = next(tmp_path.rglob("run.json"))
     boot = json.loads(run_json.read_text())["boot"]
     steps = boot["steps"]
-    assert [s["phase"] for s in steps] == [p.value for p in BootPhase]
+    assert [s["phase"] for s in steps] == [p.value for p in STEPS]
     assert all(s["at"] is not None and s["seconds"] is not None for s in steps), steps
     times = [s["at"] for s in steps]
     assert times == sorted(times), steps
@@ -77,8 +79,8 @@ def test_swjob_run_on_vast_prints_each_boot_step_in_order_and_keeps_them_in_run_
     assert boot["total_s"] >= sum(s["seconds"] for s in steps[:4])
 
     written = [e for e in read_events(run_json.parent / "events.jsonl") if isinstance(e, Boot)]
-    assert [e.phase for e in written] == list(BootPhase)  # durable, in the order reached
-    assert all(e.detail for e in written[:4])  # the details the secrets could hide in
+    assert [e.phase for e in written] == [BootPhase.SLOT_TAKEN, *STEPS]  # durable, in order
+    assert all(e.detail for e in written[1:5])  # the details the secrets could hide in
     for text in (json.dumps(boot), *(e.model_dump_json() for e in written), out):
         assert SECRET not in text and api.api_key not in text
 
@@ -95,3 +97,22 @@ async def test_the_local_pool_records_only_the_boot_steps_it_has(engine, make_jo
         if step["phase"] not in seen:  # no image, no install here: not seen, never 0 s
             assert step["seconds"] is None, step
     assert boot["total_s"] is not None and boot["total_s"] > 0
+
+
+async def test_a_run_that_waited_for_a_free_node_slot_does_not_count_the_wait_as_boot(
+    tmp_path: Path, make_job
+) -> None:
+    """One node at a time: the second run waits in PENDING until the first ends; its boot
+    starts when it got the slot (its provisioning row keeps the whole wait)."""
+    async with engine_with(tmp_path / "runs", max_nodes=1) as engine:
+        first = await engine.submit(make_job(run="sleep 3"), "local")
+        second = await engine.submit(make_job(run="true"), "local")
+        views = [await asyncio.wait_for(engine.wait(r), 60) for r in (first, second)]
+    assert [v.state for v in views] == ["COMPLETED", "COMPLETED"]
+    waited = views[1]
+    boot = json.loads((waited.run_dir / "run.json").read_text())["boot"]
+    queued = json.loads((waited.run_dir / "run.json").read_text())["durations_s"]["provisioning"]
+    assert queued >= 3.0  # it did wait for the first run's node
+    assert boot["total_s"] is not None and boot["total_s"] < queued - 2.0, (boot, queued)
+    created = next(s for s in boot["steps"] if s["phase"] == "instance_created")
+    assert created["seconds"] < queued - 2.0  # not the queueing before it

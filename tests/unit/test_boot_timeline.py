@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from agent.protocol import BootReport
 from engine.report import events as ev
-from engine.report.boot import boot_timeline, provisioning_start
+from engine.report.boot import STEPS, boot_timeline, provisioning_start
 from engine.report.runbook import apply, fold, new_view
 from engine.run.bootmarks import BootMarks, join_marks
 
@@ -79,6 +79,14 @@ def test_while_booting_there_is_no_total_and_later_steps_are_not_missing_yet() -
     assert [s.label for s in timeline.seen] == ["offer chosen", "instance created", "image loading"]
 
 
+def test_a_run_that_waited_for_a_pool_slot_boots_from_when_it_got_one() -> None:
+    queued = [mark(P.SLOT_TAKEN, 30.0), mark(P.INSTANCE_CREATED, 30.1), mark(P.AGENT_JOINED, 31.0)]
+    timeline = boot_timeline(T0, queued)  # entered provisioning at 0, queued until 30
+    assert round(timeline.step(P.INSTANCE_CREATED).seconds or 0, 3) == 0.1
+    assert timeline.total_s == 1.0
+    assert P.SLOT_TAKEN not in [s.phase for s in timeline.steps]  # a clock start, not a step
+
+
 def test_an_offer_chosen_again_counts_at_its_last_mark() -> None:
     marks = [mark(P.OFFER_CHOSEN, 1.0), mark(P.OFFER_CHOSEN, 3.0, detail="offer 104")]
     marks.append(mark(P.INSTANCE_CREATED, 3.5))
@@ -113,7 +121,7 @@ def test_the_folded_datastream_gives_the_same_timeline_and_run_json_form() -> No
     assert summary["total_s"] == 48.0
     steps = summary["steps"]
     assert isinstance(steps, list)
-    assert [s["phase"] for s in steps] == [p.value for p in P]
+    assert [s["phase"] for s in steps] == [p.value for p in STEPS]
     assert steps[4] == {
         "phase": "agent_installed",
         "at": at(47.0).isoformat(),
