@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.engine import Engine, EngineConfig
-from engine.jobs.pools import BUILTIN_LOCAL, Pool, PoolSet
+from engine.jobs.pools import Pool, PoolSet, load_pools
 
 __all__ = ["EngineFactory", "engine", "engine_config", "engine_with", "local_pools", "make_engine"]
 
@@ -23,9 +23,12 @@ QUICK = {"heartbeat_s": 0.5, "stop_grace_s": 2.0}
 
 
 def local_pools(*extra: Pool, **settings: Any) -> PoolSet:
-    """The built-in local pool with `settings` changed (short test deadlines), and `extra`."""
-    local = BUILTIN_LOCAL.model_copy(update=settings)
-    return PoolSet({"local": local, **{pool.name: pool for pool in extra}})
+    """The pools a user has (the builtins, and the pools file a test may have written into
+    its config dir), the local pool's `settings` changed (short test deadlines), and `extra`."""
+    pools = load_pools(None)
+    local = pools.get("local").model_copy(update=settings)
+    every = {pool.name: pool for pool in (*pools, local, *extra)}
+    return PoolSet(every, pools.source)
 
 
 def engine_config(
