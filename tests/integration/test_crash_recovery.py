@@ -1,5 +1,5 @@
-"""The operator's process dies mid-run (kill -9); a new one carries
-the run to its end — or tears the node down when it cannot."""
+"""The operator's process dies mid-run (kill -9), or closes without stopping its
+runs; a new one carries the run to its end — or tears the node down when it cannot."""
 
 from __future__ import annotations
 
@@ -15,14 +15,17 @@ from pathlib import Path
 import pytest
 
 from engine.engine import Engine, EngineConfig
+from engine.jobs.jobspec import load_job
 from engine.jobs.pools import PoolSet, load_pools
 from engine.report.datastream import read_events
 from engine.report.views import RunView
+from engine.state import ownership
 from engine.state.ledger import Ledger
 from engine.state.paths import cache_dir
+from tests.reliability.swjob_procs import waiting_job
 from tests.standin.server import StandIn
 from tests.support.processes import pid_alive, reap
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, eventually_async
 
 LINES = 40
 JOB = f"""[job]
@@ -238,4 +241,32 @@ async def test_a_step_recorded_as_started_but_never_sent_is_started_after_recove
     assert view.state == "COMPLETED", view.reason
     assert (view.run_dir / "outputs" / "out.txt").read_text() == "ran\n"
     assert (view.run_dir / "logs" / "run.log").read_text() == "ran\n"  # started exactly once
+    assert list((cache_dir() / "nodes").iterdir()) == []
+
+
+async def test_close_without_stopping_leaves_the_run_to_the_next_engine(tmp_path: Path) -> None:
+    """`close(stop_running=False)`: the node keeps the job and the run's lease is free,
+    so a later engine adopts the run and finishes it (each line once, outputs landed)."""
+    release = tmp_path / "release"
+    job = load_job(waiting_job(tmp_path / "project", "crashy", release))
+    runs, pools = tmp_path / "swjob-runs", load_pools(None)
+    first = Engine(EngineConfig(runs_dir=runs, pools=pools))
+    await first.start()
+    try:
+        run_id = await first.submit(job, "local")
+        log = first.log_path(run_id, "run")
+        await eventually_async(lambda: log.exists() and "line 3" in log.read_text())
+        agent = int(first.run(run_id).node.offer["pid"])
+    finally:
+        await first.close(stop_running=False)
+    run_dir = run_dir_of(tmp_path)
+    assert pid_alive(agent), "the node was stopped"
+    assert not ownership.has_live_owner(run_id), "the lease outlived its engine"
+    assert not any(e.kind == "finished" for e in read_events(run_dir / "events.jsonl"))
+    release.touch()
+    view = await recover(runs, pools, run_id)
+    assert view.state == "COMPLETED", view.reason
+    assert (run_dir / "logs" / "run.log").read_text().splitlines() == ["line 1", "line 2", "line 3"]
+    assert (run_dir / "outputs" / "out.txt").read_text() == "done\n"
+    assert not pid_alive(agent)
     assert list((cache_dir() / "nodes").iterdir()) == []
