@@ -65,6 +65,7 @@ class Submitted(_Ev):
     attempt: int = 1  # of `attempts`: runs of one job chained after preemption/node loss
     attempts: int = 1
     previous_run: str | None = None
+    first_run: str | None = None  # the chain's attempt 1 (None: this run is attempt 1)
 
 
 class Transition(_Ev):

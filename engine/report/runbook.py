@@ -28,6 +28,7 @@ def new_view(event: ev.Submitted) -> RunView:
         attempt=event.attempt,
         attempts=event.attempts,
         previous_run=event.previous_run,
+        first_run=event.first_run,
     )
 
 

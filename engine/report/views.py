@@ -78,6 +78,12 @@ class RunView(_View):
     attempt: int = 1  # this run's place in its job's chain of attempts (attempts.py)
     attempts: int = 1
     previous_run: str | None = None
+    first_run: str | None = None  # attempt 1 of the chain; None when this run is attempt 1
+
+    @property
+    def chain_id(self) -> str:
+        """The run id naming the job's chain of attempts: one history entry per chain."""
+        return self.first_run or self.run_id
 
     @property
     def terminal(self) -> bool:

@@ -150,7 +150,12 @@ def write_run_json(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> P
         "cost_dollars": view.cost_dollars,
         "missing_outputs": view.missing_outputs,
         "last_sync": _sync_summary(view),
-        "attempt": {"number": view.attempt, "of": view.attempts, "previous": view.previous_run},
+        "attempt": {
+            "number": view.attempt,
+            "of": view.attempts,
+            "first": view.chain_id,
+            "previous": view.previous_run,
+        },
         "alerts": view.all_alerts,
         "persistent_alerts": view.alerts,
         **extra,

@@ -47,8 +47,9 @@ async def test_a_lost_node_is_followed_by_an_attempt_that_resumes_from_the_check
     assert (done.attempt, done.attempts, done.previous_run) == (2, 2, first)
     assert "resumed from epoch-3" in (done.run_dir / "logs/run.log").read_text()
     assert (done.run_dir / "outputs/result.txt").read_text() == "done\n"
-    assert run_json(done)["attempt"] == {"number": 2, "of": 2, "previous": first}
-    assert run_json(lost)["attempt"] == {"number": 1, "of": 2, "previous": None}
+    assert run_json(done)["attempt"] == {"number": 2, "of": 2, "first": first, "previous": first}
+    assert run_json(lost)["attempt"] == {"number": 1, "of": 2, "first": first, "previous": None}
+    assert (done.first_run, lost.first_run) == (first, None)
 
 
 async def test_a_job_that_fails_by_its_own_exit_code_is_never_retried(
