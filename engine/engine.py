@@ -37,6 +37,7 @@ from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
 from engine.run import abandon, attempts, fsm, reclaim, recovery
 from engine.run.attempts import Attempt
+from engine.run.chain import Chains, NextStep
 from engine.run.control import ControlServer, NodeSession
 from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
@@ -88,8 +89,7 @@ class Engine:
         self.stream = Datastream()
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[RunView]] = {}
-        self._successors: dict[str, str] = {}  # run id → the next attempt's run id
-        self._chain_pools: dict[str, Pool] = {}  # run id → its pool, caps for the whole chain
+        self._chains = Chains()  # next attempts: recorded, then started (engine/run/chain.py)
         self._closing = False
         self._providers: dict[str, Provider] = {}
         self._store: Store | None = None
@@ -182,17 +182,23 @@ class Engine:
         await self._providers_ready(pool_def)
         return self._start(job, pool_def, None)
 
-    def _start(self, job: JobSpec, pool_def: Pool, attempt: Attempt | None) -> str:
-        """Start a run of `job` on `pool_def` (attempt 1 when `attempt` is None)."""
+    def _start(
+        self, job: JobSpec, pool_def: Pool, attempt: Attempt | None, run_id: str | None = None
+    ) -> str:
+        """Start a run of `job` on `pool_def`: attempt 1 under a new id when `attempt` is
+        None, else a recorded next attempt under its `run_id` (whose lease we hold)."""
         pool = pool_def.name
-        run_id = new_run_id()
+        if run_id is None:
+            run_id = new_run_id()
+            lease = ownership.acquire(run_id)
+            if lease is None:  # a fresh random id: only a collision gets here
+                raise SubmitError(f"run id {run_id} is already in use; submit again")
+            self._leases[run_id] = lease
         attempt = attempt or attempts.first_attempt(run_id, pool_def)
-        lease = ownership.acquire(run_id)
-        if lease is None:  # a fresh random id: only a collision gets here
-            raise SubmitError(f"run id {run_id} is already in use; submit again")
-        self._leases[run_id] = lease
         run_dir = (self.config.runs_dir / job.name / run_id).absolute()
-        run_dir.mkdir(mode=0o700, parents=True)
+        run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # a taker that died before indexing the run left at most its Submitted: start over
+        (run_dir / "events.jsonl").unlink(missing_ok=True)
         self.stream.open_run(run_id, run_dir / "events.jsonl")
         submitted = self.stream.publish(
             ev.Submitted(
@@ -203,10 +209,11 @@ class Engine:
                 attempt=attempt.number,
                 attempts=attempt.of,
                 previous_run=attempt.previous,
+                first_run=attempt.first if attempt.first != run_id else None,
             )
         )
         keys = {"token": secrets.token_urlsafe(24), "reattach_key": secrets.token_urlsafe(32)}
-        self._chain_pools[run_id] = pool_def
+        self._chains.pools[run_id] = pool_def
         driver = self._driver(
             new_view(submitted), job, attempts.capped(pool_def, attempt), keys, attempt
         )
@@ -283,15 +290,9 @@ class Engine:
             return False
         found = self._store.unfinished_run(run_id)  # read after the lease: it may have ended
         if found is None:
-            lease.release()
-            return False
+            return await self._take_recorded(run_id, lease)
         view, saved = found
-        try:
-            pool = self._pool_of(view, saved)
-            await self._providers_ready(pool)
-        except (PoolFileError, SubmitError, ValidationError) as exc:
-            lease.release()
-            raise SubmitError(f"run {run_id} cannot be adopted: {one_line(exc)}") from None
+        pool = await self._adoptable_pool(run_id, view, saved, lease)
         self._leases[run_id] = lease
         provider = self._provider(pool)
         if saved.get("handle"):
@@ -302,15 +303,48 @@ class Engine:
         self._launch(self._recovered_driver(view, saved, pool, handle))
         return True
 
+    async def _adoptable_pool(
+        self, run_id: str, view: RunView, saved: dict[str, Any], lease: ownership.Lease
+    ) -> Pool:
+        """The pool to carry `run_id` on, its provider ready; else the lease is given back
+        and SubmitError says why (one line)."""
+        try:
+            pool = self._pool_of(view, saved)
+            await self._providers_ready(pool)
+        except (PoolFileError, SubmitError, ValidationError) as exc:
+            lease.release()
+            raise SubmitError(f"run {run_id} cannot be adopted: {one_line(exc)}") from None
+        return pool
+
+    async def _take_recorded(self, run_id: str, lease: ownership.Lease) -> bool:
+        """Start `run_id` if it is a next attempt recorded but never started (its recorder
+        died first: engine/run/chain.py); False when it is no such thing."""
+        assert self._store is not None
+        recorded = self._store.recorded_attempt(run_id)
+        attempt = attempts.from_record(recorded[2]) if recorded else None
+        if recorded is None or attempt is None:
+            lease.release()
+            return False
+        previous, saved, _ = recorded
+        job, fault = recovery.recovered_job(previous, saved)
+        if fault is not None:
+            lease.release()
+            raise SubmitError(f"attempt {attempt.number} of {previous.job_name}: {fault}")
+        pool = await self._adoptable_pool(run_id, previous, saved, lease)
+        self._leases[run_id] = lease
+        self._start(job, pool, attempt, run_id)
+        return True
+
     async def _adopt_orphans(self) -> None:
         assert self._store is not None
-        for view, _ in self._store.unfinished():
-            if view.run_id in self._drivers or view.run_id in self._unadoptable:
+        unfinished = [view.run_id for view, _ in self._store.unfinished()]
+        for run_id in [*unfinished, *self._store.not_started()]:
+            if run_id in self._drivers or run_id in self._unadoptable:
                 continue
             try:
-                await self.adopt(view.run_id)
+                await self.adopt(run_id)
             except SubmitError as exc:
-                self._unadoptable.add(view.run_id)  # said once, not every scan
+                self._unadoptable.add(run_id)  # said once, not every scan
                 self.alert(str(exc))
 
     async def _keep_adopting(self) -> None:
@@ -355,7 +389,7 @@ class Engine:
         self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
         keys = {k: saved[k] for k in ("token", "reattach_key") if saved.get(k)}
         attempt = attempts.from_record(saved.get("attempt"))
-        self._chain_pools[view.run_id] = pool
+        self._chains.pools[view.run_id] = pool
         driver = self._driver(
             fold(events) or view, job, attempts.capped(pool, attempt), keys, attempt
         )
@@ -407,22 +441,42 @@ class Engine:
         return view
 
     def _chain(self, driver: RunDriver, view: RunView) -> None:
-        """Start the next attempt of a run its node let down (engine/run/attempts.py)."""
-        pool_def = self._chain_pools.pop(view.run_id, driver.pool)
+        """Take the next attempt recorded at the run's end (engine/run/chain.py). An engine
+        closing leaves it recorded: the next adopter takes it."""
+        pool_def = self._chains.pools.pop(view.run_id, driver.pool)
+        step = self._chains.take(view.run_id)
+        if step is not None and not self._closing:
+            run_id = self._start(driver.job, pool_def, step.attempt, step.run_id)
+            self._chains.started(view.run_id, run_id)
+
+    def _record_next(self, driver: RunDriver) -> NextStep | None:
+        """At a run's end, the attempt after it when its node let it down and the chain
+        has attempts and money left; its lease is ours before it is recorded, so no
+        adopter takes it while we start it."""
         if driver.attempt is None or self._closing:
-            return
-        attempt = attempts.next_attempt(view, pool_def, driver.attempt)
-        if attempt is not None:
-            self._successors[view.run_id] = self._start(driver.job, pool_def, attempt)
+            return None
+        pool = self._chains.pools.get(driver.view.run_id, driver.pool)
+        attempt = attempts.next_attempt(driver.view, pool, driver.attempt)
+        run_id = new_run_id()
+        lease = ownership.acquire(run_id) if attempt is not None else None
+        if attempt is None or lease is None:
+            return None
+        self._leases[run_id] = lease
+        return self._chains.recorded(driver.view.run_id, NextStep(run_id, attempt))
 
     def successor(self, run_id: str) -> str | None:
-        """The run id of the attempt that followed `run_id`, if one was started."""
-        return self._successors.get(run_id)
+        """The run id of the attempt after `run_id`: started here, or recorded (by whoever
+        drove it) and maybe not started yet — `adopt` starts it."""
+        if (started := self._chains.successor(run_id)) is not None:
+            return started
+        return self._store.next_run(run_id) if self._store is not None else None
 
     def _save(self, driver: RunDriver, event: ev.Event | None = None) -> None:
-        """Index the run when its summary changes (one row upsert; logs and progress skip it)."""
+        """Index the run when its summary changes (one row upsert; logs and progress skip it);
+        its end is saved with the next attempt it records, in one write."""
         if self._store is not None and (event is None or isinstance(event, _INDEXED)):
-            self._store.save(driver.view, driver.recovery)
+            step = self._record_next(driver) if isinstance(event, ev.Finished) else None
+            self._store.save(driver.view, driver.recovery, step.record() if step else None)
 
     async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
         driver = self._drivers.get(run_id)

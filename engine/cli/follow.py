@@ -1,12 +1,15 @@
 """`swjob run` and `swjob attach`: drive or adopt a run in this process and print it live.
 
 `swjob run` drives the run it submits and nothing else (engine/state/ownership.py),
-and returns as soon as that run has ended. Ctrl-C, SIGTERM and SIGHUP (a closed
-terminal) are the operator's stop: the run is stopped and its node torn down, never
-abandoned. `attach` prints the run's history from its events.jsonl, then adopts the
-run if its owner is gone and carries it to its end; a run another live swjob process
-drives is followed read-only from its event log — and adopted the moment that
-process goes away; interrupting a follower ends only the follower.
+and returns as soon as that run has ended — or, when its node let it down and the pool
+allows more attempts, the last attempt of its chain. Ctrl-C, SIGTERM and SIGHUP (a
+closed terminal) are the operator's stop: the run is stopped and its node torn down,
+never abandoned. `attach` prints the run's history from its events.jsonl, then adopts
+the run if its owner is gone and carries it to its end; a run another live swjob
+process drives is followed read-only from its event log — and adopted the moment that
+process goes away; interrupting a follower ends only the follower. Either way it then
+goes on to the run's next attempts, starting one that was recorded but never started
+(engine/run/chain.py).
 """
 
 from __future__ import annotations
@@ -41,12 +44,7 @@ async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path
         view = engine.run(run_id)
         printer.console.print(f"[dim]run {run_id} → {view.run_dir if view else '?'}[/]")
         code = await _follow(engine, sub, run_id, printer, after_seq=0)
-        while (following := engine.successor(run_id)) is not None:  # the node let it down
-            run_id, view = following, engine.run(following)
-            where = f"attempt {view.attempt}/{view.attempts}" if view else "next attempt"
-            printer.console.print(f"[yellow]{where}: run {run_id} on a new node[/]")
-            code = await _follow(engine, sub, run_id, printer, after_seq=0)
-        return code
+        return await _follow_chain(engine, sub, run_id, printer, code)
     finally:
         sub.close()
         await engine.close(stop_running=True)
@@ -61,24 +59,51 @@ async def attach(run_ref: str, pools: PoolSet) -> int:
     engine = Engine(EngineConfig(runs_dir=view.run_dir.parent.parent, pools=pools))
     sub = engine.subscribe()
     await engine.start()
-    events = view.run_dir / "events.jsonl"
     try:
-        seen = _replay(events, printer)
-        while True:
-            if await engine.adopt(view.run_id):
-                return await _follow(engine, sub, view.run_id, printer, after_seq=seen)
-            if not ownership.has_live_owner(view.run_id):
-                return _exit_code(events)  # it ended before we could take it
-            leave = _leave_on_interrupt()
-            seen, code = await _tail_while_owned(events, printer, seen, view.run_id, leave)
-            if code is not None:
-                return code
+        code = await _carry_on(engine, sub, view.run_id, printer, view.run_dir / "events.jsonl")
+        return await _follow_chain(engine, sub, view.run_id, printer, code)
     except SubmitError as exc:
         printer.console.print(f"[red]error:[/] {escape(str(exc))}")
         return 1
     finally:
         sub.close()
         await engine.close(stop_running=True)
+
+
+async def _follow_chain(
+    engine: Engine, sub: Subscription, run_id: str, printer: RunPrinter, code: int
+) -> int:
+    """Go on from `run_id` (ended with exit `code`) through its next attempts, if its node
+    let it down; the exit code is the last attempt's. A follower interrupted stays so."""
+    while code != INTERRUPTED and (following := engine.successor(run_id)) is not None:
+        run_id = following
+        await engine.adopt(run_id)  # a recorded attempt nobody started is started here
+        view = engine.run(run_id)
+        if view is None:  # another process is starting it: its events say when
+            printer.console.print(f"[yellow]next attempt: run {run_id}[/]")
+            return code
+        printer.console.print(
+            f"[yellow]attempt {view.attempt}/{view.attempts}: run {run_id} on a new node[/]"
+        )
+        code = await _carry_on(engine, sub, run_id, printer, view.run_dir / "events.jsonl")
+    return code
+
+
+async def _carry_on(
+    engine: Engine, sub: Subscription, run_id: str, printer: RunPrinter, events: Path
+) -> int:
+    """Print the run's history, then follow it to its end: driving it when this engine
+    does or can (its owner is gone), else reading the live owner's event log."""
+    seen = 0 if engine.running_run(run_id) else _replay(events, printer)
+    while True:
+        if await engine.adopt(run_id):
+            return await _follow(engine, sub, run_id, printer, after_seq=seen)
+        if not ownership.has_live_owner(run_id):
+            return _exit_code(events)  # it ended before we could take it
+        leave = _leave_on_interrupt()
+        seen, code = await _tail_while_owned(events, printer, seen, run_id, leave)
+        if code is not None:
+            return code
 
 
 def _replay(path: Path, printer: RunPrinter) -> int:

@@ -99,9 +99,13 @@ class RunDriver:
         self.lost = False
         self.workspace_refused: list[str] = []
         self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s)
-        # queued first, so a stop that arrives before the loop starts still finds a job
-        carries = attempt is not None and attempt.carried is not None
-        self.post(fsm.JobSubmitted(job.setup is not None, job.workspace is not None or carries))
+        self.begin()  # queued first, so a stop that arrives before the loop starts finds a job
+
+    def begin(self) -> None:
+        """Submit the job to the FSM: a new run, or one indexed but never begun."""
+        carries = self.attempt is not None and self.attempt.carried is not None
+        workspace = self.job.workspace is not None or carries
+        self.post(fsm.JobSubmitted(self.job.setup is not None, workspace))
 
     # ---- the loop ---------------------------------------------------------------------
 

@@ -82,6 +82,8 @@ async def continue_run(driver: RunDriver, fault: str | None) -> None:
     terminal = state.state is not None and state.state.terminal
     if fault is not None and not terminal:
         driver.post(fsm.NodeFault(fault))
+    elif state.phase is fsm.Phase.NEW:  # indexed, never begun: nothing was asked for yet
+        driver.begin()
     elif driver.handle is None and not terminal:
         driver.post(fsm.NodeFault("operator restarted before the node was provisioned"))
     elif driver.handle is None or state.phase is fsm.Phase.TEARDOWN:

@@ -1,9 +1,12 @@
 """The engine's durable run index (sqlite in the user's state dir).
 
-It answers "what runs exist" for history (`swjob runs`, the board) and "which runs
-did not finish" for recovery after a crash. Each write is its own transaction, so a
-`kill -9` at any point leaves the last completed write. The full truth of a run is
-its landing directory; this index only points at it and caches its summary.
+It answers "what runs exist" for history (`swjob runs`, the board), "which runs
+did not finish" for recovery after a crash, and "which attempt comes next" in a job's
+chain of attempts (engine/run/attempts.py). Each write is its own transaction, so a
+`kill -9` at any point leaves the last completed write: the end of an attempt and the
+record of its successor are one write, so no crash can keep the one without the other.
+The full truth of a run is its landing directory; this index only points at it and
+caches its summary.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ CREATE TABLE IF NOT EXISTS runs (
     recovery TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created);
+CREATE TABLE IF NOT EXISTS next_attempts (
+    previous TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL UNIQUE,
+    attempt TEXT NOT NULL
+);
 """
 
 
@@ -39,9 +47,31 @@ class Store:
     def close(self) -> None:
         self._db.close()
 
-    def save(self, view: RunView, recovery: dict[str, Any] | None = None) -> None:
-        """Record the run's latest summary (timeline left out: it lives in events.jsonl)."""
+    def save(
+        self,
+        view: RunView,
+        recovery: dict[str, Any] | None = None,
+        next_attempt: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Record the run's latest summary (timeline left out: it lives in events.jsonl)
+        and, with `next_attempt` (its run id and attempt record), the attempt that follows
+        it, in the same transaction.
+
+        A run is over once it has finished (its teardown done), not when its verdict is
+        known: a FAILED run still tearing down its node when its owner died is adopted."""
         summary = view.model_copy(update={"timeline": [], "transfers": {}, "live": False})
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            if next_attempt is not None:
+                run_id, attempt = next_attempt
+                self._db.execute(
+                    "INSERT OR IGNORE INTO next_attempts(previous, run_id, attempt) "
+                    "VALUES (?, ?, ?)",
+                    (view.run_id, run_id, json.dumps(attempt)),
+                )
+            self._upsert(view, summary, recovery)
+
+    def _upsert(self, view: RunView, summary: RunView, recovery: dict[str, Any] | None) -> None:
         self._db.execute(
             "INSERT INTO runs(run_id, job_name, created, terminal, view, recovery) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
@@ -51,7 +81,7 @@ class Store:
                 view.run_id,
                 view.job_name,
                 view.created.isoformat(),
-                int(view.terminal),
+                int(view.finished is not None),
                 summary.model_dump_json(),
                 json.dumps(recovery) if recovery is not None else None,
             ),
@@ -92,3 +122,33 @@ class Store:
         if row is None:
             return None
         return RunView.model_validate_json(row[0]), json.loads(row[1] or "{}")
+
+    def next_run(self, previous: str) -> str | None:
+        """The run id recorded for the attempt after `previous` (started or not)."""
+        row = self._db.execute(
+            "SELECT run_id FROM next_attempts WHERE previous = ?", (previous,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def not_started(self) -> list[str]:
+        """Next attempts recorded but not started (their owner died in between)."""
+        rows = self._db.execute(
+            "SELECT run_id FROM next_attempts WHERE run_id NOT IN (SELECT run_id FROM runs)"
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def recorded_attempt(
+        self, run_id: str
+    ) -> tuple[RunView, dict[str, Any], dict[str, Any]] | None:
+        """For a next attempt recorded but not started: the attempt before it (summary and
+        recovery facts) and the record of the attempt to start; None when it has started."""
+        row = self._db.execute(
+            "SELECT r.view, r.recovery, n.attempt FROM next_attempts n "
+            "JOIN runs r ON r.run_id = n.previous WHERE n.run_id = ? "
+            "AND NOT EXISTS (SELECT 1 FROM runs s WHERE s.run_id = n.run_id)",
+            (run_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        view, recovery, attempt = row
+        return RunView.model_validate_json(view), json.loads(recovery or "{}"), json.loads(attempt)

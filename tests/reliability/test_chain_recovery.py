@@ -1,0 +1,178 @@
+"""An operator crash between two attempts of a chain, with real `swjob` processes:
+`swjob attach` on attempt 1 picks the chain up and follows attempt 2, started once and
+carrying the synced checkpoint, to COMPLETED.
+
+- Vast.ai stand-in: `swjob run --attempts 2` is killed -9 while attempt 1, preempted, is
+  being torn down (the stand-in holds its destroy): its verdict known, attempt 2 not yet
+  recorded. Attach finishes the teardown, and attempt 1's end records attempt 2.
+- Local pool: the engine is killed -9 after attempt 1 ended and recorded attempt 2, before
+  attempt 2 was started (the script freezes it in the one await between the two). Attach
+  starts the recorded attempt under its recorded run id.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.swjob_procs import (
+    Cli,
+    agent_pid,
+    events,
+    finished,
+    only_run_dir,
+    run_json,
+)
+from tests.standin.server import StandIn
+from tests.support.processes import reap
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.timeout(150)
+
+Start = Callable[..., Cli]
+POOLS = (
+    '[pools.spot]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob==0.1.0"\n'
+    "max_nodes = 2\ninterruptible = true\nbid_fraction = 0.5\nnode_lost_after_s = 2\n"
+    "[pools.spot.resources]\ngpu_count = 1\n"
+)
+RESUMING = (
+    'if [ -e ck/last.txt ]; then echo "resumed from $(cat ck/last.txt)" > result.txt;'
+    " else mkdir -p ck && echo epoch-3 > ck/last.txt && sleep 60; fi"
+)
+
+
+def _chain_job(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    job = project / "job.toml"
+    job.write_text(
+        f'[job]\nname = "chain"\nrun = \'{RESUMING}\'\noutputs = ["ck/", "result.txt"]\n'
+    )
+    return job
+
+
+def _destroy_asked(api: StandIn, instance: int) -> bool:
+    return any(m == "DELETE" and str(instance) in p for m, p, _, _ in list(api.requests))
+
+
+def test_kill_9_between_attempts_then_attach_finishes_the_chain_once(
+    tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    pools, runs = tmp_path / "pools.toml", tmp_path / "runs"
+    pools.write_text(POOLS)
+    cli = clis(
+        "run", str(_chain_job(tmp_path)), "--pool", "spot", "--pools", str(pools),
+        "--attempts", "2", "--sync-every", "0.3", "--runs-dir", str(runs), cwd=tmp_path,
+    )  # fmt: skip
+    first = only_run_dir(runs, "chain")
+    checkpoint = first / "outputs/ck/last.txt"
+    eventually(checkpoint.exists, 90, "a live sync landed the checkpoint")
+    [instance] = api.cloud.instances
+    api.cloud.faults.destroy_never = True  # holds attempt 1's teardown: the window stays open
+    api.cloud.preempt(instance)
+    eventually(lambda: _destroy_asked(api, instance), 30, "attempt 1's node being destroyed")
+    cli.kill9()
+    killed_at = time.monotonic()
+    verdicts = [e for e in events(first) if e.kind == "transition" and e.to_state == "FAILED"]
+    assert verdicts and verdicts[0].reason.startswith("preempted"), events(first)
+    assert finished(first) is None, "attempt 1 ended before the kill: the window was missed"
+    assert list((runs / "chain").iterdir()) == [first], "attempt 2 began before the kill"
+
+    api.cloud.faults.destroy_never = False
+    attach = clis("attach", first.name, "--pools", str(pools), cwd=tmp_path)
+    assert attach.wait(120) == 0, attach.output()
+    took = time.monotonic() - killed_at
+    [second] = [d for d in (runs / "chain").iterdir() if d != first]
+    done, lost = run_json(second), run_json(first)
+    assert lost["state"] == "FAILED" and lost["reason"].startswith("preempted")
+    assert done["state"] == "COMPLETED", attach.output()
+    assert done["attempt"] == {"number": 2, "of": 2, "first": first.name, "previous": first.name}
+    assert (second / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
+    assert "attempt 2/2" in attach.output()
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 2
+    record_fault(
+        "kill -9 of `swjob run --attempts 2` while preempted attempt 1 is torn down; attach",
+        None,
+        f"attach finished the teardown and ran attempt 2 once from the synced checkpoint: "
+        f"COMPLETED {took:.1f} s after the kill",
+    )
+
+
+FREEZE_AFTER_FIRST_ATTEMPT = """
+import asyncio, sys
+from pathlib import Path
+from engine.engine import Engine, EngineConfig
+from engine.jobs.jobspec import load_job
+from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
+from engine.run.livehub import LiveHub
+
+real_run_ended = LiveHub.run_ended
+
+async def run_ended(self, run_id):
+    if Path(sys.argv[3]).read_text() == run_id:  # attempt 1 ended, attempt 2 recorded
+        print("FROZEN", flush=True)
+        await asyncio.Event().wait()  # the operator dies here, before attempt 2 starts
+    await real_run_ended(self, run_id)
+
+LiveHub.run_ended = run_ended
+
+async def main():
+    local = BUILTIN_LOCAL.model_copy(
+        update={"node_lost_after_s": 2.0, "sync_every_s": 0.3, "max_attempts": 2}
+    )
+    config = EngineConfig(runs_dir=Path(sys.argv[2]), pools=PoolSet({"local": local}))
+    engine = Engine(config)
+    await engine.start()
+    Path(sys.argv[3]).write_text(await engine.submit(load_job(Path(sys.argv[1])), "local"))
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def test_kill_9_after_the_next_attempt_was_recorded_then_attach_starts_it_once(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    runs, first_id = tmp_path / "runs", tmp_path / "first-run-id"
+    script = [sys.executable, "-c", FREEZE_AFTER_FIRST_ATTEMPT, str(_chain_job(tmp_path))]
+    engine = subprocess.Popen(
+        [*script, str(runs), str(first_id)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        first = only_run_dir(runs, "chain")
+        eventually((first / "outputs/ck/last.txt").exists, 60, "a live sync landed the checkpoint")
+        os.kill(agent_pid(first), signal.SIGKILL)  # attempt 1's node is lost
+        assert engine.stdout is not None
+        assert "FROZEN" in engine.stdout.readline()
+        os.kill(engine.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+    finally:
+        reap(engine)
+    assert finished(first) is not None and list((runs / "chain").iterdir()) == [first]
+
+    attach = clis("attach", first.name, cwd=tmp_path)
+    assert attach.wait(60) == 0, attach.output()
+    took = time.monotonic() - killed_at
+    [second] = [d for d in (runs / "chain").iterdir() if d != first]
+    done = run_json(second)
+    assert run_json(first)["reason"].startswith("node lost")
+    assert done["state"] == "COMPLETED", attach.output()
+    assert done["attempt"] == {"number": 2, "of": 2, "first": first.name, "previous": first.name}
+    assert (second / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
+    again = clis("attach", first.name, cwd=tmp_path)
+    assert again.wait(60) == 0, again.output()
+    assert len(list((runs / "chain").iterdir())) == 2, "a replay started attempt 2 again"
+    record_fault(
+        "kill -9 after attempt 1 ended and recorded attempt 2, before it started; attach",
+        None,
+        f"attach started the recorded attempt 2 from the synced checkpoint: COMPLETED "
+        f"{took:.1f} s after the kill; a second attach started nothing",
+    )
