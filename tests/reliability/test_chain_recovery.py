@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.state.paths import default_pools_file
+from tests.integration.test_crash_recovery import ENGINE_MAIN
 from tests.reliability.swjob_procs import (
     Cli,
     agent_pid,
@@ -106,44 +108,31 @@ def test_kill_9_between_attempts_then_attach_finishes_the_chain_once(
 
 
 FREEZE_AFTER_FIRST_ATTEMPT = """
-import asyncio, sys
-from pathlib import Path
-from engine.engine import Engine, EngineConfig
-from engine.jobs.jobspec import load_job
-from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
+import asyncio
 from engine.run.livehub import LiveHub
 
-real_run_ended = LiveHub.run_ended
-
 async def run_ended(self, run_id):
-    if Path(sys.argv[3]).read_text() == run_id:  # attempt 1 ended, attempt 2 recorded
-        print("FROZEN", flush=True)
-        await asyncio.Event().wait()  # the operator dies here, before attempt 2 starts
-    await real_run_ended(self, run_id)
+    # the one await between "attempt 1 ended, attempt 2 recorded" and "attempt 2 starts"
+    print("FROZEN", flush=True)
+    await asyncio.Event().wait()  # the operator dies here
 
 LiveHub.run_ended = run_ended
-
-async def main():
-    local = BUILTIN_LOCAL.model_copy(
-        update={"node_lost_after_s": 2.0, "sync_every_s": 0.3, "max_attempts": 2}
-    )
-    config = EngineConfig(runs_dir=Path(sys.argv[2]), pools=PoolSet({"local": local}))
-    engine = Engine(config)
-    await engine.start()
-    Path(sys.argv[3]).write_text(await engine.submit(load_job(Path(sys.argv[1])), "local"))
-    await asyncio.Event().wait()
-
-asyncio.run(main())
 """
+LOCAL_CHAIN = (
+    '[pools.local]\nprovider = "local"\nnode_lost_after_s = 2\nsync_every_s = 0.3\n'
+    "max_attempts = 2\n"
+)
 
 
 def test_kill_9_after_the_next_attempt_was_recorded_then_attach_starts_it_once(
     tmp_path: Path, clis: Start, record_fault: Callable[..., None]
 ) -> None:
-    runs, first_id = tmp_path / "runs", tmp_path / "first-run-id"
-    script = [sys.executable, "-c", FREEZE_AFTER_FIRST_ATTEMPT, str(_chain_job(tmp_path))]
+    runs = tmp_path / "runs"
+    default_pools_file().parent.mkdir(parents=True, exist_ok=True)
+    default_pools_file().write_text(LOCAL_CHAIN)  # the pools both processes read
+    script = FREEZE_AFTER_FIRST_ATTEMPT + ENGINE_MAIN
     engine = subprocess.Popen(
-        [*script, str(runs), str(first_id)],
+        [sys.executable, "-c", script, str(_chain_job(tmp_path)), str(runs)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
