@@ -2,9 +2,10 @@
 
 Every SDK call blocks (requests), so it runs in a thread. The SDK's own retry is
 turned off (`retry=1`): it retries only some statuses (429/502/503/504, not 500),
-sleeps inside the thread and tells nobody. Here every transient failure (HTTP 429,
-any 5xx, connection errors, timeouts) is retried with exponential backoff and
-jitter, honouring Retry-After, and each retry is reported through `on_retry` so the
+sleeps inside the thread and tells nobody. Here every transient failure (HTTP 429
+but a daily search quota, any 5xx, connection errors, timeouts) is retried with
+exponential backoff and jitter, honouring a Retry-After (Vast documents it sends none
+today: then the backoff is ours), and each retry is reported through `on_retry` so the
 engine can record it. Errors leave as `VastApiError` with one sanitized line: the
 API key is never part of a message (it would only ever be in a request header, but
 server text is redacted for it anyway, and exception chains are cut).
@@ -26,6 +27,9 @@ from engine.errors import ProviderError
 from engine.providers import vast_sdk
 
 RETRY_AFTER_CAP_S = 60.0
+DAILY_QUOTA = "search_quota_exceeded"
+"""A 429 that is a daily search quota: it resets at UTC midnight, so retrying only burns
+requests (the SDK does not retry it either)."""
 
 
 @dataclass(frozen=True)
@@ -78,11 +82,14 @@ def _retry_after(response: requests.Response) -> float | None:
 
 
 def _server_says(response: requests.Response) -> tuple[str, str | None]:
-    """Vast's message and error word from an error body (either may be missing)."""
+    """Vast's message and error word from an error body (either may be missing). Some
+    errors come as plain text (a 429's "API requests too frequent"): its first line."""
     try:
         body = response.json()
     except ValueError:
-        return "", None
+        plain = response.headers.get("Content-Type", "").startswith("text/plain")
+        lines = response.text.strip().splitlines() if plain else []
+        return (lines[0] if lines else ""), None
     if not isinstance(body, dict):
         return "", None
     error = body.get("error")
@@ -128,7 +135,7 @@ class VastApi:
             said, code = _server_says(exc.response)
             said = self._redact(said)[:200]  # redact, then cut
             message = f"Vast.ai {what}: HTTP {status}" + (f" ({said})" if said else "")
-            transient = status == 429 or status >= 500
+            transient = (status == 429 and code != DAILY_QUOTA) or status >= 500
             error = VastApiError(message, status=status, transient=transient, code=code)
             if status == 429:
                 error.retry_after = _retry_after(exc.response)

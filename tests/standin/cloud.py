@@ -39,8 +39,11 @@ class Faults:
     fail_next: int = 0  # the next N requests answer `fail_status`
     fail_status: int = 500
     fail_paths: str = ""  # only requests whose path contains this (empty: all)
-    rate_limit_next: int = 0  # the next N requests answer 429 with Retry-After
-    retry_after_s: float = 0.05
+    rate_limit_next: int = 0  # the next N requests answer 429
+    retry_after_s: float | None = 0.05  # its Retry-After (None: none, as Vast sends today)
+    rate_limit_body: str | dict[str, Any] = field(  # a str goes as text/plain, as Vast's does
+        default_factory=lambda: {"success": False, "error": "rate_limited"}
+    )
     schedule_s: float = 0.0  # actual_status null: the host has not begun to load the image
     boot_delay_s: float = 0.0  # then "loading" (the image pull) this long, then "running"
     never_start: bool = False  # instances stay "loading" and never run their command

@@ -33,7 +33,9 @@ PAGE_CAP = 2  # rows per page of the instance list, small so paging is exercised
 
 
 class _Reply(Exception):
-    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
+    def __init__(
+        self, status: int, body: dict[str, Any] | str, headers: dict[str, str] | None = None
+    ):
         self.status, self.body, self.headers = status, body, headers or {}
 
 
@@ -65,6 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         standin = self.server.standin
         standin.requests.append((method, self.path, dict(self.headers), raw))
+        standin.arrived.append(time.monotonic())
         try:
             body = json.loads(raw) if raw else None
             status, reply = 200, standin.handle(method, url.path, url.query, body, self.headers)
@@ -77,9 +80,10 @@ class _Handler(BaseHTTPRequestHandler):
                 {"success": False, "error": "invalid_args", "msg": str(exc)},
                 {},
             )
-        data = json.dumps(reply).encode()
+        text = isinstance(reply, str)
+        data = reply.encode() if text else json.dumps(reply).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain" if text else "application/json")
         self.send_header("Content-Length", str(len(data)))
         for key, value in headers.items():
             self.send_header(key, value)
@@ -103,6 +107,7 @@ class StandIn:
         self.api_key = api_key
         self.cloud = Cloud(root, offers if offers is not None else Cloud.fixture_offers())
         self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.arrived: list[float] = []  # time.monotonic() of each of `requests`
         self.leaked: list[int] = []
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.standin = self
@@ -158,8 +163,9 @@ class StandIn:
         if faults.fail_paths in path and faults.take("fail_next"):
             raise _Reply(faults.fail_status, {"success": False, "error": "server_error"})
         if faults.take("rate_limit_next"):
-            retry = {"Retry-After": f"{faults.retry_after_s:g}"}
-            raise _Reply(429, {"success": False, "error": "rate_limited"}, retry)
+            after = faults.retry_after_s
+            retry = {"Retry-After": f"{after:g}"} if after is not None else {}
+            raise _Reply(429, faults.rate_limit_body, retry)
 
     def _search(self, body: Any, _q: Any) -> dict[str, Any]:
         offers = self.cloud.rentable()
