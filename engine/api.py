@@ -18,6 +18,7 @@ from engine.jobs.plan import Plan, plan_workspace
 from engine.jobs.pools import PoolFileError, load_pools
 from engine.report import events
 from engine.report.boot import boot_timeline, provisioning_start
+from engine.report.chains import Chain, chains
 from engine.report.events import Event, TransferProgress, Transition
 from engine.report.money import cost_split, money
 from engine.report.printable import printable
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_RUNS_DIR",
     "GONE",
+    "Chain",
     "Engine",
     "EngineConfig",
     "Event",
@@ -55,6 +57,7 @@ __all__ = [
     "TransferProgress",
     "Transition",
     "boot_timeline",
+    "chains",
     "cost_split",
     "events",
     "fold",

@@ -1,4 +1,9 @@
-"""`swjob runs` and `swjob logs`: history read from the run index and the landing dirs."""
+"""`swjob runs` and `swjob logs`: history read from the run index and the landing dirs.
+
+On a terminal `swjob runs` shows one entry per job: a job that took several attempts
+(engine/report/chains.py) is one row — its latest attempt's state, `2/3`, the cost of
+all attempts — with each attempt indented beneath it. Piped, it prints one line per
+run, as scripts read it."""
 
 from __future__ import annotations
 
@@ -11,15 +16,16 @@ from rich.table import Table
 
 from engine.cli.lookup import find_run, no_such_run
 from engine.cli.render import STATE_STYLE, shown
+from engine.report.chains import chains
 from engine.report.money import money
 from engine.report.printable import visible
 from engine.report.views import RunView
 from engine.state.store import Store
 
 
-def _elapsed(view: RunView) -> str:
+def _elapsed(view: RunView, since: datetime | None = None) -> str:
     end = view.finished or view.updated
-    seconds = max(0, int((end - view.created).total_seconds()))
+    seconds = max(0, int((end - (since or view.created)).total_seconds()))
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
@@ -38,21 +44,36 @@ def print_runs(console: Console, limit: int) -> None:
             code = "" if v.exit_code is None else str(v.exit_code)
             print(f"{v.run_id}\t{v.job_name}\t{v.pool}\t{v.state}\t{code}\t{v.run_dir}")
         return
-    table = Table("run", "job", "pool", "state", "exit", "started", "took", "cost", "reason")
-    for v in views:
-        style = STATE_STYLE.get(v.state, "")
+    table = Table("run", "job", "pool", "state", "attempt", "exit", "started", "took", "cost",
+                  "reason")  # fmt: skip
+    for chain in chains(views):
+        first, latest = chain.attempts[0], chain.latest
         table.add_row(
-            v.run_id,
-            v.job_name,
-            v.pool,
-            f"[{style}]{v.state}[/]",
-            "" if v.exit_code is None else str(v.exit_code),
-            _when(v.created),
-            _elapsed(v),
-            "" if v.cost_dollars is None else money(v.cost_dollars),
-            shown(v.reason or ""),
+            first.run_id, *_cells(latest, chain.cost_dollars, first.created, first.job_name)
         )
+        if len(chain.attempts) > 1:
+            for attempt in chain.attempts:
+                table.add_row(f"  └ {attempt.run_id}", *_cells(attempt, attempt.cost_dollars))
     console.print(table)
+
+
+def _cells(
+    v: RunView, cost: float | None, since: datetime | None = None, job: str = ""
+) -> tuple[str, ...]:
+    """A row after its run id: a chain's (its `job` named, timed from `since`, the chain's
+    `cost`) or one attempt's beneath it."""
+    style = STATE_STYLE.get(v.state, "")
+    return (
+        job,
+        v.pool if job else "",
+        f"[{style}]{v.state}[/]",
+        f"{v.attempt}/{v.attempts}" if v.attempts > 1 else "",
+        "" if v.exit_code is None else str(v.exit_code),
+        _when(since or v.created),
+        _elapsed(v, since),
+        "" if cost is None else money(cost),
+        shown(v.reason or ""),
+    )
 
 
 def print_logs(run_ref: str, step: str) -> int:

@@ -5,12 +5,15 @@ from its checkpoint completes; a job that fails by its own exit code is never re
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from engine.cli.runlist import print_runs
 from engine.report import events as ev
 from tests.reliability.helpers import run_json
 from tests.support.engines import engine_with
@@ -50,6 +53,14 @@ async def test_a_lost_node_is_followed_by_an_attempt_that_resumes_from_the_check
     assert run_json(done)["attempt"] == {"number": 2, "of": 2, "first": first, "previous": first}
     assert run_json(lost)["attempt"] == {"number": 1, "of": 2, "first": first, "previous": None}
     assert (done.first_run, lost.first_run) == (first, None)
+    listed = Console(file=io.StringIO(), force_terminal=True, width=240, color_system=None)
+    print_runs(listed, limit=10)
+    rows = listed.file.getvalue().splitlines()
+    [entry] = [r for r in rows if f"│ {first} " in r]  # the job: one entry, named by attempt 1
+    assert "COMPLETED" in entry and "2/2" in entry
+    beneath = [r for r in rows if "└ " in r]
+    assert [second in beneath[1], first in beneath[0]] == [True, True], rows
+    assert "FAILED" in beneath[0] and "1/2" in beneath[0] and "COMPLETED" in beneath[1]
 
 
 async def test_a_job_that_fails_by_its_own_exit_code_is_never_retried(
