@@ -119,3 +119,34 @@ async def test_stop_and_caps_cut_best_effort_collection_short(
         f"FAILED (exit code kept), node torn down {ended:.1f} s after",
         "the unsent outputs",
     )
+
+
+async def test_the_hours_cap_stops_the_run_on_time(tmp_path, make_job, record_fault) -> None:
+    """`max_hours` of 3 s of node life on a job that would run 5 minutes: the cap (checked
+    every second) stops it like an operator stop, ~1 s past the mark at most: FAILED with
+    the cap as its reason, node torn down."""
+    cap_s = 3.0
+    job = make_job(run="echo started; sleep 300")
+    async with engine_with(tmp_path / "runs", caps=Caps(max_hours=cap_s / 3600)) as engine:
+        tap = Tap(engine)
+        try:
+            run_id = await engine.submit(job, "local")
+            _, created = await tap.until(
+                lambda e: isinstance(e, ev.Boot) and e.phase == ev.BootPhase.INSTANCE_CREATED
+            )
+            agent = int(engine.run(run_id).node.offer["pid"])
+            view = await asyncio.wait_for(engine.wait(run_id), 60)
+        finally:
+            tap.close()
+    assert isinstance(created, ev.Boot)
+    events = tap.events(run_id)
+    stop = next(e for e in events if isinstance(e, ev.Transition) and e.cause == "OperatorStop")
+    stopped_after = (stop.ts - created.at).total_seconds()
+    assert view.state == "FAILED" and view.reason == f"cap reached: max_hours {cap_s / 3600:g}"
+    assert cap_s - 0.5 <= stopped_after <= cap_s + 1.5, stopped_after
+    assert_torn_down(view, agent)
+    record_fault(
+        f"max_hours cap of {cap_s:g} s of node life on a 5-minute job",
+        stopped_after,
+        f"stopped at {stopped_after:.1f} s of node life, FAILED with the cap, node torn down",
+    )
