@@ -122,10 +122,10 @@ async def test_secrets_stay_redacted(
         assert reason in (view.reason or ""), view.reason
     else:
         assert view.state == "COMPLETED", view.reason
-    assert (
-        "token is ***"
-        in (view.run_dir / "logs" / f"{'setup' if 'setup' in case else 'run'}.log").read_text()
-    )
+    printed = (view.run_dir / "logs" / f"{'setup' if 'setup' in case else 'run'}.log").read_text()
+    assert "token is ***" in printed and "f-***" in printed  # the job printed it, in a name too
+    if case == "refused output":  # the refusal named the link after the secret
+        assert "l-***" in seen, "the refused output is named nowhere"
     assert leaks(view.run_dir, seen, log_text(caplog)) == []
     record_fault(
         f"secret printed, in a file name and an error message; {case}",
@@ -150,6 +150,11 @@ async def test_a_push_failure_naming_a_secret_file_is_redacted(
         seen = events_text(tap)
         tap.close()
     assert view.terminal
+    left_out = [
+        e.message for _, e in tap.seen if isinstance(e, ev.Alert) and "left out" in e.message
+    ]
+    assert left_out, "the push never refused the paths named after the secret"
+    assert "'fifo-***'" in left_out[0] and "***.txt" in left_out[0], left_out  # named, masked
     assert leaks(view.run_dir, seen, log_text(caplog), view.reason or "") == []
     record_fault(
         "workspace names holding the secret refused by the push",
