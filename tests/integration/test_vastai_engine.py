@@ -48,6 +48,7 @@ async def test_a_job_runs_end_to_end_on_a_rented_instance(engine, api, make_job,
     for text in (written, out, err):
         assert api.api_key not in text
     assert secret not in written
+    assert "token=***" in (view.run_dir / "logs" / "run.log").read_text()  # it was printed
 
 
 async def test_an_instance_that_never_boots_fails_the_run_and_is_destroyed(

@@ -266,6 +266,7 @@ async def test_the_api_key_is_nowhere_in_alerts_errors_ledger_or_output(api, cap
     await vast.teardown(handle)
     out, err = capfd.readouterr()
     ledger_bytes = b"".join(p.read_bytes() for p in Ledger().path.parent.glob("ledger*"))
+    assert sum("search offers: HTTP 500" in a for a in alerts) == 2  # the retries were told
     for text in [*alerts, str(failure.value), out, err]:
         assert api.api_key not in text
     assert api.api_key.encode() not in ledger_bytes
