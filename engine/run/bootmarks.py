@@ -1,4 +1,6 @@
-"""The boot steps a node's join tells: its agent install (timed on the node) and the join.
+"""A run's boot steps, published: those its provider reports as it provisions and watches
+the node come up, and those the node's first join tells — its agent install (timed on
+the node) and the join itself.
 
 The on-start command times the install with the node's clock; the agent sends those
 times with the node's clock at sending (agent/protocol.py BootReport). Shifting them by
