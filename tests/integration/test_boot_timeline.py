@@ -1,7 +1,8 @@
 """The boot timeline end to end: `swjob run` on a Vast pool (the real SDK against the
 stand-in, whose instances go null → loading → running and whose on-start command really
 installs and starts the agent) prints every boot step in order as it happens and leaves
-them in run.json; the local pool records only the steps it really has."""
+them in run.json and events.jsonl, from which `swjob attach` prints them again; the local
+pool records only the steps it really has, and a run's wait for a free node is not boot."""
 
 from __future__ import annotations
 
@@ -77,6 +78,26 @@ def test_swjob_run_on_vast_prints_each_boot_step_in_order_and_keeps_them_in_run_
     assert steps[3]["seconds"] >= 0.4  # loading → running: the pull
     assert steps[4]["seconds"] > 0  # the on-start command's real pip step, timed on the node
     assert boot["total_s"] >= sum(s["seconds"] for s in steps[:4])
+
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli.main",
+            "attach",
+            run_json.parent.name,
+            "--pools",
+            "pools.toml",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip  (its history, from events.jsonl: what an adopting engine starts from)
+    assert [line for line in again.stdout.splitlines() if " boot " in line] == [
+        line for line in out.splitlines() if " boot " in line
+    ], again.stdout + again.stderr
 
     written = [e for e in read_events(run_json.parent / "events.jsonl") if isinstance(e, Boot)]
     assert [e.phase for e in written] == [BootPhase.SLOT_TAKEN, *STEPS]  # durable, in order
