@@ -160,8 +160,9 @@ async def destroy_orphans(
     claims: RunClaims | None = None,
 ) -> list[str]:
     """Destroy (verified) every orphan instance of ours and close its ledger rows; another
-    operator's are skipped. An abandoned run is claimed first (skipped if it was adopted
-    meanwhile) and settled once its node is gone. Returns errors."""
+    operator's are skipped. An abandoned run is claimed first and settled once its node is
+    gone; one adopted since it was listed is left alone, and said so. Returns one line per
+    orphan of ours not collected."""
     try:
         return await _destroy(orphans, pools, ledger, server_url, retry, claims)
     finally:
@@ -180,7 +181,13 @@ async def _destroy(
     errors: list[str] = []
     for orphan in orphans:
         claimed = orphan.abandoned and claims is not None and orphan.run_id is not None
-        if orphan.foreign or (claimed and not claims.take(orphan.run_id)):
+        if orphan.foreign:
+            continue
+        if claimed and not claims.take(orphan.run_id):
+            errors.append(
+                f"instance {orphan.instance_id} left alone: run {orphan.run_id} was adopted "
+                "by another swjob process since it was listed"
+            )
             continue
         if orphan.status != GONE and orphan.instance_id is not None:
             try:

@@ -5,6 +5,8 @@ on a rented node to its end."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from tests.reliability.swjob_procs import (
     waiting_job,
 )
 from tests.standin.server import StandIn
+from tests.support.processes import reap
 from tests.support.waiting import eventually
 
 Start = Callable[..., Cli]
@@ -96,4 +99,46 @@ def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
         "kill -9 of `swjob run` on Vast, then `swjob attach`",
         None,
         "node rejoined the adopter; COMPLETED with outputs; instance destroyed",
+    )
+
+
+def test_gc_leaves_alone_a_run_adopted_while_it_asked(
+    tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """`swjob gc` lists the node of a run nobody drives and asks; meanwhile `swjob attach`
+    adopts that run. The "yes" that follows must not destroy a node a live process now
+    drives: gc skips it (and says so), and attach finishes the run."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text(POOLS)
+    a, a_dir, release = _rented_run(clis, tmp_path, pools, "alpha")
+    instance = _instance_of(api, a_dir.name)
+    a.kill9()
+    printed = tmp_path / "gc.out"
+    with printed.open("wb") as out:
+        gc = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli.main", "gc", "--pools", str(pools)],
+            cwd=tmp_path, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        eventually(lambda: "destroy 1 orphan(s)?" in printed.read_text(), 60, "gc asking")
+        assert f"run {a_dir.name}" in printed.read_text()
+        attach = clis("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path)
+        eventually(lambda: "recovered after operator restart" in attach.output(), 60, "adopted")
+        assert gc.stdin is not None
+        gc.stdin.write(b"y\n")
+        gc.stdin.close()
+        gc.wait(60)
+    finally:
+        reap(gc)
+    said = printed.read_text()
+    assert instance in api.cloud.instances, f"gc destroyed an adopted run's node:\n{said}"
+    assert f"run {a_dir.name} was adopted" in said and "collected 0 of 1" in said, said
+    release.touch()
+    assert attach.wait(90) == 0, attach.output()
+    assert run_json(a_dir)["state"] == "COMPLETED"
+    assert instance not in api.cloud.instances
+    record_fault(
+        "`swjob gc` asks; `swjob attach` adopts the listed run; then gc is told yes",
+        None,
+        "gc skipped the adopted run's node (said so); attach finished it COMPLETED",
     )
