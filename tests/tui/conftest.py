@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import html
+import os
 import re
-from collections.abc import Callable
+import shutil
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +22,9 @@ from textual.pilot import Pilot
 from engine.engine import Engine
 from engine.jobs.jobspec import JobSpec
 from engine.report.views import RunView
+from engine.state.store import Store
 from tests.support.engines import engine_config
+from tui import history
 from tui.app import SwjobApp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +41,36 @@ def fixed_clock() -> datetime:
 def engine(tmp_path: Path) -> Engine:
     """Not started: the app starts it in its boot worker and closes it on unmount."""
     return Engine(engine_config(tmp_path / "runs"))
+
+
+@pytest.fixture
+def utc() -> Iterator[None]:
+    """Times render in the local zone; pin it (and give the old one back)."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+def with_history(engine: Engine, recorded: Path) -> Engine:
+    """The engine with the runs recorded under `recorded` (landing dirs whose events say
+    {RUN_DIR} for where they land) as its history: copied where a real engine finds them,
+    their summaries in the run index."""
+    runs_dir = engine.config.runs_dir
+    shutil.copytree(recorded, runs_dir)
+    store = Store()
+    for events in sorted(runs_dir.glob("*/*/events.jsonl")):
+        events.write_text(events.read_text().replace("{RUN_DIR}", str(events.parent)))
+        view = history.load(events.parent, 10).view
+        assert view is not None
+        store.save(view)
+    store.close()
+    return engine
 
 
 @pytest.fixture

@@ -1,15 +1,12 @@
 """The job detail's boot timeline: under the row that entered provisioning, each boot step
 with how long reaching it took, then the whole boot and the steps the node never showed.
 
-A recorded Vast.ai run (`data/boot`: every step, as the stand-in and a real node report
-them) is snapshotted; a real run on the local pool shows only the steps it has."""
+A recorded Vast.ai run (`data/boot`: every step, with the times of a cached-image boot)
+is snapshotted; a real run on the local pool shows its two steps and the others as not
+seen."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,50 +14,30 @@ from textual.pilot import Pilot
 
 from engine.engine import Engine
 from engine.jobs.jobspec import load_job
-from engine.state.store import Store
-from tests.tui.conftest import HELLO, SIZE, booted, finished, fixed_clock, screen_text, until
-from tui import history
+from engine.report import boot
+from tests.tui.conftest import (
+    HELLO,
+    SIZE,
+    booted,
+    finished,
+    fixed_clock,
+    screen_text,
+    until,
+    with_history,
+)
 from tui.app import SwjobApp
 from tui.screens.detail import DetailScreen
 
 DATA = Path(__file__).parent / "data" / "boot"
-LABELS = [
-    "offer chosen",
-    "instance created",
-    "image loading",
-    "container running",
-    "agent installed",
-    "agent joined",
-]
+LABELS = list(boot.LABELS.values())  # the words; tests/integration pins them
 
-
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    """The recorded times render in the local zone; pin it (and give the old one back)."""
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @pytest.fixture
 def recorded(engine: Engine) -> Engine:
     """The engine with the recorded Vast.ai run as its history."""
-    runs_dir = engine.config.runs_dir
-    shutil.copytree(DATA, runs_dir)
-    store = Store()
-    events = next(runs_dir.glob("*/*/events.jsonl"))
-    events.write_text(events.read_text().replace("{RUN_DIR}", str(events.parent)))
-    view = history.load(events.parent, 10).view
-    assert view is not None
-    store.save(view)
-    store.close()
-    return engine
+    return with_history(engine, DATA)
 
 
 async def open_detail(pilot: Pilot) -> None:

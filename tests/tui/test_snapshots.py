@@ -8,10 +8,6 @@ with a fixed clock, so nothing on screen depends on when or where the test runs.
 
 from __future__ import annotations
 
-import os
-import shutil
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +16,15 @@ from textual.widgets import Input
 
 from engine.engine import Engine
 from engine.state.store import Store
-from tests.tui.conftest import SIZE, booted, fixed_clock, screen_text, toasts, until
+from tests.tui.conftest import (
+    SIZE,
+    booted,
+    fixed_clock,
+    screen_text,
+    toasts,
+    until,
+    with_history,
+)
 from tui import history
 from tui.app import SwjobApp
 from tui.screens.detail import DetailScreen
@@ -31,33 +35,13 @@ DATA = Path(__file__).parent / "data"
 HELLO_ID = "20260102-110000-0011"
 
 
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    """Times render in the local zone; pin it (and give the old one back)."""
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @pytest.fixture
 def recorded(engine: Engine) -> Engine:
     """The engine with the recorded runs as its history."""
-    runs_dir = engine.config.runs_dir
-    shutil.copytree(DATA / "runs", runs_dir)
-    store = Store()
-    for events in sorted(runs_dir.glob("*/*/events.jsonl")):
-        events.write_text(events.read_text().replace("{RUN_DIR}", str(events.parent)))
-        view = history.load(events.parent, 10).view
-        assert view is not None
-        store.save(view)
-    store.close()
-    return engine
+    return with_history(engine, DATA / "runs")
 
 
 LEAK = (
