@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.cli import clis  # noqa: F401  (fixture)
 from tests.support.engines import engine, make_engine  # noqa: F401  (fixtures)
+from tests.support.faults import pytest_terminal_summary, record_fault  # noqa: F401
 from tests.support.jobs import make_job  # noqa: F401  (fixture)
 
 if TYPE_CHECKING:
@@ -42,7 +44,7 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
     """A local stand-in of the Vast.ai REST API, driven through the real SDK (DESIGN §6);
     it fails the test that leaves an instance alive."""
-    from tests.integration.vast_fixtures import standin
+    from tests.support.vast import standin
 
     yield from standin(tmp_path, monkeypatch)
 

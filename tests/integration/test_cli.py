@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.state.paths import cache_dir
+from tests.support.cli import Cli, swjob
+from tests.support.waiting import eventually
 
 HELLO = Path(__file__).parents[2] / "examples" / "hello" / "job.toml"
-
-
-def swjob(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "engine.cli.main", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
 
 
 def test_run_hello_prints_every_transition_and_exits_0(tmp_path: Path) -> None:
@@ -52,29 +45,16 @@ def test_a_failed_job_exits_1_with_its_reason(tmp_path: Path) -> None:
     assert "FAILED exit code 3 — run exited with code 3" in done.stdout
 
 
-def test_ctrl_c_is_the_operators_stop(tmp_path: Path) -> None:
+def test_ctrl_c_is_the_operators_stop(tmp_path: Path, clis: Callable[..., Cli]) -> None:
     (tmp_path / "job.toml").write_text('[job]\nname = "long"\nrun = "echo started; sleep 60"\n')
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.main", "run", "job.toml"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        assert cli.stdout is not None
-        for line in cli.stdout:
-            if "started" in line:
-                break
-        cli.send_signal(signal.SIGINT)
-        out = cli.stdout.read()
-        assert cli.wait(timeout=30) == 1
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-        cli.wait()
+    cli = clis("run", "job.toml", cwd=tmp_path)
+    eventually(lambda: cli.has_printed("run | started"), what="the job started")
+    cli.signal(signal.SIGINT)
+    assert cli.wait(30) == 1
+    out = cli.output()
     assert "FAILED" in out and "stopped by operator" in out
-    deadline = time.monotonic() + 5
-    while any((cache_dir() / "nodes").iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert list((cache_dir() / "nodes").iterdir()) == []
+    nodes = cache_dir() / "nodes"
+    eventually(lambda: not any(nodes.iterdir()), 5, "the node dir removed")
 
 
 def test_validate_gives_one_line_and_exit_codes(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,33 +22,29 @@ from engine.report.views import RunView
 from engine.state import ownership
 from engine.state.ledger import Ledger
 from engine.state.paths import cache_dir
-from tests.reliability.swjob_procs import waiting_job
 from tests.standin.server import StandIn
+from tests.support.cli import Cli
 from tests.support.processes import pid_alive, reap
+from tests.support.runs import agent_pid, only_run_dir, waiting_job
 from tests.support.waiting import eventually, eventually_async
 
+Start = Callable[..., Cli]
 LINES = 40
-JOB = f"""[job]
-name = "crashy"
-run = "for i in $(seq 1 {LINES}); do echo line $i; sleep 0.05; done; echo out > out.txt"
-workspace = {{ workdir = "." }}
-outputs = ["out.txt"]
-"""
 
 
-def swjob(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.main", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+def crashy_job(release: Path) -> str:
+    """Half its lines, then a wait until `release` exists (the test kills the operator in
+    between, however slow the machine), then the other half and its output."""
+    half = LINES // 2
+    run = (
+        f"for i in $(seq 1 {half}); do echo line $i; done; "
+        f"while [ ! -e {release} ]; do sleep 0.05; done; "
+        f"for i in $(seq {half + 1} {LINES}); do echo line $i; done; echo out > out.txt"
     )
-
-
-def run_dir_of(root: Path) -> Path:
-    dirs = list((root / "swjob-runs" / "crashy").iterdir())
-    assert len(dirs) == 1
-    return dirs[0]
+    workspace = '{ workdir = "." }'
+    return (
+        f'[job]\nname = "crashy"\nrun = "{run}"\nworkspace = {workspace}\noutputs = ["out.txt"]\n'
+    )
 
 
 def logged_lines(run_dir: Path) -> int:
@@ -67,31 +63,17 @@ async def recover(runs_dir: Path, pools: PoolSet, run_id: str) -> RunView:
 
 
 @pytest.fixture
-def crashed_run(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    """`swjob run` killed with SIGKILL while the job is half way; yields (run dir, agent pid)."""
-    (tmp_path / "job.toml").write_text(JOB)
-    cli = swjob("run", "job.toml", cwd=tmp_path)
-    try:
-        # the job's dir appears a moment before the run's dir inside it
-        eventually(lambda: any((tmp_path / "swjob-runs" / "crashy").glob("*")))
-        run_dir = run_dir_of(tmp_path)
-        eventually(lambda: logged_lines(run_dir) >= 5)
-        os.kill(cli.pid, signal.SIGKILL)
-        cli.wait()
-        assert logged_lines(run_dir) < LINES, "the job finished before the crash"
-        agent_pid = json.loads(_node_event(run_dir))["offer"]["pid"]
-        yield run_dir, agent_pid
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-        cli.wait()
-        if cli.stdout:
-            cli.stdout.close()
-
-
-def _node_event(run_dir: Path) -> str:
-    node = next(e for e in read_events(run_dir / "events.jsonl") if e.kind == "node")
-    return node.model_dump_json()
+def crashed_run(tmp_path: Path, clis: Start) -> tuple[Path, int]:
+    """`swjob run` killed with SIGKILL while the job is half way (it then goes on, with
+    nobody watching); returns (run dir, agent pid)."""
+    release = tmp_path / "release"
+    (tmp_path / "job.toml").write_text(crashy_job(release))
+    cli = clis("run", "job.toml", cwd=tmp_path)
+    run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
+    eventually(lambda: logged_lines(run_dir) == LINES // 2, what="the first half logged")
+    cli.kill9()
+    release.touch()
+    return run_dir, agent_pid(run_dir)
 
 
 def drop_last_log_event(run_dir: Path) -> None:
@@ -105,18 +87,14 @@ def drop_last_log_event(run_dir: Path) -> None:
 
 @pytest.mark.parametrize("torn", [False, True], ids=["clean", "killed-between-log-and-event"])
 async def test_attach_after_kill_9_finishes_the_run_with_the_full_log(
-    tmp_path: Path, crashed_run: tuple[Path, int], torn: bool
+    tmp_path: Path, crashed_run: tuple[Path, int], torn: bool, clis: Start
 ) -> None:
     run_dir, agent_pid = crashed_run
     assert pid_alive(agent_pid), "the node keeps running while the operator is away"
     if torn:
         drop_last_log_event(run_dir)
-    attach = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "engine.cli.main", "attach", run_dir.name,
-        cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    out, _ = await asyncio.wait_for(attach.communicate(), 60)
-    assert attach.returncode == 0, out.decode()
+    attach = clis("attach", run_dir.name, cwd=tmp_path)
+    assert await asyncio.to_thread(attach.wait, 60) == 0, attach.output()
     log = (run_dir / "logs" / "run.log").read_text().splitlines()
     assert log == [f"line {i}" for i in range(1, LINES + 1)]  # complete, each line once
     assert (run_dir / "outputs" / "out.txt").read_text() == "out\n"
@@ -124,7 +102,7 @@ async def test_attach_after_kill_9_finishes_the_run_with_the_full_log(
     assert summary["state"] == "COMPLETED" and summary["exit_code"] == 0
     assert not pid_alive(agent_pid)
     assert list((cache_dir() / "nodes").iterdir()) == []
-    assert b"recovered after operator restart" in out
+    assert "recovered after operator restart" in attach.output()
 
 
 async def test_a_restarted_engine_shows_the_recovered_run_live(
@@ -154,7 +132,7 @@ async def test_a_node_that_died_with_the_operator_is_torn_down_and_the_run_faile
 
 
 async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
-    tmp_path: Path, api: StandIn
+    tmp_path: Path, api: StandIn, clis: Start
 ) -> None:
     """Kill the engine between 'instance created' and 'node joined'; the next engine finds
     the instance (from the store or the ledger) and destroys it."""
@@ -166,16 +144,15 @@ async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
         "[pools.gpu.resources]\ngpu_count = 1\n"
     )
     (tmp_path / "job.toml").write_text('[job]\nname = "crashy"\nrun = "true"\n')
-    cli = swjob("run", "job.toml", "--pool", "gpu", "--pools", str(pools_file), cwd=tmp_path)
-    try:
-        eventually(lambda: len(api.cloud.instances) == 1)
-        os.kill(cli.pid, signal.SIGKILL)
-    finally:
-        cli.wait()
-        if cli.stdout:
-            cli.stdout.close()
+    cli = clis("run", "job.toml", "--pool", "gpu", "--pools", str(pools_file), cwd=tmp_path)
+    eventually(lambda: len(api.cloud.instances) == 1, what="an instance created")
+    cli.kill9()
     assert len(api.cloud.instances) == 1, "the crash left a billing instance behind"
-    view = await recover(tmp_path / "swjob-runs", load_pools(pools_file), run_dir_of(tmp_path).name)
+    view = await recover(
+        tmp_path / "swjob-runs",
+        load_pools(pools_file),
+        only_run_dir(tmp_path / "swjob-runs", "crashy").name,
+    )
     assert view.state == "FAILED"
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []
@@ -237,7 +214,9 @@ async def test_a_step_recorded_as_started_but_never_sent_is_started_after_recove
         os.kill(first.pid, signal.SIGKILL)
     finally:
         reap(first)
-    view = await recover(runs, load_pools(None), run_dir_of(tmp_path).name)
+    view = await recover(
+        runs, load_pools(None), only_run_dir(tmp_path / "swjob-runs", "crashy").name
+    )
     assert view.state == "COMPLETED", view.reason
     assert (view.run_dir / "outputs" / "out.txt").read_text() == "ran\n"
     assert (view.run_dir / "logs" / "run.log").read_text() == "ran\n"  # started exactly once
@@ -259,7 +238,7 @@ async def test_close_without_stopping_leaves_the_run_to_the_next_engine(tmp_path
         agent = int(first.run(run_id).node.offer["pid"])
     finally:
         await first.close(stop_running=False)
-    run_dir = run_dir_of(tmp_path)
+    run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
     assert pid_alive(agent), "the node was stopped"
     assert not ownership.has_live_owner(run_id), "the lease outlived its engine"
     assert not any(e.kind == "finished" for e in read_events(run_dir / "events.jsonl"))

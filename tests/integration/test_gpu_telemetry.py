@@ -11,7 +11,7 @@ import pytest
 from engine.report import events as ev
 from engine.report.datastream import read_events
 from tests.integration import fake_gpu
-from tests.integration.test_local_runs import run_json, run_to_end
+from tests.support.runs import run_json, run_to_end
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ async def test_busy_gpus_are_sampled_summarised_and_never_called_idle(
     assert len(samples) >= 4  # 2 s at 0.2 s, on a loaded machine
     assert [g.index for g in view.gpus] == [0, 1]
     assert view.gpus[1].power_w is None or view.gpus[1].power_w > 0  # [N/A] is None, not 0
-    summary = run_json(view)["gpu"]
+    summary = run_json(view.run_dir)["gpu"]
     assert summary["gpus"][0]["util_peak_pct"] == 91.0
     assert summary["gpus"][0]["mem_peak_mb"] == 18240.0
     assert summary["gpus"][1]["util_peak_pct"] == 64.0
@@ -59,7 +59,7 @@ async def test_idle_gpus_while_running_raise_one_alert(
     idle = [e.message for e in events if isinstance(e, ev.Alert) and "GPUs idle" in e.message]
     assert len(idle) == 1, idle
     assert "under 5 %" in idle[0]
-    assert run_json(view)["gpu"]["util_peak_pct"] == 2.0
+    assert run_json(view.run_dir)["gpu"]["util_peak_pct"] == 2.0
 
 
 async def test_a_node_without_nvidia_smi_sends_no_gpu_metrics(engine, make_job) -> None:
@@ -68,4 +68,4 @@ async def test_a_node_without_nvidia_smi_sends_no_gpu_metrics(engine, make_job) 
     view = await run_to_end(engine, make_job(run="sleep 1"))
     assert view.state == "COMPLETED"
     assert not any(isinstance(e, ev.GpuMetrics) for e in read_events(view.run_dir / "events.jsonl"))
-    assert view.gpus == [] and run_json(view)["gpu"] is None
+    assert view.gpus == [] and run_json(view.run_dir)["gpu"] is None

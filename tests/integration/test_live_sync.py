@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,15 +17,15 @@ from engine.engine import Engine, EngineConfig
 from engine.jobs.pools import load_pools
 from engine.report import events as ev
 from engine.run.livesync import LiveSync
-from tests.integration.test_crash_recovery import swjob
-from tests.reliability.helpers import run_json
+from tests.support.cli import Cli
 from tests.support.engines import engine_with
-from tests.support.processes import reap
+from tests.support.runs import run_json
 from tests.support.tap import Tap
 from tests.support.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 
+Start = Callable[..., Cli]
 EVERY_S = 0.3
 
 
@@ -81,7 +82,7 @@ async def test_changed_outputs_land_while_running_and_unchanged_ones_are_not_pul
         view = await asyncio.wait_for(engine.wait(run_id), 30)
     assert view.state == "COMPLETED", view.reason
     assert view.last_sync == second
-    last = run_json(view)["last_sync"]
+    last = run_json(view.run_dir)["last_sync"]
     assert last["at"] == second.ts.isoformat()
     assert (last["files"], last["paths"], last["held"], last["syncs"]) == (1, ["ck/last.txt"], 2, 2)
     assert (view.run_dir / "outputs/notes.txt").read_text() == "log\n"
@@ -104,7 +105,7 @@ async def test_what_the_syncs_held_survives_a_node_killed_before_the_final_pull(
     assert view.state == "FAILED" and (view.reason or "").startswith("node lost"), view.reason
     assert detected_s < 10
     assert (view.run_dir / "outputs/ck/last.txt").read_text() == "step-7\n"
-    assert run_json(view)["last_sync"]["paths"] == ["ck/last.txt"]
+    assert run_json(view.run_dir)["last_sync"]["paths"] == ["ck/last.txt"]
 
 
 @pytest.mark.parametrize(("settings", "syncs"), [({}, False), ({"sync_every_s": EVERY_S}, True)])
@@ -124,10 +125,10 @@ async def test_an_on_demand_pool_syncs_only_when_asked(
         go.touch()
         view = await asyncio.wait_for(engine.wait(run_id), 30)
     assert view.state == "COMPLETED" and view.last_sync is None
-    assert run_json(view)["last_sync"] is None
+    assert run_json(view.run_dir)["last_sync"] is None
 
 
-async def test_syncing_goes_on_after_the_operator_restarts(tmp_path: Path) -> None:
+async def test_syncing_goes_on_after_the_operator_restarts(tmp_path: Path, clis: Start) -> None:
     """`swjob run --sync-every` is killed -9 mid-run; the engine that adopts the run keeps
     syncing: a checkpoint the job writes after the restart lands before the job ends."""
     go, done = tmp_path / "go", tmp_path / "done"
@@ -135,15 +136,12 @@ async def test_syncing_goes_on_after_the_operator_restarts(tmp_path: Path) -> No
     (tmp_path / "job.toml").write_text(
         f'[job]\nname = "resync"\nrun = "{run}"\noutputs = ["ck.txt"]\n'
     )
-    cli = swjob("run", "job.toml", "--sync-every", str(EVERY_S), cwd=tmp_path)
-    try:
-        runs = tmp_path / "swjob-runs" / "resync"
-        eventually(lambda: any(runs.glob("*/logs/run.log")), what="the run log")
-        [log] = runs.glob("*/logs/run.log")
-        eventually(lambda: "started" in log.read_text(), what="the job started")
-        os.kill(cli.pid, signal.SIGKILL)
-    finally:
-        reap(cli)
+    cli = clis("run", "job.toml", "--sync-every", str(EVERY_S), cwd=tmp_path)
+    runs = tmp_path / "swjob-runs" / "resync"
+    eventually(lambda: any(runs.glob("*/logs/run.log")), what="the run log")
+    [log] = runs.glob("*/logs/run.log")
+    eventually(lambda: "started" in log.read_text(), what="the job started")
+    cli.kill9()
     run_dir = log.parent.parent
     config = EngineConfig(runs_dir=runs.parent, pools=load_pools(None), adopt_orphans=True)
     engine = Engine(config)

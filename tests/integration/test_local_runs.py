@@ -6,22 +6,11 @@ import asyncio
 import json
 import re
 
-from engine.engine import Engine
-from engine.jobs.jobspec import JobSpec
 from engine.report import events as ev
 from engine.report.datastream import read_events
-from engine.report.views import RunView
 from engine.state.paths import cache_dir
 from tests.support.processes import pid_alive
-
-
-async def run_to_end(engine: Engine, job: JobSpec, timeout: float = 60) -> RunView:
-    run_id = await engine.submit(job, "local")
-    return await asyncio.wait_for(engine.wait(run_id), timeout)
-
-
-def run_json(view: RunView) -> dict:
-    return json.loads((view.run_dir / "run.json").read_text())
+from tests.support.runs import run_json, run_to_end
 
 
 async def test_completed_run_collects_outputs_with_a_verified_manifest(engine, make_job) -> None:
@@ -41,7 +30,7 @@ async def test_completed_run_collects_outputs_with_a_verified_manifest(engine, m
     by_path = {e["path"]: e for e in entries}
     assert by_path["result.txt"]["verified"] is True
     assert len(by_path["result.txt"]["sha256"]) == 64
-    summary = run_json(view)
+    summary = run_json(view.run_dir)
     assert summary["state"] == "COMPLETED" and summary["exit_code"] == 0
     assert summary["node"]["facts"]["cpus"] >= 1
     assert {"provisioning", "materializing", "setup", "run", "collecting"} <= set(
@@ -80,7 +69,7 @@ async def test_nonzero_exit_fails_and_still_collects_outputs(engine, make_job) -
     assert view.state == "FAILED" and view.exit_code == 3
     assert view.reason == "run exited with code 3"
     assert (view.run_dir / "outputs/part.txt").read_text() == "partial\n"
-    summary = run_json(view)
+    summary = run_json(view.run_dir)
     assert summary["exit_code"] == 3 and summary["missing_outputs"] == ["never.txt"]
 
 
@@ -97,7 +86,7 @@ async def test_failing_setup_fails_and_run_never_starts(engine, make_job) -> Non
 async def test_missing_outputs_do_not_change_the_outcome(engine, make_job) -> None:
     view = await run_to_end(engine, make_job(run="true", outputs=["nope.bin", "ckpt/*.pt"]))
     assert view.state == "COMPLETED"
-    assert sorted(run_json(view)["missing_outputs"]) == ["ckpt/*.pt", "nope.bin"]
+    assert sorted(run_json(view.run_dir)["missing_outputs"]) == ["ckpt/*.pt", "nope.bin"]
 
 
 async def test_excludes_are_honoured_anchored_and_unanchored(engine, make_job) -> None:

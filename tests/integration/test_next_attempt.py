@@ -15,8 +15,8 @@ from rich.console import Console
 
 from engine.cli.runlist import print_runs
 from engine.report import events as ev
-from tests.reliability.helpers import run_json
 from tests.support.engines import engine_with
+from tests.support.runs import run_json
 from tests.support.tap import Tap
 
 pytestmark = pytest.mark.timeout(90)
@@ -50,8 +50,11 @@ async def test_a_lost_node_is_followed_by_an_attempt_that_resumes_from_the_check
     assert (done.attempt, done.attempts, done.previous_run) == (2, 2, first)
     assert "resumed from epoch-3" in (done.run_dir / "logs/run.log").read_text()
     assert (done.run_dir / "outputs/result.txt").read_text() == "done\n"
-    assert run_json(done)["attempt"] == {"number": 2, "of": 2, "first": first, "previous": first}
-    assert run_json(lost)["attempt"] == {"number": 1, "of": 2, "first": first, "previous": None}
+    attempts = [run_json(view.run_dir)["attempt"] for view in (done, lost)]
+    assert attempts == [
+        {"number": 2, "of": 2, "first": first, "previous": first},
+        {"number": 1, "of": 2, "first": first, "previous": None},
+    ]
     assert (done.first_run, lost.first_run) == (first, None)
     listed = Console(file=io.StringIO(), force_terminal=True, width=240, color_system=None)
     print_runs(listed, limit=10)

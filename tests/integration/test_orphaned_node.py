@@ -17,8 +17,8 @@ import pytest
 from agent import orphan
 from agent.protocol import NodeFault
 from tests.integration.agent_helpers import AgentProc, FakeOrchestrator, kill_leftover_group
-from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
+from tests.support.vast import bootstrap, gpu_pool, provider
 
 pytestmark = pytest.mark.timeout(90)
 TOKEN = "join-token-orphan-5a1c"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.engine import Engine
-from tests.integration.vast_fixtures import gpu_pool
 from tests.standin.server import StandIn
 from tests.support.engines import EngineFactory
+from tests.support.vast import gpu_pool
 
 pytestmark = pytest.mark.timeout(90)
 

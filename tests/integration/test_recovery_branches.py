@@ -26,12 +26,11 @@ from engine.report.datastream import read_events
 from engine.state.paths import cache_dir
 from tests.integration.test_crash_recovery import (  # noqa: F401 (a fixture)
     ENGINE_MAIN,
-    _node_event,
     crashed_run,
     recover,
-    run_dir_of,
 )
 from tests.support.processes import pid_alive
+from tests.support.runs import agent_pid, only_run_dir
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -110,7 +109,7 @@ async def test_killed_before_the_node_was_provisioned_fails_the_run(tmp_path: Pa
     job.write_text('[job]\nname = "crashy"\nrun = "echo ran"\n')
     runs = tmp_path / "swjob-runs"
     assert "DIED before provisioning" in die_at("provisioning", job, runs)
-    run_dir = run_dir_of(tmp_path)
+    run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
     assert phases(run_dir)[-1] == "provisioning"
     view = await recover(runs, load_pools(None), run_dir.name)
     assert view.state == "FAILED"
@@ -131,9 +130,9 @@ async def test_killed_mid_push_the_push_is_issued_again(tmp_path: Path) -> None:
     )
     runs = tmp_path / "swjob-runs"
     assert "DIED mid-transfer" in die_at("push", job, runs)
-    run_dir = run_dir_of(tmp_path)
+    run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
     assert phases(run_dir)[-1] == "materializing"
-    agent = json.loads(_node_event(run_dir))["offer"]["pid"]
+    agent = agent_pid(run_dir)
     assert pid_alive(agent), "the node outlives its operator"
     view = await recover(runs, load_pools(None), run_dir.name)
     assert view.state == "COMPLETED", view.reason
@@ -152,7 +151,7 @@ async def test_killed_mid_pull_the_pull_is_issued_again(tmp_path: Path) -> None:
     )
     runs = tmp_path / "swjob-runs"
     assert "DIED mid-transfer" in die_at("pull", job, runs)
-    run_dir = run_dir_of(tmp_path)
+    run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
     assert phases(run_dir)[-1] == "collecting"
     view = await recover(runs, load_pools(None), run_dir.name)
     assert view.state == "COMPLETED", view.reason

@@ -22,7 +22,7 @@ from agent.transfer.schedule import CHUNK, LARGE_MIN
 from agent.transfer.sender import CHANGED
 from engine.run.transfer import pull_outputs, push_workspace
 from tests.integration.transfer_harness import loopback_pair
-from tests.unit.full_disk import tmpfs
+from tests.support.disks import tmpfs
 
 pytestmark = pytest.mark.timeout(90)
 

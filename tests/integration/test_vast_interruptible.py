@@ -15,9 +15,9 @@ from engine.engine import Engine
 from engine.providers.base import Preempted, ProvisionError
 from engine.run import fsm, nodeloss
 from engine.state.ledger import Ledger
-from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
 from tests.support.engines import EngineFactory
+from tests.support.vast import bootstrap, gpu_pool, provider
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)

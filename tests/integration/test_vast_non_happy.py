@@ -15,8 +15,9 @@ import pytest
 
 from engine.providers.base import NodeHandle, ProvisionError
 from engine.state.ledger import Ledger
-from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
+from tests.support.vast import bootstrap, gpu_pool, provider
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,10 +57,8 @@ async def test_an_accepted_destroy_still_listed_is_confirmed_in_the_background(
     [row] = Ledger().open_entries()
     assert row.instance_id == handle.node_id and row.destroy_requested_at is not None
     assert int(handle.node_id) in api.cloud.instances  # still listed: Vast catches up later
-    deadline = time.monotonic() + 10
-    while Ledger().open_entries() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert Ledger().open_entries() == [] and api.cloud.instances == {}
+    await eventually_async(lambda: Ledger().open_entries() == [], 10, "the destroy confirmed")
+    assert api.cloud.instances == {}
     assert alerts == []
 
 
@@ -71,10 +70,8 @@ async def test_a_destroy_never_confirmed_alarms_after_the_confirmation_window(
     vast, handle = await _rented(api, alerts, confirm_every_s=0.05, confirm_for_s=0.3)
     api.cloud.faults.destroy_lag_s = 30
     await vast.teardown(handle)
-    deadline = time.monotonic() + 10
-    while not alerts and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert alerts and handle.node_id in alerts[0] and "may still be billing" in alerts[0]
+    await eventually_async(lambda: alerts, 10, "an alert")
+    assert handle.node_id in alerts[0] and "may still be billing" in alerts[0]
     [row] = Ledger().open_entries()
     assert row.destroy_requested_at is not None  # left for gc
 

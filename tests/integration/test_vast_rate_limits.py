@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from engine.providers.vast_api import VastApi, VastApiError
-from tests.integration.vast_fixtures import FAST
 from tests.standin.server import StandIn
+from tests.support.vast import FAST
 
 pytestmark = pytest.mark.timeout(60)
 

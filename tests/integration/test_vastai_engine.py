@@ -10,9 +10,9 @@ import pytest
 
 from engine.engine import Engine
 from engine.state.ledger import Ledger
-from tests.integration.vast_fixtures import gpu_pool
 from tests.standin.server import StandIn
 from tests.support.engines import EngineFactory
+from tests.support.vast import gpu_pool
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -77,7 +77,7 @@ async def test_a_teardown_never_confirmed_leaves_the_node_unconfirmed_not_gone(
     """Every destroy is refused: the run ends with a persistent 'may still be billing' alert
     and the node's state is 'unconfirmed' (still on the board), never 'gone'."""
     from engine.providers import vastai
-    from tests.integration.vast_fixtures import FAST
+    from tests.support.vast import FAST
 
     monkeypatch.setattr(vastai, "RetryPolicy", lambda: FAST)  # quick retries, same logic
     api.cloud.faults.destroy_never = True

@@ -10,8 +10,8 @@ import pytest
 from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
 from engine.providers.gc import GONE, cli_gc, destroy_orphans, find_orphans
 from engine.state.ledger import Ledger
-from tests.integration.vast_fixtures import FAST, bootstrap, gpu_pool, provider
 from tests.standin.server import PAGE_CAP, StandIn
+from tests.support.vast import FAST, bootstrap, gpu_pool, provider
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,8 +11,9 @@ import pytest
 from engine.providers.base import NodeHandle, ProvisionError, TeardownError
 from engine.providers.vast_boot import label_for
 from engine.state.ledger import Ledger
-from tests.integration.vast_fixtures import TOKEN, bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
+from tests.support.vast import TOKEN, bootstrap, gpu_pool, provider
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -192,8 +193,7 @@ async def test_cancelled_while_creating_destroys_what_was_created(api) -> None:
     api.cloud.faults.create_delay_s = 0.5
     vast = provider(api, gpu_pool(max_nodes=1), [])
     task = asyncio.create_task(vast.provision(bootstrap()))
-    while not creates(api):
-        await asyncio.sleep(0.01)
+    await eventually_async(lambda: creates(api), 10, "a create sent")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -208,8 +208,13 @@ async def test_node_exited_resolves_when_the_instance_dies_underneath(api) -> No
     vast = provider(api, gpu_pool(), [], poll_s=0.05)
     handle = await vast.provision(bootstrap())
     watch = asyncio.create_task(vast.node_exited(handle))
-    await asyncio.sleep(0.2)
-    assert not watch.done()
+    seen = len(api.requests)
+
+    def polls() -> int:
+        return sum(handle.node_id in path for _, path, _, _ in api.requests[seen:])
+
+    await eventually_async(lambda: polls() >= 2, 10, "two polls of the instance")
+    assert not watch.done()  # polled twice, the instance alive: no exit reported
     api.cloud.crash(int(handle.node_id))
     reason = await asyncio.wait_for(watch, 10)
     assert handle.node_id in reason and "exited" in reason
@@ -220,11 +225,8 @@ async def test_the_boot_command_starts_the_agent_without_the_token_in_argv(api) 
     vast = provider(api, gpu_pool(), [])
     handle = await vast.provision(bootstrap("run-boot"))
     log = api.cloud.instances[int(handle.node_id)].root / "root/swjob/agent.log"
-    for _ in range(300):  # the agent keeps redialing a bogus ticket: wait for its first word
-        if log.exists() and "swjob-agent" in log.read_text():
-            break
-        await asyncio.sleep(0.05)
-    assert "join failed" in log.read_text()
+    # the agent keeps redialing a bogus ticket: wait for its first failed join
+    await eventually_async(lambda: log.exists() and "join failed" in log.read_text(), 15)
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             assert TOKEN.encode() not in cmdline.read_bytes()

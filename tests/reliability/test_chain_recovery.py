@@ -24,16 +24,10 @@ import pytest
 
 from engine.state.paths import default_pools_file
 from tests.integration.test_crash_recovery import ENGINE_MAIN
-from tests.reliability.swjob_procs import (
-    Cli,
-    agent_pid,
-    events,
-    finished,
-    only_run_dir,
-    run_json,
-)
 from tests.standin.server import StandIn
+from tests.support.cli import Cli
 from tests.support.processes import reap
+from tests.support.runs import agent_pid, events, finished, only_run_dir, run_json
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(150)

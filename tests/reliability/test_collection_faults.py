@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli import swjob
-from tests.unit.full_disk import tmpfs
+from tests.support.cli import swjob
+from tests.support.disks import tmpfs
 
 pytestmark = [pytest.mark.timeout(120)]
 

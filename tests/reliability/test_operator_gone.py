@@ -10,10 +10,6 @@ offer's price. A node whose operator never returns destroys its own instance.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,11 +19,12 @@ import pytest
 from engine.report.datastream import read_events
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
-from tests.support.processes import reap
+from tests.support.cli import Cli
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
+Start = Callable[..., Cli]
 PRICE = 0.22  # $/h of offer 103, the cheapest verified 1-GPU offer of the stand-in
 POOLS = """
 [pools.gpu]
@@ -39,25 +36,8 @@ gpu_count = 1
 """
 
 
-def _swjob(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.main", *args],
-        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-
-
-def _read_until(cli: subprocess.Popen[str], needle: str) -> list[str]:
-    assert cli.stdout is not None
-    seen = []
-    for line in cli.stdout:
-        seen.append(line)
-        if needle in line:
-            return seen
-    raise AssertionError(f"{needle!r} never printed:\n{''.join(seen)}")
-
-
 def test_a_cap_holds_across_kill_9_and_attach_with_the_true_cost(
-    tmp_path: Path, api: StandIn, record_fault: Callable[..., None]
+    tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
 ) -> None:
     """The cap is set while the operator is away, at 4 s of node life beyond what the node
     has already lived (boot time varies with load): counted on the node's whole life it
@@ -67,13 +47,14 @@ def test_a_cap_holds_across_kill_9_and_attach_with_the_true_cost(
     pools.write_text(POOLS)
     (tmp_path / "job.toml").write_text('[job]\nname = "priced"\nrun = "echo started; sleep 300"\n')
     api.cloud.faults.fail_next, api.cloud.faults.fail_paths = 1, "/bundles/"  # one retry
-    cli = _swjob("run", "job.toml", "--pool", "gpu", "--pools", "pools.toml", cwd=tmp_path)
-    try:
-        printed = _read_until(cli, "run | started")
-        os.kill(cli.pid, signal.SIGKILL)
-    finally:
-        reap(cli)
-    retry = [line for line in printed if "warning: Vast.ai search offers: HTTP 500" in line]
+    cli = clis("run", "job.toml", "--pool", "gpu", "--pools", "pools.toml", cwd=tmp_path)
+    eventually(lambda: cli.has_printed("run | started"), timeout=60, what="the job started")
+    cli.kill9()
+    retry = [
+        line
+        for line in cli.output().splitlines()
+        if "warning: Vast.ai search offers: HTTP 500" in line
+    ]
     assert retry, "the provider's retry reached the user"
     time.sleep(2.0)  # the fault: the operator stays away 2 s (the node bills on)
     [run_dir] = (tmp_path / "swjob-runs" / "priced").iterdir()
@@ -81,9 +62,9 @@ def test_a_cap_holds_across_kill_9_and_attach_with_the_true_cost(
     assert born is not None
     cap_s = time.time() - born + 4.0
     pools.write_text(POOLS + f"[pools.gpu.caps]\nmax_dollars = {PRICE * cap_s / 3600!r}\n")
-    attach = _swjob("attach", run_dir.name, "--pools", "pools.toml", cwd=tmp_path)
-    out, _ = attach.communicate(timeout=90)
-    assert attach.returncode == 1, out
+    attach = clis("attach", run_dir.name, "--pools", "pools.toml", cwd=tmp_path)
+    assert attach.wait(90) == 1, attach.output()
+    out = attach.output()
     assert "cap reached: max_dollars" in out
     [row] = Ledger().entries_of(run_dir.name)
     assert row.created_at is not None and row.destroyed_at is not None
@@ -112,7 +93,7 @@ def test_a_cap_holds_across_kill_9_and_attach_with_the_true_cost(
 
 
 def test_a_node_whose_operator_never_returns_destroys_itself(
-    tmp_path: Path, api: StandIn, record_fault: Callable[..., None]
+    tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
 ) -> None:
     """`swjob run` on a Vast pool with `orphan_timeout_s = 2`, killed with -9 while the job
     runs: the agent notices the silence (10 s), waits 2 s more, stops the job and destroys
@@ -123,12 +104,9 @@ def test_a_node_whose_operator_never_returns_destroys_itself(
         "orphan_timeout_s = 2\n[pools.gpu.resources]\ngpu_count = 1\n"
     )
     (tmp_path / "job.toml").write_text('[job]\nname = "lonely"\nrun = "echo started; sleep 300"\n')
-    cli = _swjob("run", "job.toml", "--pool", "gpu", "--pools", str(pools), cwd=tmp_path)
-    try:
-        _read_until(cli, "run | started")
-        os.kill(cli.pid, signal.SIGKILL)
-    finally:
-        reap(cli)
+    cli = clis("run", "job.toml", "--pool", "gpu", "--pools", str(pools), cwd=tmp_path)
+    eventually(lambda: cli.has_printed("run | started"), timeout=60, what="the job started")
+    cli.kill9()
     [inst] = api.cloud.instances.values()
     assert "--orphan-timeout 2 --on-orphan destroy-instance" in inst.request["onstart"]
     killed_at = time.monotonic()

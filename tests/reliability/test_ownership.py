@@ -17,8 +17,9 @@ import pytest
 
 from engine.state import ownership
 from engine.state.paths import cache_dir
-from tests.reliability.swjob_procs import (
-    Cli,
+from tests.support.cli import Cli
+from tests.support.processes import pid_alive
+from tests.support.runs import (
     agent_pid,
     events,
     finished,
@@ -27,7 +28,6 @@ from tests.reliability.swjob_procs import (
     run_json,
     waiting_job,
 )
-from tests.support.processes import pid_alive
 from tests.support.waiting import eventually
 
 Start = Callable[..., Cli]

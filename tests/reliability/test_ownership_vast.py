@@ -11,16 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.providers.vast_boot import run_id_of
-from tests.reliability.swjob_procs import (
-    Cli,
-    finished,
-    only_run_dir,
-    run_json,
-    swjob_once,
-    waiting_job,
-)
 from tests.standin.server import StandIn
+from tests.support.cli import Cli, swjob
 from tests.support.processes import reap
+from tests.support.runs import finished, only_run_dir, run_json, waiting_job
 from tests.support.waiting import eventually
 
 Start = Callable[..., Cli]
@@ -63,7 +57,7 @@ def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
     a_instance, b_instance = _instance_of(api, a_dir.name), _instance_of(api, b_dir.name)
     a.kill9()  # A is abandoned: its instance bills with nobody driving it
 
-    listed = swjob_once("gc", "--pools", str(pools), cwd=tmp_path, answer="n\n")
+    listed = swjob("gc", "--pools", str(pools), cwd=tmp_path, answer="n\n")
     out = listed.stdout
     (a_line,) = [line for line in out.splitlines() if f"instance {a_instance} " in line]
     assert f"run {a_dir.name}" in a_line and "billing for" in a_line and "/h" in a_line
@@ -72,7 +66,7 @@ def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
     assert f"instance {foreign.id} " in out and "0badc0de's, not ours" in out
     assert "nothing destroyed" in out and a_instance in api.cloud.instances
 
-    collected = swjob_once("gc", "--pools", str(pools), "--yes", cwd=tmp_path)
+    collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     assert "collected 1 of 1" in collected.stdout
     assert a_instance not in api.cloud.instances

@@ -29,8 +29,8 @@ from engine.report import events as ev
 from engine.run.reclaim import ReclaimRefused, reclaim
 from engine.run.transfer import pull_outputs, push_workspace
 from engine.state.paths import cache_dir
-from tests.reliability.helpers import run_json
 from tests.support.engines import engine_with
+from tests.support.runs import run_json
 from tests.support.tap import Tap
 
 pytestmark = [pytest.mark.timeout(90)]
@@ -286,7 +286,7 @@ async def test_workspace_refusals_are_recorded_in_run_json(tmp_path, make_job) -
     async with engine_with(tmp_path / "runs") as engine:
         view = await asyncio.wait_for(engine.wait(await engine.submit(job, "local")), 60)
     assert view.state == "COMPLETED", view.reason
-    recorded = json.dumps(run_json(view))
+    recorded = json.dumps(run_json(view.run_dir))
     for name in ("passwd", "abs", "up", "pipe", "null"):
         assert f"refused {name!r}" in recorded or f"symlink {name!r}" in recorded, name
 
@@ -310,7 +310,7 @@ async def test_a_name_with_a_line_break_is_refused_not_fatal(
     assert not node_dirs and not list((view.run_dir / "outputs").rglob("new*"))  # safe today
     assert view.state == "COMPLETED", view.reason
     refused = (
-        run_json(view)["workspace_refused"]
+        run_json(view.run_dir)["workspace_refused"]
         if direction == "push"
         else json.loads((view.run_dir / "manifest.json").read_text())["refused"]
     )

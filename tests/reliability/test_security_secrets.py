@@ -22,7 +22,7 @@ import pytest
 from engine.engine import Engine
 from engine.report import events as ev
 from engine.report.views import RunView
-from tests.reliability.helpers import swjob_run
+from tests.support.cli import swjob_run
 from tests.support.engines import engine_with
 from tests.support.tap import Tap
 

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ from engine.engine import Engine
 from engine.report import events as ev
 from engine.report.events import utcnow
 from engine.state.paths import cache_dir
+from tests.support.disks import tmpfs
 from tests.support.engines import engine_with
 from tests.support.tap import Tap
 
@@ -119,15 +119,8 @@ async def test_cut_push_and_pull_resume_and_verify(tmp_path, make_job, record_fa
 @pytest.fixture
 def small_node_disk() -> Iterator[Path]:
     """The local pool's node directories on a 48 MiB tmpfs: a node with a small disk."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    nodes = cache_dir() / "nodes"
-    nodes.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "swjob-test", str(nodes)], check=True)
-    try:
-        yield nodes
-    finally:
-        subprocess.run(["umount", "-l", str(nodes)], check=False)
+    with tmpfs(cache_dir() / "nodes", "48m") as disk:
+        yield disk.path
 
 
 async def test_push_onto_a_full_disk_fails_clearly(

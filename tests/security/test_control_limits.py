@@ -24,8 +24,6 @@ from engine.run.peergate import MAX_UNADMITTED_PER_PEER
 from tests.security.helpers import (
     engine_addr,
     rogues,
-    swjob_run_background,
-    wait_printed,
     waiting_run,
 )
 from tests.support.engines import engine_with
@@ -114,29 +112,29 @@ def rss_mb(pid: int) -> float:
 
 
 async def test_hundred_hostile_connections_leave_memory_bounded_and_the_run_completes(
-    tmp_path, make_job, record_fault
+    tmp_path, make_job, clis, record_fault
 ) -> None:
     go = tmp_path / "go"
     job = make_job(run=waiting_run(go, after="echo landed > out.txt"), outputs=["out.txt"])
-    with swjob_run_background(tmp_path, job.source) as (proc, out):
-        await wait_printed(out, "run | started", proc)
-        before = rss_mb(proc.pid)
-        addr = engine_addr(Path(os.environ["SWJOB_STATE_DIR"]))
-        started = time.monotonic()
-        async with rogues(ROGUES) as eps:
-            attack = asyncio.gather(
-                *(oversize(eps[i % ROGUES], addr) for i in range(HOSTILE)),
-                return_exceptions=True,
-            )
-            peak = before
-            while not attack.done():  # the highest RSS while the attack lasts
-                peak = max(peak, rss_mb(proc.pid))
-                await asyncio.wait([attack], timeout=0.05)
-            reasons = attack.result()
-        took = time.monotonic() - started
-        go.touch()
-        code = await asyncio.to_thread(proc.wait, 60)
-    printed = out.read_text(errors="replace")
+    cli = clis("run", str(job.source), "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    await eventually_async(lambda: cli.has_printed("run | started"))
+    before = rss_mb(cli.pid)
+    addr = engine_addr(Path(os.environ["SWJOB_STATE_DIR"]))
+    started = time.monotonic()
+    async with rogues(ROGUES) as eps:
+        attack = asyncio.gather(
+            *(oversize(eps[i % ROGUES], addr) for i in range(HOSTILE)),
+            return_exceptions=True,
+        )
+        peak = before
+        while not attack.done():  # the highest RSS while the attack lasts
+            peak = max(peak, rss_mb(cli.pid))
+            await asyncio.wait([attack], timeout=0.05)
+        reasons = attack.result()
+    took = time.monotonic() - started
+    go.touch()
+    code = await asyncio.to_thread(cli.wait, 60)
+    printed = cli.output()
     (run_dir,) = (tmp_path / "runs").glob("*/*")
     said = [str(r) for r in reasons]
     assert all(isinstance(r, str) for r in reasons), {r for r in said if "closed by" not in r}

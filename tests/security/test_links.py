@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 
-from tests.reliability.helpers import swjob_run
+from tests.support.cli import swjob_run
 from tests.unit.test_link_resolution import CHAIN
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.helpers import swjob_run
+from tests.support.cli import swjob_run
 
 pytestmark = [pytest.mark.timeout(90)]
 

@@ -6,7 +6,7 @@ more) may show in what `swjob run` printed, in the run's logs or in its events."
 from __future__ import annotations
 
 from agent.lines import MAX_LINE
-from tests.reliability.helpers import swjob_run
+from tests.support.cli import swjob_run
 from tests.unit.test_redact_shapes import PEM, SECRET, pieces
 
 

@@ -16,10 +16,9 @@ from agent.protocol import CTL_ALPN, Channel, Hello, NodeFacts, Reject
 from tests.security.helpers import (
     engine_addr,
     rogues,
-    swjob_run_background,
-    wait_printed,
     waiting_run,
 )
+from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.timeout(90)]
 
@@ -32,22 +31,22 @@ ROGUE_RUN_ID = "x\x1b[2J\x1b]52;c;ZXZpbA==\x07\nCOMPLETED peer-fake"
 
 
 async def test_job_output_and_peer_text_reach_the_terminal_visible(
-    tmp_path, make_job, record_fault
+    tmp_path, make_job, clis, record_fault
 ) -> None:
     go = tmp_path / "go"
     job = make_job(run=waiting_run(go, before=f"{HOSTILE_PRINT}; {HOSTILE_PRINT} >&2"))
-    with swjob_run_background(tmp_path, job.source) as (proc, out):
-        await wait_printed(out, "evil", proc)
-        async with rogues(1) as (ep,):
-            conn = await ep.connect(engine_addr(Path(os.environ["SWJOB_STATE_DIR"])), CTL_ALPN)
-            bi = await conn.open_bi()
-            channel = Channel(bi.recv(), bi.send())
-            await channel.send(Hello(run_id=ROGUE_RUN_ID, token="t", facts=FACTS))
-            assert await asyncio.wait_for(channel.recv(), 10) == Reject(reason="unknown run")
-        await wait_printed(out, "peer-fake", proc)
-        go.touch()
-        code = await asyncio.to_thread(proc.wait, 60)
-    printed = out.read_bytes()
+    cli = clis("run", str(job.source), "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    await eventually_async(lambda: cli.has_printed("evil"))
+    async with rogues(1) as (ep,):
+        conn = await ep.connect(engine_addr(Path(os.environ["SWJOB_STATE_DIR"])), CTL_ALPN)
+        bi = await conn.open_bi()
+        channel = Channel(bi.recv(), bi.send())
+        await channel.send(Hello(run_id=ROGUE_RUN_ID, token="t", facts=FACTS))
+        assert await asyncio.wait_for(channel.recv(), 10) == Reject(reason="unknown run")
+    await eventually_async(lambda: cli.has_printed("peer-fake"))
+    go.touch()
+    code = await asyncio.to_thread(cli.wait, 60)
+    printed = cli.out_path.read_bytes()
     assert code == 0, printed
     assert b"\x1b" not in printed and b"\x07" not in printed and b"\x9b" not in printed
     text = printed.decode()

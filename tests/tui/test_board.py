@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from engine.engine import Engine
 from engine.jobs.jobspec import load_job
-from tests.reliability.swjob_procs import clis, only_run_dir, waiting_job
 from tests.support.engines import engine_config
+from tests.support.runs import only_run_dir, waiting_job
 from tests.support.waiting import eventually
 from tests.tui.conftest import HELLO, REPO, booted, finished, screen_text, toasts, until
 from tui import history
@@ -18,7 +18,6 @@ from tui.widgets.log_view import LogView
 from tui.widgets.run_preview import RunPreview
 
 SMALL = (80, 24)
-__all__ = ["clis"]  # a fixture: real `swjob` processes, killed and reaped after the test
 
 
 def preview_text(app: SwjobApp) -> str:

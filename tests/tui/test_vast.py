@@ -10,9 +10,9 @@ import pytest
 
 from engine.engine import Engine
 from engine.state.ledger import Ledger
-from tests.integration.vast_fixtures import bootstrap, gpu_pool, provider
 from tests.standin.server import StandIn
 from tests.support.engines import engine_config
+from tests.support.vast import bootstrap, gpu_pool, provider
 from tests.tui.conftest import SIZE, booted, finished, screen_text, toasts, until
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen

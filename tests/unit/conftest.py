@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from tests.unit.full_disk import small_disk  # noqa: F401  (fixture)
+from tests.support.disks import small_disk  # noqa: F401  (fixture)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agent.journal import Journal
 from agent.protocol import LogBatch, LogLine, NodeFault, Step, StepStarted, Stream, decode
-from tests.unit.full_disk import Disk
+from tests.support.disks import Disk
 
 
 def batch(n: int, width: int = 100) -> LogBatch:

@@ -24,7 +24,7 @@ from agent.protocol import (
 )
 from agent.redact import MASK
 from agent.supervisor import TOKEN_ENV, Supervisor
-from tests.unit.full_disk import Disk
+from tests.support.disks import Disk
 
 SECRET = "hunter2-very-secret-value"
 

@@ -1,5 +1,5 @@
-"""Fixtures of the fault-injection suite, and the closing table it prints: for every fault a
-test injected, how long detection took, the outcome, and what (if anything) was lost."""
+"""The fault table the reliability and red-team tests print at the end of a run: for every
+fault a test injected, how long detection took, the outcome, and what (if anything) was lost."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.reliability.swjob_procs import clis  # noqa: F401  (shared fixture)
+__all__ = ["pytest_terminal_summary", "record_fault"]
 
 _FAULTS: list[tuple[str, str, str, str]] = []
 

@@ -1,4 +1,5 @@
-"""Shared pieces of the Vast.ai tests: the stand-in fixture body, pools, a fast provider."""
+"""Shared pieces of the Vast.ai tests: the stand-in (the `api` fixture's body), pools on it,
+a provider with fast retries, a bootstrap for it."""
 
 from __future__ import annotations
 

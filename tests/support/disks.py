@@ -1,4 +1,4 @@
-"""A real full disk for unit tests: a tiny tmpfs, filled to its last byte.
+"""Real small disks for tests: a tmpfs of a given size, and one filled to its last byte.
 
 ENOSPC is the error a job that fills its node's disk causes; simulating it with a
 mock would test the mock. Mounting needs root (these machines have it); without
