@@ -3,11 +3,11 @@
 A job may print anything: invalid UTF-8, `\\r` progress bars, a megabyte without a
 newline, or 200k lines in a second. `LineSplitter` makes lines out of that (each
 `\\r\\n`, `\\r` or `\\n` ends a line; a line longer than `max_line` characters is cut
-into pieces; bad bytes become U+FFFD) and redacts them (a long line before it is cut:
-a pending piece is cut only once `redact.overlap` more characters have arrived, so a
-secret straddling the cut is masked whole). `LogBatcher` groups lines into `LogBatch`
-events — at most every `interval` seconds or every `max_lines` lines — so a flood
-becomes a few hundred frames, and writes the same lines to the step's `StepLog`.
+into pieces; bad bytes become U+FFFD) and redacts them (a long line is cut only once
+`redact.overlap` more characters have arrived past the cut, and never through a
+secret, so one straddling the cut is masked whole). `LogBatcher` groups lines into
+`LogBatch` events — at most every `interval` seconds or every `max_lines` lines — so a
+flood becomes a few hundred frames, and writes the same lines to the step's `StepLog`.
 
 The events are what matters; the node-side file is a copy. A job may fill the
 node's disk, so a failing log write never stops the events: it is reported once,
@@ -52,11 +52,9 @@ class LineSplitter:
         parts = _NEWLINE.split(text[: len(text) - len(held)])
         self._pending = parts.pop() + held
         lines = self._cap(parts)
-        if len(self._pending) > self._max + self._redact.overlap:
-            self._pending = self._redact(self._pending)
-            while len(self._pending) > self._max + self._redact.overlap:
-                lines.append(self._pending[: self._max])
-                self._pending = self._pending[self._max :]
+        while len(self._pending) > self._max + self._redact.overlap:
+            piece, self._pending = self._redact.cut(self._pending, self._max)
+            lines.append(piece)
         return lines
 
     def finish(self) -> list[str]:

@@ -11,8 +11,8 @@ into lines before it is redacted: so each line of it (of at least 4 characters) 
 secret of its own, besides the whole. Values may overlap (one's end is another's
 start, or one is a prefix of another): every character inside any occurrence of any
 value is masked, so the union of overlapping occurrences becomes one mask. Text cut
-into pieces (a very long line) must be redacted before the cut, keeping `overlap`
-characters back (see agent/lines.py).
+into pieces (a very long line) is cut where no mask straddles the cut, with `overlap`
+characters kept after it (see agent/lines.py).
 """
 
 from __future__ import annotations
@@ -43,23 +43,51 @@ class Redactor:
         # slower, so it only scans text the plain pattern found a secret in
         self._every = re.compile(f"(?=({alternatives}))") if values else None
         self.overlap = max((len(v) for v in values), default=1) - 1
-        """How many characters a secret can reach past any cut: text about to be cut
-        is redacted with at least this much kept back after the cut point."""
+        """How many characters a secret can reach past any cut: text is cut (see `cut`)
+        only with at least this much after the cut point, so every secret that starts
+        before it is whole."""
 
     def __bool__(self) -> bool:
         return self._pattern is not None
 
     def __call__(self, text: str) -> str:
+        return _masked(text, self.spans(text))
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where `text` is masked: every occurrence of a secret, overlapping ones merged."""
         first = self._pattern.search(text) if self._pattern is not None else None
         if first is None:
-            return text
+            return []
         assert self._every is not None
-        shown: list[str] = []
-        masked_to = 0
+        spans: list[tuple[int, int]] = []
         for found in self._every.finditer(text, first.start()):
             start, end = found.span(1)
-            if start >= masked_to:  # past the current mask: a new one starts here
-                shown += [text[masked_to:start], MASK]
-            masked_to = max(masked_to, end)
-        shown.append(text[masked_to:])
-        return "".join(shown)
+            if spans and start < spans[-1][1]:  # inside the current mask: it may grow
+                spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+            else:
+                spans.append((start, end))
+        return spans
+
+    def cut(self, text: str, at: int) -> tuple[str, str]:
+        """`text` cut near `at`: (the head, masked; the rest, as it is). No mask straddles
+        the cut — it moves to the mask's start, or its end when the mask starts the text —
+        because a cut through a secret, or through the overlap of two, would leave a
+        piece of one in clear once the rest is masked on its own."""
+        spans = self.spans(text)
+        for start, end in spans:
+            if start < at < end:
+                at = start if start > 0 else end
+                break
+        return _masked(text[:at], [s for s in spans if s[1] <= at]), text[at:]
+
+
+def _masked(text: str, spans: list[tuple[int, int]]) -> str:
+    if not spans:
+        return text
+    shown: list[str] = []
+    kept_from = 0
+    for start, end in spans:
+        shown += [text[kept_from:start], MASK]
+        kept_from = end
+    shown.append(text[kept_from:])
+    return "".join(shown)

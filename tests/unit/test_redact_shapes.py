@@ -1,8 +1,9 @@
 """Secrets in every shape: each line of a multi-line value is masked on its
 own (whatever the line break), a secret straddling the 64 KiB line cut is masked whole
 whatever the sizes of the pieces the pipe delivers, overlapping values are masked as
-their union, a value that is a prefix of another leaves no tail, regex characters are
-literal, and empty or short (under 4 characters) values redact nothing."""
+their union (across the cut too), a value that is a prefix of another leaves no tail,
+regex characters are literal, and empty or short (under 4 characters) values redact
+nothing."""
 
 from __future__ import annotations
 
@@ -55,13 +56,34 @@ def test_visible_draws_controls_in_caret_notation() -> None:
     assert visible("x\ty") == "x       y" and visible("plain é 漢") == "plain é 漢"
 
 
+FIRST, SECOND = "Kq9vR2xL7mWp", "7mWpZe4sT0bN"  # FIRST's end is SECOND's start
+OVERLAPPING = f"{FIRST[:-4]}{SECOND}"  # both, printed as one run
+
+
 def test_overlapping_secrets_are_masked_as_their_union() -> None:
     """Two values sharing a stretch, printed as one run: neither may leave a piece out."""
-    first, second = "Kq9vR2xL7mWp", "7mWpZe4sT0bN"
-    text = f"{first[:-4]}{second}!"  # first's end is second's start
+    first, second = FIRST, SECOND
+    text = f"{OVERLAPPING}!"
     shown = Redactor([first, second])(text)
     assert shown == f"{MASK}!"
     assert pieces(first, shown, 4) == [] and pieces(second, shown, 4) == []
+
+
+@pytest.mark.parametrize("offset", [-20, -12, -9, -6, -3, -1, 0])
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_overlapping_secrets_across_the_line_cut_leave_no_piece(offset: int, chunk: int) -> None:
+    """The cut falls in or near the overlap: cutting after masking only FIRST (SECOND not
+    whole yet) would leave SECOND's tail in clear on the far side."""
+    max_line = 1000
+    data = ("a" * (max_line + offset) + OVERLAPPING + "b" * 3000 + "\n").encode()
+    splitter = LineSplitter(max_line=max_line, redact=Redactor([FIRST, SECOND]))
+    lines = [
+        line for i in range(0, len(data), chunk) for line in splitter.feed(data[i : i + chunk])
+    ]
+    text = "\n".join(lines + splitter.finish())
+    assert all(len(line) <= max_line for line in text.splitlines())
+    assert pieces(FIRST, text, 4) == [] and pieces(SECOND, text, 4) == []
+    assert MASK in text.replace("\n", "")  # positive control: the run was there, masked
 
 
 def test_a_secret_that_is_the_prefix_of_another_leaves_no_tail() -> None:
