@@ -1,8 +1,10 @@
 """Which records go on which stream: the plan both push and pull execute.
 
-Small things (directories, links, files up to `LARGE_MIN`) travel in walk order on
-stream 0, packed into batches; large files are cut into `CHUNK`-sized pieces dealt
-round-robin over all streams, so one big file uses several streams at once. What the
+Small things (directories, links, files up to `LARGE_MIN`) travel in walk order, in
+runs of about `BATCH_TARGET` bytes that become batches; large files are cut into
+`CHUNK`-sized pieces. Runs and chunks alike are dealt round-robin over all streams, so
+one big file uses several streams at once and a tree of small files is read,
+compressed and landed by one worker per stream, not one for the whole tree. What the
 receiver already verified (resume) is left out.
 """
 
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from agent.transfer.walk import Entry
 
 CHUNK = 4 * 1024 * 1024
+BATCH_TARGET = 4 * 1024 * 1024  # file bytes in one run of small things (one batch)
 LARGE_MIN = 8 * 1024 * 1024
 STREAMS = 4
 
@@ -45,21 +48,25 @@ def schedule(
     """Deal `entries` over `streams` streams, leaving out verified files and chunks."""
     plan = Schedule([[] for _ in range(streams)])
     done_chunks = done_chunks or {}
-    turn = 1 % streams
+    turn, run, run_bytes = 0, plan.streams[0], 0
     for entry in entries:
         if entry.path in done_files:
             plan.bytes_skipped += entry.size
             plan.files_skipped += entry.kind == "file"
             continue
         if not is_large(entry):
-            plan.streams[0].append([entry.kind, entry.path])
+            run.append([entry.kind, entry.path])
+            run_bytes += entry.size
+            if run_bytes >= BATCH_TARGET:  # this run is full: the next goes on the next stream
+                turn = (turn + 1) % streams
+                run, run_bytes = plan.streams[turn], 0
             continue
         have = done_chunks.get(entry.path, frozenset())
         for index in range(chunk_count(entry.size)):
             if index in have:
                 plan.bytes_skipped += min(CHUNK, entry.size - index * CHUNK)
                 continue
+            turn = (turn + 1) % streams
             plan.streams[turn].append(["chunk", entry.path, index])
             plan.chunks[entry.path] = plan.chunks.get(entry.path, 0) + 1
-            turn = (turn + 1) % streams
     return plan

@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from agent.transfer import wire
-from agent.transfer.compress import maybe_compress, maybe_compress_parts
+from agent.transfer.compress import DEFAULT_LEVEL, Pace, maybe_compress, maybe_compress_parts
 from agent.transfer.errors import TransferError
+from agent.transfer.memory import pin_mmap_threshold
 from agent.transfer.safety import check_link_target, check_parents, check_relpath, open_for_read
-from agent.transfer.schedule import CHUNK, LARGE_MIN, Item
+from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, Item
 from agent.transfer.zeros import all_zero, zero_sha
 
-BATCH_TARGET = 4 * 1024 * 1024
 WRITE_PIECE = 1024 * 1024  # the binding sends 1 MiB writes faster than larger ones
-_QUEUE = 2
+_QUEUE = 1  # packets built ahead of the one being written: bounds memory per stream
 
 
 @dataclass
@@ -40,6 +40,8 @@ class Packet:
     chunk_of: str | None = None
     hashes: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # path → why it was not sent
+    compressed: bool = False
+    pack_s: float = 0.0  # how long it took to build (read, hash, compress)
 
 
 class Changed(TransferError):
@@ -181,7 +183,7 @@ def _read_chunk(fd: int, st: os.stat_result, index: int) -> list[bytes] | int:
     return sum(map(len, pieces)) if pieces and all(map(all_zero, pieces)) else pieces
 
 
-def _chunk_packet(root: Path, path: str, index: int) -> Packet:
+def _chunk_packet(root: Path, path: str, index: int, level: int) -> Packet:
     check_relpath(path)
     try:
         st, data = read_stable(root, path, lambda fd, st: _read_chunk(fd, st, index))
@@ -200,25 +202,31 @@ def _chunk_packet(root: Path, path: str, index: int) -> Packet:
     for piece in data:
         digest.update(piece)
     nbytes = sum(map(len, data))
-    payload, packed = maybe_compress_parts(data, path)
+    payload, packed = maybe_compress_parts(data, path, level)
     meta |= {"n": nbytes, "z": packed, "h": digest.hexdigest()}
-    head = wire.meta(meta) + wire.HEADER.pack(wire.DATA, sum(map(len, payload)))
-    return Packet([head, *payload], nbytes, 0, path, chunk_of=path)
+    head = wire.meta(meta) + wire.header(wire.DATA, sum(map(len, payload)))
+    return Packet([head, *payload], nbytes, 0, path, chunk_of=path, compressed=packed)
 
 
-def build_packet(root: Path, items: list[Item], start: int) -> tuple[Packet, int]:
-    """The packet for `items[start:]` and the index after it (runs in a worker thread)."""
+def build_packet(
+    root: Path, items: list[Item], start: int, level: int = DEFAULT_LEVEL
+) -> tuple[Packet, int]:
+    """The packet for `items[start:]` and the index after it (runs in a worker thread),
+    compressed at zstd `level` where that pays."""
     packet, parts, i = Packet([]), [], start
     try:
         if items[start][0] == "chunk":
-            return _chunk_packet(root, items[start][1], int(items[start][2])), start + 1
+            return _chunk_packet(root, items[start][1], int(items[start][2]), level), start + 1
         while i < len(items) and items[i][0] != "chunk" and packet.nbytes < BATCH_TARGET:
             parts.append(_small_record(root, items[i], packet))
             i += 1
     except OSError as exc:
         raise TransferError(f"cannot read {items[i][1]!r}: {exc.strerror or exc}") from None
-    payload, packed = maybe_compress(b"".join(parts))
-    packet.parts = [wire.frame(wire.ZBATCH if packed else wire.BATCH, payload)]
+    body = b"".join(parts)
+    parts.clear()  # the body holds these bytes now: not twice in memory while it is packed
+    payload, packed = maybe_compress(body, level=level)
+    packet.compressed = packed
+    packet.parts = [wire.header(wire.ZBATCH if packed else wire.BATCH, len(payload)), payload]
     return packet, i
 
 
@@ -250,13 +258,17 @@ async def send_items(
     on_packet: Callable[[Packet], None] = lambda p: None,
 ) -> None:
     """Write the packets for `items`, building the next one while the current one is sent."""
+    pin_mmap_threshold()
     queue: asyncio.Queue[Packet | BaseException | None] = asyncio.Queue(_QUEUE)
+    pace = Pace()
 
     async def produce() -> None:
         i = 0
         try:
             while i < len(items):
-                packet, i = await asyncio.to_thread(build_packet, root, items, i)
+                started = time.perf_counter()
+                packet, i = await asyncio.to_thread(build_packet, root, items, i, pace.level)
+                packet.pack_s = time.perf_counter() - started
                 await queue.put(packet)
             await queue.put(None)
         except Exception as exc:
@@ -267,7 +279,10 @@ async def send_items(
         while (packet := await queue.get()) is not None:
             if isinstance(packet, BaseException):
                 raise packet
+            started = time.perf_counter()
             await write_parts(write, packet.parts)
+            if packet.compressed:
+                pace.observe(packet.pack_s, time.perf_counter() - started)
             on_packet(packet)
     finally:
         producer.cancel()

@@ -49,10 +49,15 @@ class Readable(Protocol):
     async def read_exact(self, size: int) -> bytes: ...
 
 
+def header(kind: int, size: int) -> bytes:
+    """A frame's header alone, for a body sent as it is (a large body is not copied)."""
+    if size > MAX_FRAME:
+        raise WireError(f"frame of {size} bytes exceeds {MAX_FRAME}")
+    return HEADER.pack(kind, size)
+
+
 def frame(kind: int, body: bytes) -> bytes:
-    if len(body) > MAX_FRAME:
-        raise WireError(f"frame of {len(body)} bytes exceeds {MAX_FRAME}")
-    return HEADER.pack(kind, len(body)) + body
+    return header(kind, len(body)) + body
 
 
 def meta(obj: dict[str, Any]) -> bytes:

@@ -8,9 +8,16 @@ import os
 import pytest
 
 from agent.transfer import Progress, wire
-from agent.transfer.compress import decompress, maybe_compress
+from agent.transfer.compress import (
+    DEFAULT_LEVEL,
+    LEVEL_ENV,
+    MAX_LEVEL,
+    Pace,
+    decompress,
+    maybe_compress,
+)
 from agent.transfer.progress import ProgressMeter
-from agent.transfer.schedule import CHUNK, LARGE_MIN, schedule
+from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, schedule
 from agent.transfer.walk import Entry
 
 
@@ -124,6 +131,19 @@ def test_schedule_spreads_chunks_and_skips_verified() -> None:
     assert plan.files_skipped == 1 and plan.bytes_skipped == 10 + CHUNK
 
 
+def test_schedule_deals_runs_of_small_files_over_all_streams_in_walk_order() -> None:
+    """Ten 1 MiB files make runs of BATCH_TARGET bytes, one per stream in turn, so a tree
+    of small files is packed and landed by every stream's worker, not by stream 0's alone."""
+    per_run = BATCH_TARGET // (1 << 20)
+    files = [Entry(f"f{i:02}", "file", 1 << 20) for i in range(10)]
+    plan = schedule([Entry("d", "dir"), *files], streams=4)
+    runs = [[item[1] for item in stream] for stream in plan.streams]
+    names = ["d", *(e.path for e in files)]
+    assert runs[0] == names[: per_run + 1]  # the dir has no bytes: it rides in the first run
+    assert runs[1] == names[per_run + 1 : 2 * per_run + 1]
+    assert runs[2] == names[2 * per_run + 1 :] and runs[3] == []
+
+
 def test_progress_is_throttled_and_ends_with_done() -> None:
     seen: list[Progress] = []
     now = [0.0]
@@ -135,3 +155,29 @@ def test_progress_is_throttled_and_ends_with_done() -> None:
     assert 9 <= len(seen) <= 12
     assert seen[-1].done and seen[-1].bytes_done == 1000 and seen[-1].eta_s == 0.0
     assert seen[-2].rate_bps == pytest.approx(1000, rel=0.2)
+
+
+def test_pace_packs_harder_while_the_link_is_slower_and_faster_while_packing_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(LEVEL_ENV, raising=False)
+    pace = Pace()
+    assert pace.level == DEFAULT_LEVEL
+    levels = []
+    for _ in range(MAX_LEVEL + 2):  # a slow link: each packet waits on the wire
+        pace.observe(pack_s=0.1, write_s=0.3)
+        levels.append(pace.level)
+    assert levels == sorted(levels) and levels[-1] == MAX_LEVEL
+    pace.observe(pack_s=0.1, write_s=0.12)  # within the slack: stays
+    assert pace.level == MAX_LEVEL
+    for _ in range(MAX_LEVEL + 2):  # a fast link: the packer is the slow side
+        pace.observe(pack_s=0.3, write_s=0.1)
+    assert pace.level == 1
+
+
+def test_a_pinned_level_is_kept_whatever_the_pace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LEVEL_ENV, "7")
+    pace = Pace()
+    pace.observe(pack_s=0.3, write_s=0.1)
+    pace.observe(pack_s=0.1, write_s=0.3)
+    assert pace.level == 7

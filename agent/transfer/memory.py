@@ -1,0 +1,35 @@
+"""Large transfer buffers go back to the OS when freed, instead of lingering in malloc's arenas.
+
+glibc serves an allocation above its mmap threshold with a mapping of its own and unmaps
+it on free, but it raises that threshold to the size of each such block freed (up to
+32 MiB). After the first few packets every batch body, compressed payload and joined
+chunk is then carved from the arena of the worker thread that built it, and with a
+packet builder per stream those arenas keep tens of MB each between packets (the
+operator's peak RSS on a site-packages push: 212 MB; 164 MB with the threshold pinned).
+Pinning it just above a chunk keeps the 1 MiB pieces in the heap, where they are reused
+without page faults, and sends only the larger buffers to mmap (pinning it at 1 MiB
+saves more memory but costs ~15 % more CPU in page faults). Elsewhere than glibc
+(macOS, musl) there is nothing to pin.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from agent.transfer.schedule import CHUNK
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+THRESHOLD = CHUNK + 64 * 1024
+_pinned: list[bool] = []
+
+
+def pin_mmap_threshold() -> None:
+    """Pin glibc's mmap threshold for this process (once; a no-op without glibc)."""
+    if _pinned:
+        return
+    _pinned.append(True)
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_MMAP_THRESHOLD, THRESHOLD)
