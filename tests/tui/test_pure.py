@@ -290,3 +290,30 @@ def test_the_detail_says_when_the_last_live_sync_landed_and_what_it_held() -> No
     assert "attempt" not in text
     second = view.model_copy(update={"attempt": 2, "attempts": 3})
     assert "pool spot  attempt 2/3  elapsed" in rendered(summary(second, at))
+
+
+def test_a_job_s_row_is_its_latest_attempt_at_the_cost_of_all_of_them() -> None:
+    from datetime import UTC, datetime
+
+    from engine.report.views import RunView
+    from tui.chains import ChainRows
+    from tui.widgets.jobs_table import cells
+
+    at = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
+
+    def attempt(run_id: str, n: int, cost: float) -> RunView:
+        return RunView(
+            run_id=run_id, job_name="j", pool="spot", state="FAILED" if n == 1 else "RUNNING",
+            phase="done" if n == 1 else "run", created=at, updated=at, run_dir=Path("/r"),
+            attempt=n, attempts=3, first_run=None if n == 1 else "a1", cost_dollars=cost,
+        )  # fmt: skip
+
+    rows = ChainRows()
+    first, second = attempt("a1", 1, 0.25), attempt("a2", 2, 0.5)
+    rows.see([first])
+    assert rows.is_latest(first) and rows.replaced() == {}
+    rows.see([second])
+    assert not rows.is_latest(first) and rows.replaced() == {"a1": "a2"}
+    row = cells(second, at, cost=rows.cost(second))
+    assert row["step"] == "run 2/3" and row["cost"] == "$0.750"
+    assert cells(first, at)["step"] == "done 1/3" and cells(first, at)["cost"] == "$0.250"

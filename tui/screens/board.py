@@ -1,5 +1,6 @@
-"""The board: pools and their nodes on top, every run (live and history) below, and a
-live preview of the selected run under the table.
+"""The board: pools and their nodes on top, every job (live and history) below, and a
+live preview of the selected run under the table. A job that took several attempts is
+one row, its latest attempt's (tui/chains.py); the job detail lists its attempts.
 
 The table's cursor picks the run that `s`, `o`, `l` and enter act on (and the
 preview shows). Refreshes come from the app's tick (`RunsUpdated`): only the runs
@@ -17,6 +18,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from engine.api import RunView
 from tui.api import Clock, EngineAPI
+from tui.chains import ChainRows
 from tui.feed import Feed
 from tui.messages import OpenRun, RunsUpdated
 from tui.owners import owner
@@ -66,6 +68,7 @@ class BoardScreen(Screen[None]):
         self.to_select: str | None = None  # a submitted run whose row is not there yet
         self._followed: set[str] = set()  # unfinished runs another process drives (or none)
         self._busy: dict[str, tuple[int, int]] = {}
+        self.chains = ChainRows()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -101,11 +104,16 @@ class BoardScreen(Screen[None]):
     def _matches(self, run: RunView) -> bool:
         term = self._term()
         return not term or any(
-            term in s.lower() for s in (run.job_name, run.run_id, run.state, run.pool)
+            term in s.lower() for s in (run.job_name, run.run_id, run.chain_id, run.state, run.pool)
         )
 
+    def _rows(self, runs: list[RunView]) -> list[RunView]:
+        """The runs that are rows: each job's latest attempt, if the filter lets it."""
+        self.chains.see(runs)
+        return [r for r in runs if self.chains.is_latest(r) and self._matches(r)]
+
     def refresh_all(self) -> None:
-        runs = [r for r in self.engine.runs() if self._matches(r)]
+        runs = self._rows(self.engine.runs())
         self._redraw(runs, keep={r.run_id for r in runs})
 
     def _redraw(self, runs: list[RunView], keep: set[str] | None = None) -> None:
@@ -116,7 +124,12 @@ class BoardScreen(Screen[None]):
             self._refresh_pools()
             if keep is not None:
                 table.keep_only(keep)
-            table.upsert(runs, self._marks(runs))
+            replaced = self.chains.replaced()  # a next attempt takes its job's row
+            if table.selected in replaced:
+                self.to_select = replaced[table.selected]
+            table.drop(set(replaced))
+            costs = {r.run_id: self.chains.cost(r) for r in runs if r.attempts > 1}
+            table.upsert(runs, self._marks(runs), costs)
             self._refresh_selection()
             self._refresh_hint()
 
@@ -175,8 +188,7 @@ class BoardScreen(Screen[None]):
         """Update only the changed runs' rows; elapsed times of live runs tick too."""
         ids = set(self.feed.take_dirty()) | {r.run_id for r in self.engine.running()}
         ids |= self._followed
-        runs = [run for rid in ids if (run := self.engine.run(rid)) and self._matches(run)]
-        self._redraw(runs)
+        self._redraw(self._rows([run for rid in ids if (run := self.engine.run(rid))]))
 
     @on(DataTable.RowHighlighted)
     def _row_highlighted(self) -> None:

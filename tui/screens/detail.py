@@ -1,4 +1,5 @@
-"""Job detail: summary, FSM timeline, transfer bars and the live log of one run."""
+"""Job detail: summary, the job's attempts, FSM timeline, transfer bars and the live log
+of one run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from textual.widgets import Footer, Header, Static
 from engine.api import RunView
 from tui import history
 from tui.api import Clock, EngineAPI
+from tui.attempts import attempts_text, neighbour
 from tui.feed import Feed
 from tui.live import forwards_text
 from tui.messages import RunsUpdated
@@ -66,6 +68,22 @@ class DetailScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="swjob.detail.back"),
         Binding("l", "logs", "Logs", id="swjob.detail.logs"),
+        Binding(
+            "left_square_bracket",
+            "attempt(-1)",
+            "Previous attempt",
+            key_display="[",
+            show=False,
+            id="swjob.detail.previous_attempt",
+        ),
+        Binding(
+            "right_square_bracket",
+            "attempt(1)",
+            "Next attempt",
+            key_display="]",
+            show=False,
+            id="swjob.detail.next_attempt",
+        ),
     ]
 
     def __init__(
@@ -78,12 +96,15 @@ class DetailScreen(Screen[None]):
         self.past: history.Past | None = None  # a finished run, read back from its events
         self._shown: tuple[object, ...] = ()
         self._timeline_shown: tuple[object, ...] = ()
+        self.chain: list[RunView] = []  # the job's attempts, oldest first (tui/attempts.py)
+        self._chain_key: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="summary")
         yield GpuPanel(id="gpus")
         yield Static(id="forwards")
+        yield Static(id="attempts")
         yield Timeline(self.clock, id="timeline")
         yield Transfers(id="transfers")
         yield LogPane(self.feed.cap, id="logpane")
@@ -125,6 +146,7 @@ class DetailScreen(Screen[None]):
         if key == self._shown:
             return
         self._shown = key
+        self._refresh_attempts(run)
         self.sub_title = f"{run.job_name} · {run.run_id}"
         self.query_one("#summary", Static).update(summary(run, self.clock(), waiting, driver))
         self.query_one(GpuPanel).show(run)
@@ -133,6 +155,34 @@ class DetailScreen(Screen[None]):
         shown.update(forwards)
         self.query_one(Transfers).show(run.transfers)
         self.query_one(LogView).set_label(f"{run.job_name} · {run.run_id} · {run.state}")
+
+    def _refresh_attempts(self, run: RunView) -> None:
+        """List the job's attempts when it took several; read again only when this one's
+        state or step changes (a next attempt starts as this one ends)."""
+        key = (run.state, run.phase, run.attempts)
+        if key == self._chain_key:
+            return
+        self._chain_key = key
+        if run.attempts > 1:
+            runs = [r for r in self.engine.runs() if r.chain_id == run.chain_id]
+            self.chain = sorted(runs, key=lambda r: r.attempt)
+        shown = self.query_one("#attempts", Static)
+        shown.display = len(self.chain) > 1
+        shown.update(attempts_text(self.chain, run.run_id) if shown.display else "")
+        self.refresh_bindings()
+
+    def action_attempt(self, step: int) -> None:
+        """Show the attempt before or after this one (the board shows only the latest)."""
+        target = neighbour(self.chain, self.run_id or "", step)
+        if target is not None:
+            screen = DetailScreen(self.engine, self.clock, self.feed, target)
+            self.app.switch_screen(screen)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "attempt":
+            step = parameters[0] if parameters else 0
+            return neighbour(self.chain, self.run_id or "", int(step)) is not None or None
+        return True
 
     @on(RunsUpdated)
     def _updated(self) -> None:

@@ -1,4 +1,5 @@
-"""The board's jobs table: one row per run, keyed by run id, updated cell by cell.
+"""The board's jobs table: one row per job, keyed by the run id of its latest attempt
+(tui/chains.py), updated cell by cell.
 
 Rows are never rebuilt on a change: a tick updates only the cells of the runs that
 changed (dolphie's process list does the same), so the cursor and scroll stay put.
@@ -68,12 +69,17 @@ def short_id(run_id: str) -> str:
     return run_id.rsplit("-", 1)[-1]
 
 
-def cells(run: RunView, now: datetime, mark: str | None = None) -> dict[str, str | Text]:
+def cells(
+    run: RunView, now: datetime, mark: str | None = None, cost: float | None = None
+) -> dict[str, str | Text]:
     """The row's cells; `mark` replaces the step when the run is not simply at one
-    ("queued" for a free node, "elsewhere"/"no owner" when this console does not drive it)."""
+    ("queued" for a free node, "elsewhere"/"no owner" when this console does not drive it).
+    A later attempt's row says which (`run 2/3`) and costs `cost`, its whole job's."""
     end = run.finished or now
     node = fmt.short_node_id(run.node) if run.node else "—"
     step = "done" if run.terminal and run.phase == "done" else run.phase
+    if run.attempts > 1:
+        step = f"{step} {run.attempt}/{run.attempts}"
     if spark := row_sparkline(run):  # the GPU's recent utilisation, while it runs
         step = f"{step} {spark}"
     name: str | Text = run.job_name
@@ -87,7 +93,7 @@ def cells(run: RunView, now: datetime, mark: str | None = None) -> dict[str, str
         "node": node,
         "elapsed": fmt.duration(end - run.created),
         "exit": "—" if run.exit_code is None else str(run.exit_code),
-        "cost": money(run.cost_dollars),
+        "cost": money(run.cost_dollars if cost is None else cost),
     }
 
 
@@ -132,11 +138,17 @@ class JobsTable(DataTable[str | Text]):
         if selected is not None:
             self.select(selected)
 
-    def upsert(self, runs: list[RunView], marks: dict[str, str] | None = None) -> None:
-        """Update the rows of these runs; add new ones and keep newest first."""
-        now, added, marks = self.clock(), False, marks or {}
+    def upsert(
+        self,
+        runs: list[RunView],
+        marks: dict[str, str] | None = None,
+        costs: dict[str, float | None] | None = None,
+    ) -> None:
+        """Update the rows of these runs (`costs`: a job's cost, by its row's run id); add
+        new ones and keep newest first."""
+        now, added, marks, costs = self.clock(), False, marks or {}, costs or {}
         for run in runs:
-            row = cells(run, now, marks.get(run.run_id))
+            row = cells(run, now, marks.get(run.run_id), costs.get(run.run_id))
             self._rows[run.run_id] = row
             if run.run_id in self._created:
                 for column, value in self._shown(row, run.run_id).items():
@@ -173,7 +185,11 @@ class JobsTable(DataTable[str | Text]):
 
     def keep_only(self, run_ids: set[str]) -> None:
         """Drop rows not in `run_ids` (the board's filter)."""
-        for run_id in [rid for rid in self._created if rid not in run_ids]:
+        self.drop({rid for rid in self._created if rid not in run_ids})
+
+    def drop(self, run_ids: set[str]) -> None:
+        """Remove these runs' rows (a filtered-out run, an attempt a later one replaced)."""
+        for run_id in [rid for rid in self._created if rid in run_ids]:
             del self._created[run_id]
             del self._rows[run_id]
             self.remove_row(run_id)
