@@ -17,7 +17,8 @@ HINT = "[ ] previous / next attempt"
 
 
 def attempts_text(chain: list[RunView], shown: str) -> Text:
-    """One line per attempt (the one shown marked), then the job's cost and the keys."""
+    """One line per attempt (the one shown marked), then what they cost in all and the
+    keys."""
     text = Text()
     for run in chain:
         here = run.run_id == shown
@@ -26,12 +27,15 @@ def attempts_text(chain: list[RunView], shown: str) -> Text:
             f"attempt {run.attempt}/{run.attempts}  {run.run_id}  ", style="bold" if here else ""
         )
         text.append_text(fmt.state_text(run.state))
-        text.append(f"  {money(run.cost_dollars)}")
+        if run.cost_dollars is not None:  # a node with a price (a rented one)
+            text.append(f"  {money(run.cost_dollars)}")
         if run.state == "FAILED" and run.reason:
             text.append(f"  {fmt.one_line(run.reason)}", style="dim")
         text.append("\n")
     costs = [r.cost_dollars for r in chain if r.cost_dollars is not None]
-    text.append(f"all attempts {money(sum(costs) if costs else None)}", style="bold")
+    text.append(f"{len(chain)} attempts", style="bold")
+    if costs:
+        text.append(f", {money(sum(costs))} in all", style="bold")
     return text.append(f"  ·  {HINT}", style="dim")
 
 

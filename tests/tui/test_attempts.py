@@ -48,7 +48,7 @@ async def test_a_job_retried_is_one_row_and_its_detail_lists_both_attempts(
         await until(pilot, lambda: isinstance(app.screen, DetailScreen))
         listed = str(app.screen.query_one("#attempts").render())
         assert f"attempt 1/2  {first.run_id}" in listed and "node lost" in listed
-        assert f"▸ attempt 2/2  {second}" in listed and "all attempts" in listed
+        assert f"▸ attempt 2/2  {second}" in listed and "2 attempts" in listed
         await pilot.press("right_square_bracket")  # there is none after the latest
         assert app.screen.run_id == second
         await pilot.press("left_square_bracket")

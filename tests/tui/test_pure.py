@@ -296,6 +296,7 @@ def test_a_job_s_row_is_its_latest_attempt_at_the_cost_of_all_of_them() -> None:
     from datetime import UTC, datetime
 
     from engine.report.views import RunView
+    from tui.attempts import attempts_text, neighbour
     from tui.chains import ChainRows
     from tui.widgets.jobs_table import cells
 
@@ -317,3 +318,9 @@ def test_a_job_s_row_is_its_latest_attempt_at_the_cost_of_all_of_them() -> None:
     row = cells(second, at, cost=rows.cost(second))
     assert row["step"] == "run 2/3" and row["cost"] == "$0.750"
     assert cells(first, at)["step"] == "done 1/3" and cells(first, at)["cost"] == "$0.250"
+    listed = rendered(attempts_text([first, second], "a2"))
+    assert "  attempt 1/3  a1  FAILED  $0.250" in listed and "▸ attempt 2/3  a2  RUNNING" in listed
+    assert "2 attempts, $0.750 in all" in listed
+    assert (
+        neighbour([first, second], "a2", -1) == "a1" and neighbour([first, second], "a2", 1) is None
+    )

@@ -44,6 +44,13 @@ def recorded(engine: Engine) -> Engine:
     return with_history(engine, DATA / "runs")
 
 
+@pytest.fixture
+def recorded_chain(engine: Engine) -> Engine:
+    """The engine with a job that took two attempts as its history (recorded on the local
+    pool: attempt 1's node killed after a live sync, attempt 2 resumed from it)."""
+    return with_history(engine, DATA / "chain")
+
+
 LEAK = (
     "could not confirm that Vast.ai instance 4242 is destroyed (HTTP 500); "
     "it may still be billing: run `swjob gc`"
@@ -140,6 +147,32 @@ def test_job_detail(snap_compare, recorded: Engine) -> None:
         await until(pilot, lambda: pilot.app.screen.query_one("#log").line_count == 3)
 
     assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
+
+
+def test_board_with_a_retried_job(snap_compare, recorded_chain: Engine) -> None:
+    """A job that took two attempts is one row: its latest attempt's, `done 2/2`."""
+
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        await until(pilot, lambda: pilot.app.screen.query_one("#jobs").row_count == 1)
+        log = pilot.app.screen.query_one("#run-preview").query_one("#log")
+        await until(pilot, lambda: log.line_count == 1)
+        await pilot.pause(0.2)
+
+    assert snap_compare(app_on(recorded_chain), terminal_size=(120, 30), run_before=ready)
+
+
+def test_job_detail_of_a_retried_job(snap_compare, recorded_chain: Engine) -> None:
+    """The detail of the latest attempt lists both attempts, why the first ended."""
+
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: pilot.app.screen.query_one("#log").line_count == 1)
+        await until(pilot, lambda: pilot.app.screen.query_one("#attempts").display)
+        await pilot.pause(0.2)
+
+    assert snap_compare(app_on(recorded_chain), terminal_size=SIZE, run_before=ready)
 
 
 def test_job_detail_with_transfers(snap_compare, recorded: Engine) -> None:
