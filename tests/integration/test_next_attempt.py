@@ -16,15 +16,11 @@ from rich.console import Console
 from engine.cli.runlist import print_runs
 from engine.report import events as ev
 from tests.support.engines import engine_with
+from tests.support.jobs import RESUMING
 from tests.support.runs import run_json
 from tests.support.tap import Tap
 
 pytestmark = pytest.mark.timeout(90)
-
-RESUMING = (
-    'if [ -e ck/last.txt ]; then echo "resumed from $(cat ck/last.txt)"; echo done > result.txt;'
-    " else mkdir -p ck && echo epoch-3 > ck/last.txt && sleep 60; fi"
-)
 
 
 async def test_a_lost_node_is_followed_by_an_attempt_that_resumes_from_the_checkpoint(
@@ -49,7 +45,7 @@ async def test_a_lost_node_is_followed_by_an_attempt_that_resumes_from_the_check
     assert done.state == "COMPLETED", done.reason
     assert (done.attempt, done.attempts, done.previous_run) == (2, 2, first)
     assert "resumed from epoch-3" in (done.run_dir / "logs/run.log").read_text()
-    assert (done.run_dir / "outputs/result.txt").read_text() == "done\n"
+    assert (done.run_dir / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
     attempts = [run_json(view.run_dir)["attempt"] for view in (done, lost)]
     assert attempts == [
         {"number": 2, "of": 2, "first": first, "previous": first},

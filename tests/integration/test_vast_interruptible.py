@@ -17,6 +17,7 @@ from engine.run import fsm, nodeloss
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.engines import EngineFactory
+from tests.support.jobs import RESUMING
 from tests.support.vast import bootstrap, gpu_pool, provider
 from tests.support.waiting import eventually_async
 
@@ -99,11 +100,7 @@ async def test_a_preempted_run_keeps_the_checkpoint_its_last_sync_landed(
 async def test_a_preempted_run_resumes_on_a_new_node_and_completes(engine, api, make_job) -> None:
     """Preempt → next attempt on a new instance, its push carrying the synced checkpoint →
     the job resumes from it and completes; both instances destroyed, both at the bid."""
-    resuming = (
-        'if [ -e ck/last.txt ]; then echo "resumed from $(cat ck/last.txt)" > result.txt;'
-        " else mkdir -p ck && echo epoch-3 > ck/last.txt && sleep 60; fi"
-    )
-    job = make_job(run=resuming, outputs=["ck/", "result.txt"])
+    job = make_job(run=RESUMING, outputs=["ck/", "result.txt"])
     first = await engine.submit(job, "spot-retry")
     instance = await _running_instance(engine, api, first)
     landed = engine.run(first).run_dir / "outputs/ck/last.txt"

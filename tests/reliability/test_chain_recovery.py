@@ -26,6 +26,7 @@ from engine.state.paths import default_pools_file
 from tests.integration.test_crash_recovery import ENGINE_MAIN
 from tests.standin.server import StandIn
 from tests.support.cli import Cli
+from tests.support.jobs import RESUMING
 from tests.support.processes import reap
 from tests.support.runs import agent_pid, events, finished, only_run_dir, run_json
 from tests.support.waiting import eventually
@@ -37,10 +38,6 @@ POOLS = (
     '[pools.spot]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob==0.1.0"\n'
     "max_nodes = 2\ninterruptible = true\nbid_fraction = 0.5\nnode_lost_after_s = 2\n"
     "[pools.spot.resources]\ngpu_count = 1\n"
-)
-RESUMING = (
-    'if [ -e ck/last.txt ]; then echo "resumed from $(cat ck/last.txt)" > result.txt;'
-    " else mkdir -p ck && echo epoch-3 > ck/last.txt && sleep 60; fi"
 )
 
 

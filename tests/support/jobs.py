@@ -10,7 +10,15 @@ import tomlkit
 
 from engine.jobs.jobspec import JobSpec, load_job
 
-__all__ = ["make_job"]
+__all__ = ["RESUMING", "make_job"]
+
+RESUMING = (
+    'if [ -e ck/last.txt ]; then echo "resumed from $(cat ck/last.txt)" | tee result.txt;'
+    " else mkdir -p ck && echo epoch-3 > ck/last.txt && sleep 60; fi"
+)
+"""A job that resumes from its checkpoint (outputs `ck/` and `result.txt`): run afresh it
+writes ck/last.txt and runs on (for a test to end its node); given that checkpoint it says
+what it resumed from and ends."""
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.engine import Engine
-from tests.integration.test_next_attempt import RESUMING
 from tests.support.engines import engine_config
+from tests.support.jobs import RESUMING
 from tests.tui.conftest import booted, finished, screen_text, until
 from tui.app import SwjobApp
 from tui.screens.detail import DetailScreen
