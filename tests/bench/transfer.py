@@ -5,8 +5,9 @@ venv's site-packages. Each tool runs `--reps` times (medians reported) on loopba
 and tree (c) again over a 100 Mbit veth between two network namespaces (tbf-shaped)
 against `rsync -az`. swjob's operator and agent run as separate processes and
 report their peak RSS. Tree (a) also gets an "iroh floor" row: the same bytes over bare
-iroh streams (tests/bench/iroh_floor.py), the ceiling the binding allows. Needs root
-(netns, apt-get, a throwaway sshd).
+iroh streams (tests/bench/iroh_floor.py), the ceiling the binding allows. The "× ref"
+column holds each loopback row against that floor and each shaped-link row against
+rsync -az, both measured in the same run. Needs root (netns, apt-get, a throwaway sshd).
 
     python tests/bench/transfer.py [--trees a,b,c] [--reps 3] [--no-shaped]
 
@@ -360,11 +361,26 @@ def bench_shaped(src: Path, size: int, reps: int, dst: Path) -> list[tuple]:
 
 
 _COLUMNS = (("op_rss", 10, 0), ("agent_rss", 13, 0), ("op_cpu", 9, 1), ("agent_cpu", 12, 1))
+# what each tree's swjob row is held against, per link: the binding's floor on loopback,
+# rsync -az over the shaped link
+REFERENCE = {"loopback": "iroh floor", "100 Mbit": "rsync -az"}
+
+
+def _ratios(rows: list[tuple]) -> dict[tuple[str, str, str], float]:
+    """Each row's median seconds over its reference's, measured in the same run."""
+    seconds = {(kind, link, name): m["s"] for kind, link, name, _, m in rows}
+    out = {}
+    for kind, link, name in seconds:
+        ref = seconds.get((kind, link, REFERENCE[link]))
+        if ref and name != REFERENCE[link]:
+            out[(kind, link, name)] = seconds[(kind, link, name)] / ref
+    return out
 
 
 def print_table(rows: list[tuple]) -> None:
+    ratios = _ratios(rows)
     print(
-        f"{'tree':4} {'link':9} {'tool':12} {'median s':>9} {'MiB/s':>8} "
+        f"{'tree':4} {'link':9} {'tool':12} {'median s':>9} {'× ref':>6} {'MiB/s':>8} "
         f"{'op RSS MB':>10} {'agent RSS MB':>13} {'op CPU s':>9} {'agent CPU s':>12}"
     )
     for kind, link, name, size, m in rows:
@@ -372,8 +388,17 @@ def print_table(rows: list[tuple]) -> None:
             f"{m[key]:{width}.{digits}f}" if key in m else f"{'-':>{width}}"
             for key, width, digits in _COLUMNS
         )
-        print(f"{kind:4} {link:9} {name:12} {m['s']:9.2f} {size / m['s'] / 2**20:8.1f} {rss}")
-    print(f"\nreproduce: python {' '.join(sys.argv)}")
+        ratio = ratios.get((kind, link, name))
+        ratio_text = f"{ratio:6.2f}" if ratio is not None else f"{'-':>6}"
+        print(
+            f"{kind:4} {link:9} {name:12} {m['s']:9.2f} {ratio_text} "
+            f"{size / m['s'] / 2**20:8.1f} {rss}"
+        )
+    print(
+        "\n× ref: median seconds over the same run's iroh floor (loopback) or rsync -az "
+        "(100 Mbit); RSS: peak (ru_maxrss) of the operator and agent processes"
+    )
+    print(f"reproduce: python {' '.join(sys.argv)}")
 
 
 def main() -> None:
