@@ -142,10 +142,8 @@ async def test_replayed_events_are_delivered_once(harness: Harness) -> None:
     line = [LogLine(stream=Stream.STDOUT, text="x")]
     for seq in (1, 2, 2, 1, 3):
         await channel.send(LogBatch(seq=seq, step=Step.RUN, lines=line))
-    for _ in range(50):
-        if len(harness.events) == 3:
-            break
-        await asyncio.sleep(0.05)
+    # every batch is handled in order: once the last one (3) is in, a duplicate would be too
+    await eventually_async(lambda: any(e.seq == 3 for e in harness.events), 5, "batch 3")
     assert [e.seq for e in harness.events] == [1, 2, 3]
 
 

@@ -9,8 +9,6 @@ import os
 import signal
 import socket
 import sys
-import time
-import urllib.request
 
 import pexpect
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from agent.livewire import ShellOpen
 from engine.engine import Engine
 from engine.run.liveops import LiveUnavailable
+from tests.support.http import fetch, served
 from tests.support.processes import pid_alive
 from tests.support.waiting import eventually_async
 
@@ -80,8 +79,7 @@ async def test_shell_runs_in_the_workdir_with_the_job_env_resizes_and_passes_ctr
         await term.run('echo "W=$(pwd)"', r"W=/\S+/work\r\n")
         term.child.setwinsize(40, 120)  # the real SIGWINCH path: pty → swjob → node
         await term.run("stty size", r"40 120")
-        term.child.sendline("sleep 30")
-        await asyncio.sleep(0.3)  # give the remote shell time to start sleep
+        await term.run("echo SLEEP$((1+1)); sleep 30", "SLEEP2")  # sleep starts next
         term.child.sendcontrol("c")
         await term.run('echo "RC=$?"', "RC=130")
         term.child.sendline("exit 7")
@@ -102,23 +100,6 @@ async def test_shell_is_refused_once_the_run_is_over(engine, make_job) -> None:
     _, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
     assert proc.returncode == 1
     assert f"run {run_id} is over (FAILED)" in err.decode()
-
-
-def fetch(port: int, name: str) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=TIMEOUT_S) as reply:
-        return reply.read().decode()
-
-
-async def served(port: int, name: str) -> str:
-    """The file once the server on the node answers (it starts with the run step); the
-    blocking fetch runs off the loop, which the engine relaying it needs."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        try:
-            return await asyncio.to_thread(fetch, port, name)
-        except OSError:
-            assert time.monotonic() < deadline, f"nothing served on port {port}"
-            await asyncio.sleep(0.1)
 
 
 async def test_console_forward_serves_concurrent_requests_and_closes_with_the_run(

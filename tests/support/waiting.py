@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 POLL_S = 0.02
 
@@ -22,11 +22,16 @@ def eventually(predicate: Callable[[], object], timeout: float = 30.0, what: str
 
 
 async def eventually_async(
-    predicate: Callable[[], object], timeout: float = 30.0, what: str = ""
+    predicate: Callable[[], object],
+    timeout: float = 30.0,
+    what: str = "",
+    pause: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> float:
-    """`eventually` for a test that runs on the event loop: the loop keeps turning."""
+    """`eventually` for a test that runs on the event loop: the loop keeps turning while it
+    waits (`pause`: what to await between looks, e.g. a Textual pilot's, which also lets
+    the screen catch up)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"not met within {timeout:g} s: {what}"
-        await asyncio.sleep(POLL_S)
+        await pause(POLL_S)
     return time.monotonic()

@@ -24,6 +24,7 @@ from engine.jobs.jobspec import JobSpec
 from engine.report.views import RunView
 from engine.state.store import Store
 from tests.support.engines import engine_config
+from tests.support.waiting import eventually_async
 from tui import history
 from tui.app import SwjobApp
 
@@ -81,12 +82,7 @@ def make_job(make_job: Callable[..., JobSpec]) -> Callable[..., JobSpec]:
 
 async def until(pilot: Pilot, condition: Callable[[], object], timeout: float = 30) -> None:
     """Let the app run until `condition()` holds (a UI state, not a fixed delay)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {condition}")
-        await pilot.pause(0.05)
+    await eventually_async(condition, timeout, what=repr(condition), pause=pilot.pause)
 
 
 async def finished(app: SwjobApp, run_id: str, timeout: float = 30) -> RunView:
