@@ -3,15 +3,20 @@ job runs; the engine folds the samples into the run's view, run.json and the idl
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from engine.engine import Engine
 from engine.report import events as ev
 from engine.report.datastream import read_events
-from tests.integration import fake_gpu
+from engine.report.views import RunView
+from tests.support import fake_gpu
 from tests.support.runs import run_json, run_to_end
+from tests.support.tap import Tap
 
 
 @pytest.fixture
@@ -24,11 +29,45 @@ def pools_file(tmp_path: Path) -> Path:
     return path
 
 
+async def run_until(
+    engine: Engine, make_job, tmp_path: Path, enough: Callable[[ev.Event], bool]
+) -> RunView:
+    """A job that runs until the datastream shows `enough` (a count of samples, an alarm):
+    a fixed `sleep` in the job is outrun on a loaded machine, or wasted on an idle one."""
+    release = tmp_path / "release"
+    tap = Tap(engine)
+    job = make_job(run=f"until [ -e {release} ]; do sleep 0.05; done")
+    run_id = await engine.submit(job, "local")
+    try:
+        await tap.until(lambda e: e.run_id == run_id and enough(e))
+    finally:
+        tap.close()
+    release.touch()
+    return await asyncio.wait_for(engine.wait(run_id), 60)
+
+
+def samples_beyond(count: int, after: Callable[[ev.Event], bool] = lambda e: True):
+    """`enough` for `run_until`: `count` GPU samples once `after` has matched."""
+    seen: list[ev.Event] = []
+
+    def enough(event: ev.Event) -> bool:
+        if seen or after(event):
+            seen.append(event)
+        return sum(isinstance(e, ev.GpuMetrics) for e in seen) >= count
+
+    return enough
+
+
+def idle_alarm(event: ev.Event) -> bool:
+    return isinstance(event, ev.Alert) and "GPUs idle" in event.message
+
+
 async def test_busy_gpus_are_sampled_summarised_and_never_called_idle(
     tmp_path, monkeypatch, pools_file, engine, make_job
 ) -> None:
     bin_dir = fake_gpu.install("busy-2gpu.txt", tmp_path / "gpu-bin", monkeypatch)
-    view = await run_to_end(engine, make_job(run="sleep 2"))
+    # 8 samples at 0.2 s: well past the 1 s idle window an idle-reading bug would alarm in
+    view = await run_until(engine, make_job, tmp_path, samples_beyond(8))
     assert view.state == "COMPLETED"
     args = (bin_dir / "args").read_text()
     assert "--query-gpu=index,utilization.gpu,memory.used" in args
@@ -36,7 +75,7 @@ async def test_busy_gpus_are_sampled_summarised_and_never_called_idle(
     samples = [
         e for e in read_events(view.run_dir / "events.jsonl") if isinstance(e, ev.GpuMetrics)
     ]
-    assert len(samples) >= 4  # 2 s at 0.2 s, on a loaded machine
+    assert len(samples) >= 8
     assert [g.index for g in view.gpus] == [0, 1]
     assert view.gpus[1].power_w is None or view.gpus[1].power_w > 0  # [N/A] is None, not 0
     summary = run_json(view.run_dir)["gpu"]
@@ -54,9 +93,10 @@ async def test_idle_gpus_while_running_raise_one_alert(
     tmp_path, monkeypatch, pools_file, engine, make_job
 ) -> None:
     fake_gpu.install("idle-1gpu.txt", tmp_path / "gpu-bin", monkeypatch)
-    view = await run_to_end(engine, make_job(run="sleep 3"))
+    # the alarm, then 7 samples (1.4 s) more: a second idle stretch that must not alarm again
+    view = await run_until(engine, make_job, tmp_path, samples_beyond(7, after=idle_alarm))
     events = read_events(view.run_dir / "events.jsonl")
-    idle = [e.message for e in events if isinstance(e, ev.Alert) and "GPUs idle" in e.message]
+    idle = [e.message for e in events if idle_alarm(e)]
     assert len(idle) == 1, idle
     assert "under 5 %" in idle[0]
     assert run_json(view.run_dir)["gpu"]["util_peak_pct"] == 2.0

@@ -1,23 +1,24 @@
 """The console's live-node keys and views: GPU telemetry on the board and in the detail,
 `p` forwards a port (listed in the detail), `!` opens a shell. A real engine and real
-agents; the GPU is a fake nvidia-smi replaying recorded frames (tests/integration/fake_gpu.py).
+agents; the GPU is a fake nvidia-smi replaying recorded frames (tests/support/fake_gpu.py).
 The shell itself needs a real terminal: tests/smoke covers it; here, headless, `!` must say
 it cannot suspend rather than fail."""
 
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 
+import pytest
 from textual.pilot import Pilot
 
 from agent.gpu import parse
 from engine.engine import Engine
 from engine.report.events import GpuMetrics
 from engine.state.store import Store
-from tests.integration import fake_gpu
+from tests.support import fake_gpu
+from tests.support.http import served
 from tests.tui.conftest import SIZE, booted, screen_text, toasts, until
-from tests.tui.test_snapshots import app_on, recorded, utc  # noqa: F401  (fixtures)
+from tests.tui.test_snapshots import app_on, recorded  # noqa: F401  (a fixture)
 from tui import history
 from tui.app import SwjobApp
 from tui.live import ForwardScreen, parse_ports
@@ -76,25 +77,12 @@ async def test_p_forwards_a_port_listed_in_the_detail(engine, make_job) -> None:
         local = engine.live.forwards(run_id)[0].local_port
         await until(pilot, lambda: f"⇄ 127.0.0.1:{local} → node port {port}" in screen_text(app))
         assert any(f"127.0.0.1:{local}" in t for t in toasts(app))
-        body = await asyncio.to_thread(fetch_until, local, "page.txt")
+        body = await served(local, "page.txt")
         assert body == "served\n"
         await until(pilot, lambda: "1 served" in screen_text(app) or "2 served" in screen_text(app))
         await engine.stop(run_id)
         await asyncio.wait_for(engine.wait(run_id), 30)
         assert engine.live.forwards(run_id) == []
-
-
-def fetch_until(port: int, name: str, tries: int = 100) -> str:
-    """The file once the node's server answers (it starts with the run step)."""
-    import time
-
-    for _ in range(tries):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=5) as r:
-                return r.read().decode()
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing served on {port}")
 
 
 async def test_bang_says_when_the_console_cannot_step_aside(engine, make_job) -> None:
@@ -116,6 +104,7 @@ def test_parse_ports() -> None:
     assert "node's port" in str(parse_ports("web"))
 
 
+@pytest.mark.usefixtures("utc")  # times in the snapshot render in UTC
 def test_job_detail_with_gpus(snap_compare, recorded: Engine) -> None:  # noqa: F811
     """A finished run keeps its GPU story: bars of the last sample, sparklines of the run."""
     run_dir = next(recorded.config.runs_dir.glob("trainer/*"))
@@ -137,6 +126,7 @@ def test_job_detail_with_gpus(snap_compare, recorded: Engine) -> None:  # noqa: 
     assert snap_compare(app_on(recorded), terminal_size=SIZE, run_before=ready)
 
 
+@pytest.mark.usefixtures("utc")  # times in the snapshot render in UTC
 def test_forward_modal(snap_compare, recorded: Engine) -> None:  # noqa: F811
     async def ready(pilot: Pilot) -> None:
         await booted(pilot)

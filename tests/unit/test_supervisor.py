@@ -294,7 +294,10 @@ async def test_a_daemon_that_left_the_group_dies_with_the_step_too(
 ) -> None:
     """`setsid` plus a double fork puts a process outside the step's group and session;
     the marker in its environment still ties it to the step."""
-    await run_step(sup, rec, "( setsid sh -c 'sleep 1000 & echo pid $!' & ); sleep 0.3; exit 0")
+    # the step ends once the daemon has said its pid (into a file: the step prints it)
+    daemon = "( setsid sh -c 'sleep 1000 & echo pid $! > daemon.pid' & ); "
+    wait = "until [ -s daemon.pid ]; do sleep 0.01; done; cat daemon.pid; exit 0"
+    await run_step(sup, rec, daemon + wait)
     pid = int(rec.lines()[0].split()[1])
     assert not process_alive(pid), "the escaped daemon outlived its step"
     assert rec.events[-1] == StepExited(seq=0, step=Step.RUN, code=0)
