@@ -229,3 +229,33 @@ def test_two_attaches_at_once_one_adopts_the_other_only_follows(
         None,
         "one adopted (COMPLETED, each line once), the other only followed and left alone",
     )
+
+
+def test_attach_carries_a_run_on_after_its_pool_name_moved_to_another_provider(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """The run's pool `mine` (local) is redefined as a Vast.ai pool while its operator is
+    away: the adopter carries the run on where its node lives — the local node, from the
+    pool definition kept with the run — not on the pool the name now means."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text('[pools.mine]\nprovider = "local"\n')
+    a, a_dir, release = _run(clis, tmp_path, "eta", "--pool", "mine", "--pools", str(pools))
+    node = agent_pid(a_dir)
+    a.kill9()
+    pools.write_text(
+        '[pools.mine]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob"\n'
+        "[pools.mine.resources]\ngpu_count = 1\n"
+    )
+    release.touch()
+    attach = clis("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path)
+    assert attach.wait(60) == 0, attach.output()
+    assert "recovered after operator restart" in attach.output()
+    assert run_json(a_dir)["state"] == "COMPLETED"
+    assert (a_dir / "outputs" / "out.txt").read_text() == "done\n"
+    assert not pid_alive(node) and not any((cache_dir() / "nodes").iterdir())
+    assert "Vast.ai instance" not in attach.output(), "torn down as if it were a Vast node"
+    record_fault(
+        "kill -9 of `swjob run`; its local pool's name redefined as a Vast.ai pool; attach",
+        None,
+        "carried on on the local node (kept pool definition); COMPLETED, node torn down",
+    )
