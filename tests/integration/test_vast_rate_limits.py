@@ -44,10 +44,11 @@ async def test_a_429_as_vast_sends_it_is_backed_off_by_the_adapter(api: StandIn)
     api.cloud.faults.rate_limit_body = "API requests too frequent"
     alerts: list[str] = []
     assert await vast_api(api, alerts).call("show instances", "show_instances") == []
-    assert len(api.requests) == 3 and all(gap < 0.5 for gap in gaps(api)), gaps(api)
-    assert [a.split(";")[0] for a in alerts] == [
-        "Vast.ai show instances: HTTP 429 (API requests too frequent)"
-    ] * 2
+    assert len(api.requests) == 3
+    assert alerts == [  # the policy's backoff chose the waits (FAST: a few ms each)
+        f"Vast.ai show instances: HTTP 429 (API requests too frequent); retry {n}/3 in 0.0 s"
+        for n in (1, 2)
+    ]
 
 
 async def test_a_daily_search_quota_is_not_retried(api: StandIn) -> None:
