@@ -5,9 +5,10 @@ carrying the synced checkpoint, to COMPLETED.
 - Vast.ai stand-in: `swjob run --attempts 2` is killed -9 while attempt 1, preempted, is
   being torn down (the stand-in holds its destroy): its verdict known, attempt 2 not yet
   recorded. Attach finishes the teardown, and attempt 1's end records attempt 2.
-- Local pool: the engine is killed -9 after attempt 1 ended and recorded attempt 2, before
-  attempt 2 was started (the script freezes it in the one await between the two). Attach
-  starts the recorded attempt under its recorded run id.
+- Local pool: the engine is killed -9 after attempt 1 ended and recorded attempt 2 — before
+  attempt 2 was started (frozen in the one await between the two), or once it was started
+  and indexed but before its FSM began. Attach (or an engine adopting as the console does)
+  runs the recorded attempt under its recorded run id, once.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.jobs.pools import load_pools
 from engine.state.paths import default_pools_file
-from tests.integration.test_crash_recovery import ENGINE_MAIN
+from engine.state.store import Store
+from tests.integration.test_crash_recovery import ENGINE_MAIN, recover
 from tests.standin.server import StandIn
 from tests.support.cli import Cli
 from tests.support.jobs import RESUMING
@@ -98,32 +101,48 @@ def test_kill_9_between_attempts_then_attach_finishes_the_chain_once(
     )
 
 
-FREEZE_AFTER_FIRST_ATTEMPT = """
+FREEZES = {
+    # the one await between "attempt 1 ended, attempt 2 recorded" and "attempt 2 starts"
+    "recorded": """
 import asyncio
 from engine.run.livehub import LiveHub
 
 async def run_ended(self, run_id):
-    # the one await between "attempt 1 ended, attempt 2 recorded" and "attempt 2 starts"
     print("FROZEN", flush=True)
     await asyncio.Event().wait()  # the operator dies here
 
 LiveHub.run_ended = run_ended
-"""
+""",
+    # attempt 2 started and indexed, its FSM not begun: nothing asked of the provider yet
+    "indexed": """
+import asyncio
+from engine.run.orchestrator import RunDriver
+real_run = RunDriver.run
+
+async def run(self):
+    if self.attempt is not None and self.attempt.number == 2:
+        print("FROZEN", flush=True)
+        await asyncio.Event().wait()  # the operator dies here
+    return await real_run(self)
+
+RunDriver.run = run
+""",
+}
 LOCAL_CHAIN = (
     '[pools.local]\nprovider = "local"\nnode_lost_after_s = 2\nsync_every_s = 0.3\n'
     "max_attempts = 2\n"
 )
 
 
-def test_kill_9_after_the_next_attempt_was_recorded_then_attach_starts_it_once(
-    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
-) -> None:
+def _killed_between_attempts(tmp_path: Path, freeze: str) -> tuple[Path, Path, float]:
+    """An engine (local pool, 2 attempts) killed -9 at `freeze` after attempt 1's node was
+    lost: (runs dir, attempt 1's run dir, when it was killed)."""
     runs = tmp_path / "runs"
     default_pools_file().parent.mkdir(parents=True, exist_ok=True)
-    default_pools_file().write_text(LOCAL_CHAIN)  # the pools both processes read
-    script = FREEZE_AFTER_FIRST_ATTEMPT + ENGINE_MAIN
+    default_pools_file().write_text(LOCAL_CHAIN)  # the pools every process here reads
     engine = subprocess.Popen(
-        [sys.executable, "-c", script, str(_chain_job(tmp_path)), str(runs)],
+        [sys.executable, "-c", FREEZES[freeze] + ENGINE_MAIN, str(_chain_job(tmp_path)),
+         str(runs)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -136,23 +155,51 @@ def test_kill_9_after_the_next_attempt_was_recorded_then_attach_starts_it_once(
         killed_at = time.monotonic()
     finally:
         reap(engine)
-    assert finished(first) is not None and list((runs / "chain").iterdir()) == [first]
+    assert finished(first) is not None
+    second = Store().next_run(first.name)
+    assert second is not None, "attempt 1 ended without recording attempt 2"
+    begun = {d.name: [e.kind for e in events(d)] for d in (runs / "chain").iterdir() if d != first}
+    assert begun == ({} if freeze == "recorded" else {second: ["submitted"]})
+    return runs, first, killed_at
 
-    attach = clis("attach", first.name, cwd=tmp_path)
-    assert attach.wait(60) == 0, attach.output()
-    took = time.monotonic() - killed_at
+
+def _second_attempt(runs: Path, first: Path) -> Path:
+    """The one other run of the job (a second one would be attempt 2 run twice)."""
     [second] = [d for d in (runs / "chain").iterdir() if d != first]
     done = run_json(second)
     assert run_json(first)["reason"].startswith("node lost")
-    assert done["state"] == "COMPLETED", attach.output()
     assert done["attempt"] == {"number": 2, "of": 2, "first": first.name, "previous": first.name}
     assert (second / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
+    return second
+
+
+@pytest.mark.parametrize("freeze", ["recorded", "indexed"])
+def test_kill_9_between_attempts_after_the_next_was_recorded_then_attach_runs_it_once(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None], freeze: str
+) -> None:
+    runs, first, killed_at = _killed_between_attempts(tmp_path, freeze)
+    attach = clis("attach", first.name, cwd=tmp_path)
+    assert attach.wait(60) == 0, attach.output()
+    took = time.monotonic() - killed_at
+    assert run_json(_second_attempt(runs, first))["state"] == "COMPLETED", attach.output()
     again = clis("attach", first.name, cwd=tmp_path)
     assert again.wait(60) == 0, again.output()
     assert len(list((runs / "chain").iterdir())) == 2, "a replay started attempt 2 again"
+    where = {"recorded": "before it started", "indexed": "started, before it began"}[freeze]
     record_fault(
-        "kill -9 after attempt 1 ended and recorded attempt 2, before it started; attach",
+        f"kill -9 after attempt 1 ended and recorded attempt 2, {where}; attach",
         None,
-        f"attach started the recorded attempt 2 from the synced checkpoint: COMPLETED "
+        f"attach ran the recorded attempt 2 from the synced checkpoint: COMPLETED "
         f"{took:.1f} s after the kill; a second attach started nothing",
     )
+
+
+async def test_the_console_starts_a_recorded_attempt_its_recorder_died_before_starting(
+    tmp_path: Path,
+) -> None:
+    runs, first, _ = _killed_between_attempts(tmp_path, "recorded")
+    second = Store().next_run(first.name)
+    assert second is not None
+    view = await recover(runs, load_pools(None), second)  # an engine adopting as the console does
+    assert view.state == "COMPLETED", view.reason
+    assert _second_attempt(runs, first).name == second
