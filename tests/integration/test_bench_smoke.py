@@ -17,6 +17,7 @@ TINY = {
     "engine_load": ["-m", "tests.bench.engine_load", "--jobs", "2", "--reps", "1"],
     "hello": ["-m", "tests.bench.hello", "-n", "1"],
     "iroh_floor": ["tests/bench/iroh_floor.py", "--mib", "4", "--streams", "1"],
+    "loop_stall": ["tests/bench/loop_stall.py", "--mib", "1", "--lines", "2000"],
     "startup": ["-m", "tests.bench.startup", "-n", "1"],
     "transfer": ["tests/bench/transfer.py", "--tiny"],
     "tui_flood": ["tests/bench/tui_flood.py", "--lines", "2000"],

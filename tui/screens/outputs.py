@@ -19,7 +19,7 @@ from rich.text import Text, TextType
 from textual import on, work
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DirectoryTree, Footer, Header, Static, Tree
 from textual.worker import Worker
@@ -28,6 +28,7 @@ from engine.api import RunView, printable
 from tui.api import EngineAPI
 from tui.messages import RunsUpdated
 from tui.widgets.preview import incomplete_pull, load_manifest, preview
+from tui.widgets.preview_pane import PreviewPane, render_strips
 
 
 class OutputsTree(DirectoryTree):
@@ -49,13 +50,8 @@ class OutputsTree(DirectoryTree):
         return super().process_label(label)
 
 
-class PreviewScroll(VerticalScroll):
-    """The file preview, a pane of its own: `tab` focuses it, `j`/`k` scroll it."""
-
-    BINDINGS = [
-        Binding("j", "scroll_down", "Down", show=False, id="swjob.outputs.scroll_down"),
-        Binding("k", "scroll_up", "Up", show=False, id="swjob.outputs.scroll_up"),
-    ]
+MIN_WIDTH = 20
+"""Cells a preview is laid out in before the pane has a size of its own."""
 
 
 def outputs_key(run: RunView) -> tuple[object, ...]:
@@ -110,8 +106,7 @@ class OutputsScreen(Screen[None]):
         yield Static("", id="incomplete")
         with Horizontal():
             yield OutputsTree(self.run.run_dir, self.mask, id="tree")
-            with PreviewScroll(id="preview-scroll"):
-                yield Static("select a file", id="preview")
+            yield PreviewPane(id="preview-scroll")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -161,7 +156,7 @@ class OutputsScreen(Screen[None]):
             if not self._landed:
                 await self._open_outputs()
             elif self.path is not None and self.path.is_file():
-                self._preview(self.path)  # the file may have grown
+                self._show(self.path)  # the file may have grown
 
     async def _open_outputs(self) -> None:
         """Start where the user is going anyway: outputs/ open, its first file previewed."""
@@ -183,18 +178,29 @@ class OutputsScreen(Screen[None]):
         entry = event.node.data
         if entry is not None:
             self.path = entry.path
-            self._preview(entry.path)
+            self._show(entry.path)
+
+    def on_resize(self) -> None:
+        """The preview is laid out for the pane's width: lay it out again."""
+        if self.path is not None:
+            self._show(self.path)
+
+    def _show(self, path: Path) -> None:
+        pane = self.query_one(PreviewPane)
+        self._preview(path, max(pane.scrollable_content_region.width, MIN_WIDTH))
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
-    def _preview(self, path: Path) -> None:
+    def _preview(self, path: Path, width: int) -> None:
+        """Read the file and lay its preview out, all in this thread: a large output's
+        preview takes far longer than a frame (see tui/widgets/preview_pane.py)."""
         rel = (
             path.relative_to(self.run.run_dir / "outputs").as_posix()
             if self._in_outputs(path)
             else None
         )
         entry = self.manifest.get(self.mask(rel)) if rel else None  # its paths are masked
-        renderable = preview(path, entry, self.mask)
-        self.app.call_from_thread(self.query_one("#preview", Static).update, renderable)
+        lines = render_strips(preview(path, entry, self.mask), self.app.console, width)
+        self.app.call_from_thread(self.query_one(PreviewPane).show, lines)
 
     def _in_outputs(self, path: Path) -> bool:
         return path.is_relative_to(self.run.run_dir / "outputs")

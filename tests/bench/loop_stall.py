@@ -1,0 +1,198 @@
+"""Event-loop stall benchmark (not CI): does file I/O ever hold up the console's loop?
+
+The console runs the engine on its own event loop, so everything either does there —
+the engine appending events.jsonl and the step logs, the console reading files for its
+previews — delays every key press and every heartbeat behind it. This runs the real
+swjob-tui headless with a real engine on the local pool and, at once:
+
+- the outputs browser open on a finished run whose landed outputs are a text file and a
+  JSONL file of `--mib` MiB each (1 GiB by default), the cursor moving between them every
+  250 ms so each is previewed again and again;
+- a job flooding its log (`--lines` lines as fast as it can print them).
+
+A probe task sleeps 5 ms in a loop and records how late it wakes: the loop's stalls.
+Prints the max, p99 and the count over 50 ms; `--attribute` samples the loop thread's stack
+while it is stalled and names where it was.
+
+    python tests/bench/loop_stall.py [--mib 1024] [--lines 200000] [--attribute]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+os.environ.setdefault("SWJOB_IROH_RELAY", "disabled")
+os.environ.setdefault("SWJOB_IROH_BIND", "127.0.0.1:0")
+_TMP = Path(tempfile.mkdtemp(prefix="swjob-stall-"))
+for _name in ("STATE", "CACHE", "CONFIG"):
+    os.environ[f"SWJOB_{_name}_DIR"] = str(_TMP / _name.lower())
+
+
+from engine.engine import Engine, EngineConfig  # noqa: E402
+from engine.jobs.jobspec import load_job  # noqa: E402
+from engine.jobs.pools import load_pools  # noqa: E402
+from tui.app import SwjobApp  # noqa: E402
+from tui.screens.outputs import OutputsScreen  # noqa: E402
+from tui.widgets.preview_pane import PreviewPane  # noqa: E402
+
+TICK_S = 0.005
+STALL_S = 0.05
+FLOOD = """import sys
+w = sys.stdout.write
+for i in range(int(sys.argv[1])):
+    w(f"flood line {i} lorem ipsum dolor sit amet, consectetur adipiscing elit\\n")
+"""
+OUTPUTS = ("big.txt", "big.jsonl")
+
+
+def job(name: str, run: str, outputs: tuple[str, ...] = ()) -> Path:
+    folder = _TMP / name
+    folder.mkdir()
+    (folder / "flood.py").write_text(FLOOD)
+    listed = ", ".join(f'"{o}"' for o in outputs)
+    folder.joinpath("job.toml").write_text(
+        f'[job]\nname = "{name}"\nrun = "{run}"\nworkspace = {{ workdir = "." }}\n'
+        f"outputs = [{listed}]\n"
+    )
+    return folder / "job.toml"
+
+
+def grow(path: Path, mib: int) -> None:
+    """Replace a landed output with `mib` MiB of text lines (JSON lines for .jsonl)."""
+    line = '{"step": 1, "loss": 0.25, "note": "lorem ipsum dolor sit amet"}\n'
+    if path.suffix != ".jsonl":
+        line = "lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod\n"
+    block = line * ((1 << 20) // len(line))  # whole lines, just under 1 MiB
+    with path.open("w") as handle:
+        for _ in range(mib):
+            handle.write(block)
+
+
+class Probe:
+    """How late a 5 ms sleep wakes, over and over: the loop's stalls. With `attribute`, a
+    watchdog thread samples the loop thread's stack while it is stalled past 50 ms."""
+
+    def __init__(self, attribute: bool) -> None:
+        self.lags: list[float] = []
+        self.samples: Counter[str] = Counter()
+        self._task: asyncio.Task[None] | None = None
+        self._woke = time.perf_counter()
+        self._loop_thread = threading.get_ident()
+        self._watching = attribute
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+        if self._watching:
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    async def _run(self) -> None:
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(TICK_S)
+            self._woke = time.perf_counter()
+            self.lags.append(max(0.0, self._woke - started - TICK_S))
+
+    def _watch(self) -> None:
+        while self._watching:
+            time.sleep(0.01)
+            if time.perf_counter() - self._woke > STALL_S + TICK_S:
+                frame = sys._current_frames().get(self._loop_thread)
+                self.samples[_where(traceback.extract_stack(frame))] += 1
+
+    async def stop(self) -> None:
+        self._watching = False
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _where(stack: traceback.StackSummary) -> str:
+    """The innermost frame of swjob's own code, and the innermost frames of all."""
+    ours = [f for f in stack if Path(f.filename).parent.parent.name in ("engine", "tui", "agent")]
+    ours = ours or [f for f in stack if Path(f.filename).parent.name in ("engine", "tui", "agent")]
+    mine = f"{Path(ours[-1].filename).name}:{ours[-1].lineno} {ours[-1].name}" if ours else "?"
+    inner = " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in stack[-2:])
+    return f"{mine}  ...  {inner}"
+
+
+async def bench(mib: int, lines: int, attribute: bool) -> None:
+    engine = Engine(EngineConfig(runs_dir=_TMP / "runs", pools=load_pools(None)))
+    app = SwjobApp(engine)
+    async with app.run_test(size=(130, 40)) as pilot:
+        await asyncio.wait_for(app.booted.wait(), 60)
+        made = "for f in " + " ".join(OUTPUTS) + "; do echo x > $f; done"
+        past = await engine.submit(load_job(job("past", made, OUTPUTS)), "local")
+        view = await asyncio.wait_for(engine.wait(past), 60)
+        started = time.perf_counter()
+        for name in OUTPUTS:
+            grow(view.run_dir / "outputs" / name, mib)
+        written = time.perf_counter() - started
+        screen = OutputsScreen(engine, view, engine.masker(past))
+        await app.push_screen(screen)
+        pane = screen.query_one(PreviewPane)
+        while screen.path is None or pane.virtual_size.height <= 1:
+            await pilot.pause(0.05)  # the first big output is previewed
+        probe = Probe(attribute)
+        probe.start()
+        started = time.perf_counter()
+        flood = await engine.submit(load_job(job("flood", f"python3 flood.py {lines}")), "local")
+        waiter = asyncio.ensure_future(engine.wait(flood))
+        previews = 0
+        while not waiter.done():
+            await pilot.press("down" if previews % 2 == 0 else "up")
+            previews += 1
+            await asyncio.sleep(0.25)
+        elapsed = time.perf_counter() - started
+        await probe.stop()
+        run = engine.run(flood)
+        assert run is not None
+    report(probe, mib, written, lines, elapsed, previews, run.state)
+
+
+def report(
+    probe: Probe,
+    mib: int,
+    written: float,
+    lines: int,
+    elapsed: float,
+    previews: int,
+    state: str,
+) -> None:
+    ms = sorted(lag * 1000 for lag in probe.lags)
+    p99 = ms[max(0, int(len(ms) * 0.99) - 1)]
+    over = sum(1 for lag in ms if lag > STALL_S * 1000)
+    print(f"command : python {' '.join(sys.argv)}")
+    print(f"outputs : 2 × {mib} MiB landed ({written:.1f} s to write), previewed {previews} times")
+    print(f"flood   : {lines} lines, submit to finish {elapsed:.1f} s, run {state}")
+    print(f"loop    : {len(ms)} probes of {TICK_S * 1000:.0f} ms: lag median ", end="")
+    print(f"{statistics.median(ms):.1f} ms, p99 {p99:.1f} ms, max {ms[-1]:.1f} ms, ", end="")
+    print(f"{over} over {STALL_S * 1000:.0f} ms")
+    for where, count in probe.samples.most_common(8):
+        print(f"  stalled in ({count} × 10 ms samples): {where}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=1024, help="size of each landed output")
+    parser.add_argument("--lines", type=int, default=200_000, help="lines the job prints")
+    parser.add_argument("--attribute", action="store_true", help="sample where the loop stalls")
+    args = parser.parse_args()
+    try:
+        asyncio.run(bench(args.mib, args.lines, args.attribute))
+    finally:
+        shutil.rmtree(_TMP, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
