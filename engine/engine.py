@@ -430,7 +430,7 @@ class Engine:
             assert self._server is not None
             self._server.sessions.pop(run_id, None)
             await self.live.run_ended(run_id)
-            self.stream.close_run(run_id)
+            await self.stream.close_run(run_id)
             self._save(driver)
             lease = self._leases.pop(run_id, None)
             if lease is not None and driver.view.terminal:

@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import IO
 
 from engine.report import logbudget
+from engine.report.appender import AppendFile, open_append
 from engine.report.events import Event, Log, parse_event
 
 DEFAULT_QUEUE = 10_000
@@ -65,24 +65,22 @@ class Subscription:
 class Datastream:
     def __init__(self) -> None:
         self._subs: set[Subscription] = set()
-        self._files: dict[str, IO[str]] = {}
+        self._files: dict[str, AppendFile] = {}
         self._seq: dict[str, int] = {}
 
     def open_run(self, run_id: str, path: Path) -> None:
         """Start (or continue, after recovery) the run's event log; seq resumes after the last."""
         self._seq[run_id] = last_seq(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = path.open("a+", encoding="utf-8")
-        if handle.tell() > 0:
-            handle.seek(handle.tell() - 1)
-            if handle.read(1) != "\n":
-                handle.write("\n")  # end a line torn by a crash so the next event stands alone
-        self._files[run_id] = handle
+        handle = self._files[run_id] = open_append(path)
+        if _torn(path):
+            handle.write("\n")  # end a line torn by a crash so the next event stands alone
 
-    def close_run(self, run_id: str) -> None:
+    async def close_run(self, run_id: str) -> None:
+        """Close the run's event log once every event published so far is on it."""
         handle = self._files.pop(run_id, None)
         if handle is not None:
-            handle.close()
+            await handle.aclose()
 
     def publish(self, event: Event) -> Event:
         """Stamp the event with the run's next sequence number, persist it, fan it out."""
@@ -92,8 +90,7 @@ class Datastream:
         handle = self._files.get(event.run_id)
         if handle is not None:
             line = logbudget.dump(event) if isinstance(event, Log) else event.model_dump_json()
-            handle.write(line + "\n")
-            handle.flush()
+            handle.write(line + "\n")  # queued: the disk may be slow (engine/report/appender.py)
         for sub in tuple(self._subs):
             sub._offer(event)
         return event
@@ -107,10 +104,21 @@ class Datastream:
         self._subs.discard(sub)
 
     def close(self) -> None:
-        for run_id in tuple(self._files):
-            self.close_run(run_id)
+        """Close every event log (waiting for their events to be on them) and end every
+        subscription."""
+        while self._files:
+            self._files.popitem()[1].close()
         for sub in tuple(self._subs):
             sub.close()
+
+
+def _torn(path: Path) -> bool:
+    """Whether the file ends inside a line (a crash mid-write)."""
+    with path.open("rb") as handle:
+        if handle.seek(0, 2) == 0:
+            return False
+        handle.seek(-1, 2)
+        return handle.read(1) != b"\n"
 
 
 def read_events(path: Path) -> list[Event]:

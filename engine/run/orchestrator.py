@@ -130,7 +130,7 @@ class RunDriver:
             await self._cancel_work(keep=None)
             self._cost.stop()
             await self.session.close()
-            self.logs.close()
+            await self.logs.aclose()
         self._finish()
         return self.view
 

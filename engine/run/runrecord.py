@@ -11,10 +11,11 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from agent.protocol import LogLine, Step
 from engine.report import events as ev
+from engine.report.appender import AppendFile, open_append
 from engine.report.boot import boot_timeline, provisioning_start
 from engine.report.views import RunView
 
@@ -79,22 +80,21 @@ class LogFiles:
     def __init__(self, logs_dir: Path) -> None:
         self._dir = logs_dir
         self._dir.mkdir(parents=True, exist_ok=True)
-        self._files: dict[Step, IO[str]] = {}
+        self._files: dict[Step, AppendFile] = {}
 
     def path(self, step: Step) -> Path:
         return self._dir / f"{step.value}.log"
 
-    def open(self, step: Step) -> IO[str]:
+    def open(self, step: Step) -> AppendFile:
         """The step's log, created when the step starts (so a silent step has an empty log)."""
         handle = self._files.get(step)
         if handle is None:
-            handle = self._files[step] = self.path(step).open("a", encoding="utf-8")
+            handle = self._files[step] = open_append(self.path(step))
         return handle
 
     def write(self, step: Step, lines: list[LogLine]) -> None:
-        handle = self.open(step)
-        handle.write("".join(f"{line.text}\n" for line in lines))
-        handle.flush()
+        """Queued, not written here: the disk may be slow (engine/report/appender.py)."""
+        self.open(step).write("".join(f"{line.text}\n" for line in lines))
 
     def restore(self, events: list[ev.Event]) -> None:
         """Rewrite each step's log from the run's datastream, before an adopted run goes on.
@@ -117,9 +117,13 @@ class LogFiles:
             os.replace(scratch, self.path(step))
 
     def close(self) -> None:
-        for handle in self._files.values():
-            handle.close()
-        self._files.clear()
+        """Close the logs once all their lines are on them (blocks: see `aclose`)."""
+        while self._files:
+            self._files.popitem()[1].close()
+
+    async def aclose(self) -> None:
+        while self._files:
+            await self._files.popitem()[1].aclose()
 
 
 def _sync_summary(view: RunView) -> dict[str, Any] | None:
