@@ -4,8 +4,9 @@ Each command runs N times, interleaved with the others so a machine's load falls
 of them alike, and the median is printed beside two baselines measured in the same run:
 a bare interpreter (`python -c pass`, the floor of any Python CLI) and importing
 pydantic's BaseModel (what `swjob validate` paid before it stopped using pydantic).
-With `--before DIR` (a checkout of another swjob version) each swjob command also runs
-from that tree, for a before → after table from one run.
+With `--before DIR` (a checkout of another swjob version) validate, plan and runs also
+run from that tree, for a before → after table from one run (not `run`: the local pool
+starts the installed agent, which must match the engine).
 
 State, cache, config and runs live in a temp dir removed afterwards.
 
@@ -73,7 +74,9 @@ def measure(runs: int, before: Path | None, with_run: bool) -> dict[str, list[fl
         for label, tree in trees.items():
             env = _env(root, tree)
             runs_dir = root / f"runs-{label}"
-            for name, args in _commands(runs_dir, with_run).items():
+            # a local node's agent is the installed swjob, whatever the tree: only "after"
+            # can run a job
+            for name, args in _commands(runs_dir, with_run and label == "after").items():
                 cases[f"{name} ({label})"] = (["-m", "engine.cli", *args], env)
         for _ in range(runs):
             for name, (args, env) in cases.items():
