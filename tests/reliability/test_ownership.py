@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.state import ownership
-from engine.state.paths import cache_dir
+from engine.state.paths import cache_dir, default_pools_file
 from tests.support.cli import Cli
 from tests.support.processes import pid_alive
 from tests.support.runs import (
@@ -32,6 +32,7 @@ from tests.support.waiting import eventually
 
 Start = Callable[..., Cli]
 EXIT_BOUND_S = 2.0
+DEADLINE_S = 4
 
 
 def _run(start: Start, tmp_path: Path, name: str, *extra: str) -> tuple[Cli, Path, Path]:
@@ -142,7 +143,11 @@ def test_an_adopted_run_whose_node_never_rejoins_fails_within_the_node_deadline(
     tmp_path: Path, clis: Start, record_fault: Callable[..., None]
 ) -> None:
     """The operator dies and its node hangs (SIGSTOP: alive, never answers): the adopter
-    gives up after the node-loss deadline (10 s), FAILED "node lost", node torn down."""
+    gives up after the node-loss deadline (4 s here, from the user's pools file), FAILED
+    "node lost", node torn down."""
+    pools = default_pools_file()
+    pools.parent.mkdir(parents=True, exist_ok=True)
+    pools.write_text(f'[pools.local]\nprovider = "local"\nnode_lost_after_s = {DEADLINE_S}\n')
     cli, run_dir, _ = _run(clis, tmp_path, "delta")
     node = agent_pid(run_dir)
     cli.kill9()
@@ -157,8 +162,8 @@ def test_an_adopted_run_whose_node_never_rejoins_fails_within_the_node_deadline(
             os.kill(node, signal.SIGKILL)
     summary = run_json(run_dir)
     assert summary["state"] == "FAILED"
-    assert summary["reason"].startswith("node lost: node did not rejoin within 10 s")
-    assert took < 10 + 10, f"adopter took {took:.1f} s to give up on a silent node"
+    assert summary["reason"].startswith(f"node lost: node did not rejoin within {DEADLINE_S} s")
+    assert took < DEADLINE_S + 10, f"adopter took {took:.1f} s to give up on a silent node"
     eventually(lambda: not pid_alive(node), 5, "the hung agent torn down")
     assert not any((cache_dir() / "nodes").iterdir())
     record_fault(

@@ -18,6 +18,7 @@ from tests.support.runs import finished, only_run_dir, run_json, waiting_job
 from tests.support.waiting import eventually
 
 Start = Callable[..., Cli]
+Rented = tuple[Cli, Path, Path]
 POOLS = (
     '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob==0.1.0"\n'
     "max_nodes = 2\n[pools.gpu.resources]\ngpu_count = 1\n"
@@ -29,17 +30,25 @@ def _instance_of(api: StandIn, run_id: str) -> int:
     return found
 
 
-def _rented_run(start: Start, tmp_path: Path, pools: Path, name: str) -> tuple[Cli, Path, Path]:
-    release = tmp_path / f"release-{name}"
-    job = waiting_job(tmp_path / name, name, release)
-    cli = start(
-        "run", str(job), "--pool", "gpu", "--pools", str(pools),
-        "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path,
-    )  # fmt: skip
-    run_dir = only_run_dir(tmp_path / "runs", name)
-    log = run_dir / "logs" / "run.log"
-    eventually(lambda: log.exists() and "line 3" in log.read_text(), 60, f"{name} running")
-    return cli, run_dir, release
+def _rented_runs(start: Start, tmp_path: Path, pools: Path, *names: str) -> list[Rented]:
+    """`swjob run` of a waiting job per name on the Vast pool, all started at once (a boot
+    takes seconds); returned, as (process, run dir, release file), once every job runs."""
+    started = []
+    for name in names:
+        release = tmp_path / f"release-{name}"
+        job = waiting_job(tmp_path / name, name, release)
+        cli = start(
+            "run", str(job), "--pool", "gpu", "--pools", str(pools),
+            "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path,
+        )  # fmt: skip
+        started.append((cli, name, release))
+    rented = []
+    for cli, name, release in started:
+        run_dir = only_run_dir(tmp_path / "runs", name)
+        log = run_dir / "logs" / "run.log"
+        eventually(lambda log=log: log.exists() and "line 3" in log.read_text(), 60, name)
+        rented.append((cli, run_dir, release))
+    return rented
 
 
 def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
@@ -52,8 +61,7 @@ def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
         {"image": "x", "disk": 10, "env": {}, "onstart": None, "label": "swjob:0badc0de:r-x"},
     )
     assert foreign is not None
-    a, a_dir, _ = _rented_run(clis, tmp_path, pools, "alpha")
-    b, b_dir, b_release = _rented_run(clis, tmp_path, pools, "beta")
+    (a, a_dir, _), (b, b_dir, b_release) = _rented_runs(clis, tmp_path, pools, "alpha", "beta")
     a_instance, b_instance = _instance_of(api, a_dir.name), _instance_of(api, b_dir.name)
     a.kill9()  # A is abandoned: its instance bills with nobody driving it
 
@@ -104,7 +112,7 @@ def test_gc_leaves_alone_a_run_adopted_while_it_asked(
     drives: gc skips it (and says so), and attach finishes the run."""
     pools = tmp_path / "pools.toml"
     pools.write_text(POOLS)
-    a, a_dir, release = _rented_run(clis, tmp_path, pools, "alpha")
+    [(a, a_dir, release)] = _rented_runs(clis, tmp_path, pools, "alpha")
     instance = _instance_of(api, a_dir.name)
     a.kill9()
     printed = tmp_path / "gc.out"
