@@ -75,7 +75,16 @@ def test_a_cap_holds_across_kill_9_and_attach_with_the_true_cost(
         if getattr(e, "cause", "") == "OperatorStop"
     )
     stopped_after = stop.ts.timestamp() - row.created_at
-    assert cap_s <= stopped_after <= cap_s + 1.5, "the cap counted the node's whole life"
+    # An attach slowed past the mark (a loaded machine) must stop the run as it adopts it;
+    # counted from the restart (the old bug), the stop would come a whole cap later.
+    adopted = next(
+        e
+        for e in read_events(run_dir / "events.jsonl")
+        if getattr(e, "message", "") == "recovered after operator restart"
+    )
+    adopted_after = adopted.ts.timestamp() - row.created_at
+    due = max(cap_s, adopted_after)
+    assert cap_s <= stopped_after <= due + 1.5, "the cap counted the node's whole life"
     summary = json.loads((run_dir / "run.json").read_text())
     true_cost = PRICE * (row.destroyed_at - row.created_at) / 3600
     assert summary["cost_dollars"] == pytest.approx(true_cost, abs=PRICE * 0.5 / 3600)
