@@ -292,12 +292,19 @@ def shaped_link(rate: str = "100mbit") -> Iterator[None]:
 # ---- the run ----------------------------------------------------------------------------
 
 
-def measure(fn, reps: int, dst: Path, ns: str | None = None) -> dict[str, float]:
-    """Median seconds over `reps` runs (fresh destination each time) and the peak RSS seen."""
-    runs = []
+def measure(tools: dict, reps: int, dst: Path, ns: str | None = None) -> dict[str, dict]:
+    """Per tool: median seconds over `reps` runs (fresh destination each time), the peak
+    RSS seen and median CPU. The tools take turns within each repetition, so a change in
+    the machine's load falls on all of them alike and their ratios stay fair."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in tools}
     for _ in range(reps):
-        subprocess.run(_in_ns(ns, ["rm", "-rf", str(dst)]), check=True)
-        runs.append(fn())
+        for name, fn in tools.items():
+            subprocess.run(_in_ns(ns, ["rm", "-rf", str(dst)]), check=True)
+            runs[name].append(fn())
+    return {name: _summary(got) for name, got in runs.items()}
+
+
+def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
     out = {"s": statistics.median(r["s"] for r in runs)}
     for key in ("op_rss", "agent_rss"):
         if key in runs[0]:
@@ -333,7 +340,7 @@ def bench_loopback(kind: str, src: Path, size: int, reps: int, dst: Path) -> lis
             tools["iroh floor"] = lambda: iroh_floor(size)
         if kind == "c":
             tools["rsync -az"] = lambda: rsync(ssh, "127.0.0.1", src, dst, True, None)
-        rows = [(kind, "loopback", n, size, measure(fn, reps, dst)) for n, fn in tools.items()]
+        rows = [(kind, "loopback", n, size, m) for n, m in measure(tools, reps, dst).items()]
     subprocess.run(["rm", "-rf", str(dst)], check=True)
     return rows
 
@@ -343,7 +350,7 @@ def bench_tiny(kind: str, src: Path, size: int, dst: Path) -> list[tuple]:
     tools = {"swjob": lambda: run_swjob(src, dst, False)}
     if kind == "a":
         tools["iroh floor"] = lambda: iroh_floor(size)
-    return [(kind, "loopback", n, size, measure(fn, 1, dst)) for n, fn in tools.items()]
+    return [(kind, "loopback", n, size, m) for n, m in measure(tools, 1, dst).items()]
 
 
 def bench_shaped(src: Path, size: int, reps: int, dst: Path) -> list[tuple]:
@@ -357,7 +364,7 @@ def bench_shaped(src: Path, size: int, reps: int, dst: Path) -> list[tuple]:
             "rsync -az": lambda: rsync(ssh, IP_NODE, src, dst, True, NS_OP),
             "tar|ssh|tar": lambda: tar_ssh(ssh, IP_NODE, src, dst, NS_OP),
         }
-        return [("c", "100 Mbit", name, size, measure(fn, reps, dst)) for name, fn in tools.items()]
+        return [("c", "100 Mbit", n, size, m) for n, m in measure(tools, reps, dst).items()]
 
 
 _COLUMNS = (("op_rss", 10, 0), ("agent_rss", 13, 0), ("op_cpu", 9, 1), ("agent_cpu", 12, 1))
