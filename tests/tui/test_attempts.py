@@ -56,5 +56,10 @@ async def test_a_job_retried_is_one_row_and_its_detail_lists_both_attempts(
         await until(pilot, lambda: f"▸ attempt 1/2  {first.run_id}" in screen_text(app))
         await pilot.press("right_square_bracket")
         await until(pilot, lambda: getattr(app.screen, "run_id", None) == second)
+        await pilot.press("question_mark")  # the keys are in the help, with what they do
+        await until(pilot, lambda: "Previous attempt" in screen_text(app))
+        assert "Next attempt" in screen_text(app)
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, DetailScreen))
         await pilot.press("escape")
         await until(pilot, lambda: app.screen.query(JobsTable))
