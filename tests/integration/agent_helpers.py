@@ -32,6 +32,7 @@ from agent.protocol import (
 )
 from agent.reattach import REATTACH_ENV
 from agent.supervisor import TOKEN_ENV
+from tests.support.waiting import Changes
 
 WAIT_S = 30.0
 REATTACH_KEY = "reattach-" + "k" * 32  # every test agent's re-attach credential
@@ -52,7 +53,7 @@ class FakeOrchestrator:
         self.silent = False
         self.conn: Any = None
         self.channel: Channel | None = None
-        self._changed = asyncio.Event()
+        self._changes = Changes()
         self._tasks: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -89,10 +90,7 @@ class FakeOrchestrator:
         await self.channel.send(msg)
 
     async def until(self, predicate: Callable[[], bool], timeout: float = WAIT_S) -> None:
-        async with asyncio.timeout(timeout):
-            while not predicate():
-                self._changed.clear()
-                await self._changed.wait()
+        await self._changes.until(predicate, timeout)
 
     def lines(self) -> list[str]:
         return [ln.text for e in self.events if isinstance(e, LogBatch) for ln in e.lines]
@@ -117,7 +115,7 @@ class FakeOrchestrator:
         task.add_done_callback(self._tasks.discard)
 
     def _notify(self) -> None:
-        self._changed.set()
+        self._changes.changed()
 
     async def _accept_loop(self) -> None:
         while (incoming := await self.ep.accept_next()) is not None:

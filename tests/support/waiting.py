@@ -35,3 +35,21 @@ async def eventually_async(
         assert time.monotonic() < deadline, f"not met within {timeout:g} s: {what}"
         await pause(POLL_S)
     return time.monotonic()
+
+
+class Changes:
+    """A wake-up for tests whose state is changed by callbacks (an orchestrator receiving
+    messages, a recorder of agent events): `until` re-checks its predicate at each
+    `changed()`, so it neither polls nor misses a change made before it started waiting."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def changed(self) -> None:
+        self._event.set()
+
+    async def until(self, predicate: Callable[[], object], timeout: float) -> None:
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                self._event.clear()
+                await self._event.wait()

@@ -25,6 +25,7 @@ from agent.protocol import (
 from agent.redact import MASK
 from agent.supervisor import TOKEN_ENV, Supervisor
 from tests.support.disks import Disk
+from tests.support.waiting import Changes
 
 SECRET = "hunter2-very-secret-value"
 
@@ -35,20 +36,17 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[AgentEvent] = []
         self._ended = asyncio.Event()
-        self._changed = asyncio.Event()
+        self._changes = Changes()
 
     def __call__(self, event: AgentEvent) -> None:
         self.events.append(event)
-        self._changed.set()
+        self._changes.changed()
         if isinstance(event, StepExited | NodeFault):
             self._ended.set()
 
     async def until(self, predicate: Callable[[], bool]) -> None:
         """Wait (event-driven) until `predicate` holds over the events seen so far."""
-        async with asyncio.timeout(20):
-            while not predicate():
-                self._changed.clear()
-                await self._changed.wait()
+        await self._changes.until(predicate, 20)
 
     async def ended(self) -> AgentEvent:
         await asyncio.wait_for(self._ended.wait(), 20)
