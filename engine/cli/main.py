@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--explain", action="store_true", help="say which rule kept or excluded each path"
     )
+    plan.add_argument(
+        "--runs-dir", type=Path, default=DEFAULT_RUNS_DIR, help="left out like `swjob run` does"
+    )
     runs = sub.add_parser("runs", help="list past and current runs")
     runs.add_argument("--limit", type=int, default=50)
     logs = sub.add_parser("logs", help="print a run's setup and run output")
@@ -98,6 +101,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     from engine.jobs.jobspec import load_job
     from engine.jobs.plan import plan_workspace, render_plan
+    from engine.state.paths import landing_excludes
 
     job = load_job(args.job)
     console = Console(highlight=False)
@@ -105,7 +109,10 @@ def _plan(args: argparse.Namespace) -> int:
         console.print(f"{args.job}: no workspace — nothing is pushed")
         return 0
     render_plan(
-        plan_workspace(job.workspace.workdir, job.workspace.exclude),
+        plan_workspace(
+            job.workspace.workdir,
+            job.workspace.exclude + landing_excludes(job.workspace.workdir, args.runs_dir),
+        ),
         explain=args.explain,
         console=console,
     )

@@ -13,6 +13,7 @@ from engine.run.control import NodeGone
 from engine.run.livesync import LiveSync
 from engine.run.stall import Stalled, StallGuard
 from engine.run.transfer import PullResult, TransferError, pull_outputs, push_workspace
+from engine.state.paths import landing_excludes
 
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
@@ -43,10 +44,14 @@ class Transfers:
         return report
 
     async def push(self) -> None:
-        """The job's workspace, then (a next attempt) the previous attempt's outputs over it,
-        where the job wrote them."""
+        """The job's workspace (never the runs landing in it), then (a next attempt) the
+        previous attempt's outputs over it, where the job wrote them."""
         workspace, attempt = self._d.job.workspace, self._d.attempt
-        trees = [(workspace.workdir, workspace.exclude)] if workspace else []
+        trees = []
+        if workspace is not None:
+            runs_dir = self._d.view.run_dir.parent.parent
+            landing = landing_excludes(workspace.workdir, runs_dir)
+            trees.append((workspace.workdir, workspace.exclude + landing))
         if attempt is not None and attempt.carried is not None:
             trees.append((attempt.carried, []))
         refused: list[str] = []

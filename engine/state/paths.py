@@ -43,3 +43,18 @@ def default_pools_file() -> Path:
 
 
 DEFAULT_RUNS_DIR = Path("swjob-runs")
+
+
+def landing_excludes(workdir: Path, runs_dir: Path) -> list[str]:
+    """The exclude pattern that keeps `runs_dir` out of a push of `workdir`, when it lies
+    inside it. The default runs dir is relative to where swjob runs, which is usually the
+    job's own folder: without this, every run pushed all the earlier runs' outputs and logs
+    (and the landing dir of the run being pushed, still growing) to the node."""
+    try:
+        rel = runs_dir.resolve().relative_to(workdir.resolve())
+    except ValueError:
+        return []
+    if rel == Path("."):
+        return []  # runs land in the workspace's root itself: nothing can be told apart
+    escaped = "".join("\\" + c if c in "\\*?[]!#" else c for c in rel.as_posix())
+    return [f"/{escaped}/"]
