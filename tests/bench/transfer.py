@@ -42,6 +42,13 @@ IP_OP, IP_NODE = "10.203.0.1", "10.203.0.2"
 
 
 def _peak_rss_mb() -> float:
+    """This process's own peak RSS (VmHWM). Not ru_maxrss: Linux carries it over fork and
+    exec, so a side started by the bench (which held 256 MiB making tree a) reported the
+    bench's 279 MB whatever it used itself."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -403,7 +410,7 @@ def print_table(rows: list[tuple]) -> None:
         )
     print(
         "\n× ref: median seconds over the same run's iroh floor (loopback) or rsync -az "
-        "(100 Mbit); RSS: peak (ru_maxrss) of the operator and agent processes"
+        "(100 Mbit); RSS: peak (VmHWM) of the operator and agent processes"
     )
     print(f"reproduce: python {' '.join(sys.argv)}")
 
