@@ -16,15 +16,15 @@ import pytest
 
 from engine.engine import Engine, EngineConfig
 from engine.jobs.jobspec import load_job
-from engine.jobs.pools import PoolSet, load_pools
+from engine.jobs.pools import load_pools
 from engine.report.datastream import read_events
-from engine.report.views import RunView
 from engine.state import ownership
 from engine.state.ledger import Ledger
 from engine.state.paths import cache_dir
 from tests.standin.server import StandIn
 from tests.support.cli import Cli
 from tests.support.processes import pid_alive, reap
+from tests.support.recovery import ENGINE_MAIN, recover
 from tests.support.runs import agent_pid, only_run_dir, waiting_job
 from tests.support.waiting import eventually, eventually_async
 
@@ -50,16 +50,6 @@ def crashy_job(release: Path) -> str:
 def logged_lines(run_dir: Path) -> int:
     path = run_dir / "logs" / "run.log"
     return path.read_text().count("line ") if path.exists() else 0
-
-
-async def recover(runs_dir: Path, pools: PoolSet, run_id: str) -> RunView:
-    """Start a new engine that adopts the dead one's runs and wait for `run_id` to end."""
-    engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools, adopt_orphans=True))
-    await engine.start()
-    try:
-        return await asyncio.wait_for(engine.wait(run_id), 60)
-    finally:
-        await engine.close()
 
 
 @pytest.fixture
@@ -157,24 +147,6 @@ async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []
 
-
-ENGINE_MAIN = """
-import asyncio, sys
-from pathlib import Path
-from engine.engine import Engine, EngineConfig
-from engine.jobs.jobspec import load_job
-from engine.jobs.pools import load_pools
-
-async def main():
-    engine = Engine(EngineConfig(runs_dir=Path(sys.argv[2]), pools=load_pools(None)))
-    await engine.start()
-    await engine.submit(load_job(Path(sys.argv[1])), "local")
-    await asyncio.Event().wait()
-
-asyncio.run(main())
-"""
-"""An engine process driving the job file argv[1] into the runs dir argv[2] until it is
-killed: a test puts its patch (where the process dies or hangs) in front of it."""
 
 FREEZE = """
 import asyncio

@@ -24,12 +24,9 @@ import pytest
 from engine.jobs.pools import load_pools
 from engine.report.datastream import read_events
 from engine.state.paths import cache_dir
-from tests.integration.test_crash_recovery import (  # noqa: F401 (a fixture)
-    ENGINE_MAIN,
-    crashed_run,
-    recover,
-)
+from tests.integration.test_crash_recovery import crashed_run  # noqa: F401 (a fixture)
 from tests.support.processes import pid_alive
+from tests.support.recovery import ENGINE_MAIN, recover
 from tests.support.runs import agent_pid, only_run_dir
 
 pytestmark = pytest.mark.timeout(120)

@@ -26,11 +26,11 @@ import pytest
 from engine.jobs.pools import load_pools
 from engine.state.paths import default_pools_file
 from engine.state.store import Store
-from tests.integration.test_crash_recovery import ENGINE_MAIN, recover
 from tests.standin.server import StandIn
 from tests.support.cli import Cli
 from tests.support.jobs import RESUMING
 from tests.support.processes import reap
+from tests.support.recovery import ENGINE_MAIN, recover
 from tests.support.runs import agent_pid, events, finished, only_run_dir, run_json
 from tests.support.waiting import eventually
 

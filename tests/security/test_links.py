@@ -9,7 +9,7 @@ import json
 import os
 
 from tests.support.cli import swjob_run
-from tests.unit.test_link_resolution import CHAIN
+from tests.support.hostile import CHAIN
 
 
 def test_chained_links_in_outputs_never_point_outside_the_landing_dir(

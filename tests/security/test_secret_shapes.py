@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from agent.lines import MAX_LINE
 from tests.support.cli import swjob_run
-from tests.unit.test_redact_shapes import PEM, SECRET, pieces
+from tests.support.hostile import PEM, SECRET, pieces
 
 
 def test_multiline_and_straddling_secrets_never_show(tmp_path, make_job, record_fault) -> None:

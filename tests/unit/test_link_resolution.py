@@ -13,9 +13,8 @@ from agent.transfer import wire
 from agent.transfer.receiver import Receiver
 from agent.transfer.safety import check_link_target, link_stays_inside
 from agent.transfer.walk import walk_tree
+from tests.support.hostile import CHAIN
 from tests.unit.test_transfer_receiver import _file, _Stream
-
-CHAIN = "d/d/d/../../.."
 
 
 def tree(root: Path, links: dict[str, str]) -> Path:

@@ -12,9 +12,7 @@ import pytest
 from agent.lines import LineSplitter
 from agent.redact import MASK, Redactor
 from engine.report.printable import visible
-
-PEM = "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\nAQEFAASCBKcwggSjAgEAAoIB\n-----END KEY-----"
-SECRET = "Zq7xW-4f0c9e41b7a2-kP3vY"  # no 6-character piece of it is a word
+from tests.support.hostile import PEM, SECRET, pieces
 
 
 def test_each_line_of_a_multiline_value_is_a_secret() -> None:
@@ -23,15 +21,6 @@ def test_each_line_of_a_multiline_value_is_a_secret() -> None:
         assert redact(f"key: {line}") == f"key: {MASK}"
     assert redact(PEM) == MASK
     assert redact("ab cd") == "ab cd"
-
-
-def pieces(secret: str, text: str, least: int = 6) -> list[str]:
-    """Substrings of `secret` of `least` or more characters that occur in `text`."""
-    return [
-        secret[i : i + least]
-        for i in range(len(secret) - least + 1)
-        if secret[i : i + least] in text
-    ]
 
 
 @pytest.mark.parametrize("offset", [-20, -5, -1, 0, 1, 7])
