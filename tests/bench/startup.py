@@ -34,14 +34,16 @@ BASELINES = {
 
 
 def _commands(runs_dir: Path, with_run: bool) -> dict[str, list[str]]:
-    """The swjob subcommands measured, as arguments after `python -m engine.cli`."""
+    """The swjob commands measured, as arguments to the interpreter."""
     commands = {
-        "validate": ["validate", str(JOB)],
-        "plan": ["plan", str(JOB)],
-        "runs": ["runs"],
+        "validate": ["-m", "engine.cli", "validate", str(JOB)],
+        "plan": ["-m", "engine.cli", "plan", str(JOB)],
+        "runs": ["-m", "engine.cli", "runs"],
+        # what a local node's agent imports before it can dial (most of its start)
+        "agent imports": ["-c", "import agent.main"],
     }
     if with_run:
-        commands["run"] = ["run", str(JOB), "--runs-dir", str(runs_dir)]
+        commands["run"] = ["-m", "engine.cli", "run", str(JOB), "--runs-dir", str(runs_dir)]
     return commands
 
 
@@ -77,7 +79,7 @@ def measure(runs: int, before: Path | None, with_run: bool) -> dict[str, list[fl
             # a local node's agent is the installed swjob, whatever the tree: only "after"
             # can run a job
             for name, args in _commands(runs_dir, with_run and label == "after").items():
-                cases[f"{name} ({label})"] = (["-m", "engine.cli", *args], env)
+                cases[f"{name} ({label})"] = (args, env)
         for _ in range(runs):
             for name, (args, env) in cases.items():
                 times.setdefault(name, []).append(_once(args, env, root))
