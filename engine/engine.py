@@ -54,7 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("swjob.engine")
 
 
-_INDEXED = (ev.Transition, ev.Node, ev.Alert, ev.Finished)
+# The events that change a run's summary in the index. Cost is one (every few seconds while
+# a priced node bills): another console follows the run from the index alone.
+_INDEXED = (ev.Transition, ev.Node, ev.Alert, ev.Cost, ev.Finished)
 
 
 class SubmitError(Exception):
