@@ -42,8 +42,8 @@ def _kib(field: str) -> int:
 
 
 async def _one(root: Path, jobs: int) -> tuple[float, float, int]:
-    from tests.reliability.load import load_jobs, run_load
     from tests.support.engines import engine_with
+    from tests.support.load import load_jobs, run_load
 
     specs = load_jobs(root / "projects", jobs)
     async with engine_with(root / "runs") as engine:

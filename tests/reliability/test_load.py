@@ -9,8 +9,8 @@ import json
 import pytest
 
 from engine.jobs.pools import BUILTIN_LOCAL
-from tests.reliability.load import LINES, load_jobs, run_load
 from tests.support.engines import engine_with
+from tests.support.load import LINES, load_jobs, run_load
 
 pytestmark = [pytest.mark.timeout(120)]
 
