@@ -49,18 +49,22 @@ def test_ack_drops_memory_but_replay_still_reads_the_file(tmp_path: Path) -> Non
     j.close()
 
 
+BATCHES = 60
+
+
 def test_memory_stays_bounded_under_a_flood(tmp_path: Path) -> None:
-    """200 batches of 1000 lines (a 200k-line flood, ~20 MB) with a 2 MB memory budget."""
-    budget = 2 * 1024 * 1024
+    """60 batches of 1000 lines (a 60k-line flood, ~6 MB) with a 512 KiB memory budget: a
+    flood over ten times the budget (the budget is scaled down, not the ratio)."""
+    budget = 512 * 1024
     j = Journal(tmp_path / "events.jsonl", memory_budget=budget)
-    for _ in range(200):
+    for _ in range(BATCHES):
         j.append(batch(1000))
         assert j.memory_bytes <= budget
     assert (tmp_path / "events.jsonl").stat().st_size > 10 * budget
     replay = []
     while chunk := j.events_after(replay[-1].seq if replay else 0, limit=64):
         replay.extend(chunk)
-    assert [e.seq for e in replay] == list(range(1, 201))
+    assert [e.seq for e in replay] == list(range(1, BATCHES + 1))
     assert all(len(e.lines) == 1000 for e in replay)
     j.close()
 
