@@ -3,10 +3,10 @@ entered, the spec §6 event that caused it and the commands it emitted. The row 
 the step in progress is marked and its duration keeps counting.
 
 Under the row that entered provisioning, the node's boot: each step reached with how
-long reaching it took and its detail (the offer, the provider's status message), and
-a step this node never showed as "not seen" (the local pool has no offer, image or
-install; a status poll can miss a short step), and once the agent joined, the whole
-boot's time."""
+long reaching it took and its detail (the offer, the provider's status message); the
+steps this node never showed, on one "not seen" row (the local pool has no offer, image
+or install; a status poll can miss a short step: a row each was mostly noise); and once
+the agent joined, the whole boot's time."""
 
 from __future__ import annotations
 
@@ -48,21 +48,17 @@ def _row(tr: Transition, until: datetime, current: bool, now: datetime) -> list[
 
 def _boot_rows(run: RunView) -> list[list[Text | str]]:
     boot = boot_timeline(provisioning_start(run.timeline), run.boot)
-    shown = {step.phase for step in (*boot.seen, *boot.not_seen)}
     rows: list[list[Text | str]] = []
-    for step in boot.steps:
-        if step.phase not in shown:
-            continue  # not reached yet
-        missing = step.at is None  # shown as such: never as a step that took 0 s
+    for step in boot.seen:
+        label = Text(f"  · {step.label}", style="magenta")
+        detail = Text(printable(step.detail or ""), style="dim")
         rows.append(
-            [
-                fmt.clock_time(step.at) if step.at else "",
-                Text(f"  · {step.label}", style="dim" if missing else "magenta"),
-                fmt.duration(step.seconds, tenths=True),
-                Text("not seen" if missing else printable(step.detail or ""), style="dim"),
-                "",
-            ]
+            [fmt.clock_time(step.at), label, fmt.duration(step.seconds, tenths=True), detail, ""]
         )
+    if missing := boot.not_seen:  # one row: never a step that took 0 s, never a row each
+        words = ", ".join(step.label for step in missing)
+        names = Text(words, style="dim", no_wrap=False, overflow="fold")  # all, over 2 lines
+        rows.append(["", Text("  · not seen", style="dim"), "", names, ""])
     if boot.total_s is not None:
         booted = Text("  · booted", style="bold magenta")
         rows.append(["", booted, fmt.duration(boot.total_s, tenths=True), "", ""])
