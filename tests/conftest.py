@@ -13,7 +13,11 @@ import pytest
 
 from tests.support.cli import clis  # noqa: F401  (fixture)
 from tests.support.engines import engine, make_engine  # noqa: F401  (fixtures)
-from tests.support.faults import pytest_terminal_summary, record_fault  # noqa: F401
+from tests.support.faults import (  # noqa: F401
+    pytest_runtest_logreport,
+    pytest_terminal_summary,
+    record_fault,
+)
 from tests.support.jobs import make_job  # noqa: F401  (fixture)
 
 if TYPE_CHECKING:
