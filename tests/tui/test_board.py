@@ -3,6 +3,8 @@ submitted, a run queued for a free node, panes by tab — against a real engine.
 
 from __future__ import annotations
 
+import signal
+
 from engine.engine import Engine
 from engine.jobs.jobspec import load_job
 from tests.support.engines import engine_config
@@ -187,3 +189,41 @@ async def test_a_run_nobody_drives_is_marked_and_a_adopts_it(engine, clis, tmp_p
         release.touch()
         assert (await finished(app, run_id, timeout=60)).state == "COMPLETED"
         await until(pilot, lambda: str(table.get_cell(run_id, "state")) == "COMPLETED")
+
+
+async def test_a_followed_run_is_followed_until_its_node_is_torn_down(
+    engine, clis, tmp_path, api
+) -> None:
+    """A run another `swjob run` drives on Vast, started after the console opened, gets its
+    row; it ends: its verdict comes first, then the teardown. That process is held (SIGSTOP)
+    at its first destroy, which the stand-in refuses, so the board sees the run COMPLETED
+    while still tearing down; let go, the row must reach "done" with its exit code, not stay
+    at "teardown"."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text(
+        '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob==0.1.0"\n'
+        "[pools.gpu.resources]\ngpu_count = 1\n"
+    )
+    release = tmp_path / "release"
+    release.touch()  # the job ends at once
+    job = waiting_job(tmp_path / "elsewhere", "elsewhere", release)
+    api.cloud.faults.destroy_failures = 1
+    runs = engine.config.runs_dir
+    cli = clis(
+        "run", str(job), "--pool", "gpu", "--pools", str(pools), "--runs-dir", str(runs),
+        cwd=tmp_path,
+    )  # fmt: skip
+    app = SwjobApp(engine)
+    async with app.run_test(size=SMALL) as pilot:
+        await booted(pilot)
+        eventually(lambda: any(r[0] == "DELETE" for r in api.requests), 90, "a destroy asked")
+        cli.signal(signal.SIGSTOP)
+        table = app.screen.query_one(JobsTable)
+        run_id = only_run_dir(runs, "elsewhere").name
+        await until(pilot, lambda: table.row_count == 1)
+        await until(pilot, lambda: str(table.get_cell(run_id, "state")) == "COMPLETED")
+        assert str(table.get_cell(run_id, "step")) == "teardown"
+        cli.signal(signal.SIGCONT)
+        assert cli.wait(60) == 0, cli.output()
+        await until(pilot, lambda: str(table.get_cell(run_id, "step")) == "done")
+        assert str(table.get_cell(run_id, "exit")) == "0"

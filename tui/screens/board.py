@@ -113,15 +113,18 @@ class BoardScreen(Screen[None]):
         return [r for r in runs if self.chains.is_latest(r) and self._matches(r)]
 
     def refresh_all(self) -> None:
-        runs = self._rows(self.engine.runs())
-        self._redraw(runs, keep={r.run_id for r in runs})
+        everything = self.engine.runs()
+        runs = self._rows(everything)
+        self._redraw(runs, everything, keep={r.run_id for r in runs})
 
-    def _redraw(self, runs: list[RunView], keep: set[str] | None = None) -> None:
+    def _redraw(
+        self, runs: list[RunView], everything: list[RunView], keep: set[str] | None = None
+    ) -> None:
         """Redraw these runs' rows (dropping rows not in `keep`, when given), the pools,
-        the banner, the hint and the preview of the selected run."""
+        the banner (from `everything`), the hint and the preview of the selected run."""
         table = self.query_one(JobsTable)
         with self.app.batch_update():
-            self._refresh_pools()
+            self._refresh_pools(everything)
             if keep is not None:
                 table.keep_only(keep)
             replaced = self.chains.replaced()  # a next attempt takes its job's row
@@ -136,17 +139,19 @@ class BoardScreen(Screen[None]):
     def _marks(self, runs: list[RunView]) -> dict[str, str]:
         """What the step column says instead of the step: queued, or who drives the run.
         Runs this console does not drive send it no events, so they are re-checked on
-        every tick (a lock probe each)."""
+        every tick (a lock probe each) until they have finished: one whose verdict is in
+        is still tearing its node down, and its row would stop at "teardown"."""
         marks: dict[str, str] = {}
         for run in runs:
+            if run.live or run.finished is not None:
+                self._followed.discard(run.run_id)
+            else:
+                self._followed.add(run.run_id)
             driver = owner(run)
             if driver is not None:
-                self._followed.add(run.run_id)
                 marks[run.run_id] = driver.value
-            else:
-                self._followed.discard(run.run_id)
-                if queued(run, self._busy):
-                    marks[run.run_id] = "queued"
+            elif queued(run, self._busy):
+                marks[run.run_id] = "queued"
         return marks
 
     def select_run(self, run_id: str) -> None:
@@ -164,13 +169,13 @@ class BoardScreen(Screen[None]):
         else:
             self.query_one(RunPreview).show(run, queued(run, self._busy), owner(run))
 
-    def _refresh_pools(self) -> None:
+    def _refresh_pools(self, everything: list[RunView]) -> None:
         """Pools and the warning banner: a few lines, each redrawn only when what it
         shows changed."""
         pools = self.engine.pools()
         self._busy = busy_by_pool(pools)
         self.query_one(PoolsPanel).show(pools)
-        self.query_one(Banner).show(self.engine.runs(), self.feed.orphans)
+        self.query_one(Banner).show(everything, self.feed.orphans)
 
     def _refresh_hint(self) -> None:
         """An empty table says how to fill it (or that the filter hides everything)."""
@@ -185,10 +190,14 @@ class BoardScreen(Screen[None]):
 
     @on(RunsUpdated)
     def refresh_runs(self) -> None:
-        """Update only the changed runs' rows; elapsed times of live runs tick too."""
+        """Update only the changed runs' rows; elapsed times of live runs tick too. Runs
+        other processes drive send no events: every unfinished one is redrawn from the
+        index, so one started in another terminal gets its row, and so is each followed
+        one last seen unfinished (it may have finished since)."""
+        everything = self.engine.runs()
         ids = set(self.feed.take_dirty()) | {r.run_id for r in self.engine.running()}
-        ids |= self._followed
-        self._redraw(self._rows([run for rid in ids if (run := self.engine.run(rid))]))
+        ids |= self._followed | {r.run_id for r in everything if not r.live and not r.finished}
+        self._redraw(self._rows([r for r in everything if r.run_id in ids]), everything)
 
     @on(DataTable.RowHighlighted)
     def _row_highlighted(self) -> None:
