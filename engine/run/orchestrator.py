@@ -171,7 +171,12 @@ class RunDriver:
             self._cost.start(handle)  # the node has billed all along: cost counts from its birth
 
     def start_work(self, coro: Any) -> asyncio.Task[Any]:
-        return self._spawn(self._guarded(coro))
+        """Run `coro` beside the FSM. A teardown may cancel it before it ever ran (a run
+        recovered in teardown): it is closed then, or Python warns on the user's terminal
+        that it was never awaited."""
+        task = self._spawn(self._guarded(coro))
+        task.add_done_callback(lambda _: coro.close())
+        return task
 
     @property
     def fsm_state(self) -> fsm.FsmState:
