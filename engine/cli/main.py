@@ -1,12 +1,14 @@
 """`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, shell, forward, gc.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
-2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly.
+2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
+141 when the reader of its output went away (`swjob runs | head`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -82,10 +84,23 @@ def main(argv: list[str] | None = None) -> int:
     set_private_umask()
     handler = _COMMANDS[args.command]
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # here, where a reader gone away is caught, not at exit
+        return code
     except ConfigFileError as exc:  # already one line, its user text made printable
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `swjob runs | head`: the reader has all it wanted
+        _drop_stdout()
+        return 141  # what a shell reports for a writer ended by SIGPIPE
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what could not be
+    written does not print a second error on the way out."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from engine.state.paths import cache_dir
-from tests.support.cli import Cli, swjob
+from tests.support.cli import SWJOB, Cli, swjob
 from tests.support.waiting import eventually
 
 HELLO = Path(__file__).parents[2] / "examples" / "hello" / "job.toml"
@@ -74,3 +75,18 @@ def test_commands_naming_a_run_say_when_there_is_none(tmp_path: Path) -> None:
         done = swjob(*command, cwd=tmp_path, timeout=30)
         assert done.returncode == 1, (command, done.stdout, done.stderr)
         assert f"no run {ref!r} (or the prefix is not unique)" in done.stdout + done.stderr
+
+
+def test_a_reader_gone_away_ends_swjob_quietly(tmp_path: Path) -> None:
+    """`swjob runs | head -1` with more runs than that: swjob finds its pipe closed and
+    ends without a traceback (exit 141, as a writer ended by SIGPIPE)."""
+    assert swjob("run", str(HELLO), cwd=tmp_path).returncode == 0
+    for command in (["validate", str(HELLO)], ["runs"], ["logs", "--step", "run", "2"]):
+        proc = subprocess.Popen(
+            [*SWJOB, *command], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert proc.stdout is not None
+        proc.stdout.close()  # before swjob has printed a byte: every write finds no reader
+        _, err = proc.communicate(timeout=60)
+        assert err.decode() == "", (command, err.decode())
+        assert proc.returncode == 141, command
