@@ -36,6 +36,7 @@ SAFE_NAME_RULE = "1-64 letters, digits, '_', '.', '-', starting with a letter or
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _AT_POSITION = re.compile(r"\s*at line \d+ col \d+$")
 _KEY_EXISTS = re.compile(r'^Key "(.*)" already exists\.$')
+_STDLIB_AT = re.compile(r"\s*\((?:at line (?P<line>\d+), column \d+|at end of document)\)$")
 
 
 def _second_definition(text: str, key: str) -> int | None:
@@ -53,11 +54,27 @@ def _syntax_error(
 ) -> ConfigFileError:
     message = _AT_POSITION.sub("", str(exc))
     line = getattr(exc, "line", None)
+    if message.startswith("Unexpected character"):
+        message, line = _what_was_expected(text) or (message, line)
     duplicate = _KEY_EXISTS.match(message)
     if duplicate:
         line = _second_definition(text, duplicate[1]) or line
         message = f"duplicate key {shown(duplicate[1])!r} (each key may be set once)"
     return error(source, f"TOML syntax: {shown(message, PROBLEM_CHARS)}", line=line)
+
+
+def _what_was_expected(text: str) -> tuple[str, int] | None:
+    """tomlkit names only the character it tripped on ('\\x00' for the end of the file, at
+    line 1); the standard library's parser says what it expected there, and where."""
+    import tomllib
+
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        at = _STDLIB_AT.search(str(exc))
+        line = int(at["line"]) if at and at["line"] else text.rstrip("\n").count("\n") + 1
+        return _STDLIB_AT.sub("", str(exc)), line
+    return None
 
 
 def field_path(loc: tuple[str | int, ...]) -> str:

@@ -384,3 +384,21 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
     path = tmp_path / "job.toml"
     path.write_bytes(b"\xef\xbb\xbf" + MINIMAL.encode())
     assert load_job(path).name == "j"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "says"),
+    [
+        ("garbage", 1, "Expected '=' after a key"),
+        ('[job]\nname "j"\nrun = "x"\n', 2, "Expected '=' after a key"),
+        ('[job\nname = "j"\n', 1, "Expected ']' at the end of a table declaration"),
+        ('[job]\nname = "j"\nrun = "x"\noutputs = ["a",\n', 4, "Invalid value"),
+    ],
+)
+def test_a_toml_typo_says_what_was_expected(
+    tmp_path: Path, text: str, line: int, says: str
+) -> None:
+    """Not the character the parser tripped on ('\\x00' for the end of the file)."""
+    exc = error_of(tmp_path, text)
+    assert exc.line == line and exc.problem.startswith(f"TOML syntax: {says}")
+    assert "Unexpected character" not in exc.problem and "\\x00" not in exc.problem
