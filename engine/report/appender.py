@@ -13,22 +13,35 @@ relies on). Each `write` is whole lines and goes to the file in one `os.write`
 (queued writes to the same file are joined), so a reader never sees a torn line.
 A write that fails is raised by the file's next `write` or its `close`: the caller
 learns of it one batch late rather than never. `close` returns once everything written
-before it is on the file (in the OS's hands, as a flushed write was before).
+before it is on the file (in the OS's hands, as a flushed write was before); `written`
+is the same wait without closing, for what must be on record before the world is
+touched (a command's transition before the command runs: a crash right after must
+still find it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 _BATCH = 4096
 """Queued writes joined into one pass of the writer (same file: one os.write)."""
 
 
-Item = tuple["AppendFile", bytes | threading.Event]
+@dataclass(frozen=True)
+class _Written:
+    """A marker in the queue: settled once everything queued before it is on its file."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+
+
+Item = tuple["AppendFile", bytes | threading.Event | _Written]
 
 
 class AppendFile:
@@ -50,6 +63,14 @@ class AppendFile:
         calling thread: from the event loop, use `aclose`)."""
         self._closing().wait()
         self._raise()
+
+    async def written(self) -> None:
+        """Return once every line written so far is on the file, without blocking the loop
+        (a failed write is still raised by the next `write` or `close`)."""
+        loop = asyncio.get_running_loop()
+        marker = _Written(loop, loop.create_future())
+        self._writer.put((self, marker))
+        await marker.future
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self._closing().wait)
@@ -88,7 +109,7 @@ class _Writer:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        if loop is None or isinstance(item[1], threading.Event):
+        if loop is None or not isinstance(item[1], bytes):  # a wait: hand over now
             self._hand_over()
         elif first:
             loop.call_soon(self._hand_over)
@@ -120,6 +141,8 @@ class _Writer:
             if isinstance(item, bytes):
                 pending = handle
                 chunks.append(item)
+            elif isinstance(item, _Written):
+                _settle(item)
             else:
                 _close(handle, item)
         if pending is not None:
@@ -135,6 +158,15 @@ def _write_all(handle: AppendFile, data: bytes) -> None:
             view = view[os.write(handle.fd, view) :]
     except OSError as exc:
         handle.error = exc
+
+
+def _settle(marker: _Written) -> None:
+    def settle() -> None:
+        if not marker.future.done():  # cancelled: its waiter went away
+            marker.future.set_result(None)
+
+    with contextlib.suppress(RuntimeError):  # its loop has closed meanwhile
+        marker.loop.call_soon_threadsafe(settle)
 
 
 def _close(handle: AppendFile, done: threading.Event) -> None:

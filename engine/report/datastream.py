@@ -82,6 +82,12 @@ class Datastream:
         if handle is not None:
             await handle.aclose()
 
+    async def written(self, run_id: str) -> None:
+        """Return once every event of the run published so far is on its log."""
+        handle = self._files.get(run_id)
+        if handle is not None:
+            await handle.written()
+
     def publish(self, event: Event) -> Event:
         """Stamp the event with the run's next sequence number, persist it, fan it out."""
         seq = self._seq.get(event.run_id, 0) + 1

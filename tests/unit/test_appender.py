@@ -4,6 +4,8 @@ a disk that makes writers wait; /dev/full for one that fails."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import os
 import threading
@@ -59,3 +61,31 @@ def test_a_failed_write_is_raised_by_the_next_call() -> None:
     with pytest.raises(OSError) as info:
         full.close()
     assert info.value.errno == errno.ENOSPC
+
+
+async def test_written_waits_for_the_lines_before_it_without_blocking_the_loop(
+    tmp_path: Path,
+) -> None:
+    """What a run's commands wait for: the transition that ordered them on its file."""
+    fifo = tmp_path / "slow"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        stuck = open_append(fifo)
+        line = "y" * 1023 + "\n"
+        for _ in range(256):  # 256 KiB: more than the pipe holds
+            stuck.write(line)
+        waiting = asyncio.ensure_future(stuck.written())
+        await asyncio.sleep(0.2)  # the loop turns meanwhile
+        assert not waiting.done()  # the lines are not on the file yet
+        got = bytearray()
+        while not waiting.done():
+            with contextlib.suppress(BlockingIOError):
+                got += os.read(reader, 1 << 16)
+            await asyncio.sleep(0.001)
+        while len(got) < 256 * 1024:  # written() returned: every line is in the pipe
+            got += os.read(reader, 1 << 16)
+        assert got.decode() == line * 256
+        stuck.close()
+    finally:
+        os.close(reader)
