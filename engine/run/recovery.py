@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +27,6 @@ from engine.run import fsm
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
 
-REPLAY_S = 10.0
-"""How long a rejoined node may take to replay its journal before we judge what it missed."""
 
 
 def job_digest(path: Path) -> str:
@@ -97,12 +94,15 @@ async def continue_run(driver: RunDriver, fault: str | None) -> None:
 async def _never_delivered(driver: RunDriver) -> bool:
     """True when the engine recorded a step as started but died before its RunStep left:
     the node is idle, and its replayed journal (up to where its Hello said it ends) holds
-    no exit for the step."""
+    no exit for the step.
+
+    The whole replay is waited for, however long: a step that flooded its log while the
+    operator was away replays for minutes, and judging before its exit arrives ran the job
+    a second time. A node that goes silent meanwhile is lost, which cancels this wait."""
     hello = driver.session.hello
     if hello is None or hello.busy:
         return False
-    deadline = time.monotonic() + REPLAY_S
-    while driver.session.last_seq < hello.last_seq and time.monotonic() < deadline:
+    while driver.session.last_seq < hello.last_seq and not driver.step_exited:
         await asyncio.sleep(0.05)
     return not driver.step_exited
 

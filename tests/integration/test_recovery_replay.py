@@ -1,0 +1,49 @@
+"""An operator killed while the job floods its log: the node journals the flood and the
+step's exit while nobody listens, and replays it all to the adopter. The adopter must wait
+for the whole replay before it judges whether the step ever reached the node: judged
+early (the exit not replayed yet), it sent the step again and the job ran twice."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine.jobs.pools import load_pools
+from engine.run import recovery
+from tests.support.cli import Cli
+from tests.support.recovery import recover
+from tests.support.runs import agent_pid, only_run_dir
+from tests.support.waiting import eventually
+
+FLOOD = 20_000
+
+
+async def test_a_long_replay_does_not_run_the_job_again(
+    tmp_path: Path, clis: Callable[..., Cli], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A judge with a short clock (as the old 10 s was, against a longer replay) must not
+    # matter: whatever a module constant says, the adopter waits for the replay.
+    monkeypatch.setattr(recovery, "REPLAY_S", 0.01, raising=False)
+    release, counter = tmp_path / "release", tmp_path / "executions"
+    run = (
+        f"echo start; while [ ! -e {release} ]; do sleep 0.05; done; "
+        f"seq 1 {FLOOD} | sed 's/^/line /'; echo ran >> {counter}"
+    )
+    (tmp_path / "job.toml").write_text(f'[job]\nname = "flood"\nrun = "{run}"\n')
+    cli = clis("run", "job.toml", cwd=tmp_path)
+    run_dir = only_run_dir(tmp_path / "swjob-runs", "flood")
+    log = run_dir / "logs" / "run.log"
+    eventually(lambda: log.exists() and "start" in log.read_text(), 60, "the job started")
+    cli.kill9()
+    agent = psutil.Process(agent_pid(run_dir))
+    release.touch()
+    eventually(lambda: counter.exists() and not agent.children(), 60, "the step exited")
+
+    view = await recover(tmp_path / "swjob-runs", load_pools(None), run_dir.name)
+    assert view.state == "COMPLETED" and view.exit_code == 0
+    assert counter.read_text() == "ran\n", "the job ran more than once"
+    lines = log.read_text().splitlines()
+    assert lines == ["start", *(f"line {i}" for i in range(1, FLOOD + 1))]
