@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
 
 
-
 def job_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
