@@ -129,8 +129,13 @@ class NodeAgent:
         for d in (cfg.workdir, cfg.logs_dir, cfg.state_dir):
             d.mkdir(parents=True, exist_ok=True)
         self.journal = Journal(cfg.state_dir / "events.jsonl")
+        credential = orphan.container_credential()  # a job that prints its environment shows it
         self.supervisor = Supervisor(
-            cfg.workdir, cfg.logs_dir, self.journal.append, pgid_file=cfg.state_dir / "step.pgid"
+            cfg.workdir,
+            cfg.logs_dir,
+            self.journal.append,
+            pgid_file=cfg.state_dir / "step.pgid",
+            node_secrets=[credential[1]] if credential else [],
         )
         self.shutdown = asyncio.Event()
         self._wake = asyncio.Event()

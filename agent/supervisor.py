@@ -24,7 +24,7 @@ import os
 import secrets
 import signal
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -77,6 +77,7 @@ class Supervisor:
         *,
         base_env: Mapping[str, str] | None = None,
         pgid_file: Path | None = None,
+        node_secrets: Iterable[str] = (),
     ) -> None:
         self._workdir = workdir
         self._logs_dir = logs_dir
@@ -84,6 +85,7 @@ class Supervisor:
         base = dict(os.environ if base_env is None else base_env)
         base.pop(TOKEN_ENV, None)
         self._base_env = base
+        self._node_secrets = tuple(node_secrets)  # masked in every step's output too
         self._pgid_file = pgid_file
         self._current: _Running | None = None
         self._starting = False
@@ -108,7 +110,9 @@ class Supervisor:
         self._current = run
         self._write_pgid(run.pgid)
         self._emit(StepStarted(seq=0, step=step, pid=run.pgid))
-        run.task = asyncio.create_task(self._supervise(run, Redactor(env.values())))
+        run.task = asyncio.create_task(
+            self._supervise(run, Redactor([*env.values(), *self._node_secrets]))
+        )
         return True
 
     async def stop(self, grace_s: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 
@@ -28,7 +29,7 @@ async def test_a_job_runs_end_to_end_on_a_rented_instance(engine, api, make_job,
     job = make_job(
         files={"data/in.txt": "42\n"},
         setup="echo preparing",
-        run="cp data/in.txt result.txt && echo token=$HF_TOKEN",
+        run="cp data/in.txt result.txt && echo token=$HF_TOKEN ck=$CONTAINER_API_KEY",
         workspace={"workdir": "."},
         outputs=["result.txt"],
         env={"HF_TOKEN": secret},
@@ -48,7 +49,10 @@ async def test_a_job_runs_end_to_end_on_a_rented_instance(engine, api, make_job,
     for text in (written, out, err):
         assert api.api_key not in text
     assert secret not in written
-    assert "token=***" in (view.run_dir / "logs" / "run.log").read_text()  # it was printed
+    # both were printed: the job's secret and the container's own Vast key (it acts on this
+    # instance, destroy included), which Vast puts in every container's environment
+    assert "token=*** ck=***" in (view.run_dir / "logs" / "run.log").read_text()
+    assert re.search(r"ck-[0-9a-f]{32}", written) is None
 
 
 async def test_an_instance_that_never_boots_fails_the_run_and_is_destroyed(
