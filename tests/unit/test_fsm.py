@@ -195,7 +195,7 @@ def _all_states() -> list[fsm.FsmState]:
     sources = {row.source for row in fsm.TABLE} | {(S.COMPLETED, P.DONE), (S.FAILED, P.DONE)}
     return [
         at(state, phase, setup=setup, workspace=ws)
-        for (state, phase) in sources
+        for (state, phase) in sorted(sources, key=str)  # one order in every process (xdist)
         for setup in (True, False)
         for ws in (True, False)
     ]
