@@ -13,16 +13,15 @@ relies on). Each `write` is whole lines and goes to the file in one `os.write`
 (queued writes to the same file are joined), so a reader never sees a torn line.
 A write that fails is raised by the file's next `write` or its `close`: the caller
 learns of it one batch late rather than never. `close` returns once everything written
-before it is on the file (in the OS's hands, as a flushed write was before); `written`
-is the same wait without closing, for what must be on record before the world is
-touched (a command's transition before the command runs: a crash right after must
-still find it).
+before it is on the file (in the OS's hands, as a flushed write was before); `flush`
+is the same wait without closing, for the few lines that must be on record before the
+caller goes on (a run's transitions: an operator killed right after must leave a
+journal that says what was under way).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import queue
 import threading
@@ -34,14 +33,13 @@ _BATCH = 4096
 
 
 @dataclass(frozen=True)
-class _Written:
-    """A marker in the queue: settled once everything queued before it is on its file."""
+class _Flushed:
+    """A marker in the queue: set once everything queued before it is on its file."""
 
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[None]
+    done: threading.Event
 
 
-Item = tuple["AppendFile", bytes | threading.Event | _Written]
+Item = tuple["AppendFile", bytes | threading.Event | _Flushed]
 
 
 class AppendFile:
@@ -64,13 +62,13 @@ class AppendFile:
         self._closing().wait()
         self._raise()
 
-    async def written(self) -> None:
-        """Return once every line written so far is on the file, without blocking the loop
-        (a failed write is still raised by the next `write` or `close`)."""
-        loop = asyncio.get_running_loop()
-        marker = _Written(loop, loop.create_future())
+    def flush(self) -> None:
+        """Wait until everything written so far is on the file (blocks the calling thread:
+        only for lines worth that, not for a flood's)."""
+        marker = _Flushed(threading.Event())
         self._writer.put((self, marker))
-        await marker.future
+        marker.done.wait()
+        self._raise()
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self._closing().wait)
@@ -141,8 +139,8 @@ class _Writer:
             if isinstance(item, bytes):
                 pending = handle
                 chunks.append(item)
-            elif isinstance(item, _Written):
-                _settle(item)
+            elif isinstance(item, _Flushed):
+                item.done.set()
             else:
                 _close(handle, item)
         if pending is not None:
@@ -158,15 +156,6 @@ def _write_all(handle: AppendFile, data: bytes) -> None:
             view = view[os.write(handle.fd, view) :]
     except OSError as exc:
         handle.error = exc
-
-
-def _settle(marker: _Written) -> None:
-    def settle() -> None:
-        if not marker.future.done():  # cancelled: its waiter went away
-            marker.future.set_result(None)
-
-    with contextlib.suppress(RuntimeError):  # its loop has closed meanwhile
-        marker.loop.call_soon_threadsafe(settle)
 
 
 def _close(handle: AppendFile, done: threading.Event) -> None:

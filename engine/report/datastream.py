@@ -14,7 +14,13 @@ from pathlib import Path
 
 from engine.report import logbudget
 from engine.report.appender import AppendFile, open_append
-from engine.report.events import Event, Log, parse_event
+from engine.report.events import Cost, Event, GpuMetrics, Log, TransferProgress, parse_event
+
+STREAMED = (Log, TransferProgress, GpuMetrics, Cost)
+"""The kinds a run publishes many of: queued to the writer thread and on the file within
+a loop turn. Every other kind (a transition, the verdict, an alert) is on the file when
+`publish` returns, so an operator killed right after leaves a journal that says what
+was under way: a flood's writes go on in the thread, a transition waits for them."""
 
 DEFAULT_QUEUE = 10_000
 
@@ -82,12 +88,6 @@ class Datastream:
         if handle is not None:
             await handle.aclose()
 
-    async def written(self, run_id: str) -> None:
-        """Return once every event of the run published so far is on its log."""
-        handle = self._files.get(run_id)
-        if handle is not None:
-            await handle.written()
-
     def publish(self, event: Event) -> Event:
         """Stamp the event with the run's next sequence number, persist it, fan it out."""
         seq = self._seq.get(event.run_id, 0) + 1
@@ -97,6 +97,8 @@ class Datastream:
         if handle is not None:
             line = logbudget.dump(event) if isinstance(event, Log) else event.model_dump_json()
             handle.write(line + "\n")  # queued: the disk may be slow (engine/report/appender.py)
+            if not isinstance(event, STREAMED):
+                handle.flush()  # on record before anything it leads to happens
         for sub in tuple(self._subs):
             sub._offer(event)
         return event

@@ -201,10 +201,7 @@ class RunDriver:
 
     async def _execute(self, commands: tuple[fsm.Command, ...]) -> None:
         """Carry out one outcome's commands in order; after one raised, the rest is abandoned
-        (the FSM orders what comes next on its InternalError). The transition that ordered
-        them is on events.jsonl first: killed while a command works, the operator leaves a
-        journal that says what was under way."""
-        await self._stream.written(self.view.run_id)
+        (the FSM orders what comes next on its InternalError)."""
         for command in commands:
             if not await self._guarded(self._carry_out(command)):
                 return

@@ -4,8 +4,6 @@ a disk that makes writers wait; /dev/full for one that fails."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import errno
 import os
 import threading
@@ -14,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.report import events as ev
 from engine.report.appender import open_append
+from engine.report.datastream import Datastream, read_events
+
+LINE = {"stream": "stdout", "text": "a line"}
 
 
 def test_lines_land_whole_and_in_the_order_written_across_files(tmp_path: Path) -> None:
@@ -63,29 +65,22 @@ def test_a_failed_write_is_raised_by_the_next_call() -> None:
     assert info.value.errno == errno.ENOSPC
 
 
-async def test_written_waits_for_the_lines_before_it_without_blocking_the_loop(
+async def test_a_transition_is_on_the_file_when_publish_returns_a_log_line_may_wait(
     tmp_path: Path,
 ) -> None:
-    """What a run's commands wait for: the transition that ordered them on its file."""
-    fifo = tmp_path / "slow"
-    os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        stuck = open_append(fifo)
-        line = "y" * 1023 + "\n"
-        for _ in range(256):  # 256 KiB: more than the pipe holds
-            stuck.write(line)
-        waiting = asyncio.ensure_future(stuck.written())
-        await asyncio.sleep(0.2)  # the loop turns meanwhile
-        assert not waiting.done()  # the lines are not on the file yet
-        got = bytearray()
-        while not waiting.done():
-            with contextlib.suppress(BlockingIOError):
-                got += os.read(reader, 1 << 16)
-            await asyncio.sleep(0.001)
-        while len(got) < 256 * 1024:  # written() returned: every line is in the pipe
-            got += os.read(reader, 1 << 16)
-        assert got.decode() == line * 256
-        stuck.close()
-    finally:
-        os.close(reader)
+    """An operator killed right after a transition leaves a journal that says what was
+    under way; log lines before it land first (one order), later ones within the turn."""
+    stream, path = Datastream(), tmp_path / "events.jsonl"
+    stream.open_run("r1", path)
+    stream.publish(ev.Log(run_id="r1", step="run", lines=[LINE]))
+    assert path.read_text() == ""  # queued: handed to the writer at the end of this turn
+    entered = ev.Transition(
+        run_id="r1", cause="NodeReady", from_state=None, to_state="RUNNING",
+        from_phase="provisioning", to_phase="materializing",
+    )  # fmt: skip
+    stream.publish(entered)
+    kinds = [e.kind for e in read_events(path)]  # not a turn later: now
+    assert kinds == ["log", "transition"]
+    stream.publish(ev.Log(run_id="r1", step="run", lines=[LINE]))
+    await stream.close_run("r1")
+    assert [e.kind for e in read_events(path)] == ["log", "transition", "log"]
