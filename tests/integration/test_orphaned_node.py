@@ -19,6 +19,7 @@ from agent.protocol import NodeFault
 from tests.integration.agent_helpers import AgentProc, FakeOrchestrator, kill_leftover_group
 from tests.standin.server import StandIn
 from tests.support.vast import bootstrap, gpu_pool, provider
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 TOKEN = "join-token-orphan-5a1c"
@@ -29,7 +30,10 @@ async def _orphaned(root: Path, *args: str) -> AgentProc:
     orch = await FakeOrchestrator.start(TOKEN)
     node = await AgentProc.start(orch, root, "--orphan-timeout", "1", *args)
     try:
-        await orch.until(lambda: orch.channel is not None)
+        # joined on the node's side too: closed mid-handshake, the node's join would wait
+        # for a Welcome that never comes, in an iroh read that ignores its cancel until the
+        # connection times out (30 s), past this test's wait
+        await eventually_async(lambda: "joined; replaying" in node.stderr(), 30, "the join")
         await orch.close()
         assert await node.exit_code() == 5, node.stderr()
     finally:
