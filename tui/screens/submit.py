@@ -89,6 +89,7 @@ class SubmitScreen(ModalScreen[str | None]):
     def __init__(self, engine: EngineAPI, pool: str, root: Path) -> None:
         super().__init__()
         self.engine, self.pool, self.root = engine, pool, root
+        self._loads = 0  # loads started; only the newest one's result is shown
 
     def compose(self) -> ComposeResult:
         pools = [(p.name, p.name) for p in self.engine.pools()]
@@ -141,21 +142,30 @@ class SubmitScreen(ModalScreen[str | None]):
         self.query_one("#plan", Static).update(plan)
 
     async def _load(self, path: Path) -> JobSpec | None:
-        """The job, or None with the one-line problem shown inline (read off the UI thread)."""
+        """The job, or None with the one-line problem shown inline (read off the UI thread).
+        A submit's load and a validation run in different worker groups: a slow one that
+        ends after a newer one started shows nothing (it would show a path no longer typed)."""
+        self._loads += 1
+        ticket = self._loads
+
+        def show(error: str = "", plan: str = "") -> None:
+            if ticket == self._loads:
+                self._show(error, plan)
+
         if not path.name:
-            self._show()
+            show()
             return None
         try:
             job = await asyncio.to_thread(load_job, path)
         except JobFileError as exc:
-            self._show(str(exc))
+            show(str(exc))
             return None
-        self._show(plan=describe(job))
+        show(plan=describe(job))
         if job.workspace is not None:
             plan = await asyncio.to_thread(
                 plan_workspace, job.workspace.workdir, job.workspace.exclude
             )
-            self._show(plan=f"{describe(job)}\n{push_summary(plan)}")
+            show(plan=f"{describe(job)}\n{push_summary(plan)}")
         return job
 
     @work(exclusive=True, group="validate", exit_on_error=False, description="validate job")
