@@ -76,7 +76,8 @@ async def query(exe: str) -> list[GpuSample]:
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), COMMAND_TIMEOUT_S)
+        async with asyncio.timeout(COMMAND_TIMEOUT_S):
+            out, _ = await proc.communicate()
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

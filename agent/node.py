@@ -56,6 +56,7 @@ log = logging.getLogger("swjob.agent")
 DIAL_TIMEOUT_S = 10.0
 FLUSH_ON_EXIT_S = 2.0
 ENDPOINT_CLOSE_S = 3.0
+ORPHAN_CLOCK_TICK_S = 1.0  # the orphan clock re-reads the session state at least this often
 UNKNOWN_RUN = "unknown run"  # an engine's answer when it does not drive the run (control.py)
 
 
@@ -147,6 +148,7 @@ class NodeAgent:
         self._session: _Session | None = None
         self._target = Target(cfg.orchestrator_id, cfg.ticket)
         self._retargeted = asyncio.Event()
+        self._alone_since: float | None = time.monotonic()  # None while a session is up
 
     async def run(self) -> ExitCode:
         """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
@@ -155,33 +157,48 @@ class NodeAgent:
         self._spawn_background(resume.serve(self._ep))
         serve = asyncio.create_task(self._serve())
         stop = asyncio.create_task(self.shutdown.wait())
+        alone = asyncio.create_task(self._orphan_clock())
         self._spawn_background(gpu.sample_while(lambda: self.supervisor.busy, self.journal.append))
         try:
-            await asyncio.wait({serve, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({serve, stop, alone}, return_when=asyncio.FIRST_COMPLETED)
             if serve.done():
-                code = serve.result()
-                if code is ExitCode.ORPHANED:
-                    await self._give_up()
-                return code
+                return serve.result()
+            if alone.done():
+                log.error("no orchestrator for %.0f s: stopping the job", self.cfg.orphan_timeout)
+                await cancel_within(ENDPOINT_CLOSE_S, serve)
+                await self._give_up()
+                return ExitCode.ORPHANED
             log.info("shutting down")
             await self.supervisor.stop(self.cfg.grace)
             await self._flush_sent(FLUSH_ON_EXIT_S)
             return ExitCode.OK
         finally:
-            for task in (serve, stop, *self._background):
-                task.cancel()
-            await asyncio.gather(serve, stop, *self._background, return_exceptions=True)
+            await cancel_within(ENDPOINT_CLOSE_S, serve, stop, alone, *self._background)
             await self.supervisor.stop(self.cfg.grace)
             self.journal.close()
             with contextlib.suppress(*DIAL_ERRORS):  # never let a stuck close keep us alive
-                await asyncio.wait_for(self._ep.close(), ENDPOINT_CLOSE_S)
+                async with asyncio.timeout(ENDPOINT_CLOSE_S):
+                    await self._ep.close()
+
+    async def _orphan_clock(self) -> None:
+        """Return once no control session has been up for `orphan_timeout` seconds.
+
+        A clock of its own, not a check in the redial loop: whatever a dial, a join or a
+        session's cleanup hangs on, a node nobody owns still gives up (it bills)."""
+        while True:
+            left = ORPHAN_CLOCK_TICK_S
+            if self._alone_since is not None:
+                left = self._alone_since + self.cfg.orphan_timeout - time.monotonic()
+                if left <= 0:
+                    return
+            await asyncio.sleep(min(left, ORPHAN_CLOCK_TICK_S))
 
     async def _serve(self) -> ExitCode:
+        """Join and serve sessions until refused; redial with backoff whenever one is lost."""
         backoff = Backoff()
-        alone_since = time.monotonic()
-        while (left := alone_since + self.cfg.orphan_timeout - time.monotonic()) > 0:
+        while True:
             try:
-                session = await self._join_unless_retargeted(left)
+                session = await self._join_unless_retargeted()
             except JoinRefused as exc:
                 log.error("%s", exc)
                 return exc.code
@@ -190,16 +207,12 @@ class NodeAgent:
             else:
                 backoff.reset()
                 await self._run_session(session)
-                alone_since = time.monotonic()
-            left = alone_since + self.cfg.orphan_timeout - time.monotonic()
-            await self._pause(max(0.0, min(backoff.next(), left)), backoff)
-        log.error("no orchestrator for %.0f s: stopping the job", self.cfg.orphan_timeout)
-        return ExitCode.ORPHANED
+            await self._pause(backoff.next(), backoff)
 
-    async def _join_unless_retargeted(self, timeout: float) -> _Session:
-        """Join within `timeout`; a dial to the old orchestrator (dead, so it may take the
-        whole dial timeout) is dropped at once when an adopter retargets us."""
-        join = asyncio.ensure_future(asyncio.wait_for(self._join(), timeout))
+    async def _join_unless_retargeted(self) -> _Session:
+        """Join; a dial to the old orchestrator (dead, so it may take the whole dial
+        timeout) is dropped at once when an adopter retargets us."""
+        join = asyncio.ensure_future(self._join())
         retarget = asyncio.ensure_future(self._retargeted.wait())
         try:
             await asyncio.wait({join, retarget}, return_when=asyncio.FIRST_COMPLETED)
@@ -215,7 +228,8 @@ class NodeAgent:
     async def _pause(self, delay: float, backoff: Backoff) -> None:
         """Wait `delay` before redialing, or less when an adopter just gave us its address."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._retargeted.wait(), delay)
+            async with asyncio.timeout(delay):
+                await self._retargeted.wait()
         if self._retargeted.is_set():
             self._retargeted.clear()
             backoff.reset()
@@ -246,7 +260,8 @@ class NodeAgent:
         assert self._ep is not None
         target = self._target
         addr = endpoint.addr_from_ticket(target.ticket)
-        conn = await asyncio.wait_for(self._ep.connect(addr, alpn), DIAL_TIMEOUT_S)
+        async with asyncio.timeout(DIAL_TIMEOUT_S):
+            conn = await self._ep.connect(addr, alpn)
         remote = str(conn.remote_id())
         if remote != target.orchestrator_id:
             conn.close(1, b"not my orchestrator")
@@ -275,7 +290,8 @@ class NodeAgent:
                 ),
             )
             await channel.send(hello)
-            reply = await asyncio.wait_for(channel.recv(), self.cfg.deadline)
+            async with asyncio.timeout(self.cfg.deadline):
+                reply = await channel.recv()
         except BaseException:
             conn.close(0, b"join failed")
             raise
@@ -293,6 +309,7 @@ class NodeAgent:
     async def _run_session(self, s: _Session) -> None:
         """Serve one control connection until it is lost; the job is not touched."""
         self._session = s
+        self._alone_since = None
         self._sent = s.welcome.replay_after
         self._last_heard = time.monotonic()
         tasks = [
@@ -312,9 +329,8 @@ class NodeAgent:
                     log.warning("control connection lost: %s", describe(exc))
         finally:
             self._session = None
-            for task in (*tasks, xfer, live):
-                task.cancel()
-            await asyncio.gather(*tasks, xfer, live, return_exceptions=True)
+            self._alone_since = time.monotonic()
+            await cancel_within(ENDPOINT_CLOSE_S, *tasks, xfer, live)
             s.conn.close(0, b"session over")
 
     async def _receive(self, s: _Session) -> None:
@@ -386,3 +402,16 @@ class NodeAgent:
         task = asyncio.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+async def cancel_within(timeout: float, *tasks: asyncio.Task[Any]) -> None:
+    """Cancel `tasks` and wait at most `timeout` for them to end: a task that does not
+    end when cancelled (an FFI call deaf to it) is logged and left, never waited on."""
+    for task in tasks:
+        task.cancel()
+    ended, stuck = await asyncio.wait(tasks, timeout=timeout) if tasks else (set(), set())
+    for task in ended:
+        if not task.cancelled():
+            task.exception()  # retrieved: their failures were logged where they happened
+    for task in stuck:
+        log.warning("task %s did not end %g s after its cancel", task.get_name(), timeout)

@@ -106,7 +106,8 @@ class ResumeService:
         send = stream.send()
         await send.finish()
         with contextlib.suppress(Exception):  # let the peer read the answer before closing
-            await asyncio.wait_for(conn.closed(), 2.0)
+            async with asyncio.timeout(2.0):
+                await conn.closed()
 
     def _refusal(self, msg: object, nonce: str, remote: str) -> str | None:
         if not isinstance(msg, Resume):

@@ -154,7 +154,8 @@ async def run_shell(request: ShellOpen, reader: Reader, send: SendStream, workdi
         await asyncio.wait({exited, pumps[0]}, return_when=asyncio.FIRST_COMPLETED)
         if exited.done():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(pumps[1]), DRAIN_S)
+                async with asyncio.timeout(DRAIN_S):
+                    await asyncio.shield(pumps[1])
             code = exited.result()
             status = 128 - code if code < 0 else code
             await send.write_all(frame(Kind.EXIT, STATUS.pack(status)))

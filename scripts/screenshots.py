@@ -79,7 +79,8 @@ async def shoot(out: Path) -> None:
     engine = Engine(EngineConfig(runs_dir=_TMP / "runs", pools=load_pools(None)))
     app = SwjobApp(engine, jobs=[load_job(root / "job.toml")], cwd=root)
     async with app.run_test(size=(140, 42)) as pilot:
-        await asyncio.wait_for(app.booted.wait(), 30)
+        async with asyncio.timeout(30):
+            await app.booted.wait()
         run_id = engine.runs()[0].run_id
         await until(pilot, lambda: engine.run(run_id).phase == "run")
         await until(pilot, lambda: len(app.feed.log(run_id).lines) >= 12)
@@ -89,7 +90,8 @@ async def shoot(out: Path) -> None:
         await until(pilot, lambda: len(app.feed.log(run_id).lines) >= 20)
         await pilot.pause(0.3)
         app.save_screenshot("job-detail.svg", path=str(out))
-        await asyncio.wait_for(engine.wait(run_id), 60)
+        async with asyncio.timeout(60):
+            await engine.wait(run_id)
         await pilot.press("o")
         await browse_to(pilot, "metrics.jsonl")
         app.save_screenshot("outputs.svg", path=str(out))

@@ -34,7 +34,8 @@ async def call(what: str, awaitable: Awaitable[T], *, timeout: float) -> T:
     """Await `awaitable` for at most `timeout` seconds. `what` says what the call does,
     in the words of the message ("submit", "list orphaned nodes")."""
     try:
-        return await asyncio.wait_for(awaitable, timeout)
+        async with asyncio.timeout(timeout):
+            return await awaitable
     except TimeoutError:
         raise CallError(f"{what}: no answer after {timeout:g} s") from None
     except Exception as exc:

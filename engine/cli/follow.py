@@ -148,7 +148,8 @@ async def _tail_while_owned(
         if not ownership.has_live_owner(run_id):
             return after_seq, None
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(leave.wait(), TAIL_POLL_S)
+            async with asyncio.timeout(TAIL_POLL_S):
+                await leave.wait()
         if leave.is_set():
             printer.console.print("[dim]stopped following; the run goes on where it is driven[/]")
             return after_seq, INTERRUPTED

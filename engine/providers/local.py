@@ -186,7 +186,8 @@ async def _end_process(node: _LocalNode, grace_s: float) -> None:
     node.signal(signal.SIGTERM)
     node.signal(signal.SIGCONT)
     try:
-        await asyncio.wait_for(node.wait(), grace_s)
+        async with asyncio.timeout(grace_s):
+            await node.wait()
     except TimeoutError:
         node.signal(signal.SIGKILL)
         await node.wait()

@@ -146,7 +146,8 @@ class NodeSession:
 
     async def _wait_for(self, flag: asyncio.Event, get: Callable[[], Any]) -> Any:
         try:
-            await asyncio.wait_for(flag.wait(), self.deadline_s)
+            async with asyncio.timeout(self.deadline_s):
+                await flag.wait()
         except TimeoutError:
             raise NodeGone(f"node not connected for {self.deadline_s:g} s") from None
         value = get()
@@ -292,7 +293,8 @@ class ControlServer:
                 await channel.send(Reject(reason=reason or "refused"))
                 await bi.send().finish()
             with contextlib.suppress(Exception):  # let the peer read the reject and hang up
-                await asyncio.wait_for(conn.closed(), 2.0)
+                async with asyncio.timeout(2.0):
+                    await conn.closed()
             conn.close(3, b"refused")
             return
         channel.allow_frames(MAX_FRAME)

@@ -113,7 +113,8 @@ class LiveAccess:
     async def _answer(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> LiveStream | None:
-        line = await asyncio.wait_for(reader.readline(), HANDSHAKE_TIMEOUT_S)
+        async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
+            line = await reader.readline()
         try:
             asked = json.loads(line)
             token = str(asked["token"])
@@ -167,7 +168,8 @@ async def connect(run_id: str, request: LiveRequest) -> Duplex:
     hello = {"token": access["token"], "run_id": run_id, "request": request.model_dump()}
     writer.write(json.dumps(hello).encode() + b"\n")
     try:
-        answer = json.loads(await asyncio.wait_for(reader.readline(), CLIENT_WAIT_S))
+        async with asyncio.timeout(CLIENT_WAIT_S):
+            answer = json.loads(await reader.readline())
     except (OSError, ValueError, TimeoutError):
         writer.close()
         raise LiveUnavailable(f"the swjob process driving run {run_id} did not answer") from None

@@ -35,7 +35,8 @@ async def explain(
     if handle is None:
         return fsm.NodeLost(reason)
     try:
-        taken = await asyncio.wait_for(provider.preemption(handle), within_s)
+        async with asyncio.timeout(within_s):
+            taken = await provider.preemption(handle)
     except Exception as exc:  # the look failed: it says nothing about the node
         log.info("could not ask the provider why node %s was lost: %s", handle.node_id, exc)
         return fsm.NodeLost(reason)

@@ -262,7 +262,8 @@ class RunDriver:
         assert self.handle is not None
         self._watch = asyncio.create_task(self._watch_node(self.handle))
         try:
-            await asyncio.wait_for(self.session.joined.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self.session.joined.wait()
         except TimeoutError:
             return False
         hello = self.session.hello
@@ -320,9 +321,12 @@ class RunDriver:
         # a courtesy before the provider destroys the node: no failure of it may stop that
         with contextlib.suppress(Exception):
             if self._running_step is not None and not self._step_exited.is_set():
-                await asyncio.wait_for(self.session.send(StopStep(grace_s=self._grace)), 2)
-                await asyncio.wait_for(self._step_exited.wait(), self._grace + SHUTDOWN_TIMEOUT_S)
-            await asyncio.wait_for(self.session.send(Shutdown()), SHUTDOWN_TIMEOUT_S)
+                async with asyncio.timeout(2):
+                    await self.session.send(StopStep(grace_s=self._grace))
+                async with asyncio.timeout(self._grace + SHUTDOWN_TIMEOUT_S):
+                    await self._step_exited.wait()
+            async with asyncio.timeout(SHUTDOWN_TIMEOUT_S):
+                await self.session.send(Shutdown())
 
     # ---- what the node tells us --------------------------------------------------------
 

@@ -31,7 +31,8 @@ class ReclaimRefused(Exception):
 async def reclaim(endpoint: Any, agent_ticket: str, run_id: str, key: str) -> None:
     """One resume handshake; returns once the node has accepted us as its orchestrator."""
     addr = iroh_endpoint.addr_from_ticket(agent_ticket)
-    conn = await asyncio.wait_for(endpoint.connect(addr, RESUME_ALPN), STEP_TIMEOUT_S)
+    async with asyncio.timeout(STEP_TIMEOUT_S):
+        conn = await endpoint.connect(addr, RESUME_ALPN)
     try:
         async with asyncio.timeout(STEP_TIMEOUT_S):
             stream = await conn.accept_bi()
@@ -62,4 +63,5 @@ async def until_joined(endpoint: Any, session: NodeSession, agent_ticket: str, k
             # the run's rejoin deadline decides when to give up
             log.info("reclaiming the node of %s: %s", session.run_id, describe(exc))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(session.joined.wait(), backoff.next())
+            async with asyncio.timeout(backoff.next()):
+                await session.joined.wait()

@@ -26,7 +26,8 @@ async def destroy(
     problem = ""
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            await asyncio.wait_for(provider.teardown(handle), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await provider.teardown(handle)
             return None
         except TeardownError as exc:
             return str(exc)
