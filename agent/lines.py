@@ -6,8 +6,11 @@ newline, or 200k lines in a second. `LineSplitter` makes lines out of that (each
 into pieces; bad bytes become U+FFFD) and redacts them (a long line is cut only once
 `redact.overlap` more characters have arrived past the cut, and never through a
 secret, so one straddling the cut is masked whole). `LogBatcher` groups lines into
-`LogBatch` events — at most every `interval` seconds or every `max_lines` lines — so a
-flood becomes a few hundred frames, and writes the same lines to the step's `StepLog`.
+`LogBatch` events — at most every `interval` seconds, every `max_lines` lines or
+`max_bytes` of encoded frame, so a flood becomes a few hundred frames, each far below
+the protocol's frame limit however late the timer fires and whatever the lines hold
+(a control character is 6 bytes of JSON) — and writes the same lines to the step's
+`StepLog`.
 
 The events are what matters; the node-side file is a copy. A job may fill the
 node's disk, so a failing log write never stops the events: it is reported once,
@@ -31,6 +34,9 @@ from agent.protocol import AgentEvent, LogBatch, Step, Stream
 from agent.redact import Redactor
 
 MAX_LINE = 64 * 1024
+MAX_BATCH_BYTES = 4 * 1024 * 1024  # of encoded frame: a quarter of protocol.MAX_FRAME
+_JSON_PER_CHAR = 6  # the most one character takes in a frame: a control char is "\\u0001"
+_JSON_PER_LINE = 32  # '{"stream":"stderr","text":""},'
 STDERR_PREFIX = "[stderr] "
 LOG_FAILED = "[swjob] node log write failed: "
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -135,19 +141,23 @@ class LogBatcher:
         log: StepLog,
         *,
         max_lines: int = 1000,
+        max_bytes: int = MAX_BATCH_BYTES,
         interval: float = 0.05,
     ) -> None:
         self._step = step
         self._emit = emit
         self._log = log
         self._max_lines = max_lines
+        self._max_bytes = max_bytes
         self._interval = interval
         self._lines: list[tuple[Stream, str]] = []
+        self._bytes = 0  # an upper bound of the lines' encoded size
         self._timer: asyncio.TimerHandle | None = None
 
     def add(self, stream: Stream, text: str) -> None:
         self._lines.append((stream, text))
-        if len(self._lines) >= self._max_lines:
+        self._bytes += len(text) * _JSON_PER_CHAR + _JSON_PER_LINE
+        if len(self._lines) >= self._max_lines or self._bytes >= self._max_bytes:
             self.flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self._interval, self.flush)
@@ -158,7 +168,7 @@ class LogBatcher:
             self._timer = None
         if not self._lines:
             return
-        lines, self._lines = self._lines, []
+        lines, self._lines, self._bytes = self._lines, [], 0
         note = self._log.write("".join(_log_text(stream, text) for stream, text in lines).encode())
         if note is not None:
             lines.append((Stream.STDERR, note))

@@ -37,6 +37,7 @@ from agent.protocol import (
     XFER_ALPN,
     BootReport,
     Channel,
+    FrameTooLarge,
     Heartbeat,
     Hello,
     NodeFault,
@@ -46,6 +47,7 @@ from agent.protocol import (
     Shutdown,
     StopStep,
     Welcome,
+    stand_in_for,
 )
 from agent.reattach import ResumeService, Target
 from agent.redial import Backoff, describe, serve_forever, serve_xfer_forever
@@ -362,7 +364,11 @@ class NodeAgent:
                 await self._wake.wait()
                 continue
             for event in batch:
-                await s.channel.send(event)
+                try:
+                    await s.channel.send(event)
+                except FrameTooLarge as exc:
+                    log.error("event %d too large to send: %s", event.seq, exc)
+                    await s.channel.send(stand_in_for(event, exc))
                 self._sent = event.seq
                 self._progress.set()
 

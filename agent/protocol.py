@@ -255,12 +255,29 @@ class ProtocolError(Exception):
     """The peer sent something that is not a valid frame or message."""
 
 
+class FrameTooLarge(ProtocolError):
+    """A message of ours that no frame can hold; nothing of it was sent."""
+
+
 def encode(msg: BaseModel) -> bytes:
     """One frame: length prefix and the message's JSON."""
     body = msg.model_dump_json().encode()
     if len(body) > MAX_FRAME:
-        raise ProtocolError(f"frame of {len(body)} bytes exceeds {MAX_FRAME}")
+        raise FrameTooLarge(f"frame of {len(body)} bytes exceeds {MAX_FRAME}")
     return _HEADER.pack(len(body)) + body
+
+
+def stand_in_for(event: AgentEvent, problem: FrameTooLarge) -> AgentEvent:
+    """What to send, under the same seq, for an event too large for any frame.
+
+    Without it the event would be resent on every rejoin and never arrive: the node's
+    stream would stall for good behind it. A log batch becomes one stderr line saying
+    what was lost (the lines stay in the node's step log); anything else a fault."""
+    if isinstance(event, LogBatch):
+        note = f"[swjob] {len(event.lines)} log lines not sent: {problem}"
+        line = LogLine(stream=Stream.STDERR, text=note)
+        return LogBatch(seq=event.seq, step=event.step, lines=[line])
+    return NodeFault(seq=event.seq, reason=f"{event.type} event not sent: {problem}")
 
 
 def decode(body: bytes) -> Any:
