@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +26,7 @@ from textual.worker import Worker, WorkerState
 
 from engine.api import JobSpec, LiveUnavailable, RunView, one_line
 from engine.api import events as ev
-from tui import calls, live
+from tui import calls, hangup, live
 from tui.api import Clock, EngineAPI, Subscription
 from tui.commands import ActionCommands
 from tui.feed import Feed
@@ -122,6 +122,7 @@ class SwjobApp(App[None]):
         self._stop_on_close = True
         self._settled = asyncio.Event()  # set whenever a run finishes
         self._binding_state: tuple[object, ...] = ()
+        self._unhook_signals: Callable[[], None] = lambda: None
 
     # ---- engine plumbing -----------------------------------------------------------------
 
@@ -130,6 +131,8 @@ class SwjobApp(App[None]):
         self.push_screen(self.board)
         self._boot()
         self.set_interval(1 / TICK_HZ, self._tick, name="tick")
+        if not self.is_headless:  # a real terminal, which can be closed under it
+            self._unhook_signals = hangup.install(self.exit)
 
     @work(group="engine", exit_on_error=False, description="start the engine")
     async def _boot(self) -> None:
@@ -414,7 +417,9 @@ class SwjobApp(App[None]):
         self.exit()
 
     async def on_unmount(self) -> None:
-        """Also reached on a crash: then live runs are stopped and their nodes torn down."""
+        """Also reached on a crash, a closed terminal or a `kill`: then live runs are
+        stopped and their nodes torn down."""
+        self._unhook_signals()
         await self.engine.close(stop_running=self._stop_on_close)
         gc.unfreeze()  # what the app held is collectable again (tests run many apps)
 

@@ -89,6 +89,17 @@ class Terminal:
             self.child.exitstatus if self.child.exitstatus is not None else -self.child.signalstatus
         )
 
+    def hang_up(self, timeout: float = 30) -> int:
+        """Close the terminal under the program, as closing its window does (the kernel
+        sends it SIGHUP), and wait for it to exit; returns its exit status."""
+        self.child.ptyproc.fileobj.close()
+        deadline = time.monotonic() + timeout
+        while self.child.isalive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.child.isalive():
+            raise AssertionError(f"still running {timeout}s after its terminal closed")
+        return self.child.exitstatus if self.child.exitstatus is not None else -1
+
     def kill(self) -> None:
         """End the program by its pid (TERM, then KILL), never by name."""
         if self.child.isalive():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import tomlkit
 
 from tests.smoke.terminal import Terminal
 from tests.standin.server import StandIn
+from tests.support.processes import pid_alive
+from tests.support.runs import agent_pid, only_run_dir, run_json, waiting_job
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -116,5 +120,26 @@ def test_failing_editor_and_pager_are_toasts_and_a_job_submitted_with_n_runs(
         term.wait_for("COMPLETED")
         term.press("q")
         assert term.wait_exit() == 0
+    finally:
+        term.kill()
+
+
+@pytest.mark.parametrize("how", ["terminal closed", "SIGTERM"])
+def test_a_closed_terminal_or_a_kill_stops_the_runs_and_tears_their_nodes_down(
+    tmp_path: Path, how: str
+) -> None:
+    job = waiting_job(tmp_path / "job", "held", tmp_path / "never-released")
+    term = console(tmp_path, str(job))
+    try:
+        term.wait_for(lambda text: "RUNNING" in text and " run " in text)
+        run_dir = only_run_dir(tmp_path / "runs", "held")
+        node = agent_pid(run_dir)
+        if how == "SIGTERM":
+            os.kill(term.child.pid, signal.SIGTERM)
+            term.wait_exit()
+        else:
+            term.hang_up()
+        eventually(lambda: not pid_alive(node), what="the node torn down")
+        assert run_json(run_dir)["reason"] == "stopped by operator"
     finally:
         term.kill()
