@@ -8,7 +8,7 @@ With `--before DIR` (a checkout of another swjob version) validate, plan and run
 run from that tree, for a before → after table from one run (not `run`: the local pool
 starts the installed agent, which must match the engine).
 
-State, cache, config and runs live in a temp dir removed afterwards.
+State, cache, config, runs and bytecode live in a temp dir removed afterwards.
 
     python -m tests.bench.startup [-n 10] [--before DIR] [--no-run]
 """
@@ -49,6 +49,11 @@ def _commands(runs_dir: Path, with_run: bool) -> dict[str, list[str]]:
 
 def _env(root: Path, tree: Path) -> dict[str, str]:
     env = {**os.environ, "SWJOB_IROH_RELAY": "disabled", "SWJOB_IROH_BIND": "127.0.0.1:0"}
+    # An installed swjob has its bytecode; a source tree under PYTHONDONTWRITEBYTECODE would
+    # compile every module on every start. Bytecode goes to the temp dir, made by a first
+    # round that is not counted.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     for name in ("STATE", "CACHE", "CONFIG"):
         env[f"SWJOB_{name}_DIR"] = str(root / name.lower())
     env["PYTHONPATH"] = str(tree)  # found before any installed swjob
@@ -80,6 +85,8 @@ def measure(runs: int, before: Path | None, with_run: bool) -> dict[str, list[fl
             # can run a job
             for name, args in _commands(runs_dir, with_run and label == "after").items():
                 cases[f"{name} ({label})"] = (args, env)
+        for args, env in cases.values():  # the bytecode round
+            _once(args, env, root)
         for _ in range(runs):
             for name, (args, env) in cases.items():
                 times.setdefault(name, []).append(_once(args, env, root))
