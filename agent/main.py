@@ -23,6 +23,7 @@ from pathlib import Path
 
 from agent import orphan, subreaper
 from agent.node import AgentConfig, ExitCode, NodeAgent
+from agent.quickexit import exit_now
 from agent.reattach import REATTACH_ENV
 from agent.supervisor import TOKEN_ENV
 
@@ -109,4 +110,4 @@ def main(argv: list[str] | None = None) -> int:
         vast_url=args.vast_url,
         installed=(_clock(args.installed[0]), _clock(args.installed[1])),
     )
-    return asyncio.run(_run(cfg))
+    exit_now(asyncio.run(_run(cfg)))  # the operator's teardown waits for our exit

@@ -21,6 +21,11 @@ from engine.state.private import set_private_umask
 # Each subcommand imports what it needs when it runs (pydantic, rich, asyncio, iroh, the
 # Vast SDK): `swjob validate` must not pay for `swjob run`'s machinery.
 
+_QUICK_EXIT = {"run", "attach", "shell", "forward"}
+"""Commands that load the engine's machinery end without the interpreter's teardown
+(agent/quickexit.py): by the time they return, the engine is closed and its files are
+written, and freeing those modules took longer than some whole commands."""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swjob", description=__doc__.splitlines()[0])
@@ -82,6 +87,15 @@ def _pool_args(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     set_private_umask()
+    code = _command(args)
+    if args.command in _QUICK_EXIT:
+        from agent.quickexit import exit_now
+
+        exit_now(code)
+    return code
+
+
+def _command(args: argparse.Namespace) -> int:
     handler = _COMMANDS[args.command]
     try:
         code = handler(args)
