@@ -22,6 +22,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -46,7 +47,7 @@ def _swjob_run(root: Path, runs_dir: Path) -> dict[str, float]:
     """One `swjob run`: its wall time split into start-up, phases and exit (seconds)."""
     started = time.time()
     done = subprocess.run(
-        ["swjob", "run", str(JOB), "--runs-dir", str(runs_dir)],
+        [sys.executable, "-m", "engine.cli", "run", str(JOB), "--runs-dir", str(runs_dir)],
         env=_env(root), capture_output=True, text=True, check=False,
     )  # fmt: skip
     ended = time.time()
