@@ -9,6 +9,7 @@ import pytest
 from rich.cells import cell_len
 from rich.text import Text
 from textual.command import CommandPalette
+from textual.widgets import Static
 
 from engine.jobs.jobspec import load_job
 from tests.tui.conftest import HELLO, SIZE, booted, finished, screen_text, toasts, until
@@ -132,6 +133,10 @@ async def test_palette_offers_every_action_and_runs_it(engine) -> None:
         await finished(app, engine.runs()[0].run_id)
 
 
+def inline_error(app: SwjobApp) -> str:
+    return str(app.screen.query_one("#error", Static).content)
+
+
 async def test_submit_modal_shows_problems_inline_naming_the_field(engine, tmp_path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[job]\nname = "x"\nrun = "true"\ngpu = "A100"\n')
@@ -144,11 +149,14 @@ async def test_submit_modal_shows_problems_inline_naming_the_field(engine, tmp_p
         await pilot.press(*"bad.toml")
         await until(pilot, lambda: "gpu" in screen_text(app))
         assert "bad.toml:4" in screen_text(app)
+        # named as typed: a long absolute path would push the problem off the line
+        assert inline_error(app).startswith("bad.toml:4: ")
         await pilot.press("enter")  # refused: nothing submitted, the modal stays
         await pilot.pause()
         assert isinstance(app.screen, SubmitScreen) and engine.runs() == []
         await pilot.press(*"x")
-        await until(pilot, lambda: "file not found" in screen_text(app))
+        await until(pilot, lambda: inline_error(app) == "bad.tomlx: file not found")
+        assert "file not found" in screen_text(app)
         await pilot.press("escape")
         assert isinstance(app.screen, BoardScreen)
 

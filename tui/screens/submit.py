@@ -7,6 +7,7 @@ success."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +142,12 @@ class SubmitScreen(ModalScreen[str | None]):
         self.query_one("#error", Static).update(fmt.one_line(error))
         self.query_one("#plan", Static).update(plan)
 
+    def _relative(self, problem: str) -> str:
+        """A problem about a file under the tree's root names it as the user typed it: a
+        long absolute path would push the problem itself off the modal's line."""
+        prefix = f"{self.root}{os.sep}"
+        return problem.removeprefix(prefix)
+
     async def _load(self, path: Path) -> JobSpec | None:
         """The job, or None with the one-line problem shown inline (read off the UI thread).
         A submit's load and a validation run in different worker groups: a slow one that
@@ -158,7 +165,7 @@ class SubmitScreen(ModalScreen[str | None]):
         try:
             job = await asyncio.to_thread(load_job, path)
         except JobFileError as exc:
-            show(str(exc))
+            show(self._relative(str(exc)))
             return None
         show(plan=describe(job))
         if job.workspace is not None:
