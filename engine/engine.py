@@ -29,6 +29,7 @@ from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
 from engine.providers import vast_sdk
 from engine.providers.base import Bootstrap, NodeHandle, Provider
+from engine.providers.localspawn import StandbyAgent
 from engine.providers.registry import make_provider
 from engine.report import events as ev
 from engine.report import scope
@@ -72,6 +73,9 @@ class EngineConfig:
     adopt_orphans: bool = False
     """Adopt every unfinished run whose owner is gone, at start and every ADOPT_SCAN_S
     (the console); `swjob run` leaves other runs alone."""
+    standby: StandbyAgent | None = None
+    """An agent started ahead of the first local node (`swjob run` starts one before it
+    imports the engine); its starter closes it."""
 
 
 ADOPT_SCAN_S = 5.0
@@ -420,7 +424,10 @@ class Engine:
             key = f"{pool.name} as adopted: {pool.model_dump_json()}"
         if key not in self._providers:
             self._providers[key] = make_provider(
-                pool, stop_grace_s=self.config.stop_grace_s, on_alert=self.alert
+                pool,
+                stop_grace_s=self.config.stop_grace_s,
+                on_alert=self.alert,
+                standby=self.config.standby,
             )
         return self._providers[key]
 

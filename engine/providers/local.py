@@ -7,9 +7,10 @@ job's process group if the agent died without doing so, and removes the director
 The pool's `max_nodes` bounds how many nodes exist at once; further runs wait in
 PENDING until a slot frees.
 
-A local node is as bare as a rented one: the agent (and so the job) gets a minimal
-environment — never the operator's, which holds API keys — and the usual umask 022,
-inside a node directory only the operator can enter.
+A local node is as bare as a rented one (engine/providers/localspawn.py), inside a node
+directory only the operator can enter. Given a standby agent (started before the run,
+its imports done while the operator did its own), the first node provisioned is that
+process rather than a fresh one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import os
 import secrets
 import shutil
 import signal
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -28,14 +28,11 @@ from pathlib import Path
 
 from agent.procgroup import kill_group_now
 from engine.providers.base import Bootstrap, NodeHandle, Preempted, ProvisionError
+from engine.providers.localspawn import StandbyAgent, node_base_env, node_root, spawn_agent
 from engine.report import scope
 from engine.report.events import BootPhase
-from engine.state.paths import cache_dir
 
 AGENT_EXIT_GRACE_S = 15.0
-BASE_ENV = ("PATH", "HOME", "LANG", "TERM", "USER")
-"""What a local node keeps of the operator's environment (plus the SWJOB_* knobs)."""
-NODE_UMASK = 0o022
 
 
 class _LocalNode:
@@ -73,15 +70,18 @@ class LocalProvider:
         stop_grace_s: float = 10.0,
         launcher: Sequence[str] = (),
         agent_env: Mapping[str, str] | None = None,
+        standby: StandbyAgent | None = None,
     ) -> None:
         """`launcher` prefixes the agent's command line (it must exec in place, so the pid
         stays the agent's — e.g. `ip netns exec NS` puts nodes behind their own link);
-        `agent_env` adds to the agent's environment."""
+        `agent_env` adds to the agent's environment. A `standby` agent was started with
+        neither: it serves only a provider without them."""
         self._slots = asyncio.Semaphore(max_nodes)
         self._nodes: dict[str, _LocalNode] = {}
         self._stop_grace_s = stop_grace_s
         self._launcher = list(launcher)
         self._agent_env = dict(agent_env or {})
+        self._standby = None if launcher or agent_env else standby
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
         await self._slots.acquire()
@@ -94,39 +94,40 @@ class LocalProvider:
 
     async def _start(self, bootstrap: Bootstrap) -> NodeHandle:
         node_id = f"local-{bootstrap.run_id}-{secrets.token_hex(2)}"
-        root = _node_root(node_id)
-        root.mkdir(mode=0o700, parents=True)
-        env = {**node_base_env(os.environ), **self._agent_env, **bootstrap.agent_env()}
+        root = node_root(node_id)
         args = [
             *replace(bootstrap, on_orphan=("--on-orphan", "remove-root")).agent_args(),
             *("--root", str(root), "--grace", f"{self._stop_grace_s:g}"),
         ]
-        # Its own session: Ctrl-C and a closed terminal reach the operator, which decides
-        # (stop and tear down, or leave the node running) — never the node directly.
-        try:
-            with (root / "agent.log").open("ab") as agent_log:
-                process = await asyncio.create_subprocess_exec(
-                    *self._launcher, sys.executable, "-m", "agent", *args,
-                    env=env, stdin=asyncio.subprocess.DEVNULL,
-                    stdout=agent_log, stderr=agent_log,
-                    start_new_session=True, umask=NODE_UMASK,
-                )  # fmt: skip
-        except OSError as exc:
-            shutil.rmtree(root, ignore_errors=True)
-            raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
+        standby, self._standby = self._standby, None
+        process = await standby.take(root, args, bootstrap.agent_env()) if standby else None
+        how = " (started in standby)" if process else ""
+        if process is None:
+            process = await self._spawn(root, args, bootstrap)
         self._nodes[node_id] = _LocalNode(process.pid, root, process)
         # the one boot step a local node has before it joins: no offer, image or install
-        scope.boot_reached(BootPhase.INSTANCE_CREATED, f"swjob-agent process {process.pid}")
+        scope.boot_reached(BootPhase.INSTANCE_CREATED, f"swjob-agent process {process.pid}{how}")
         return NodeHandle(
             provider=self.name, node_id=node_id, offer={"pid": process.pid}, created_at=time.time()
         )
+
+    async def _spawn(
+        self, root: Path, args: list[str], bootstrap: Bootstrap
+    ) -> asyncio.subprocess.Process:
+        root.mkdir(mode=0o700, parents=True)
+        env = {**node_base_env(os.environ), **self._agent_env, **bootstrap.agent_env()}
+        try:
+            return await spawn_agent(args, root=root, env=env, launcher=self._launcher)
+        except OSError as exc:
+            shutil.rmtree(root, ignore_errors=True)
+            raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
 
     def adopt(self, handle: NodeHandle) -> None:
         """Take back a node an earlier engine process started (crash recovery). It does not
         count against max_nodes: refusing to own a running node would be worse."""
         pid = handle.offer.get("pid")
         if isinstance(pid, int):
-            self._nodes[handle.node_id] = _LocalNode(pid, _node_root(handle.node_id), None)
+            self._nodes[handle.node_id] = _LocalNode(pid, node_root(handle.node_id), None)
 
     async def find_node(self, run_id: str) -> NodeHandle | None:
         """Local nodes are recorded before the engine awaits anything: none can be unknown."""
@@ -154,20 +155,6 @@ class LocalProvider:
         finally:
             if not node.adopted:
                 self._slots.release()
-
-
-def node_base_env(operator_env: Mapping[str, str]) -> dict[str, str]:
-    """The minimal base a rented node gives, taken from the operator's environment:
-    PATH, HOME, LANG, TERM, USER and swjob's own SWJOB_* settings — nothing else."""
-    return {
-        name: value
-        for name, value in operator_env.items()
-        if name in BASE_ENV or name.startswith("SWJOB_")
-    }
-
-
-def _node_root(node_id: str) -> Path:
-    return cache_dir() / "nodes" / node_id
 
 
 def _alive(pid: int) -> bool:

@@ -7,12 +7,20 @@ from collections.abc import Callable
 from engine.jobs.pools import Pool
 from engine.providers.base import Provider
 from engine.providers.local import LocalProvider
+from engine.providers.localspawn import StandbyAgent
 
 
-def make_provider(pool: Pool, *, stop_grace_s: float, on_alert: Callable[[str], None]) -> Provider:
-    """`on_alert` receives the provider's one-line reports (retries, skipped offers)."""
+def make_provider(
+    pool: Pool,
+    *,
+    stop_grace_s: float,
+    on_alert: Callable[[str], None],
+    standby: StandbyAgent | None = None,
+) -> Provider:
+    """`on_alert` receives the provider's one-line reports (retries, skipped offers); a
+    local pool's first node may be the `standby` agent (taken once, whatever the pool)."""
     if pool.provider == "local":
-        return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s)
+        return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s, standby=standby)
     if pool.provider == "vastai":
         from engine.providers.vastai import VastProvider
         from engine.state.ledger import (
