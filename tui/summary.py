@@ -1,5 +1,8 @@
 """A run in a few lines: what the job detail shows on top and the board's preview shows
-for the selected row — one function, so both say the same thing the same way."""
+for the selected row — one function, so both say the same thing the same way.
+
+Why it failed and what leaked come right under the state line: at 80×24 both panes keep
+only their first lines, and the node's offer alone wraps to two there."""
 
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ def summary(
         f"  elapsed {fmt.duration(end - run.created)}",
         f"  exit {'—' if run.exit_code is None else run.exit_code}",
     )
+    text.append_text(warnings(run))  # first: a short pane clips the last lines
     if queued is not None:
         text.append(f"\n{queued.describe(now)}: no node is rented yet", style="yellow")
     if owner is not None:
@@ -49,7 +53,7 @@ def summary(
         text.append(f"  ({split})" if split else "", style="dim")
     if run.last_sync is not None:
         text.append("\n" + last_sync(run))
-    return text.append_text(warnings(run))
+    return text
 
 
 def last_sync(run: RunView) -> str:

@@ -123,3 +123,22 @@ async def test_a_run_on_a_rented_node_shows_cost_offer_and_missing_outputs(
         await until(pilot, lambda: "result.txt" in screen_text(app))
         assert "missing outputs (matched nothing): nope.txt" in screen_text(app)
     assert api.cloud.instances == {}
+
+
+async def test_at_80x24_why_a_rented_run_failed_stays_in_view(engine, api, make_job) -> None:
+    """The node's offer wraps to two lines at 80 columns and the cost adds one: the board's
+    preview and the short detail still show the reason, and the detail its cost."""
+    job = make_job(name="broke", run="exit 3")
+    app = SwjobApp(engine, jobs=[job], pool="gpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id
+        assert (await finished(app, run_id)).reason == "run exited with code 3"
+        await until(pilot, lambda: "node 7001  gone" in screen_text(app))
+        assert "FAILED: run exited with code 3" in screen_text(app)
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        await until(pilot, lambda: "FAILED · done" in screen_text(app))
+        assert "FAILED: run exited with code 3" in screen_text(app)
+        assert "cost $" in screen_text(app)
+    assert api.cloud.instances == {}
