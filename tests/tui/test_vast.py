@@ -111,7 +111,8 @@ async def test_a_run_on_a_rented_node_shows_cost_offer_and_missing_outputs(
         await pilot.press("enter")
         assert isinstance(app.screen, DetailScreen)
         assert (await finished(app, run_id)).state == "COMPLETED"
-        await until(pilot, lambda: "nope.txt" in screen_text(app))
+        # the summary grows a line at a time (the final cost comes with the teardown)
+        await until(pilot, lambda: "nope.txt" in screen_text(app) and "run $" in screen_text(app))
         shown = screen_text(app)
         assert "RTX 3090" in shown and "$0.22/h" in shown and "reliability" in shown
         assert "offer 103" in shown
