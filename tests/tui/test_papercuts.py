@@ -169,3 +169,16 @@ async def test_outputs_browser_is_live_and_keys_act_on_the_focused_pane(
         await until(pilot, lambda: any("Cannot suspend" in t for t in toasts(app)))
         await pilot.press("k")
         await until(pilot, lambda: screen.path.name == "outputs")
+
+
+async def test_at_80x24_the_footer_keeps_help_and_quit_on_every_screen(engine, make_job) -> None:
+    app = SwjobApp(engine, jobs=[make_job(name="small", run="echo hi > out.txt")])
+    async with app.run_test(size=SMALL) as pilot:
+        await booted(pilot)
+        await finished(app, engine.runs()[0].run_id)
+        for key, screen in (("", "board"), ("enter", "detail"), ("o", "outputs")):
+            if key:
+                await pilot.press(key)
+            await pilot.pause()
+            footer = screen_text(app).rstrip().splitlines()[-1]
+            assert "? Help" in footer and "q Quit" in footer, f"{screen}: {footer!r}"

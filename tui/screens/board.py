@@ -14,7 +14,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from engine.api import RunView
 from tui.api import Clock, EngineAPI
@@ -24,6 +24,7 @@ from tui.messages import OpenRun, RunsUpdated
 from tui.owners import owner
 from tui.queue import busy_by_pool, queued
 from tui.widgets.banner import Banner
+from tui.widgets.footer import Footer
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import PoolsPanel
 from tui.widgets.run_preview import RunPreview
@@ -54,6 +55,7 @@ class BoardScreen(Screen[None]):
             "x",
             "app.collect",
             "Collect orphans",
+            show=False,  # the banner names x when there is something to collect
             tooltip="List nodes billing without a live run and destroy them",
             id="swjob.board.collect",
         ),

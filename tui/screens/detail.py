@@ -9,7 +9,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from engine.api import RunView
 from tui import history
@@ -21,6 +21,7 @@ from tui.messages import RunsUpdated
 from tui.owners import Owner, owner
 from tui.queue import Queued, busy_by_pool, queued
 from tui.summary import summary
+from tui.widgets.footer import Footer
 from tui.widgets.gpu_panel import GpuPanel
 from tui.widgets.log_pane import LogPane
 from tui.widgets.log_view import LogView

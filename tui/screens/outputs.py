@@ -21,12 +21,13 @@ from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DirectoryTree, Footer, Header, Static, Tree
+from textual.widgets import DirectoryTree, Header, Static, Tree
 from textual.worker import Worker
 
 from engine.api import RunView, printable
 from tui.api import EngineAPI
 from tui.messages import RunsUpdated
+from tui.widgets.footer import Footer
 from tui.widgets.preview import incomplete_pull, load_manifest, preview
 from tui.widgets.preview_pane import PreviewPane, render_strips
 
