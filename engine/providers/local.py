@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from agent.procgroup import kill_group_now
 from engine.providers.base import Bootstrap, NodeHandle, Preempted, ProvisionError
 from engine.providers.localspawn import StandbyAgent, node_base_env, node_root, spawn_agent
 from engine.report import scope
@@ -188,4 +187,6 @@ def _kill_orphan_group(root: Path) -> None:
     except (OSError, ValueError):
         return
     if pgid > 1:
+        from agent.procgroup import kill_group_now  # psutil, for this rare case only
+
         kill_group_now(pgid)
