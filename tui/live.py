@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
 from engine.api import Forward, RunView
+from tui.widgets.footer import Footer
 
 SHELL_COMMAND = (sys.executable, "-m", "engine.cli", "shell")
 
@@ -61,6 +62,7 @@ class ForwardScreen(ModalScreen[tuple[int, int] | None]):
             yield Input(placeholder="6006", id="ports")
             yield Label("", id="problem")
             yield Label("[b]enter[/] forward · [b]esc[/] cancel", classes="keys")
+        yield Footer()  # this dialog's keys, over the screen's below
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:

@@ -171,7 +171,9 @@ async def test_outputs_browser_is_live_and_keys_act_on_the_focused_pane(
         await until(pilot, lambda: screen.path.name == "outputs")
 
 
-async def test_at_80x24_the_footer_keeps_help_and_quit_on_every_screen(engine, make_job) -> None:
+async def test_at_80x24_the_footer_keeps_help_and_quit_and_a_dialog_shows_its_own_keys(
+    engine, make_job
+) -> None:
     app = SwjobApp(engine, jobs=[make_job(name="small", run="echo hi > out.txt")])
     async with app.run_test(size=SMALL) as pilot:
         await booted(pilot)
@@ -182,3 +184,13 @@ async def test_at_80x24_the_footer_keeps_help_and_quit_on_every_screen(engine, m
             await pilot.pause()
             footer = screen_text(app).rstrip().splitlines()[-1]
             assert "? Help" in footer and "q Quit" in footer, f"{screen}: {footer!r}"
+        await pilot.press("escape", "escape")
+
+        def footer() -> str:
+            return screen_text(app).rstrip().splitlines()[-1]
+
+        for key, keys in (("question_mark", "esc Close"), ("n", "esc Cancel")):
+            await pilot.press(key)  # a dialog's own keys, not the board's under it
+            await until(pilot, lambda keys=keys: keys in footer())
+            assert "Logs" not in footer()
+            await pilot.press("escape")

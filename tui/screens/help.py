@@ -16,6 +16,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
 
+from tui.widgets.footer import Footer
+
 Row = tuple[str, str, bool]  # keys, description, enabled now
 
 
@@ -94,6 +96,7 @@ class HelpScreen(ModalScreen[None]):
             yield Label("Keys (greyed: not available now) · ctrl+p: every command", classes="title")
             with VerticalScroll():
                 yield Static(self.table)
+        yield Footer()  # this dialog's keys, over the screen's below
 
     def on_mount(self) -> None:
         self.query_one(VerticalScroll).focus()  # arrows, page keys and j/k scroll the list

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
 from engine.api import RunView
+from tui.widgets.footer import Footer
 
 
 def stop_consequence(run: RunView) -> str:
@@ -47,6 +48,7 @@ class ConfirmStopScreen(ModalScreen[bool]):
             yield Label(f"Stop {self.run.job_name} ({self.run.run_id})?", classes="title")
             yield Label(stop_consequence(self.run))
             yield Label("[b]y[/]/enter stop · [b]n[/]/esc cancel", classes="keys")
+        yield Footer()  # this dialog's keys, over the screen's below
 
     def action_answer(self, stop: bool) -> None:
         self.dismiss(stop)
@@ -79,6 +81,7 @@ class QuitScreen(ModalScreen[str | None]):
                 yield Button("Stop all and tear down (s)", id="stop", variant="error")
                 yield Button("Leave running (l)", id="leave", variant="warning")
                 yield Button("Cancel (esc)", id="cancel")
+        yield Footer()  # this dialog's keys, over the screen's below
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:

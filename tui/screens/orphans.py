@@ -19,6 +19,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from tui import calls
+from tui.widgets.footer import Footer
 
 if TYPE_CHECKING:
     from engine.api import Orphan
@@ -60,6 +61,7 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
             with VerticalScroll():
                 yield Static("listing provider accounts and the instance ledger…", id="found")
             yield Label("[b]n[/]/esc cancel", id="orphan-keys", classes="keys")
+        yield Footer()  # this dialog's keys, over the screen's below
 
     def on_mount(self) -> None:
         self._list()

@@ -24,6 +24,7 @@ from engine.api import JobFileError, JobSpec, Plan, load_job, plan_workspace
 from tui import calls
 from tui import format as fmt
 from tui.api import EngineAPI
+from tui.widgets.footer import Footer
 
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "swjob-runs"}
 
@@ -104,6 +105,7 @@ class SubmitScreen(ModalScreen[str | None]):
             with Horizontal(classes="buttons"):
                 yield Button("Submit", id="submit", variant="primary")
                 yield Button("Cancel (esc)", id="cancel")
+        yield Footer()  # this dialog's keys, over the screen's below
 
     def on_mount(self) -> None:
         self.query_one("#path", Input).focus()
