@@ -34,6 +34,9 @@ from agent.protocol import AgentEvent, LogBatch, Step, Stream
 from agent.redact import Redactor
 
 MAX_LINE = 64 * 1024
+# a frame's worth of lines for the operator to decode and store at once: larger batches
+# held its event loop (and the console on it) for tens of ms per frame in a flood
+MAX_BATCH_LINES = 250
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # of encoded frame: a quarter of protocol.MAX_FRAME
 _JSON_PER_CHAR = 6  # the most one character takes in a frame: a control char is "\\u0001"
 _JSON_PER_LINE = 32  # '{"stream":"stderr","text":""},'
@@ -140,7 +143,7 @@ class LogBatcher:
         emit: Callable[[AgentEvent], object],
         log: StepLog,
         *,
-        max_lines: int = 1000,
+        max_lines: int = MAX_BATCH_LINES,
         max_bytes: int = MAX_BATCH_BYTES,
         interval: float = 0.05,
     ) -> None:

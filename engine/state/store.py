@@ -42,6 +42,10 @@ class Store:
         self.path = path or state_dir() / "runs.sqlite"
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # no fsync per commit (the console's loop waited on it behind a busy disk): in WAL
+        # mode a commit survives the process being killed however it dies, and only a
+        # power loss can take back the last ones (SQLite: "synchronous=NORMAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:

@@ -85,6 +85,7 @@ class Probe:
 
     def __init__(self, attribute: bool) -> None:
         self.lags: list[float] = []
+        self.busy: list[float] = []  # per probe: CPU the loop thread itself used meanwhile
         self.samples: Counter[str] = Counter()
         self._task: asyncio.Task[None] | None = None
         self._woke = time.perf_counter()
@@ -98,10 +99,11 @@ class Probe:
 
     async def _run(self) -> None:
         while True:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             await asyncio.sleep(TICK_S)
             self._woke = time.perf_counter()
             self.lags.append(max(0.0, self._woke - started - TICK_S))
+            self.busy.append(time.thread_time() - cpu)
 
     def _watch(self) -> None:
         while self._watching:
@@ -178,6 +180,16 @@ def report(
     print(f"loop    : {len(ms)} probes of {TICK_S * 1000:.0f} ms: lag median ", end="")
     print(f"{statistics.median(ms):.1f} ms, p99 {p99:.1f} ms, max {ms[-1]:.1f} ms, ", end="")
     print(f"{over} over {STALL_S * 1000:.0f} ms")
+    stalls = [(lag, cpu) for lag, cpu in zip(probe.lags, probe.busy, strict=True) if lag > STALL_S]
+    if stalls:
+        # the loop thread on the CPU for most of a stall: our code held it; for little of
+        # it: the thread waited (for a core on a busy machine, or for the GIL)
+        ran = sum(cpu for _, cpu in stalls) / sum(lag + TICK_S for lag, _ in stalls)
+        longest = max(cpu for _, cpu in stalls) * 1000
+        print(
+            f"          in those stalls the loop thread ran on a CPU {ran:.0%} of the time", end=""
+        )
+        print(f" (at most {longest:.0f} ms in one)")
     for where, count in probe.samples.most_common(8):
         print(f"  stalled in ({count} × 10 ms samples): {where}")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.lines import MAX_LINE, LogBatcher, StepLog
+from agent.lines import MAX_BATCH_LINES, MAX_LINE, LogBatcher, StepLog
 from agent.protocol import (
     MAX_FRAME,
     AgentEvent,
@@ -42,13 +42,13 @@ async def test_a_late_timer_never_lets_a_batch_outgrow_a_frame(tmp_path: Path) -
     assert (tmp_path / "run.log").stat().st_size == 300 * (MAX_LINE + 1)
 
 
-async def test_short_lines_still_go_a_thousand_to_a_batch(tmp_path: Path) -> None:
+async def test_short_lines_go_a_full_batch_at_a_time(tmp_path: Path) -> None:
     emitted: list[AgentEvent] = []
     batcher = LogBatcher(Step.RUN, emitted.append, StepLog(tmp_path / "run.log"))
-    for n in range(2500):
+    for n in range(MAX_BATCH_LINES * 2 + 7):
         batcher.add(Stream.STDOUT, str(n))
     batcher.flush()
-    assert [len(e.lines) for e in emitted] == [1000, 1000, 500]
+    assert [len(e.lines) for e in emitted] == [MAX_BATCH_LINES, MAX_BATCH_LINES, 7]
 
 
 def test_a_log_batch_too_large_for_a_frame_becomes_one_line_saying_so() -> None:

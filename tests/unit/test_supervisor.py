@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.lines import LOG_FAILED, STDERR_PREFIX, LineSplitter
+from agent.lines import LOG_FAILED, MAX_BATCH_LINES, STDERR_PREFIX, LineSplitter
 from agent.protocol import (
     AgentEvent,
     LogBatch,
@@ -197,8 +197,9 @@ async def test_leftover_children_die_with_the_step(sup: Supervisor, rec: Recorde
 
 
 def batch_bound(lines: int, seconds: float) -> int:
-    """At most one batch per 1000 lines plus one per 50 ms tick (a slow writer, a busy box)."""
-    return lines // 1000 + int(seconds / 0.05) + 2
+    """At most one batch per MAX_BATCH_LINES lines plus one per 50 ms tick (a slow writer,
+    a busy box)."""
+    return lines // MAX_BATCH_LINES + int(seconds / 0.05) + 2
 
 
 async def test_flood_is_batched(sup: Supervisor, rec: Recorder) -> None:
@@ -207,7 +208,7 @@ async def test_flood_is_batched(sup: Supervisor, rec: Recorder) -> None:
     elapsed = time.monotonic() - t0
     batches = rec.batches()
     assert rec.lines() == [str(i) for i in range(1, 100001)]
-    assert max(len(b.lines) for b in batches) <= 1000
+    assert max(len(b.lines) for b in batches) <= MAX_BATCH_LINES
     assert len(batches) <= batch_bound(100000, elapsed)
     assert len(batches) < 2000  # 100k lines never become anything like 100k frames
 
