@@ -100,7 +100,7 @@ class LocalProvider:
         ]
         standby, self._standby = self._standby, None
         process = await standby.take(root, args, bootstrap.agent_env()) if standby else None
-        how = " (started in standby)" if process else ""
+        how = " (from standby)" if process else ""
         if process is None:
             process = await self._spawn(root, args, bootstrap)
         self._nodes[node_id] = _LocalNode(process.pid, root, process)

@@ -18,7 +18,7 @@ from tests.support.processes import pid_alive, reap
 from tests.support.runs import events
 
 HELLO = Path(__file__).parents[2] / "examples" / "hello" / "job.toml"
-STANDBY = "(started in standby)"
+STANDBY = "(from standby)"
 
 
 def _nodes() -> list[str]:
