@@ -194,3 +194,19 @@ async def test_at_80x24_the_footer_keeps_help_and_quit_and_a_dialog_shows_its_ow
             await until(pilot, lambda keys=keys: keys in footer())
             assert "Logs" not in footer()
             await pilot.press("escape")
+
+
+async def test_at_80x24_the_transfer_figures_are_not_cut_off(engine, make_job) -> None:
+    app = SwjobApp(
+        engine, jobs=[make_job(name="moved", run="echo data > out.txt", outputs=["out.txt"])]
+    )
+    async with app.run_test(size=SMALL) as pilot:
+        await booted(pilot)
+        await finished(app, engine.runs()[0].run_id)
+        await pilot.press("enter")
+
+        def pull() -> str:
+            return next((x for x in screen_text(app).splitlines() if "output pull" in x), "")
+
+        await until(pilot, lambda: "1/1 files" in pull())
+        assert pull().rstrip().endswith("· done"), pull()

@@ -66,6 +66,7 @@ def timeline_key(run: RunView, clock: Clock) -> tuple[object, ...]:
 
 class DetailScreen(Screen[None]):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="swjob.detail.back"),
         Binding("l", "logs", "Logs", id="swjob.detail.logs"),
