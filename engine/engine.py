@@ -314,10 +314,16 @@ class Engine:
     ) -> Pool:
         """The pool to carry `run_id` on, its provider ready; else the lease is given back
         and SubmitError says why (one line)."""
+        from engine.providers.vast_api import VastApiError
+
         try:
             pool = self._pool_of(view, saved)
             await self._providers_ready(pool)
-        except (PoolFileError, SubmitError, ValidationError) as exc:
+            if pool.provider == "vastai":
+                from engine.providers.vastai import make_api
+
+                make_api(pool)  # its key: a node this process could not destroy stays unowned
+        except (PoolFileError, SubmitError, ValidationError, VastApiError) as exc:
             lease.release()
             raise SubmitError(f"run {run_id} cannot be adopted: {one_line(exc)}") from None
         return pool

@@ -144,3 +144,29 @@ def test_gc_leaves_alone_a_run_adopted_while_it_asked(
         None,
         "gc skipped the adopted run's node (said so); attach finished it COMPLETED",
     )
+
+
+def test_a_run_that_cannot_be_adopted_here_says_why_and_stays_adoptable(
+    tmp_path: Path, api: StandIn, clis: Start
+) -> None:
+    """`swjob attach` without the Vast API key cannot carry a killed run on: it says so in
+    one line naming the run, leaves the node alone and gives the run back, so an attach
+    that has the key adopts it and finishes it."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text(POOLS)
+    [(a, a_dir, release)] = _rented_runs(clis, tmp_path, pools, "alpha")
+    instance = _instance_of(api, a_dir.name)
+    a.kill9()
+    no_key = {"VAST_API_KEY": ""}
+    refused = swjob("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path, env=no_key)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0, said
+    (line,) = [ln for ln in said.splitlines() if "cannot be adopted" in ln]
+    assert line.startswith(f"error: run {a_dir.name} cannot be adopted: "), said
+    assert "VAST_API_KEY" in line and "Traceback" not in said
+    assert instance in api.cloud.instances and finished(a_dir) is None
+    release.touch()
+    attach = clis("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path)
+    assert attach.wait(90) == 0, attach.output()  # positive control: the lease was given back
+    assert run_json(a_dir)["state"] == "COMPLETED"
+    assert instance not in api.cloud.instances
