@@ -36,7 +36,9 @@ async def test_help_at_80x24_lists_the_screens_keys_first_and_scrolls(engine) ->
         assert keys and not any(line.startswith("? ?") for line in keys)
         listing = Console(width=80, record=True, color_system=None)
         listing.print(app.screen.table)  # the whole list, also what is below the fold
-        assert "? f1" in listing.export_text() and "? ?" not in listing.export_text()
+        listed = listing.export_text()
+        assert "? f1" in listed and "? ?" not in listed
+        assert "⏎" in listed.split("Detail")[0].splitlines()[-1]  # enter, named for what it does
         scroll = app.screen.query_one(VerticalScroll)
         assert scroll.max_scroll_y > 0  # more keys than rows at 80×24…
         await pilot.press("j", "j", "pagedown")

@@ -103,6 +103,8 @@ class JobsTable(DataTable[str | Text]):
         Binding("k", "cursor_up", "Up", show=False, id="swjob.jobs_table.cursor_up"),
         Binding("g", "scroll_top", "Top", show=False, id="swjob.jobs_table.scroll_top"),
         Binding("G", "scroll_bottom", "Bottom", show=False, id="swjob.jobs_table.scroll_bottom"),
+        # the table's own enter (it shadows the board's): named for what selecting a row does
+        Binding("enter", "select_cursor", "Detail", show=False, id="swjob.jobs_table.open"),
     ]
 
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
