@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.protocol import LogLine, Stream
 from engine.engine import Engine, EngineConfig, SubmitError
-from engine.errors import ProviderError, one_line
+from engine.errors import ProviderError, UnusableDirError, one_line
+from engine.jobs.fileerror import ConfigFileError
 from engine.jobs.jobspec import JobFileError, JobSpec, load_job
 from engine.jobs.plan import Plan, plan_workspace
 from engine.jobs.pools import PoolFileError, load_pools
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_RUNS_DIR",
     "GONE",
     "Chain",
+    "ConfigFileError",
     "Engine",
     "EngineConfig",
     "Event",
@@ -56,6 +58,7 @@ __all__ = [
     "SubmitError",
     "TransferProgress",
     "Transition",
+    "UnusableDirError",
     "boot_timeline",
     "chains",
     "cost_split",

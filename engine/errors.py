@@ -12,6 +12,11 @@ class ProviderError(Exception):
     """A provider's API call failed for good; the message is one sanitized line."""
 
 
+class UnusableDirError(Exception):
+    """A directory swjob keeps its state or cache in cannot be used (a file in its way, a
+    read-only disk); the message is one line naming it."""
+
+
 def one_line(exc: BaseException) -> str:
     """The first line of what `exc` says, or its type when it says nothing: an
     AttributeError from deep in an SDK still names itself instead of vanishing."""

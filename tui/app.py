@@ -439,10 +439,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from engine.api import (
         DEFAULT_RUNS_DIR,
+        ConfigFileError,
         Engine,
         EngineConfig,
-        JobFileError,
-        PoolFileError,
+        UnusableDirError,
         load_job,
         load_pools,
     )
@@ -452,12 +452,13 @@ def main(argv: list[str] | None = None) -> int:
         jobs = [load_job(path) for path in args.jobs]
         pools = load_pools(args.pools)
         pools.get(args.pool)
-    except (JobFileError, PoolFileError) as exc:
+        config = EngineConfig(
+            runs_dir=args.runs_dir or DEFAULT_RUNS_DIR, pools=pools, adopt_orphans=True
+        )
+        engine = Engine(config)  # makes its state and cache dirs: they may be unusable
+    except (ConfigFileError, UnusableDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    config = EngineConfig(
-        runs_dir=args.runs_dir or DEFAULT_RUNS_DIR, pools=pools, adopt_orphans=True
-    )
-    app = SwjobApp(Engine(config), jobs=jobs, pool=args.pool)
+    app = SwjobApp(engine, jobs=jobs, pool=args.pool)
     app.run()
     return app.return_code or 0  # a crash is not a success

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from engine.errors import UnusableDirError
 from engine.jobs.fileerror import ConfigFileError
 from engine.state.paths import DEFAULT_RUNS_DIR
 from engine.state.private import set_private_umask
@@ -101,7 +102,7 @@ def _command(args: argparse.Namespace) -> int:
         code = handler(args)
         sys.stdout.flush()  # here, where a reader gone away is caught, not at exit
         return code
-    except ConfigFileError as exc:  # already one line, its user text made printable
+    except (ConfigFileError, UnusableDirError) as exc:  # already one line, printable
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `swjob runs | head`: the reader has all it wanted

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -23,6 +24,8 @@ from pathlib import Path
 
 from agent.standby import FLAG, bootstrap_line
 from engine.state.paths import cache_dir
+
+log = logging.getLogger("swjob.local")
 
 BASE_ENV = ("PATH", "HOME", "LANG", "TERM", "USER")
 """What a local node keeps of the operator's environment (plus the SWJOB_* knobs)."""
@@ -74,11 +77,21 @@ class StandbyAgent:
         self._taken = False
 
     @classmethod
-    async def start(cls) -> StandbyAgent:
-        root = node_root(f"standby-{secrets.token_hex(4)}")
-        root.mkdir(mode=0o700, parents=True)
-        env = node_base_env(os.environ)
-        return cls(await spawn_agent([FLAG, str(root)], root=root, env=env, standby=True), root)
+    async def start(cls) -> StandbyAgent | None:
+        """None when it cannot be started: the run then starts a fresh agent, and if that
+        fails too, its failure says why, as the run's."""
+        root: Path | None = None
+        try:
+            root = node_root(f"standby-{secrets.token_hex(4)}")
+            root.mkdir(mode=0o700, parents=True)
+            env = node_base_env(os.environ)
+            process = await spawn_agent([FLAG, str(root)], root=root, env=env, standby=True)
+        except OSError as exc:
+            log.info("no standby agent: %s", exc)
+            if root is not None:
+                shutil.rmtree(root, ignore_errors=True)
+            return None
+        return cls(process, root)
 
     async def take(
         self, root: Path, args: list[str], secrets_env: dict[str, str]

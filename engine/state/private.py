@@ -15,6 +15,8 @@ import stat
 import sys
 from pathlib import Path
 
+from engine.errors import UnusableDirError
+
 PRIVATE_UMASK = 0o077
 
 
@@ -26,8 +28,12 @@ def set_private_umask() -> None:
 def private_dir(path: Path) -> Path:
     """`path` as a directory only its owner can enter: created 0700 (parents too), or
     tightened to 0700 when it exists with group/world bits (said on stderr, once)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    mode = stat.S_IMODE(path.stat().st_mode)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError as exc:  # a file in the way, a read-only disk: say which path, once
+        problem = f"cannot keep swjob's files here: {exc.strerror or exc}"
+        raise UnusableDirError(f"{path}: {problem}") from None
     if mode & 0o077:
         os.chmod(path, 0o700)
         print(
