@@ -460,5 +460,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     app = SwjobApp(engine, jobs=jobs, pool=args.pool)
+    hangup.tolerate_closed_terminal()
     app.run()
     return app.return_code or 0  # a crash is not a success
