@@ -2,8 +2,9 @@
 
 On a terminal `swjob runs` shows one entry per job: a job that took several attempts
 (engine/report/chains.py) is one row — its latest attempt's state, `2/3`, the cost of
-all attempts — with each attempt indented beneath it. Piped, it prints one line per
-run, as scripts read it."""
+all attempts — with each attempt indented beneath it; an unfinished run that no live
+process drives says so, with the command that takes it over. Piped, it prints one line
+per run, as scripts read it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from engine.report.chains import chains
 from engine.report.money import money
 from engine.report.printable import visible
 from engine.report.views import RunView
+from engine.state import ownership
 from engine.state.store import Store
 
 
@@ -48,13 +50,20 @@ def print_runs(console: Console, limit: int) -> None:
                   "reason")  # fmt: skip
     for chain in chains(views):
         first, latest = chain.attempts[0], chain.latest
-        table.add_row(
-            first.run_id, *_cells(latest, chain.cost_dollars, first.created, first.job_name)
-        )
+        cells = _cells(latest, chain.cost_dollars, first.created, first.job_name)
+        if _unowned(latest):
+            cells = (*cells[:-1], f"[bold yellow]nobody drives it: swjob attach {latest.run_id}[/]")
+        table.add_row(first.run_id, *cells)
         if len(chain.attempts) > 1:
             for attempt in chain.attempts:
                 table.add_row(f"  └ {attempt.run_id}", *_cells(attempt, attempt.cost_dollars))
     console.print(table)
+
+
+def _unowned(view: RunView) -> bool:
+    """An unfinished run no live process holds: its node may be billing with nobody
+    watching (the owner was killed, or left it running) until someone attaches."""
+    return view.finished is None and not ownership.has_live_owner(view.run_id)
 
 
 def _cells(

@@ -6,6 +6,7 @@ Every test runs real `swjob` processes (kill -9 included) against real agents.""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import time
@@ -14,7 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from engine.cli.runlist import print_runs
 from engine.state import ownership
 from engine.state.paths import cache_dir, default_pools_file
 from tests.support.cli import Cli
@@ -264,3 +267,27 @@ def test_attach_carries_a_run_on_after_its_pool_name_moved_to_another_provider(
         None,
         "carried on on the local node (kept pool definition); COMPLETED, node torn down",
     )
+
+
+def _listed(run_id: str) -> str:
+    """`swjob runs` as a terminal shows it: the row of `run_id`."""
+    out = io.StringIO()
+    print_runs(Console(file=out, force_terminal=True, width=400, color_system=None), limit=10)
+    (row,) = [line for line in out.getvalue().splitlines() if run_id in line]
+    return row
+
+
+def test_swjob_runs_says_which_unfinished_run_nobody_drives(tmp_path: Path, clis: Start) -> None:
+    """A killed operator's run is RUNNING in the index with its node up and billing:
+    `swjob runs` says nobody drives it and how to take it over; a driven run says nothing."""
+    owner, run_dir, release = _run(clis, tmp_path, "eta")
+    hint = f"nobody drives it: swjob attach {run_dir.name}"
+    assert hint not in _listed(run_dir.name)  # positive control: a live owner holds it
+    owner.kill9()
+    assert hint in _listed(run_dir.name) and "RUNNING" in _listed(run_dir.name)
+    attach = clis("attach", run_dir.name, cwd=tmp_path)
+    eventually(lambda: "recovered after operator restart" in attach.output(), 30, "adopted")
+    assert hint not in _listed(run_dir.name)
+    release.touch()
+    assert attach.wait(60) == 0, attach.output()
+    assert hint not in _listed(run_dir.name)
