@@ -12,7 +12,9 @@ swjob-tui headless with a real engine on the local pool and, at once:
 
 A probe task sleeps 5 ms in a loop and records how late it wakes: the loop's stalls.
 Prints the max, p99 and the count over 50 ms; `--attribute` samples the loop thread's stack
-while it is stalled and names where it was.
+while it is stalled and names where it was. The same probe runs meanwhile on a bare asyncio
+loop in a sibling process that does nothing else (the control): on a busy machine an idle
+loop stalls too, waiting for a core, and a figure of swjob's means something only beside it.
 
     python tests/bench/loop_stall.py [--mib 1024] [--lines 200000] [--attribute]
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -32,20 +35,6 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-os.environ.setdefault("SWJOB_IROH_RELAY", "disabled")
-os.environ.setdefault("SWJOB_IROH_BIND", "127.0.0.1:0")
-_TMP = Path(tempfile.mkdtemp(prefix="swjob-stall-"))
-for _name in ("STATE", "CACHE", "CONFIG"):
-    os.environ[f"SWJOB_{_name}_DIR"] = str(_TMP / _name.lower())
-
-
-from engine.engine import Engine, EngineConfig  # noqa: E402
-from engine.jobs.jobspec import load_job  # noqa: E402
-from engine.jobs.pools import load_pools  # noqa: E402
-from tui.app import SwjobApp  # noqa: E402
-from tui.screens.outputs import OutputsScreen  # noqa: E402
-from tui.widgets.preview_pane import PreviewPane  # noqa: E402
-
 TICK_S = 0.005
 STALL_S = 0.05
 FLOOD = """import sys
@@ -54,10 +43,13 @@ for i in range(int(sys.argv[1])):
     w(f"flood line {i} lorem ipsum dolor sit amet, consectetur adipiscing elit\\n")
 """
 OUTPUTS = ("big.txt", "big.jsonl")
+WAITING = {"wait", "get", "select", "poll", "acquire", "sleep", "_worker", "_do_waitpid", "_run"}
+"""Innermost Python functions of a thread blocked in a C call (a lock, a queue, a waitpid),
+not running Python: an idle pool worker, the writer thread between batches."""
 
 
-def job(name: str, run: str, outputs: tuple[str, ...] = ()) -> Path:
-    folder = _TMP / name
+def job(tmp: Path, name: str, run: str, outputs: tuple[str, ...] = ()) -> Path:
+    folder = tmp / name
     folder.mkdir()
     (folder / "flood.py").write_text(FLOOD)
     listed = ", ".join(f'"{o}"' for o in outputs)
@@ -86,7 +78,9 @@ class Probe:
     def __init__(self, attribute: bool) -> None:
         self.lags: list[float] = []
         self.busy: list[float] = []  # per probe: CPU the loop thread itself used meanwhile
+        self.others: list[float] = []  # per probe: CPU the process's other threads used
         self.samples: Counter[str] = Counter()
+        self.beside: Counter[str] = Counter()  # other threads running Python meanwhile
         self._task: asyncio.Task[None] | None = None
         self._woke = time.perf_counter()
         self._loop_thread = threading.get_ident()
@@ -99,18 +93,24 @@ class Probe:
 
     async def _run(self) -> None:
         while True:
-            started, cpu = time.perf_counter(), time.thread_time()
+            started, cpu, process = time.perf_counter(), time.thread_time(), time.process_time()
             await asyncio.sleep(TICK_S)
             self._woke = time.perf_counter()
             self.lags.append(max(0.0, self._woke - started - TICK_S))
             self.busy.append(time.thread_time() - cpu)
+            self.others.append(time.process_time() - process - self.busy[-1])
 
     def _watch(self) -> None:
         while self._watching:
             time.sleep(0.01)
             if time.perf_counter() - self._woke > STALL_S + TICK_S:
-                frame = sys._current_frames().get(self._loop_thread)
+                frames = sys._current_frames()
+                frame = frames.pop(self._loop_thread, None)
                 self.samples[_where(traceback.extract_stack(frame))] += 1
+                frames.pop(threading.get_ident(), None)
+                for other in frames.values():
+                    if other.f_code.co_name not in WAITING:
+                        self.beside[_where(traceback.extract_stack(other))] += 1
 
     async def stop(self) -> None:
         self._watching = False
@@ -128,13 +128,62 @@ def _where(stack: traceback.StackSummary) -> str:
     return f"{mine}  ...  {inner}"
 
 
-async def bench(mib: int, lines: int, attribute: bool) -> None:
-    engine = Engine(EngineConfig(runs_dir=_TMP / "runs", pools=load_pools(None)))
+class Control:
+    """The same probe on a bare asyncio loop in a sibling process (this script with
+    `--control`): no threads, no work, only the machine's own delays."""
+
+    def __init__(self) -> None:
+        self._process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--control",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert self._process.stdout is not None
+        await self._process.stdout.readline()  # probing
+
+    async def stop(self) -> list[float]:
+        """Its lags (s), once it has stopped (closing its stdin tells it to)."""
+        assert self._process is not None and self._process.stdin is not None
+        self._process.stdin.close()
+        out, _ = await self._process.communicate()
+        return json.loads(out)
+
+
+async def control() -> None:
+    """The control's side: probe until stdin closes, then print the lags as JSON."""
+    loop, stdin = asyncio.get_running_loop(), sys.stdin.fileno()
+    closed = asyncio.Event()
+
+    def readable() -> None:
+        if not os.read(stdin, 4096):
+            loop.remove_reader(stdin)
+            closed.set()
+
+    loop.add_reader(stdin, readable)
+    probe = Probe(attribute=False)
+    probe.start()
+    print("probing", flush=True)
+    await closed.wait()
+    await probe.stop()
+    print(json.dumps(probe.lags))
+
+
+async def bench(tmp: Path, mib: int, lines: int, attribute: bool) -> None:
+    from engine.engine import Engine, EngineConfig
+    from engine.jobs.jobspec import load_job
+    from engine.jobs.pools import load_pools
+    from tui.app import SwjobApp
+    from tui.screens.outputs import OutputsScreen
+    from tui.widgets.preview_pane import PreviewPane
+
+    engine = Engine(EngineConfig(runs_dir=tmp / "runs", pools=load_pools(None)))
     app = SwjobApp(engine)
     async with app.run_test(size=(130, 40)) as pilot:
         await asyncio.wait_for(app.booted.wait(), 60)
         made = "for f in " + " ".join(OUTPUTS) + "; do echo x > $f; done"
-        past = await engine.submit(load_job(job("past", made, OUTPUTS)), "local")
+        past = await engine.submit(load_job(job(tmp, "past", made, OUTPUTS)), "local")
         view = await asyncio.wait_for(engine.wait(past), 60)
         started = time.perf_counter()
         for name in OUTPUTS:
@@ -145,10 +194,14 @@ async def bench(mib: int, lines: int, attribute: bool) -> None:
         pane = screen.query_one(PreviewPane)
         while screen.path is None or pane.virtual_size.height <= 1:
             await pilot.pause(0.05)  # the first big output is previewed
+        control = Control()
+        await control.start()
         probe = Probe(attribute)
         probe.start()
+        load = os.getloadavg()[0]
         started = time.perf_counter()
-        flood = await engine.submit(load_job(job("flood", f"python3 flood.py {lines}")), "local")
+        flood_job = load_job(job(tmp, "flood", f"python3 flood.py {lines}"))
+        flood = await engine.submit(flood_job, "local")
         waiter = asyncio.ensure_future(engine.wait(flood))
         previews = 0
         while not waiter.done():
@@ -157,41 +210,51 @@ async def bench(mib: int, lines: int, attribute: bool) -> None:
             await asyncio.sleep(0.25)
         elapsed = time.perf_counter() - started
         await probe.stop()
+        idle = await control.stop()
         run = engine.run(flood)
         assert run is not None
-    report(probe, mib, written, lines, elapsed, previews, run.state)
-
-
-def report(
-    probe: Probe,
-    mib: int,
-    written: float,
-    lines: int,
-    elapsed: float,
-    previews: int,
-    state: str,
-) -> None:
-    ms = sorted(lag * 1000 for lag in probe.lags)
-    p99 = ms[max(0, int(len(ms) * 0.99) - 1)]
-    over = sum(1 for lag in ms if lag > STALL_S * 1000)
     print(f"command : python {' '.join(sys.argv)}")
     print(f"outputs : 2 × {mib} MiB landed ({written:.1f} s to write), previewed {previews} times")
-    print(f"flood   : {lines} lines, submit to finish {elapsed:.1f} s, run {state}")
-    print(f"loop    : {len(ms)} probes of {TICK_S * 1000:.0f} ms: lag median ", end="")
-    print(f"{statistics.median(ms):.1f} ms, p99 {p99:.1f} ms, max {ms[-1]:.1f} ms, ", end="")
-    print(f"{over} over {STALL_S * 1000:.0f} ms")
-    stalls = [(lag, cpu) for lag, cpu in zip(probe.lags, probe.busy, strict=True) if lag > STALL_S]
-    if stalls:
+    print(f"flood   : {lines} lines, submit to finish {elapsed:.1f} s, run {run.state}")
+    now = os.getloadavg()[0]
+    print(f"machine : {os.cpu_count()} CPUs, load average {load:.2f} → {now:.2f} (1 min)")
+    report(probe)
+    print("control : " + lags("a bare asyncio loop in a sibling process, same probe:", idle))
+
+
+def lags(what: str, values: list[float]) -> str:
+    """One line of figures for a list of probe lags (s)."""
+    ms = sorted(lag * 1000 for lag in values)
+    if not ms:
+        return f"{what} no probes"
+    p99 = ms[max(0, int(len(ms) * 0.99) - 1)]
+    over = sum(1 for lag in ms if lag > STALL_S * 1000)
+    return (
+        f"{what} {len(ms)} probes of {TICK_S * 1000:.0f} ms: lag median "
+        f"{statistics.median(ms):.1f} ms, p99 {p99:.1f} ms, max {ms[-1]:.1f} ms, "
+        f"{over} over {STALL_S * 1000:.0f} ms"
+    )
+
+
+def report(probe: Probe) -> None:
+    print("loop    : " + lags("swjob-tui's loop:", probe.lags))
+    if any(lag > STALL_S for lag in probe.lags):
         # the loop thread on the CPU for most of a stall: our code held it; for little of
-        # it: the thread waited (for a core on a busy machine, or for the GIL)
-        ran = sum(cpu for _, cpu in stalls) / sum(lag + TICK_S for lag, _ in stalls)
-        longest = max(cpu for _, cpu in stalls) * 1000
+        # it: the thread waited (for a core on a busy machine, or for the GIL, which the
+        # process's other threads then held: their CPU time says how much they ran)
+        held = [i for i, lag in enumerate(probe.lags) if lag > STALL_S]
+        spent = sum(probe.lags[i] + TICK_S for i in held)
+        ran = sum(probe.busy[i] for i in held) / spent
+        others = sum(probe.others[i] for i in held) / spent
+        longest = max(probe.busy[i] for i in held) * 1000
         print(
             f"          in those stalls the loop thread ran on a CPU {ran:.0%} of the time", end=""
         )
-        print(f" (at most {longest:.0f} ms in one)")
+        print(f" (at most {longest:.0f} ms in one), the process's other threads {others:.0%}")
     for where, count in probe.samples.most_common(8):
         print(f"  stalled in ({count} × 10 ms samples): {where}")
+    for where, count in probe.beside.most_common(5):
+        print(f"  meanwhile another thread in ({count} samples): {where}")
 
 
 def main() -> None:
@@ -199,11 +262,20 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=1024, help="size of each landed output")
     parser.add_argument("--lines", type=int, default=200_000, help="lines the job prints")
     parser.add_argument("--attribute", action="store_true", help="sample where the loop stalls")
+    parser.add_argument("--control", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.control:
+        asyncio.run(control())
+        return
+    os.environ.setdefault("SWJOB_IROH_RELAY", "disabled")
+    os.environ.setdefault("SWJOB_IROH_BIND", "127.0.0.1:0")
+    tmp = Path(tempfile.mkdtemp(prefix="swjob-stall-"))
+    for name in ("STATE", "CACHE", "CONFIG"):
+        os.environ[f"SWJOB_{name}_DIR"] = str(tmp / name.lower())
     try:
-        asyncio.run(bench(args.mib, args.lines, args.attribute))
+        asyncio.run(bench(tmp, args.mib, args.lines, args.attribute))
     finally:
-        shutil.rmtree(_TMP, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
