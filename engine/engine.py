@@ -28,7 +28,7 @@ from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
 from engine.providers import vast_sdk
-from engine.providers.base import Bootstrap, NodeHandle, Provider
+from engine.providers.base import Bootstrap, NodeHandle, Provider, TeardownError
 from engine.providers.localspawn import StandbyAgent
 from engine.providers.registry import make_provider
 from engine.report import events as ev
@@ -314,16 +314,11 @@ class Engine:
     ) -> Pool:
         """The pool to carry `run_id` on, its provider ready; else the lease is given back
         and SubmitError says why (one line)."""
-        from engine.providers.vast_api import VastApiError
-
         try:
             pool = self._pool_of(view, saved)
             await self._providers_ready(pool)
-            if pool.provider == "vastai":
-                from engine.providers.vastai import make_api
-
-                make_api(pool)  # its key: a node this process could not destroy stays unowned
-        except (PoolFileError, SubmitError, ValidationError, VastApiError) as exc:
+            self._provider(pool).check_can_tear_down()  # else its node would bill on unowned
+        except (PoolFileError, SubmitError, ValidationError, TeardownError) as exc:
             lease.release()
             raise SubmitError(f"run {run_id} cannot be adopted: {one_line(exc)}") from None
         return pool

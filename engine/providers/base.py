@@ -117,6 +117,12 @@ class Provider(Protocol):
         """Destroy the node. Idempotent; raises TeardownError when it could not confirm."""
         ...
 
+    def check_can_tear_down(self) -> None:
+        """Raise TeardownError (one line) when this process lacks what destroying a node of
+        this pool takes (e.g. the account's API key). Asked before a run is adopted: a
+        process that could not end a node must not own it, or the node bills on unowned."""
+        ...
+
     async def node_exited(self, handle: NodeHandle) -> str | Preempted:
         """Resolve with a reason when the provider sees the node die (or never, if it can't);
         `Preempted` when the provider itself took the node back."""

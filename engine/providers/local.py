@@ -143,6 +143,9 @@ class LocalProvider:
         """This machine never takes a node back."""
         return None
 
+    def check_can_tear_down(self) -> None:
+        """A local node is a process of this user's: ending it needs nothing more."""
+
     async def teardown(self, handle: NodeHandle) -> None:
         node = self._nodes.pop(handle.node_id, None)
         if node is None:

@@ -335,6 +335,13 @@ class VastProvider:
                 if handle.price_per_hour is None:
                     handle.price_per_hour = entry.price_per_hour
 
+    def check_can_tear_down(self) -> None:
+        """Destroying an instance takes the account's API key: without it, say so."""
+        try:
+            self.api()
+        except VastApiError as exc:
+            raise TeardownError(f"cannot destroy its Vast.ai instance: {exc}") from None
+
     async def teardown(self, handle: NodeHandle) -> None:
         instance = handle.node_id
         try:
