@@ -6,21 +6,21 @@ reading, the bytes must be UTF-8, the amount of structure is bounded before
 parsing, and every problem becomes `<file>:<line>: <field>: <problem>` — never a
 traceback, never a hang, and never a secret value.
 
-We parse with `tomlkit` (the project's TOML library: it keeps comments and layout
-for any tool that edits these files). It is slow on huge inputs — 3-10 s for a
-1 MiB file of many small items — so the structure is bounded before parsing
-(MAX_ITEMS), which keeps the worst case under a second.
+We parse with the standard library's `tomllib`, and only a file it rejects is parsed
+again with `tomlkit` (the project's TOML library), which words more syntax errors
+the way a person would fix them (a duplicate key by name, at its second line):
+importing tomlkit cost every start more than parsing a valid file does. tomlkit is
+slow on huge inputs — 3-10 s for a 1 MiB file of many small items — so the structure
+is bounded before parsing (MAX_ITEMS), which keeps the worst case under a second.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
-
-import tomlkit
-from tomlkit.exceptions import KeyAlreadyPresent, ParseError
 
 from engine.jobs.fileerror import PROBLEM_CHARS, SHOWN_CHARS, ConfigFileError, shown
 
@@ -50,6 +50,24 @@ def _second_definition(text: str, key: str) -> int | None:
 
 
 def _syntax_error(
+    text: str, source: Path, error: type[ConfigFileError], stdlib: tomllib.TOMLDecodeError
+) -> ConfigFileError:
+    """The one line for a file `tomllib` rejected: tomlkit's wording when it rejects the
+    file too, else the standard library's."""
+    import tomlkit
+    from tomlkit.exceptions import KeyAlreadyPresent, ParseError
+
+    try:
+        tomlkit.parse(text)
+    except (KeyAlreadyPresent, ParseError) as exc:
+        return _worded(text, source, error, exc)
+    except RecursionError:
+        return error(source, "TOML syntax: values nested too deeply")
+    message, line = _stdlib_said(text, stdlib)
+    return error(source, f"TOML syntax: {shown(message, PROBLEM_CHARS)}", line=line)
+
+
+def _worded(
     text: str, source: Path, error: type[ConfigFileError], exc: Exception
 ) -> ConfigFileError:
     message = _AT_POSITION.sub("", str(exc))
@@ -66,15 +84,18 @@ def _syntax_error(
 def _what_was_expected(text: str) -> tuple[str, int] | None:
     """tomlkit names only the character it tripped on ('\\x00' for the end of the file, at
     line 1); the standard library's parser says what it expected there, and where."""
-    import tomllib
-
     try:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        at = _STDLIB_AT.search(str(exc))
-        line = int(at["line"]) if at and at["line"] else text.rstrip("\n").count("\n") + 1
-        return _STDLIB_AT.sub("", str(exc)), line
+        return _stdlib_said(text, exc)
     return None
+
+
+def _stdlib_said(text: str, exc: tomllib.TOMLDecodeError) -> tuple[str, int]:
+    """The standard library's message, without its position, and the line it names."""
+    at = _STDLIB_AT.search(str(exc))
+    line = int(at["line"]) if at and at["line"] else text.rstrip("\n").count("\n") + 1
+    return _STDLIB_AT.sub("", str(exc)), line
 
 
 def field_path(loc: tuple[str | int, ...]) -> str:
@@ -129,8 +150,8 @@ def parse_toml(text: str, source: Path, error: type[ConfigFileError]) -> dict[st
     if items > MAX_ITEMS:
         raise error(source, f"too many lines or items ({items}, limit {MAX_ITEMS})")
     try:
-        return tomlkit.parse(text).unwrap()
-    except (KeyAlreadyPresent, ParseError) as exc:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise _syntax_error(text, source, error, exc) from None
     except RecursionError:
         raise error(source, "TOML syntax: values nested too deeply") from None

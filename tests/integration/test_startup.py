@@ -29,7 +29,10 @@ def test_engine_with_local_pools_never_imports_the_vast_sdk() -> None:
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
-HEAVY = ("asyncio", "iroh", "platformdirs", "pydantic", "rich", "textual", "vastai", "zstandard")
+HEAVY = (
+    "asyncio", "iroh", "platformdirs", "pydantic", "rich", "textual", "tomlkit", "vastai",
+    "zstandard",
+)  # fmt: skip
 LOADED = """
 import sys
 from engine.cli.main import main
@@ -62,3 +65,10 @@ def test_validate_and_runs_import_only_what_they_use(tmp_path) -> None:
     assert not {"iroh", "textual", "vastai"} & set(heavy.split(","))
     heavy, _ = loaded_by("plan", str(job))  # control: plan draws with rich, so it shows up
     assert "rich" in heavy
+
+
+def test_only_a_broken_toml_file_loads_tomlkit(tmp_path) -> None:
+    """The standard library parses a valid file; tomlkit only words a syntax error."""
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nname = "light"\nrun = "true"\nrun = "again"\n')
+    assert loaded_by("validate", str(job)) == ("tomlkit", "1")
