@@ -12,13 +12,13 @@ import argparse
 import asyncio
 import gc
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import on, work
-from textual.app import App, SuspendNotSupported
+from textual.app import App, SuspendNotSupported, SystemCommand
 from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.screen import ModalScreen, Screen
@@ -391,6 +391,14 @@ class SwjobApp(App[None]):
         bindings = self.screen.active_bindings
         keys = {key: self.get_key_display(active.binding) for key, active in bindings.items()}
         self.push_screen(HelpScreen(help_table(bindings, keys)))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's own palette entries, less those our keys already offer under the same
+        name (its "Quit" beside ours): one entry per thing the user can do."""
+        offered = {active.binding.description for active in screen.active_bindings.values()}
+        for command in super().get_system_commands(screen):
+            if command.title not in offered:
+                yield command
 
     async def action_quit(self) -> None:
         running = self.engine.running()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 from rich.text import Text
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 from textual.widgets import Static
 
 from engine.jobs.jobspec import load_job
@@ -125,12 +125,21 @@ async def test_palette_offers_every_action_and_runs_it(engine) -> None:
         assert isinstance(app.screen, CommandPalette)
         await pilot.press(*"open run hello")
         await until(pilot, lambda: "Openrunhello" in screen_text(app).replace(" ", ""))
-        await pilot.press(*["backspace"] * 14, *"Submit")
+        await pilot.press(*["backspace"] * 14, *"Quit")
+        await until(pilot, lambda: palette_titles(app) != [])
+        assert palette_titles(app) == ["Quit"]  # once: Textual's own "Quit" is not listed too
+        await pilot.press(*["backspace"] * 4, *"Submit")
         await until(pilot, lambda: "key:n" in screen_text(app).replace(" ", ""))
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, SubmitScreen))
         await pilot.press("escape")
         await finished(app, engine.runs()[0].run_id)
+
+
+def palette_titles(app: SwjobApp) -> list[str]:
+    """The entries the open palette lists, by title."""
+    options = app.screen.query_one(CommandList).options
+    return [option.hit.text or str(option.hit.prompt) for option in options]
 
 
 def inline_error(app: SwjobApp) -> str:
