@@ -47,6 +47,9 @@ class Store:
         # power loss can take back the last ones (SQLite: "synchronous=NORMAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self._parsed: dict[str, RunView] = {}  # a summary's text → its view (see `views`)
+        self._views_key: tuple[int, int, int] | None = None
+        self._views: list[RunView] = []
 
     def close(self) -> None:
         self._db.close()
@@ -92,10 +95,23 @@ class Store:
         )
 
     def views(self, limit: int = 500) -> list[RunView]:
+        """The newest `limit` runs. The console asks ten times a second; with 500 runs,
+        reading them took ~5 ms and parsing them ~37 ms each time. So nothing is read
+        while the index is unchanged (no write of ours, sqlite's `data_version` for any
+        other process's), and a summary whose text is unchanged is not parsed again
+        (views are frozen: sharing one is safe)."""
+        (version,) = self._db.execute("PRAGMA data_version").fetchone()
+        key = (limit, version, self._db.total_changes)
+        if key == self._views_key:
+            return list(self._views)
         rows = self._db.execute(
             "SELECT view FROM runs ORDER BY created DESC LIMIT ?", (limit,)
         ).fetchall()
-        return [RunView.model_validate_json(row[0]) for row in rows]
+        known, self._parsed = self._parsed, {}
+        for (text,) in rows:
+            self._parsed[text] = known.get(text) or RunView.model_validate_json(text)
+        self._views_key, self._views = key, [self._parsed[text] for (text,) in rows]
+        return list(self._views)
 
     def find(self, run_ref: str) -> RunView | None:
         """A run by id or unique id prefix."""
