@@ -31,6 +31,7 @@ from engine.providers import vast_sdk
 from engine.providers.base import Bootstrap, NodeHandle, Provider, TeardownError
 from engine.providers.localspawn import StandbyAgent
 from engine.providers.registry import make_provider
+from engine.providers.spares import Spares
 from engine.report import events as ev
 from engine.report import scope
 from engine.report.datastream import Datastream, Subscription, read_events
@@ -76,6 +77,9 @@ class EngineConfig:
     standby: StandbyAgent | None = None
     """An agent started ahead of the first local node (`swjob run` starts one before it
     imports the engine); its starter closes it."""
+    keep_spare: bool = False
+    """Keep a standby agent ready for the next local node, from start until close (the
+    console: its runs then never wait for an agent's imports)."""
 
 
 ADOPT_SCAN_S = 5.0
@@ -108,6 +112,7 @@ class Engine:
         self._leases: dict[str, ownership.Lease] = {}
         self._adopting: asyncio.Task[None] | None = None
         self._unadoptable: set[str] = set()
+        self._spares = Spares(self.config.standby, keep=self.config.keep_spare)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -125,6 +130,7 @@ class Engine:
             await self._adopt_orphans()
             self._adopting = asyncio.create_task(self._keep_adopting())
         self._orphan_check = asyncio.create_task(self._check_orphans())
+        self._spares.fill()  # last: its process starts while the caller goes on
 
     async def _providers_ready(self, pool: Pool) -> None:
         """Wait until `pool`'s provider can be built: a rented pool needs its SDK loaded.
@@ -165,6 +171,7 @@ class Engine:
             self._orphan_check.cancel()
             await asyncio.gather(self._orphan_check, return_exceptions=True)
         await self.live.close()
+        await self._spares.close()
         if self._server is not None:
             await self._server.stop()
         if self._endpoint is not None:
@@ -428,7 +435,7 @@ class Engine:
                 pool,
                 stop_grace_s=self.config.stop_grace_s,
                 on_alert=self.alert,
-                standby=self.config.standby,
+                spares=self._spares,
             )
         return self._providers[key]
 

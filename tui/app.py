@@ -459,9 +459,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         jobs = [load_job(path) for path in args.jobs]
         pools = load_pools(args.pools)
-        pools.get(args.pool)
+        local = pools.get(args.pool).provider == "local"
         config = EngineConfig(
-            runs_dir=args.runs_dir or DEFAULT_RUNS_DIR, pools=pools, adopt_orphans=True
+            runs_dir=args.runs_dir or DEFAULT_RUNS_DIR,
+            pools=pools,
+            adopt_orphans=True,
+            keep_spare=local,  # a local run then starts with its agent's imports done
         )
         engine = Engine(config)  # makes its state and cache dirs: they may be unusable
     except (ConfigFileError, UnusableDirError) as exc:

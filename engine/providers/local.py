@@ -8,9 +8,9 @@ The pool's `max_nodes` bounds how many nodes exist at once; further runs wait in
 PENDING until a slot frees.
 
 A local node is as bare as a rented one (engine/providers/localspawn.py), inside a node
-directory only the operator can enter. Given a standby agent (started before the run,
-its imports done while the operator did its own), the first node provisioned is that
-process rather than a fresh one.
+directory only the operator can enter. When a standby agent is ready (engine/providers/
+spares.py: started before the run, its imports done meanwhile), a node is that process
+rather than a fresh one.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.providers.base import Bootstrap, NodeHandle, Preempted, ProvisionError
-from engine.providers.localspawn import StandbyAgent, node_base_env, node_root, spawn_agent
+from engine.providers.localspawn import node_base_env, node_root, spawn_agent
+from engine.providers.spares import Spares
 from engine.report import scope
 from engine.report.events import BootPhase
 
@@ -69,18 +70,18 @@ class LocalProvider:
         stop_grace_s: float = 10.0,
         launcher: Sequence[str] = (),
         agent_env: Mapping[str, str] | None = None,
-        standby: StandbyAgent | None = None,
+        spares: Spares | None = None,
     ) -> None:
         """`launcher` prefixes the agent's command line (it must exec in place, so the pid
         stays the agent's — e.g. `ip netns exec NS` puts nodes behind their own link);
-        `agent_env` adds to the agent's environment. A `standby` agent was started with
-        neither: it serves only a provider without them."""
+        `agent_env` adds to the agent's environment. The standby agents of `spares` were
+        started with neither: they serve only a provider without them."""
         self._slots = asyncio.Semaphore(max_nodes)
         self._nodes: dict[str, _LocalNode] = {}
         self._stop_grace_s = stop_grace_s
         self._launcher = list(launcher)
         self._agent_env = dict(agent_env or {})
-        self._standby = None if launcher or agent_env else standby
+        self._spares = None if launcher or agent_env else spares
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
         await self._slots.acquire()
@@ -98,7 +99,7 @@ class LocalProvider:
             *replace(bootstrap, on_orphan=("--on-orphan", "remove-root")).agent_args(),
             *("--root", str(root), "--grace", f"{self._stop_grace_s:g}"),
         ]
-        standby, self._standby = self._standby, None
+        standby = self._spares.take() if self._spares else None
         process = await standby.take(root, args, bootstrap.agent_env()) if standby else None
         how = " (from standby)" if process else ""
         if process is None:

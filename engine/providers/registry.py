@@ -7,7 +7,7 @@ from collections.abc import Callable
 from engine.jobs.pools import Pool
 from engine.providers.base import Provider
 from engine.providers.local import LocalProvider
-from engine.providers.localspawn import StandbyAgent
+from engine.providers.spares import Spares
 
 
 def make_provider(
@@ -15,12 +15,12 @@ def make_provider(
     *,
     stop_grace_s: float,
     on_alert: Callable[[str], None],
-    standby: StandbyAgent | None = None,
+    spares: Spares | None = None,
 ) -> Provider:
     """`on_alert` receives the provider's one-line reports (retries, skipped offers); a
-    local pool's first node may be the `standby` agent (taken once, whatever the pool)."""
+    local pool's nodes may be the standby agents of `spares` (shared by every local pool)."""
     if pool.provider == "local":
-        return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s, standby=standby)
+        return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s, spares=spares)
     if pool.provider == "vastai":
         from engine.providers.vastai import VastProvider
         from engine.state.ledger import (

@@ -11,19 +11,13 @@ import sys
 from pathlib import Path
 
 from engine.providers.localspawn import StandbyAgent
-from engine.state.paths import cache_dir
 from tests.support.cli import swjob
 from tests.support.leftovers import processes_under
-from tests.support.processes import pid_alive, reap
+from tests.support.processes import node_dirs, pid_alive, reap
 from tests.support.runs import events
 
 HELLO = Path(__file__).parents[2] / "examples" / "hello" / "job.toml"
 STANDBY = "(from standby)"
-
-
-def _nodes() -> list[str]:
-    nodes = cache_dir() / "nodes"
-    return sorted(p.name for p in nodes.iterdir()) if nodes.exists() else []
 
 
 def _created_detail(run_dir: Path) -> str:
@@ -36,7 +30,7 @@ def test_swjob_run_drives_its_run_with_the_standby_agent(tmp_path: Path) -> None
     assert done.returncode == 0, done.stdout + done.stderr
     assert _created_detail(next((tmp_path / "runs" / "hello").iterdir())).endswith(STANDBY)
     assert STANDBY in done.stdout
-    assert _nodes() == []  # its node's directory went with the node, as any node's
+    assert node_dirs() == []  # its node's directory went with the node, as any node's
 
 
 def test_a_run_that_never_starts_ends_its_standby(tmp_path: Path) -> None:
@@ -45,15 +39,15 @@ def test_a_run_that_never_starts_ends_its_standby(tmp_path: Path) -> None:
     done = swjob("run", str(HELLO), "--pools", str(missing), cwd=tmp_path)
     assert done.returncode == 1 and "nope.toml" in done.stderr
     assert processes_under(tmp_path) == []  # ended before swjob exited, not some time after
-    assert _nodes() == []
+    assert node_dirs() == []
 
 
 async def test_an_unused_standby_is_ended_by_its_starter() -> None:
     standby = await StandbyAgent.start()
-    assert [name.startswith("standby-") for name in _nodes()] == [True]
+    assert [name.startswith("standby-") for name in node_dirs()] == [True]
     await standby.close()
     assert standby.process.returncode is not None and not pid_alive(standby.process.pid)
-    assert _nodes() == []
+    assert node_dirs() == []
 
 
 async def test_a_dead_standby_is_replaced_by_a_fresh_agent(make_engine, make_job) -> None:
@@ -67,7 +61,7 @@ async def test_a_dead_standby_is_replaced_by_a_fresh_agent(make_engine, make_job
     assert view.state == "COMPLETED"
     detail = _created_detail(Path(view.run_dir))
     assert detail.startswith("swjob-agent process ") and STANDBY not in detail
-    assert _nodes() == []
+    assert node_dirs() == []
 
 
 def _standby(directory: Path) -> subprocess.Popen[str]:
