@@ -28,7 +28,13 @@ from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
 from engine.providers import vast_sdk
-from engine.providers.base import Bootstrap, NodeHandle, Provider, TeardownError
+from engine.providers.base import (
+    Bootstrap,
+    NodeHandle,
+    Provider,
+    TeardownError,
+    silence_for,
+)
 from engine.providers.localspawn import StandbyAgent
 from engine.providers.registry import make_provider
 from engine.providers.spares import Spares
@@ -273,6 +279,7 @@ class Engine:
             orchestrator_id=str(self._endpoint.id()),
             token=token,
             reattach_key=keys.get("reattach_key", ""),
+            silence_s=silence_for(pool.node_lost_after_s),
             orphan_timeout_s=pool.orphan_timeout_s,
         )
         driver = RunDriver(

@@ -16,6 +16,7 @@ from agent.reattach import REATTACH_ENV
 from engine.report.events import Alert
 
 TOKEN_ENV = "SWJOB_JOIN_TOKEN"
+AGENT_SILENCE_MAX_S = 10.0  # the agent's own default (agent/main.py --deadline)
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class Bootstrap:
     orchestrator_id: str
     token: str
     reattach_key: str = ""
+    silence_s: float = AGENT_SILENCE_MAX_S
+    """How long the node hears nothing from its operator before it takes it as lost, ends
+    the session, redials and starts its orphan clock (`silence_for`)."""
     orphan_timeout_s: float = 1800.0
     """How long the node waits for an operator that went silent before it gives up: stops
     its job and releases itself (the provider says how, in `on_orphan`)."""
@@ -50,10 +54,22 @@ class Bootstrap:
             self.ticket,
             "--orchestrator-id",
             self.orchestrator_id,
+            "--deadline",
+            f"{self.silence_s:g}",
             "--orphan-timeout",
             f"{self.orphan_timeout_s:g}",
             *self.on_orphan,
         ]
+
+
+def silence_for(node_lost_after_s: float) -> float:
+    """The node's silence deadline on a pool whose operator gives a silent node up after
+    `node_lost_after_s`. Never longer: a node whose operator died would otherwise start
+    its orphan clock, and redial, later than the pool says a node is gone. At most
+    `AGENT_SILENCE_MAX_S`: when only the node's side of the link is dead, its redial
+    then lands while a rented pool's minute-long deadline still holds the run; a node
+    that redials early loses nothing (its job and journal stay, the operator replays)."""
+    return min(node_lost_after_s, AGENT_SILENCE_MAX_S)
 
 
 @dataclass

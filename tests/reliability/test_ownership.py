@@ -21,7 +21,7 @@ from engine.cli.runlist import print_runs
 from engine.state import ownership
 from engine.state.paths import cache_dir, default_pools_file
 from tests.support.cli import Cli
-from tests.support.processes import pid_alive
+from tests.support.processes import kill_quietly, pid_alive
 from tests.support.runs import (
     agent_pid,
     events,
@@ -121,6 +121,27 @@ def test_kill_9_then_attach_adopts_under_another_identity_after_pool_rename(
         f"node kept its job; `swjob attach` (new identity) finished it COMPLETED "
         f"{adopted_after:.1f} s after the kill",
     )
+
+
+def test_a_node_takes_its_operator_as_gone_after_the_pools_node_deadline(
+    tmp_path: Path, clis: Start
+) -> None:
+    """The node's own silence deadline is its pool's `node_lost_after_s` (2 s here, not the
+    agent's 10 s default): killed -9, the operator goes quiet and the node says so, and
+    starts its orphan clock, as soon as the pool would give the node up."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text('[pools.local]\nprovider = "local"\nnode_lost_after_s = 2\n')
+    cli, run_dir, release = _run(clis, tmp_path, "zeta", "--pools", str(pools))
+    node = agent_pid(run_dir)
+    (log_file,) = (cache_dir() / "nodes").glob(f"local-{run_dir.name}-*/logs/agent.log")
+    cli.kill9()
+    try:
+        said = "orchestrator silent for 2.0 s: connection lost"
+        eventually(lambda: said in log_file.read_text(), 30, "the node noticing the silence")
+    finally:
+        release.touch()
+        kill_quietly(node, signal.SIGTERM)  # the orphan stops its job and exits
+    eventually(lambda: not pid_alive(node), 30, "the orphaned agent gone")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
