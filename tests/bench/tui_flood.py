@@ -6,7 +6,11 @@ with the job's detail screen open (the live log pane is the worst case). Every 5
 a key press is posted, and the time until its binding's action runs is recorded.
 Prints p50/p95/max key latency, peak RSS and how many lines the UI holds.
 
-    python tests/bench/tui_flood.py [--lines 200000] [--cap 5000]
+    python tests/bench/tui_flood.py [--lines 200000] [--cap 5000] [--history 500] [--board]
+
+`--history N` first fills the run index with N past runs (copies of a real one), as a
+user's index is after some weeks: the board reads its history ten times a second.
+`--board` keeps the board in front instead of the job's detail.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 os.environ.setdefault("SWJOB_IROH_RELAY", "disabled")
@@ -34,6 +39,7 @@ from textual.binding import Binding  # noqa: E402
 from engine.engine import Engine, EngineConfig  # noqa: E402
 from engine.jobs.jobspec import load_job  # noqa: E402
 from engine.jobs.pools import load_pools  # noqa: E402
+from engine.state.store import Store  # noqa: E402
 from tui.app import SwjobApp  # noqa: E402
 from tui.widgets.log_view import LogView  # noqa: E402
 
@@ -64,7 +70,21 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def bench(lines: int, cap: int) -> None:
+async def seed_history(engine: Engine, runs: int) -> None:
+    """`runs` past runs in the index: copies of one real run under new ids and dates."""
+    job_file = _TMP / "past" / "job.toml"
+    job_file.parent.mkdir()
+    job_file.write_text('[job]\nname = "past"\nrun = "echo done"\n')
+    view = await engine.wait(await engine.submit(load_job(job_file), "local"))
+    store = Store()
+    for n in range(runs):
+        run_id = f"{view.run_id[:-6]}{n:06d}"
+        created = view.created - timedelta(hours=n + 1)
+        store.save(view.model_copy(update={"run_id": run_id, "created": created}))
+    store.close()
+
+
+async def bench(lines: int, cap: int, history: int, board: bool) -> None:
     job_file = _TMP / "flood" / "job.toml"
     job_file.parent.mkdir()
     (job_file.parent / "flood.py").write_text(FLOOD)
@@ -76,10 +96,13 @@ async def bench(lines: int, cap: int) -> None:
     app = BenchApp(engine, log_cap=cap)
     async with app.run_test(size=(130, 40)) as pilot:
         await asyncio.wait_for(app.booted.wait(), 30)
+        if history:
+            await seed_history(engine, history)
         rss_before = rss_mib()
         started = time.perf_counter()
         run_id = await engine.submit(load_job(job_file), "local")
-        app.open_run(run_id)
+        if not board:
+            app.open_run(run_id)
         waiter = asyncio.ensure_future(engine.wait(run_id))
         while not waiter.done():
             app.sent = time.perf_counter()
@@ -97,7 +120,8 @@ def report(app: BenchApp, run_id: str, elapsed: float, rss_before: float) -> Non
     assert run is not None
     on_disk = app.engine.log_path(run_id, "run").read_text().count("\n")
     ring = app.feed.log(run_id)
-    shown = app.screen.query_one(LogView).line_count
+    views = app.screen.query(LogView)
+    shown = views.first().line_count if views else 0
     print(f"command : python {' '.join(sys.argv)}")
     print(f"flood   : {ring.total} lines received, submit to finish {elapsed:.1f} s, ", end="")
     print(f"{on_disk} lines in logs/run.log, run {run.state}")
@@ -113,9 +137,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--cap", type=int, default=5000)
+    parser.add_argument("--history", type=int, default=0, help="past runs in the index")
+    parser.add_argument("--board", action="store_true", help="the board in front, not the detail")
     args = parser.parse_args()
     try:
-        asyncio.run(bench(args.lines, args.cap))
+        asyncio.run(bench(args.lines, args.cap, args.history, args.board))
     finally:
         shutil.rmtree(_TMP, ignore_errors=True)
 

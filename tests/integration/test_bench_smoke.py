@@ -20,7 +20,7 @@ TINY = {
     "loop_stall": ["tests/bench/loop_stall.py", "--mib", "1", "--lines", "2000"],
     "startup": ["-m", "tests.bench.startup", "-n", "1"],
     "transfer": ["tests/bench/transfer.py", "--tiny"],
-    "tui_flood": ["tests/bench/tui_flood.py", "--lines", "2000"],
+    "tui_flood": ["tests/bench/tui_flood.py", "--lines", "2000", "--history", "3", "--board"],
 }
 
 
