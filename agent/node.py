@@ -273,6 +273,7 @@ class NodeAgent:
         return conn
 
     async def _join(self) -> _Session:
+        log.info("dialing orchestrator %s", self._target.orchestrator_id[:12])
         conn = await self._dial(CTL_ALPN)
         try:
             stream = await conn.open_bi()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import platform
 import signal
 import time
@@ -31,6 +30,7 @@ from tests.integration.agent_helpers import (
     kill_leftover_group,
 )
 from tests.support.processes import pid_alive
+from tests.support.waiting import eventually_async
 
 TOKEN = "join-token-4f1d9c2b7a"
 SECRET = "sk-live-0123456789abcdef"
@@ -314,12 +314,14 @@ async def test_a_node_whose_orchestrator_died_follows_an_adopter_at_once(
     """Its old orchestrator is gone (dials to it hang until the dial timeout, 10 s): a
     valid resume drops the hanging dial and the node joins the adopter within seconds."""
     first, second = pair
-    await start_agent(first)
+    node = await start_agent(first)
     await joined(first)
     ticket = first.hellos[0].ticket
     assert ticket is not None
     await first.close()  # the operator dies; the node redials a dead address
-    await asyncio.sleep(1.5)  # let it be mid-dial (its backoff starts at 0.2 s)
+    await eventually_async(  # mid-dial: a dead address answers nothing until the dial times out
+        lambda: node.stderr().count("dialing orchestrator") == 2, 30, "the node redialing"
+    )
     started = time.monotonic()
     await reclaim(second.ep, ticket, "run-1", REATTACH_KEY)
     await second.until(lambda: len(second.hellos) == 1, timeout=5)
