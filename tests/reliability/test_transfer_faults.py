@@ -9,7 +9,7 @@ import hashlib
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -18,7 +18,7 @@ import pytest
 from agent.transfer.schedule import CHUNK
 from engine.engine import Engine
 from engine.report import events as ev
-from engine.report.events import utcnow
+from engine.report.datastream import Subscription
 from engine.state.paths import cache_dir
 from tests.support.disks import tmpfs
 from tests.support.engines import engine_with
@@ -49,35 +49,53 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def progress(run_id: str, direction: str, at_least: float):
-    def match(e: ev.Event) -> bool:
-        return (
-            isinstance(e, ev.TransferProgress)
-            and e.run_id == run_id
-            and e.direction.value == direction
-            and (e.done or e.bytes_done >= at_least * e.bytes_total)
-        )
+class AtProgress(Subscription):
+    """Acts on the node's transfer once, inside the engine's `publish` of the first
+    `direction` progress past `fraction` with bytes still to go. The transfer publishes
+    its progress as it moves bytes, so it is held at that very event: the act lands
+    mid-transfer however fast the transfer is (an awaited event can come after its end)."""
 
-    return match
+    def __init__(
+        self, engine: Engine, direction: str, fraction: float, act: Callable[[str], None]
+    ) -> None:
+        super().__init__(engine.stream, maxsize=1)
+        self._match = (direction, fraction)
+        self._act = act
+        self.at: ev.TransferProgress | None = None
+        self.reached = asyncio.Event()
+        engine.stream._subs.add(self)
+
+    def _offer(self, event: ev.Event | None) -> None:
+        direction, fraction = self._match
+        if (
+            self.at is None
+            and isinstance(event, ev.TransferProgress)
+            and event.direction.value == direction
+            and fraction * event.bytes_total <= event.bytes_done < event.bytes_total
+        ):
+            self.at = event
+            self._act(event.run_id)
+            self.reached.set()
 
 
-async def cut_transfer(
-    engine: Engine, tap: Tap, run_id: str, direction: str
-) -> tuple[int, datetime]:
-    """Close the node's transfer connection once a third of `direction` moved.
-    Returns the tap position and the time of the cut."""
-    _, seen = await tap.until(progress(run_id, direction, 1 / 3))
-    assert not seen.done, f"the {direction} finished before the test could cut it"
-    engine._server.sessions[run_id]._xfer.close(7, b"cut by test")
-    return len(tap.seen), utcnow()
+def cut_at(engine: Engine, direction: str) -> AtProgress:
+    """Close the node's transfer connection once a third of `direction` moved."""
+
+    def cut(run_id: str) -> None:
+        engine._server.sessions[run_id]._xfer.close(7, b"cut by test")
+
+    return AtProgress(engine, direction, 1 / 3, cut)
 
 
-def resumed_from(tap: Tap, after: int, run_id: str, direction: str) -> tuple[int, int, datetime]:
+def resumed_from(tap: Tap, cut: AtProgress) -> tuple[int, int, datetime]:
     """(least bytes_done reported after the cut, total, time the transfer finished)."""
+    assert cut.at is not None, "the transfer was never cut"
     later = [
         e
-        for _, e in tap.seen[after:]
-        if isinstance(e, ev.TransferProgress) and e.run_id == run_id and e.direction == direction
+        for _, e in tap.seen
+        if isinstance(e, ev.TransferProgress)
+        and e.direction == cut.at.direction
+        and e.seq > cut.at.seq
     ]
     done = next(e for e in later if e.done)
     return min(e.bytes_done for e in later), done.bytes_total, done.ts
@@ -92,9 +110,8 @@ async def test_cut_push_and_pull_resume_and_verify(tmp_path, make_job, record_fa
     )
     async with engine_with(tmp_path / "runs") as engine:
         tap = Tap(engine)
+        cuts = {name: cut_at(engine, name) for name in ("push", "pull")}
         run_id = await engine.submit(job, "local")
-        push_cut, push_t = await cut_transfer(engine, tap, run_id, "push")
-        pull_cut, pull_t = await cut_transfer(engine, tap, run_id, "pull")
         view = await asyncio.wait_for(engine.wait(run_id), 90)
         tap.close()
     assert view.state == "COMPLETED", view.reason
@@ -104,10 +121,10 @@ async def test_cut_push_and_pull_resume_and_verify(tmp_path, make_job, record_fa
         e["path"]: e for e in json.loads((view.run_dir / "manifest.json").read_text())["files"]
     }
     assert manifest["out.bin"]["verified"] and manifest["out.bin"]["sha256"] == digest
-    for name, cut_at, cut_t in (("push", push_cut, push_t), ("pull", pull_cut, pull_t)):
-        least, total, done_t = resumed_from(tap, cut_at, run_id, name)
+    for name, cut in cuts.items():
+        least, total, done_t = resumed_from(tap, cut)
         assert least >= total // 4, f"{name} restarted from {least} of {total} bytes: no resume"
-        after = (done_t - cut_t).total_seconds()
+        after = (done_t - cut.at.ts).total_seconds()
         record_fault(
             f"transfer connection closed at ⅓ of a 256 MiB {name}",
             None,
@@ -175,12 +192,15 @@ async def test_a_byte_corrupted_after_verification_is_never_an_output(
         run="head -c 128M /dev/urandom > out.bin && sha256sum out.bin", outputs=["out.bin"]
     )
     async with engine_with(tmp_path / "runs") as engine:
-        tap = Tap(engine)
+        frozen: list[int] = []
+
+        def freeze(run_id: str) -> None:  # hold the pull still while the disk is "corrupted"
+            frozen.append(int(engine.run(run_id).node.offer["pid"]))
+            os.kill(frozen[0], signal.SIGSTOP)
+
+        held = AtProgress(engine, "pull", 1 / 4, freeze)
         run_id = await engine.submit(job, "local")
-        _, seen = await tap.until(progress(run_id, "pull", 1 / 4))
-        assert not seen.done
-        agent = int(engine.run(run_id).node.offer["pid"])
-        os.kill(agent, signal.SIGSTOP)  # hold the pull still while the disk is "corrupted"
+        await asyncio.wait_for(held.reached.wait(), 60)
         try:
             part = engine.run(run_id).run_dir / "outputs" / ".out.bin.swjob-part"
             with part.open("r+b") as f:
@@ -189,9 +209,9 @@ async def test_a_byte_corrupted_after_verification_is_never_an_output(
                 f.seek(-1, os.SEEK_CUR)
                 f.write(bytes([byte[0] ^ 0xFF]))
         finally:
-            os.kill(agent, signal.SIGCONT)
+            os.kill(frozen[0], signal.SIGCONT)
         view = await asyncio.wait_for(engine.wait(run_id), 60)
-        tap.close()
+        held.close()
     true_sha = (view.run_dir / "logs" / "run.log").read_text().split()[0]
     landed = view.run_dir / "outputs" / "out.bin"
     # caught before the file took its name, then sent once more: the true bytes land
