@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import SWJOB
 from tests.support.processes import pid_alive
 
 MOUNT_EMPTY_PROC = 'mount -t tmpfs none /proc && exec "$@"'
@@ -39,7 +40,7 @@ def write_job(root: Path, run: str) -> Path:
 
 
 def swjob_without_proc(job: Path, cwd: Path) -> subprocess.Popen[str]:
-    command = [*HIDE_PROC, "swjob", "run", str(job), "--runs-dir", str(cwd / "runs")]
+    command = [*HIDE_PROC, *SWJOB, "run", str(job), "--runs-dir", str(cwd / "runs")]
     return subprocess.Popen(
         command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
