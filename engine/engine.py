@@ -33,6 +33,7 @@ from engine.providers.base import (
     NodeHandle,
     Provider,
     TeardownError,
+    heartbeat_for,
     silence_for,
 )
 from engine.providers.localspawn import StandbyAgent
@@ -267,7 +268,7 @@ class Engine:
         session = NodeSession(
             view.run_id,
             token,
-            heartbeat_s=self.config.heartbeat_s,
+            heartbeat_s=heartbeat_for(self.config.heartbeat_s, pool.node_lost_after_s),
             deadline_s=pool.node_lost_after_s,
             on_event=lambda msg: holder[0].on_agent_event(msg),
             on_lost=lambda reason: holder[0].on_node_lost(reason),

@@ -62,6 +62,16 @@ class Bootstrap:
         ]
 
 
+HEARTBEATS_PER_DEADLINE = 4
+
+
+def heartbeat_for(heartbeat_s: float, node_lost_after_s: float) -> float:
+    """How often the two sides of a run on this pool say they are alive: the usual pace,
+    faster on a pool that takes silence for a loss sooner than a few heartbeats (either
+    side would otherwise take a healthy peer for lost between two of them)."""
+    return min(heartbeat_s, node_lost_after_s / HEARTBEATS_PER_DEADLINE)
+
+
 def silence_for(node_lost_after_s: float) -> float:
     """The node's silence deadline on a pool whose operator gives a silent node up after
     `node_lost_after_s`. Never longer: a node whose operator died would otherwise start
