@@ -9,23 +9,19 @@ it can neither drive the terminal nor pose as a line of ours.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from agent.protocol import Stream
 from engine.report import events as ev
 from engine.report.boot import boot_timeline, took
 from engine.report.money import cost_split, money
 from engine.report.printable import visible
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 STATE_STYLE = {"PENDING": "yellow", "RUNNING": "cyan", "COMPLETED": "green", "FAILED": "red"}
 
@@ -120,15 +116,7 @@ class RunPrinter:
                 self._line(f"{label}: {event.files_done} files, {event.bytes_done / 1e6:.1f} MB")
             return
         if self._progress is None:
-            self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                TimeRemainingColumn(),
-                console=self.console,
-                transient=False,
-            )
+            self._progress = _bars(self.console)
             self._progress.start()
         key = event.direction.value
         if key not in self._bars:
@@ -164,3 +152,25 @@ class RunPrinter:
             self.console.print(
                 f"cost {money(self._cost.dollars)}" + (f" ({split})" if split else "")
             )
+
+
+def _bars(console: Console) -> Progress:
+    """Transfer bars, drawn only on a terminal: piped output never imports them."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )

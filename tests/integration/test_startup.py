@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+HELLO = Path(__file__).parents[2] / "examples" / "hello" / "job.toml"
 CODE = """
 import asyncio, sys
 from engine.engine import Engine, EngineConfig
@@ -72,3 +74,23 @@ def test_only_a_broken_toml_file_loads_tomlkit(tmp_path) -> None:
     job = tmp_path / "job.toml"
     job.write_text('[job]\nname = "light"\nrun = "true"\nrun = "again"\n')
     assert loaded_by("validate", str(job)) == ("tomlkit", "1")
+
+
+RUN_LOADED = """
+import sys
+from engine.cli.main import _command, _parser
+code = _command(_parser().parse_args({args!r}))
+print("LOADED", ",".join(sorted(m for m in {modules!r} if m in sys.modules)), code)
+"""
+
+
+def test_a_piped_run_loads_neither_transfer_bars_nor_tomlkit(tmp_path) -> None:
+    """`swjob run` to a pipe prints lines, not bars; its files are valid TOML. (Run
+    through the command's handler: `main` ends a run without the interpreter's exit.)"""
+    args = ["run", str(HELLO), "--runs-dir", str(tmp_path / "runs")]
+    modules = ("engine.engine", "rich.console", "rich.progress", "tomlkit")
+    code = RUN_LOADED.format(args=args, modules=modules)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.splitlines()[-1] == "LOADED engine.engine,rich.console 0", out.stdout
