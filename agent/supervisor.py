@@ -51,6 +51,7 @@ class _Running:
     proc: asyncio.subprocess.Process
     pipes: list[tuple[BinaryIO, Stream]]
     marker: str  # STEP_ENV=<value>, as it appears in /proc/<pid>/environ
+    started: float = 0.0  # the leader's start (procgroup.started_at): no older process is marked
     task: asyncio.Task[None] | None = None
     stopper: asyncio.Task[None] | None = None
     stopped: bool = False
@@ -159,7 +160,8 @@ class Supervisor:
         finally:
             os.close(out_w)
             os.close(err_w)
-        return _Running(step=step, proc=proc, pipes=pipes, marker=f"{STEP_ENV}={step_id}")
+        marker = f"{STEP_ENV}={step_id}"
+        return _Running(step, proc, pipes, marker, started=procgroup.started_at(proc.pid))
 
     def _spawn_failure(self, step: Step, exc: OSError) -> str:
         if not self._workdir.is_dir():
@@ -201,7 +203,7 @@ class Supervisor:
                 await run.stopper
             else:
                 await procgroup.terminate_group(run.pgid, LEFTOVER_GRACE_S)
-            await procgroup.terminate_marked(run.marker, LEFTOVER_GRACE_S)
+            await procgroup.terminate_marked(run.marker, LEFTOVER_GRACE_S, run.started)
             await subreaper.terminate_leftovers(LEFTOVER_GRACE_S, keep=_spared(run))
             _, pending = await asyncio.wait(run.readers, timeout=PIPE_DRAIN_S)
         finally:
@@ -255,7 +257,7 @@ def _kill_leftovers(run: _Running) -> None:
     """KILL what is left of the step at once (only something when cancelled or broken)."""
     if procgroup.group_alive(run.pgid):
         procgroup.kill_group_now(run.pgid)
-    procgroup.kill_marked_now(run.marker)
+    procgroup.kill_marked_now(run.marker, run.started)
     subreaper.kill_leftovers_now(keep=_spared(run))
 
 
