@@ -17,6 +17,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +40,8 @@ from engine.providers.base import (
 from engine.providers.localspawn import StandbyAgent
 from engine.providers.registry import make_provider
 from engine.providers.spares import Spares
+from engine.report import appender, scope
 from engine.report import events as ev
-from engine.report import scope
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
@@ -109,7 +110,8 @@ class Engine:
         self._chains = Chains()  # next attempts: recorded, then started (engine/run/chain.py)
         self._closing = False
         self._providers: dict[str, Provider] = {}
-        self._store: Store | None = None
+        self._store: Store | None = None  # read here, on the loop
+        self._writes: Store | None = None  # written on the writer thread only (`_save`)
         self._endpoint = None
         self._server: ControlServer | None = None
         self._identity: identity.Identity | None = None
@@ -125,6 +127,7 @@ class Engine:
 
     async def start(self) -> None:
         self._store = Store()
+        self._writes = Store(self._store.path, any_thread=True)
         self._identity = identity.acquire()
         self._endpoint = await self._bind()
         self._identity.remember_port(iroh_endpoint.bound_port(self._endpoint))
@@ -183,9 +186,11 @@ class Engine:
             await self._server.stop()
         if self._endpoint is not None:
             await self._endpoint.close()
+        await appender.written()  # every event and index row on record
         self.stream.close()
-        if self._store is not None:
-            self._store.close()
+        for store in (self._store, self._writes):
+            if store is not None:
+                store.close()
         if self._identity is not None:
             self._identity.release()
         for lease in self._leases.values():
@@ -450,10 +455,12 @@ class Engine:
     async def _drive(self, driver: RunDriver) -> RunView:
         run_id = driver.view.run_id
         try:
+            await appender.written()  # its start on record before it asks anything of anyone
             view = await driver.run()
         finally:
             assert self._server is not None
             self._server.sessions.pop(run_id, None)
+            await appender.written()  # its end (and the next attempt) on record, then the rest
             await self.live.run_ended(run_id)
             await self.stream.close_run(run_id)
             self._save(driver)
@@ -498,10 +505,12 @@ class Engine:
 
     def _save(self, driver: RunDriver, event: ev.Event | None = None) -> None:
         """Index the run when its summary changes (one row upsert; logs and progress skip it);
-        its end is saved with the next attempt it records, in one write."""
-        if self._store is not None and (event is None or isinstance(event, _INDEXED)):
+        its end is saved with the next attempt it records, in one write. The write is the
+        writer thread's (a commit waits for the disk), after the events before it."""
+        if self._writes is not None and (event is None or isinstance(event, _INDEXED)):
             step = self._record_next(driver) if isinstance(event, ev.Finished) else None
-            self._store.save(driver.view, driver.recovery, step.record() if step else None)
+            save = partial(self._writes.save, driver.view, dict(driver.recovery))
+            appender.later(partial(save, step.record() if step else None))
 
     async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
         driver = self._drivers.get(run_id)

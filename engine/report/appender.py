@@ -13,18 +13,25 @@ relies on). Each `write` is whole lines and goes to the file in one `os.write`
 (queued writes to the same file are joined), so a reader never sees a torn line.
 A write that fails is raised by the file's next `write` or its `close`: the caller
 learns of it one batch late rather than never. `close` returns once everything written
-before it is on the file (in the OS's hands, as a flushed write was before); `flush`
-is the same wait without closing, for the few lines that must be on record before the
-caller goes on (a run's transitions: an operator killed right after must leave a
-journal that says what was under way).
+before it is on the file (in the OS's hands, as a flushed write was before).
+
+Nothing on the event loop waits for the disk. What must be on record before something
+else happens is ordered behind it instead: `then` calls back on the loop once everything
+queued before it is written (the datastream shows a transition to the console only
+then), `later` runs other record keeping (the run index's commits) on the same thread,
+in the same order, and `written` is the wait for a task that is about to act on the
+world (an operator killed right after must leave records that say what was under way).
+`flush` is the blocking wait, for a caller without an event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +46,23 @@ class _Flushed:
     done: threading.Event
 
 
-Item = tuple["AppendFile", bytes | threading.Event | _Flushed]
+@dataclass(frozen=True)
+class _Then:
+    """A marker in the queue: `callback` is called on `loop` once everything queued before
+    it is done."""
+
+    loop: asyncio.AbstractEventLoop
+    callback: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class _Later:
+    """Record keeping run on the writer thread, in its place in the queue."""
+
+    work: Callable[[], None]
+
+
+Item = tuple["AppendFile | None", bytes | threading.Event | _Flushed | _Then | _Later]
 
 
 class AppendFile:
@@ -85,6 +108,27 @@ class AppendFile:
             raise error
 
 
+def then(callback: Callable[[], None]) -> None:
+    """Call `callback` on the running loop once everything handed to the writer before
+    it (every file's lines, every `later`) is done; the loop never waits for it."""
+    _WRITER.put((None, _Then(asyncio.get_running_loop(), callback)))
+
+
+async def written() -> None:
+    """Return once everything handed to the writer so far is done, without blocking the
+    loop: for a task about to act on the world, whose records must come first."""
+    done = asyncio.get_running_loop().create_future()
+    then(lambda: done.done() or done.set_result(None))
+    await done
+
+
+def later(work: Callable[[], None]) -> None:
+    """Run `work` on the writer thread after everything handed to it before: record
+    keeping ordered with the files' lines. What it raises is raised by the next `later`."""
+    _WRITER.raise_failed()
+    _WRITER.put((None, _Later(work)))
+
+
 class _Writer:
     """The writer thread and its queue. Writes made during one turn of an event loop are
     handed over together at the end of it: one wake-up of the thread (and one hand-over
@@ -95,6 +139,12 @@ class _Writer:
         self._lock = threading.Lock()
         self._pending: list[Item] = []
         self._thread: threading.Thread | None = None
+        self._failed: Exception | None = None  # what a `later` raised, for the next one
+
+    def raise_failed(self) -> None:
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
 
     def put(self, item: Item) -> None:
         with self._lock:
@@ -107,7 +157,7 @@ class _Writer:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        if loop is None or not isinstance(item[1], bytes):  # a wait: hand over now
+        if loop is None or isinstance(item[1], threading.Event | _Flushed):  # a wait: now
             self._hand_over()
         elif first:
             loop.call_soon(self._hand_over)
@@ -141,10 +191,21 @@ class _Writer:
                 chunks.append(item)
             elif isinstance(item, _Flushed):
                 item.done.set()
-            else:
+            elif isinstance(item, _Then):
+                with contextlib.suppress(RuntimeError):  # its loop has closed meanwhile
+                    item.loop.call_soon_threadsafe(item.callback)
+            elif isinstance(item, _Later):
+                self._run_later(item)
+            elif handle is not None:
                 _close(handle, item)
         if pending is not None:
             _write_all(pending, b"".join(chunks))
+
+    def _run_later(self, later: _Later) -> None:
+        try:
+            later.work()
+        except Exception as exc:
+            self._failed = self._failed or exc
 
 
 def _write_all(handle: AppendFile, data: bytes) -> None:

@@ -1,26 +1,34 @@
 """The datastream: every event of every run, appended to its `events.jsonl` and fanned out.
 
-Publishing never blocks the engine: each subscriber has a bounded queue, and when a
-slow subscriber's queue is full its oldest event is dropped and the subscription is
-marked `lagged`, so it can re-read a snapshot instead of stalling everyone.
+Publishing never blocks the engine: the lines go to the writer thread
+(engine/report/appender.py), each subscriber has a bounded queue, and when a slow
+subscriber's queue is full its oldest event is dropped and the subscription is marked
+`lagged`, so it can re-read a snapshot instead of stalling everyone.
+
+Subscribers see the events in the order they were published, and a lifecycle event
+(anything but STREAMED) only once it is on its run's file: the console never shows a
+transition a crash could take back. Until then it holds back the events published
+after it, of every run, so the order stays one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from engine.report import logbudget
+from engine.report import appender, logbudget
 from engine.report.appender import AppendFile, open_append
 from engine.report.events import Cost, Event, GpuMetrics, Log, TransferProgress, parse_event
 
 STREAMED = (Log, TransferProgress, GpuMetrics, Cost)
-"""The kinds a run publishes many of: queued to the writer thread and on the file within
-a loop turn. Every other kind (a transition, the verdict, an alert) is on the file when
-`publish` returns, so an operator killed right after leaves a journal that says what
-was under way: a flood's writes go on in the thread, a transition waits for them."""
+"""The kinds a run publishes many of: fanned out as soon as nothing is held before them.
+Every other kind (a transition, the verdict, an alert) reaches subscribers once it is on
+the file; what acts on it in the engine waits for that too (`appender.written`), so an
+operator killed right after leaves a journal that says what was under way."""
 
 DEFAULT_QUEUE = 10_000
 
@@ -68,11 +76,20 @@ class Subscription:
         return event
 
 
+@dataclass
+class _Held:
+    """A published event not yet fanned out: `on_file` once it may be."""
+
+    event: Event
+    on_file: bool
+
+
 class Datastream:
     def __init__(self) -> None:
         self._subs: set[Subscription] = set()
         self._files: dict[str, AppendFile] = {}
         self._seq: dict[str, int] = {}
+        self._held: deque[_Held] = deque()  # in publish order, the first not yet on file
 
     def open_run(self, run_id: str, path: Path) -> None:
         """Start (or continue, after recovery) the run's event log; seq resumes after the last."""
@@ -89,19 +106,43 @@ class Datastream:
             await handle.aclose()
 
     def publish(self, event: Event) -> Event:
-        """Stamp the event with the run's next sequence number, persist it, fan it out."""
+        """Stamp the event with the run's next sequence number, persist it, fan it out
+        (returns at once: the disk may be slow, see engine/report/appender.py)."""
         seq = self._seq.get(event.run_id, 0) + 1
         self._seq[event.run_id] = seq
         event = event.model_copy(update={"seq": seq})
+        held = _Held(event, on_file=True)
         handle = self._files.get(event.run_id)
         if handle is not None:
             line = logbudget.dump(event) if isinstance(event, Log) else event.model_dump_json()
-            handle.write(line + "\n")  # queued: the disk may be slow (engine/report/appender.py)
+            handle.write(line + "\n")
             if not isinstance(event, STREAMED):
-                handle.flush()  # on record before anything it leads to happens
-        for sub in tuple(self._subs):
-            sub._offer(event)
+                self._hold(handle, held)
+        self._held.append(held)
+        self._fan_out()
         return event
+
+    def _hold(self, handle: AppendFile, held: _Held) -> None:
+        """Fan `held` out only once its line is on the file."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop to call back on: wait here
+            handle.flush()
+            return
+
+        def on_file() -> None:
+            held.on_file = True
+            self._fan_out()
+
+        held.on_file = False
+        appender.then(on_file)
+
+    def _fan_out(self) -> None:
+        """Offer subscribers every event up to the first not yet on its file."""
+        while self._held and self._held[0].on_file:
+            event = self._held.popleft().event
+            for sub in tuple(self._subs):
+                sub._offer(event)
 
     def subscribe(self, maxsize: int = DEFAULT_QUEUE) -> Subscription:
         sub = Subscription(self, maxsize)
@@ -116,6 +157,9 @@ class Datastream:
         subscription."""
         while self._files:
             self._files.popitem()[1].close()
+        for held in self._held:  # all on their files now; the writer's calls are not in yet
+            held.on_file = True
+        self._fan_out()
         for sub in tuple(self._subs):
             sub.close()
 

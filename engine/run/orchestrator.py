@@ -33,8 +33,8 @@ from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool
 from engine.providers.base import Bootstrap, NodeHandle, Provider
+from engine.report import appender, scope
 from engine.report import events as ev
-from engine.report import scope
 from engine.report.datastream import Datastream
 from engine.report.gpu import IdleGpuWatch, gpu_summary
 from engine.report.runbook import apply
@@ -201,7 +201,10 @@ class RunDriver:
 
     async def _execute(self, commands: tuple[fsm.Command, ...]) -> None:
         """Carry out one outcome's commands in order; after one raised, the rest is abandoned
-        (the FSM orders what comes next on its InternalError)."""
+        (the FSM orders what comes next on its InternalError). The transition that ordered
+        them is on record first: killed while a command works, the operator leaves a
+        journal that says what was under way."""
+        await appender.written()
         for command in commands:
             if not await self._guarded(self._carry_out(command)):
                 return
@@ -282,6 +285,7 @@ class RunDriver:
         self.expect_exit(step)
         self.started.add(step.value)
         self.remember(started=sorted(self.started))
+        await appender.written()  # a step recorded as started before it can start: never twice
         try:
             await self.session.send(RunStep(step=step, command=command, env=self.job.env))
         except NodeGone as exc:
@@ -302,6 +306,7 @@ class RunDriver:
         if self.handle is not None:
             try:
                 self._node_event(ev.NodeState.TEARING_DOWN)
+                await appender.written()  # on record before the node is asked to go
                 await self._release_node()
             finally:  # whatever broke above, the node is destroyed
                 problem = await destroy(self._provider, self.handle)

@@ -38,9 +38,12 @@ CREATE TABLE IF NOT EXISTS next_attempts (
 
 
 class Store:
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, any_thread: bool = False) -> None:
+        """`any_thread`: used by a thread other than the one opening it (never by two)."""
         self.path = path or state_dir() / "runs.sqlite"
-        self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._db = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=not any_thread
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         # no fsync per commit (the console's loop waited on it behind a busy disk): in WAL
         # mode a commit survives the process being killed however it dies, and only a

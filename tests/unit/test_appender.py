@@ -4,6 +4,7 @@ a disk that makes writers wait; /dev/full for one that fails."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import threading
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.report import appender
 from engine.report import events as ev
 from engine.report.appender import open_append
-from engine.report.datastream import Datastream, read_events
+from engine.report.datastream import Datastream, Subscription, read_events
 
 LINE = {"stream": "stdout", "text": "a line"}
 
@@ -65,22 +67,80 @@ def test_a_failed_write_is_raised_by_the_next_call() -> None:
     assert info.value.errno == errno.ENOSPC
 
 
-async def test_a_transition_is_on_the_file_when_publish_returns_a_log_line_may_wait(
+def stuck_disk() -> threading.Event:
+    """The writer thread held up, as behind a disk busy writing back, until the event is
+    set (at the latest after 10 s, so code that waited for it fails rather than hangs)."""
+    disk = threading.Event()
+    appender.later(lambda: disk.wait(10))
+    return disk
+
+
+async def test_publish_never_waits_for_the_disk_and_a_transition_is_shown_once_on_file(
     tmp_path: Path,
 ) -> None:
-    """An operator killed right after a transition leaves a journal that says what was
-    under way; log lines before it land first (one order), later ones within the turn."""
+    """The console never shows a transition a crash could take back, and what was
+    published after it waits behind it; the loop waits for nothing."""
     stream, path = Datastream(), tmp_path / "events.jsonl"
     stream.open_run("r1", path)
+    sub = stream.subscribe()
+    disk = stuck_disk()
+    started = time.perf_counter()
     stream.publish(ev.Log(run_id="r1", step="run", lines=[LINE]))
-    assert path.read_text() == ""  # queued: handed to the writer at the end of this turn
     entered = ev.Transition(
         run_id="r1", cause="NodeReady", from_state=None, to_state="RUNNING",
         from_phase="provisioning", to_phase="materializing",
     )  # fmt: skip
     stream.publish(entered)
-    kinds = [e.kind for e in read_events(path)]  # not a turn later: now
-    assert kinds == ["log", "transition"]
     stream.publish(ev.Log(run_id="r1", step="run", lines=[LINE]))
+    stream.publish(ev.Alert(run_id="", message="engine-wide, after the transition"))
+    for _ in range(20):
+        await asyncio.sleep(0)  # loop turns: the writer is handed everything
+    assert time.perf_counter() - started < 5, "publish waited for the disk"
+    assert [e.kind for e in _queued(sub)] == ["log"]
+    assert path.read_text() == ""
+    disk.set()
+    shown = [await anext(sub) for _ in range(3)]
+    assert [e.kind for e in shown] == ["transition", "log", "alert"]
+    assert [e.kind for e in read_events(path)][:2] == ["log", "transition"]
     await stream.close_run("r1")
     assert [e.kind for e in read_events(path)] == ["log", "transition", "log"]
+
+
+def _queued(sub: Subscription) -> list[ev.Event]:
+    queued = []
+    while (event := sub.get_nowait()) is not None:
+        queued.append(event)
+    return queued
+
+
+async def test_later_runs_in_order_with_the_lines_and_written_waits_for_both(
+    tmp_path: Path,
+) -> None:
+    """Record keeping handed to the writer (the run index's commits) comes after the
+    lines written before it, and `written` returns once both are done."""
+    log = open_append(tmp_path / "a.log")
+    seen: list[str] = []
+    disk = stuck_disk()
+    log.write("first\n")
+    appender.later(lambda: seen.append((tmp_path / "a.log").read_text()))
+    log.write("second\n")
+    waiting = asyncio.ensure_future(appender.written())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not waiting.done() and seen == []
+    disk.set()
+    await waiting
+    assert seen == ["first\n"]
+    assert (tmp_path / "a.log").read_text() == "first\nsecond\n"
+    await log.aclose()
+
+
+async def test_what_later_work_raised_is_raised_by_the_next_later() -> None:
+    def broken() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    appender.later(broken)
+    await appender.written()
+    with pytest.raises(OSError) as info:
+        appender.later(lambda: None)
+    assert info.value.errno == errno.ENOSPC

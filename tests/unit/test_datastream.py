@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 
 from agent.protocol import LogLine, Step, Stream
@@ -67,3 +68,39 @@ async def test_close_ends_subscriptions() -> None:
     sub = hub.subscribe()
     hub.close()
     assert await asyncio.wait_for(anext(sub, None), 1) is None
+
+
+async def test_subscribers_and_files_keep_the_publish_order_while_lifecycle_events_wait(
+    tmp_path: Path,
+) -> None:
+    """Lifecycle events wait for their file before they are shown, the log lines after
+    them (of any run) wait behind them: every subscriber still sees exactly the publish
+    order, and each run's file holds its events in that order."""
+    hub = Datastream()
+    for run in ("a", "b"):
+        hub.open_run(run, tmp_path / f"{run}.jsonl")
+    sub = hub.subscribe()
+    kinds = random.Random(7).choices(["log", "alert", "transition"], weights=[6, 1, 1], k=400)
+    published = []
+    for i, kind in enumerate(kinds):
+        run = "ab"[i % 2] if i % 5 else ""  # every fifth an engine-wide alert: no file
+        if kind == "log" and run:
+            event: ev.Event = _log(run, str(i))
+        elif kind == "transition" and run:
+            event = ev.Transition(
+                run_id=run, cause=str(i), from_state=None, to_state="RUNNING",
+                from_phase="new", to_phase="provisioning",
+            )  # fmt: skip
+        else:
+            event = ev.Alert(run_id=run, message=str(i))
+        published.append(hub.publish(event))
+        if i % 50 == 0:
+            await asyncio.sleep(0)  # some handed to the writer, some written, in between
+    for run in ("a", "b"):
+        await hub.close_run(run)
+    shown = [await anext(sub) for _ in published]
+    assert [(e.run_id, e.seq) for e in shown] == [(e.run_id, e.seq) for e in published]
+    for run in ("a", "b"):
+        on_file = [e.seq for e in read_events(tmp_path / f"{run}.jsonl")]
+        assert on_file == [e.seq for e in published if e.run_id == run]
+    hub.close()
