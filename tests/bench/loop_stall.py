@@ -84,9 +84,11 @@ class Probe:
         self._task: asyncio.Task[None] | None = None
         self._woke = time.perf_counter()
         self._loop_thread = threading.get_ident()
+        self.cpu = (0.0, 0.0)
         self._watching = attribute
 
     def start(self) -> None:
+        self.cpu = (time.thread_time(), time.process_time())
         self._task = asyncio.create_task(self._run())
         if self._watching:
             threading.Thread(target=self._watch, daemon=True).start()
@@ -113,6 +115,8 @@ class Probe:
                         self.beside[_where(traceback.extract_stack(other))] += 1
 
     async def stop(self) -> None:
+        loop_s, process_s = time.thread_time() - self.cpu[0], time.process_time() - self.cpu[1]
+        self.cpu = (loop_s, process_s - loop_s)  # from start: the loop thread's, the others'
         self._watching = False
         assert self._task is not None
         self._task.cancel()
@@ -238,6 +242,10 @@ def lags(what: str, values: list[float]) -> str:
 
 def report(probe: Probe) -> None:
     print("loop    : " + lags("swjob-tui's loop:", probe.lags))
+    print(
+        f"          CPU meanwhile: the loop thread {probe.cpu[0]:.1f} s, its other threads ", end=""
+    )
+    print(f"{probe.cpu[1]:.1f} s (preview workers, the writer, iroh's)")
     if any(lag > STALL_S for lag in probe.lags):
         # the loop thread on the CPU for most of a stall: our code held it; for little of
         # it: the thread waited (for a core on a busy machine, or for the GIL, which the
