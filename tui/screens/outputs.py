@@ -21,6 +21,7 @@ from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
+from textual.strip import Strip
 from textual.widgets import DirectoryTree, Header, Static, Tree
 from textual.worker import Worker
 
@@ -100,6 +101,8 @@ class OutputsScreen(Screen[None]):
         self._stale = False  # the run changed since the tree was last loaded
         self._loader: Worker[None] | None = None
         self._landed = False  # outputs/ had a file to put the cursor on
+        self._wanted: tuple[Path, int] | None = None  # a preview asked for, not yet begun
+        self._rendering = False  # a preview is being laid out (one at a time)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -187,21 +190,44 @@ class OutputsScreen(Screen[None]):
             self._show(self.path)
 
     def _show(self, path: Path) -> None:
-        pane = self.query_one(PreviewPane)
-        self._preview(path, max(pane.scrollable_content_region.width, MIN_WIDTH))
+        """Preview `path`: at once when no preview is being laid out, else once it is done.
 
-    @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
+        One at a time, the latest asked for: laying out a large output takes a core for
+        half a second, and a thread cannot be stopped part way, so a cursor moving
+        through the files would have several running at once (each shown, then
+        replaced), holding the interpreter while the loop waits its turn."""
+        pane = self.query_one(PreviewPane)
+        self._wanted = (path, max(pane.scrollable_content_region.width, MIN_WIDTH))
+        if not self._rendering:
+            self._render_wanted()
+
+    def _render_wanted(self) -> None:
+        wanted, self._wanted = self._wanted, None
+        self._rendering = wanted is not None
+        if wanted is not None:
+            self._preview(*wanted)
+
+    def _rendered(self, lines: list[Strip] | None) -> None:
+        """A preview is laid out (None: it failed): shown unless another was asked for since."""
+        if lines is not None and self._wanted is None:
+            self.query_one(PreviewPane).show(lines)
+        self._render_wanted()
+
+    @work(thread=True, group="preview", exit_on_error=False)
     def _preview(self, path: Path, width: int) -> None:
         """Read the file and lay its preview out, all in this thread: a large output's
         preview takes far longer than a frame (see tui/widgets/preview_pane.py)."""
-        rel = (
-            path.relative_to(self.run.run_dir / "outputs").as_posix()
-            if self._in_outputs(path)
-            else None
-        )
-        entry = self.manifest.get(self.mask(rel)) if rel else None  # its paths are masked
-        lines = render_strips(preview(path, entry, self.mask), self.app.console, width)
-        self.app.call_from_thread(self.query_one(PreviewPane).show, lines)
+        lines: list[Strip] | None = None
+        try:
+            rel = (
+                path.relative_to(self.run.run_dir / "outputs").as_posix()
+                if self._in_outputs(path)
+                else None
+            )
+            entry = self.manifest.get(self.mask(rel)) if rel else None  # its paths are masked
+            lines = render_strips(preview(path, entry, self.mask), self.app.console, width)
+        finally:
+            self.app.call_from_thread(self._rendered, lines)
 
     def _in_outputs(self, path: Path) -> bool:
         return path.is_relative_to(self.run.run_dir / "outputs")
