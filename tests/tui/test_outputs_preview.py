@@ -8,11 +8,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from rich.console import Console
+from rich.text import Text
+
 from tests.tui.conftest import booted, finished, until
 from tui.app import SwjobApp
 from tui.screens import outputs
 from tui.screens.outputs import OutputsScreen
-from tui.widgets.preview_pane import PreviewPane
+from tui.widgets.preview_pane import PreviewPane, render_strips
 
 
 async def test_moving_through_large_outputs_lays_out_one_preview_at_a_time(
@@ -52,3 +55,10 @@ async def test_moving_through_large_outputs_lays_out_one_preview_at_a_time(
         pane = screen.query_one(PreviewPane)
         await until(pilot, lambda: pane.render_line(0).text.startswith("c.txt"))
     assert most[0] == 1
+
+
+def test_the_thread_that_lays_a_preview_out_also_measures_its_lines() -> None:
+    """The pane's `show` takes the widest line: measuring thousands of lines there took the
+    loop 10-80 ms, so each strip leaves the thread with its width known (Strip caches it)."""
+    strips = render_strips(Text("a\nbb\nccc"), Console(width=40), 40)
+    assert [strip._cell_length for strip in strips] == [1, 2, 3]

@@ -20,9 +20,11 @@ from textual.strip import Strip
 def render_strips(renderable: RenderableType, console: Console, width: int) -> list[Strip]:
     """`renderable` laid out `width` cells wide, one strip per line, by the app's console
     (so it looks as a Static would draw it). Rendering only reads the console: safe in a
-    thread."""
+    thread. Each strip's width is measured here too: the pane's `show` needs the widest,
+    and measuring thousands of lines took the loop 10-80 ms."""
     options = console.options.update(width=width, highlight=False)
-    return [Strip(line) for line in console.render_lines(renderable, options, pad=False)]
+    lines = console.render_lines(renderable, options, pad=False)
+    return [Strip(line, Segment.get_line_length(line)) for line in lines]
 
 
 class PreviewPane(ScrollView, can_focus=True):
