@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -85,6 +86,8 @@ class Probe:
         self._woke = time.perf_counter()
         self._loop_thread = threading.get_ident()
         self.cpu = (0.0, 0.0)
+        self.collections: list[tuple[int, float, str]] = []  # generation, seconds, thread
+        self._gc_started = 0.0
         self._watching = attribute
 
     def start(self) -> None:
@@ -92,6 +95,15 @@ class Probe:
         self._task = asyncio.create_task(self._run())
         if self._watching:
             threading.Thread(target=self._watch, daemon=True).start()
+            gc.callbacks.append(self._collected)
+
+    def _collected(self, phase: str, info: dict[str, int]) -> None:
+        """Garbage collections: which generation, how long, and on which thread."""
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        on = "loop" if threading.get_ident() == self._loop_thread else "other"
+        self.collections.append((info["generation"], time.perf_counter() - self._gc_started, on))
 
     async def _run(self) -> None:
         while True:
@@ -117,6 +129,8 @@ class Probe:
     async def stop(self) -> None:
         loop_s, process_s = time.thread_time() - self.cpu[0], time.process_time() - self.cpu[1]
         self.cpu = (loop_s, process_s - loop_s)  # from start: the loop thread's, the others'
+        if self._watching:
+            gc.callbacks.remove(self._collected)
         self._watching = False
         assert self._task is not None
         self._task.cancel()
@@ -263,6 +277,12 @@ def report(probe: Probe) -> None:
         print(f"  stalled in ({count} × 10 ms samples): {where}")
     for where, count in probe.beside.most_common(5):
         print(f"  meanwhile another thread in ({count} samples): {where}")
+    for generation in sorted({g for g, _, _ in probe.collections}):
+        took = [(s * 1000, on) for g, s, on in probe.collections if g == generation]
+        on_loop = sum(1 for _, on in took if on == "loop")
+        longest, total = max(ms for ms, _ in took), sum(ms for ms, _ in took)
+        print(f"  garbage collections of generation {generation}: {len(took)} ", end="")
+        print(f"({on_loop} on the loop), max {longest:.1f} ms, total {total:.0f} ms")
 
 
 def main() -> None:

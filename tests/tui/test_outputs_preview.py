@@ -5,17 +5,19 @@ while the console's loop (keys, the engine) waited its turn."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from typing import Any
 
 from rich.console import Console
+from rich.style import Style
 from rich.text import Text
 
 from tests.tui.conftest import booted, finished, until
 from tui.app import SwjobApp
 from tui.screens import outputs
 from tui.screens.outputs import OutputsScreen
-from tui.widgets.preview_pane import PreviewPane, render_strips
+from tui.widgets.preview_pane import PreviewPane, lay_out
 
 
 async def test_moving_through_large_outputs_lays_out_one_preview_at_a_time(
@@ -28,7 +30,7 @@ async def test_moving_through_large_outputs_lays_out_one_preview_at_a_time(
     )
     at_once, most = set[int](), [0]
     lock = threading.Lock()
-    real = outputs.render_strips
+    real = outputs.lay_out
 
     def counted(*args: Any) -> Any:
         with lock:
@@ -40,7 +42,7 @@ async def test_moving_through_large_outputs_lays_out_one_preview_at_a_time(
             with lock:
                 at_once.discard(threading.get_ident())
 
-    monkeypatch.setattr(outputs, "render_strips", counted)
+    monkeypatch.setattr(outputs, "lay_out", counted)
     app = SwjobApp(engine, jobs=[job])
     async with app.run_test(size=(100, 30)) as pilot:
         await booted(pilot)
@@ -57,8 +59,25 @@ async def test_moving_through_large_outputs_lays_out_one_preview_at_a_time(
     assert most[0] == 1
 
 
-def test_the_thread_that_lays_a_preview_out_also_measures_its_lines() -> None:
-    """The pane's `show` takes the widest line: measuring thousands of lines there took the
-    loop 10-80 ms, so each strip leaves the thread with its width known (Strip caches it)."""
-    strips = render_strips(Text("a\nbb\nccc"), Console(width=40), 40)
-    assert [strip._cell_length for strip in strips] == [1, 2, 3]
+def test_a_preview_is_measured_where_it_is_laid_out_and_weighs_nothing_on_collections() -> None:
+    """The pane needs the widest line: measuring thousands of lines took the loop 10-80 ms,
+    so the thread measures them. And what the pane keeps is out of the garbage collector's
+    sight: a large preview kept as Strips was ~90 k objects every full collection walked."""
+    laid = lay_out(Text("a\nbb\nccc", style="bold"), Console(width=40), 40)
+    assert laid.width == 3
+    assert [laid.strip(i).text for i in range(3)] == ["a", "bb", "ccc"]
+    assert laid.strip(0)._segments[0].style == Style(bold=True)
+    big = lay_out(Text("\n".join(f"line {i}" for i in range(3000))), Console(width=40), 40)
+    assert len(big.texts) == 3000 and len(_walked(big)) < 12  # a handful, not 3000 of them
+
+
+def _walked(root: object) -> list[object]:
+    """The objects a garbage collection walks when it looks at `root` (and `root`), its
+    class and what that leads to aside."""
+    seen, todo = {id(root): root}, [root]
+    while todo:
+        for child in gc.get_referents(todo.pop()):
+            if gc.is_tracked(child) and id(child) not in seen and not isinstance(child, type):
+                seen[id(child)] = child
+                todo.append(child)
+    return list(seen.values())

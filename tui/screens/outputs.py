@@ -21,7 +21,6 @@ from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.strip import Strip
 from textual.widgets import DirectoryTree, Header, Static, Tree
 from textual.worker import Worker
 
@@ -30,7 +29,7 @@ from tui.api import EngineAPI
 from tui.messages import RunsUpdated
 from tui.widgets.footer import Footer
 from tui.widgets.preview import incomplete_pull, load_manifest, preview
-from tui.widgets.preview_pane import PreviewPane, render_strips
+from tui.widgets.preview_pane import LaidOut, PreviewPane, collections_paused, lay_out
 
 
 class OutputsTree(DirectoryTree):
@@ -207,7 +206,7 @@ class OutputsScreen(Screen[None]):
         if wanted is not None:
             self._preview(*wanted)
 
-    def _rendered(self, lines: list[Strip] | None) -> None:
+    def _rendered(self, lines: LaidOut | None) -> None:
         """A preview is laid out (None: it failed): shown unless another was asked for since."""
         if lines is not None and self._wanted is None:
             self.query_one(PreviewPane).show(lines)
@@ -217,7 +216,7 @@ class OutputsScreen(Screen[None]):
     def _preview(self, path: Path, width: int) -> None:
         """Read the file and lay its preview out, all in this thread: a large output's
         preview takes far longer than a frame (see tui/widgets/preview_pane.py)."""
-        lines: list[Strip] | None = None
+        lines: LaidOut | None = None
         try:
             rel = (
                 path.relative_to(self.run.run_dir / "outputs").as_posix()
@@ -225,7 +224,8 @@ class OutputsScreen(Screen[None]):
                 else None
             )
             entry = self.manifest.get(self.mask(rel)) if rel else None  # its paths are masked
-            lines = render_strips(preview(path, entry, self.mask), self.app.console, width)
+            with collections_paused():
+                lines = lay_out(preview(path, entry, self.mask), self.app.console, width)
         finally:
             self.app.call_from_thread(self._rendered, lines)
 
