@@ -105,19 +105,20 @@ def test_a_node_whose_operator_never_returns_destroys_itself(
     tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
 ) -> None:
     """`swjob run` on a Vast pool with `orphan_timeout_s = 2`, killed with -9 while the job
-    runs: the agent notices the silence (10 s), waits 2 s more, stops the job and destroys
-    its own instance. The ledger row stays open for gc to reconcile."""
+    runs: the agent notices the silence (the pool's `node_lost_after_s`, 2 s), waits 2 s
+    more, stops the job and destroys its own instance. The ledger row stays open for gc to
+    reconcile."""
     pools = tmp_path / "pools.toml"
     pools.write_text(
         '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob"\n'
-        "orphan_timeout_s = 2\n[pools.gpu.resources]\ngpu_count = 1\n"
+        "orphan_timeout_s = 2\nnode_lost_after_s = 2\n[pools.gpu.resources]\ngpu_count = 1\n"
     )
     (tmp_path / "job.toml").write_text('[job]\nname = "lonely"\nrun = "echo started; sleep 300"\n')
     cli = clis("run", "job.toml", "--pool", "gpu", "--pools", str(pools), cwd=tmp_path)
     eventually(lambda: cli.has_printed("run | started"), timeout=60, what="the job started")
     cli.kill9()
     [inst] = api.cloud.instances.values()
-    assert "--orphan-timeout 2 --on-orphan destroy-instance" in inst.request["onstart"]
+    assert "--deadline 2 --orphan-timeout 2 --on-orphan destroy-instance" in inst.request["onstart"]
     killed_at = time.monotonic()
     eventually(lambda: api.cloud.instances == {}, timeout=40)
     destroyed_after = time.monotonic() - killed_at
