@@ -39,7 +39,18 @@ def end_leftovers(root: Path) -> list[str]:
         with contextlib.suppress(psutil.Error):
             killed.append(f"pid {process.pid}: {' '.join(process.cmdline())[:200]}")
             process.kill()
-    for pgid_file in root.rglob("state/step.pgid"):
+    for pgid_file in _pgid_files(root):
         with contextlib.suppress(OSError, ValueError):
             os.killpg(int(pgid_file.read_text().strip()), signal.SIGKILL)
     return killed
+
+
+def _pgid_files(root: Path) -> list[Path]:
+    """Every agent's `state/step.pgid` under `root`. A walk, not `rglob`: a directory may
+    vanish under it (a stand-in instance the test saw go is still being removed), which
+    `os.walk` skips and `rglob` raised on, failing a test that had passed."""
+    return [
+        Path(path) / "step.pgid"
+        for path, _, files in os.walk(root)
+        if Path(path).name == "state" and "step.pgid" in files
+    ]
