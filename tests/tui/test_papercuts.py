@@ -139,12 +139,13 @@ async def test_a_job_without_outputs_shows_no_output_pull_bar(engine, make_job) 
 
 
 async def test_outputs_browser_is_live_and_keys_act_on_the_focused_pane(
-    engine, make_job, monkeypatch
+    engine, make_job, monkeypatch, tmp_path
 ) -> None:
     monkeypatch.setenv("PAGER", "cat")
+    release = tmp_path / "release"
     job = make_job(
         name="late",
-        run="sleep 3; seq 1 300 > out.txt",
+        run=f"while [ ! -e {release} ]; do sleep 0.05; done; seq 1 300 > out.txt",
         outputs=["out.txt"],
     )
     app = SwjobApp(engine, jobs=[job])
@@ -156,6 +157,7 @@ async def test_outputs_browser_is_live_and_keys_act_on_the_focused_pane(
         screen = app.screen
         assert isinstance(screen, OutputsScreen)
         assert not (engine.run(run_id).run_dir / "outputs" / "out.txt").exists()
+        release.touch()
         await finished(app, run_id)
         await until(pilot, lambda: screen.path is not None and screen.path.name == "out.txt")
 

@@ -93,12 +93,15 @@ async def test_an_account_that_cannot_be_listed_is_said_in_the_modal(
 
 
 async def test_a_run_on_a_rented_node_shows_cost_offer_and_missing_outputs(
-    engine, api, make_job
+    engine, api, make_job, tmp_path
 ) -> None:
     """Cost ticks on the board while the job runs (the engine publishes it every 5 s);
     the detail splits it by phase and names the offer; what matched nothing is listed."""
+    release = tmp_path / "release"
     job = make_job(
-        name="rented", run="echo 42 > result.txt && sleep 3", outputs=["result.txt", "nope.txt"]
+        name="rented",
+        run=f"echo 42 > result.txt && while [ ! -e {release} ]; do sleep 0.05; done",
+        outputs=["result.txt", "nope.txt"],
     )
     app = SwjobApp(engine, jobs=[job], pool="gpu")
     async with app.run_test(size=SIZE) as pilot:
@@ -107,6 +110,7 @@ async def test_a_run_on_a_rented_node_shows_cost_offer_and_missing_outputs(
         table = app.screen.query_one(JobsTable)
         await until(pilot, lambda: str(table.get_cell(run_id, "cost")).startswith("$"))
         assert not engine.run(run_id).terminal  # live, not only the final figure
+        release.touch()
 
         await pilot.press("enter")
         assert isinstance(app.screen, DetailScreen)
