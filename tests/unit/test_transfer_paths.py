@@ -127,3 +127,20 @@ def test_a_fifo_put_where_a_file_was_is_refused_without_blocking(tmp_path: Path)
     os.mkfifo(tmp_path / "out.txt")
     with pytest.raises(UnsafePath, match="not a regular file"):
         open_for_read(tmp_path, "out.txt")
+
+
+def test_a_file_is_never_read_through_a_linked_parent(tmp_path: Path) -> None:
+    """A directory swapped for a link after the walk must not lead the sender outside the
+    root: O_NOFOLLOW guards only the last component, so each parent is checked."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "secret.txt").write_text("not yours")
+    (root / "out").mkdir(parents=True)
+    (root / "out" / "real").symlink_to(outside)
+    with pytest.raises(UnsafePath, match="'real' is not a real directory"):
+        open_for_read(root, "out/real/deep/secret.txt")
+    (root / "out" / "deep").mkdir()
+    (root / "out" / "deep" / "mine.txt").write_text("yours")
+    fd = open_for_read(root, "out/deep/mine.txt")  # the same depth through real directories
+    assert os.read(fd, 10) == b"yours"
+    os.close(fd)
