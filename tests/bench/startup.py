@@ -1,7 +1,9 @@
 """Start-up benchmark: how long the commands a user waits on take, whole process, wall clock.
 
 Each command runs N times, interleaved with the others so a machine's load falls on all
-of them alike, and the median is printed beside two baselines measured in the same run:
+of them alike, and the median is printed beside two baselines measured in the same run
+(wall time, and CPU time — user + sys of the process and the children it waited for,
+e.g. `run`'s agent — which a loaded machine disturbs less):
 a bare interpreter (`python -c pass`, the floor of any Python CLI) and importing
 pydantic's BaseModel (what `swjob validate` paid before it stopped using pydantic).
 With `--before DIR` (a checkout of another swjob version) validate, plan and runs also
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,20 +63,26 @@ def _env(root: Path, tree: Path) -> dict[str, str]:
     return env
 
 
-def _once(args: list[str], env: dict[str, str], cwd: Path) -> float:
-    started = time.perf_counter()
+def _cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _once(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one command."""
+    cpu, started = _cpu_of_children(), time.perf_counter()
     done = subprocess.run(
         [sys.executable, *args], env=env, cwd=cwd, capture_output=True, text=True, check=False
     )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return elapsed
+    return elapsed, _cpu_of_children() - cpu
 
 
-def measure(runs: int, before: Path | None, with_run: bool) -> dict[str, list[float]]:
-    """Wall seconds of every case, N each, interleaved round by round."""
-    times: dict[str, list[float]] = {}
+def measure(runs: int, before: Path | None, with_run: bool) -> dict[str, list[tuple[float, float]]]:
+    """Wall and CPU seconds of every case, N each, interleaved round by round."""
+    times: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="swjob-startup-") as tmp:
         root = Path(tmp)
         trees = {"after": REPO, **({"before": before} if before else {})}
@@ -93,14 +102,16 @@ def measure(runs: int, before: Path | None, with_run: bool) -> dict[str, list[fl
     return times
 
 
-def report(times: dict[str, list[float]], runs: int, command: str) -> None:
-    floor = statistics.median(times["python -c pass"])
-    print(f"start-up, medians of {runs} interleaved runs (wall s; + over `python -c pass`)")
+def report(times: dict[str, list[tuple[float, float]]], runs: int, command: str) -> None:
+    floor = statistics.median(wall for wall, _ in times["python -c pass"])
+    print(f"start-up, medians of {runs} interleaved runs "
+          "(wall s; + over `python -c pass`; CPU s)")  # fmt: skip
     for name, values in times.items():
-        median = statistics.median(values)
+        median = statistics.median(wall for wall, _ in values)
+        cpu = statistics.median(cpu for _, cpu in values)
         goal = GOALS.get(name.split(" (")[0]) if name.endswith("(after)") else None
         note = f"  goal ≤ {goal:.2f} s" if goal else ""
-        print(f"  {name:<44} {median:6.3f}  +{median - floor:6.3f}{note}")
+        print(f"  {name:<44} {median:6.3f}  +{median - floor:6.3f}  cpu {cpu:6.3f}{note}")
     print(f"reproduce: {command}")
 
 
