@@ -21,19 +21,24 @@ from agent.transfer.errors import UnsafePath
 
 MAX_PATH = 4096
 MAX_LINK_HOPS = 40  # the kernel's own limit: a longer chain is a loop, refused
-_BAD_CHARS = ("\x00", "\n", "\r")
+
+
+def _bad_chars(text: str) -> bool:
+    """NUL or a line break: no name may hold one (plain `in` tests: this runs several
+    times for every file each side moves)."""
+    return "\x00" in text or "\n" in text or "\r" in text
 
 
 def check_relpath(path: object) -> str:
     """Return `path` if it is a safe relative name inside a root, else raise UnsafePath."""
     if not isinstance(path, str) or not path:
         raise UnsafePath(f"refused empty or non-text path {path!r}")
-    if len(path) > MAX_PATH or any(c in path for c in _BAD_CHARS):
+    if len(path) > MAX_PATH or _bad_chars(path):
         raise UnsafePath(f"refused path with NUL, line break or excessive length: {path!r}")
     if path.startswith("/"):
         raise UnsafePath(f"refused absolute path {path!r}")
     parts = path.split("/")
-    if any(part in ("", ".", "..") for part in parts):
+    if "" in parts or "." in parts or ".." in parts:
         raise UnsafePath(f"refused path with '..', '.' or empty component: {path!r}")
     return path
 
@@ -42,7 +47,7 @@ def check_link_target(path: str, target: object) -> str:
     """Return `target` if a link at `path` pointing to it stays inside the root."""
     if not isinstance(target, str) or not target:
         raise UnsafePath(f"refused symlink {path!r} with empty target")
-    if any(c in target for c in _BAD_CHARS) or target.startswith("/"):
+    if _bad_chars(target) or target.startswith("/"):
         raise UnsafePath(f"refused symlink {path!r} -> {target!r}: target leaves the root")
     joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
     if joined == ".." or joined.startswith("../"):

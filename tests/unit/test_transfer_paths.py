@@ -14,7 +14,8 @@ from agent.transfer.walk import resolve_outputs, walk_tree
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", "a\x00b", "a\nb"]
+    "bad",
+    ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", "a/", "a\x00b", "a\nb", "a\rb"],
 )
 def test_unsafe_relpaths_are_refused(bad: str) -> None:
     with pytest.raises(UnsafePath):
@@ -26,7 +27,7 @@ def test_safe_relpaths_pass() -> None:
     assert check_relpath("..hidden/x") == "..hidden/x"
 
 
-@pytest.mark.parametrize("target", ["../out", "/etc/passwd", "a/../../../b", ""])
+@pytest.mark.parametrize("target", ["../out", "/etc/passwd", "a/../../../b", "", "a\rb", "a\x00"])
 def test_escaping_link_targets_are_refused(target: str) -> None:
     with pytest.raises(UnsafePath):
         check_link_target("dir/link", "../" + target if target == "../out" else target)
