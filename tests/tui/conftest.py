@@ -27,6 +27,7 @@ from tests.support.engines import engine_config
 from tests.support.waiting import eventually_async
 from tui import history
 from tui.app import SwjobApp
+from tui.screens.outputs import OutputsScreen
 
 REPO = Path(__file__).resolve().parents[2]
 HELLO = REPO / "examples" / "hello" / "job.toml"
@@ -106,3 +107,15 @@ async def booted(pilot: Pilot) -> SwjobApp:
     await asyncio.wait_for(app.booted.wait(), 15)
     await pilot.pause()
     return app
+
+
+async def opened_outputs(pilot: Pilot, first: str) -> OutputsScreen:
+    """The outputs browser of the board's run, opened once the run finished and waited on
+    until the cursor is on `first` (where it opens)."""
+    app = await booted(pilot)
+    await finished(app, app.engine.runs()[0].run_id)  # type: ignore[attr-defined]
+    await pilot.press("o")
+    screen = app.screen
+    assert isinstance(screen, OutputsScreen)
+    await until(pilot, lambda: screen.path is not None and screen.path.name == first)
+    return screen

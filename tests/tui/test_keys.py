@@ -12,7 +12,16 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import Static
 
 from engine.jobs.jobspec import load_job
-from tests.tui.conftest import HELLO, SIZE, booted, finished, screen_text, toasts, until
+from tests.tui.conftest import (
+    HELLO,
+    SIZE,
+    booted,
+    finished,
+    opened_outputs,
+    screen_text,
+    toasts,
+    until,
+)
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen, FilterBar
 from tui.screens.detail import DetailScreen
@@ -255,13 +264,8 @@ async def test_outputs_browser_keys(engine, monkeypatch) -> None:
     monkeypatch.setenv("PAGER", "cat")
     app = SwjobApp(engine, jobs=[load_job(HELLO)])
     async with app.run_test(size=SIZE) as pilot:
-        await booted(pilot)
-        await finished(app, engine.runs()[0].run_id)
-        await pilot.press("o")
-        screen = app.screen
-        assert isinstance(screen, OutputsScreen)
         # it opens on outputs/ with the first file under the cursor
-        await until(pilot, lambda: screen.path is not None and screen.path.name == "hello.txt")
+        screen = await opened_outputs(pilot, "hello.txt")
         await pilot.press("k")
         await until(pilot, lambda: screen.path is not None and screen.path.name == "outputs")
         await pilot.press("e")  # a directory: nothing to open

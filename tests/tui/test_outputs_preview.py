@@ -13,10 +13,9 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from tests.tui.conftest import booted, finished, until
+from tests.tui.conftest import opened_outputs, until
 from tui.app import SwjobApp
 from tui.screens import outputs
-from tui.screens.outputs import OutputsScreen
 from tui.widgets.preview_pane import PreviewPane, lay_out
 
 
@@ -45,12 +44,7 @@ async def test_moving_through_large_outputs_lays_out_one_preview_at_a_time(
     monkeypatch.setattr(outputs, "lay_out", counted)
     app = SwjobApp(engine, jobs=[job])
     async with app.run_test(size=(100, 30)) as pilot:
-        await booted(pilot)
-        await finished(app, engine.runs()[0].run_id)
-        await pilot.press("o")
-        screen = app.screen
-        assert isinstance(screen, OutputsScreen)
-        await until(pilot, lambda: screen.path is not None and screen.path.name == "a.txt")
+        screen = await opened_outputs(pilot, "a.txt")
         for key in ("j", "k", "j", "j", "k", "j"):  # faster than a layout: a.txt → b.txt → c.txt
             await pilot.press(key)
         assert screen.path is not None and screen.path.name == "c.txt"
