@@ -21,6 +21,7 @@ from tests.tui.conftest import (
     screen_text,
     toasts,
     until,
+    with_history,
 )
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen, FilterBar
@@ -33,6 +34,7 @@ from tui.widgets.jobs_table import JobsTable
 from tui.widgets.log_pane import LogPane, SearchBar
 from tui.widgets.log_view import LogView
 
+DATA = Path(__file__).parent / "data"
 CHATTY = "for i in $(seq 1 300); do echo line $i; echo err $i >&2; done"
 
 
@@ -84,9 +86,12 @@ async def test_board_moves_opens_detail_and_logs(engine) -> None:
 
 
 async def test_filter_narrows_the_board_and_esc_clears_it(engine) -> None:
-    app = SwjobApp(engine, jobs=[load_job(HELLO), load_job(HELLO)])
+    """On past runs (a filter acts on the board's rows, live or not): one of two matches."""
+    app = SwjobApp(with_history(engine, DATA / "runs"))
     async with app.run_test(size=SIZE) as pilot:
-        app, table = await two_finished_runs(pilot)
+        await booted(pilot)
+        table = app.screen.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 2)
         await pilot.press("slash")
         assert app.screen.query_one(FilterBar).has_focus
         await pilot.press(*"nomatch")
@@ -94,7 +99,8 @@ async def test_filter_narrows_the_board_and_esc_clears_it(engine) -> None:
         await pilot.press("escape")
         assert table.row_count == 2 and table.has_focus
         await pilot.press("slash", *"hello", "enter")
-        assert table.row_count == 2 and table.has_focus
+        assert table.row_count == 1 and table.has_focus
+        assert str(table.get_row_at(0)[0]).endswith("hello"), table.get_row_at(0)
 
 
 async def test_finished_job_cannot_be_stopped(engine) -> None:
