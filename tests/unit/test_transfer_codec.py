@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from agent.transfer.compress import (
 )
 from agent.transfer.progress import ProgressMeter
 from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, schedule
+from agent.transfer.sender import FIRST_BATCH, send_items
 from agent.transfer.walk import Entry
 
 
@@ -181,3 +183,27 @@ def test_a_pinned_level_is_kept_whatever_the_pace(monkeypatch: pytest.MonkeyPatc
     pace.observe(pack_s=0.3, write_s=0.1)
     pace.observe(pack_s=0.1, write_s=0.3)
     assert pace.level == 7
+
+
+async def test_a_stream_starts_with_small_batches_so_the_link_is_busy_sooner(
+    tmp_path: Path,
+) -> None:
+    """Nothing leaves before the first batch is packed: a stream's batches start at
+    FIRST_BATCH file bytes and double up to BATCH_TARGET, and every file still goes."""
+    for i in range(160):
+        (tmp_path / f"f{i:03}").write_bytes(os.urandom(64 * 1024))
+    items = [["file", f"f{i:03}"] for i in range(160)]
+    sizes: list[int] = []
+
+    async def write(buf: bytes) -> None:
+        pass
+
+    await send_items(tmp_path, items, write, lambda packet: sizes.append(packet.nbytes))
+    assert sizes[:5] == [
+        FIRST_BATCH,
+        2 * FIRST_BATCH,
+        4 * FIRST_BATCH,
+        8 * FIRST_BATCH,
+        BATCH_TARGET,
+    ]
+    assert sum(sizes) == 160 * 64 * 1024
