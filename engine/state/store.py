@@ -70,16 +70,36 @@ class Store:
         A run is over once it has finished (its teardown done), not when its verdict is
         known: a FAILED run still tearing down its node when its owner died is adopted."""
         summary = view.model_copy(update={"timeline": [], "transfers": {}, "live": False})
-        with self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            if next_attempt is not None:
-                run_id, attempt = next_attempt
-                self._db.execute(
-                    "INSERT OR IGNORE INTO next_attempts(previous, run_id, attempt) "
-                    "VALUES (?, ?, ?)",
-                    (view.run_id, run_id, json.dumps(attempt)),
-                )
-            self._upsert(view, summary, recovery)
+        while not self._saved(view, summary, recovery, next_attempt):
+            pass  # another process held the lock past the busy timeout: wait again
+
+    def _saved(
+        self,
+        view: RunView,
+        summary: RunView,
+        recovery: dict[str, Any] | None,
+        next_attempt: tuple[str, dict[str, Any]] | None,
+    ) -> bool:
+        """One try at the write; False when another process's write lock outlasted the busy
+        timeout (a long `swjob` write, a backup, a sqlite3 shell). The write is never
+        dropped for that: a run whose end is missing from the index looks unfinished to
+        every adopter, and the writer thread raising it left the run without its driver."""
+        try:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                if next_attempt is not None:
+                    run_id, attempt = next_attempt
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO next_attempts(previous, run_id, attempt) "
+                        "VALUES (?, ?, ?)",
+                        (view.run_id, run_id, json.dumps(attempt)),
+                    )
+                self._upsert(view, summary, recovery)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            return False
+        return True
 
     def _upsert(self, view: RunView, summary: RunView, recovery: dict[str, Any] | None) -> None:
         self._db.execute(
