@@ -112,6 +112,7 @@ class Engine:
         self._providers: dict[str, Provider] = {}
         self._store: Store | None = None  # read here, on the loop
         self._writes: Store | None = None  # written on the writer thread only (`_save`)
+        self._index_failure = ""  # the last index write failure said (`_index_failed`)
         self._endpoint = None
         self._server: ControlServer | None = None
         self._identity: identity.Identity | None = None
@@ -510,7 +511,20 @@ class Engine:
         if self._writes is not None and (event is None or isinstance(event, _INDEXED)):
             step = self._record_next(driver) if isinstance(event, ev.Finished) else None
             save = partial(self._writes.save, driver.view, dict(driver.recovery))
-            appender.later(partial(save, step.record() if step else None))
+            try:
+                appender.later(partial(save, step.record() if step else None))
+            except Exception as exc:  # an earlier write failed: this one is queued still
+                self._index_failed(exc)
+
+    def _index_failed(self, exc: Exception) -> None:
+        """Say that the run index could not be written (e.g. its disk is full), once per
+        distinct failure. It is the engine's alert, not the run's: raised into the run's
+        publish it left the run without its driver, its node up; and a run's alert is
+        indexed itself, one more failed write per alert."""
+        message = f"run index not written: {one_line(exc)}"
+        if message != self._index_failure:
+            self._index_failure = message
+            self.stream.publish(ev.Alert(run_id="", message=message))
 
     async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
         driver = self._drivers.get(run_id)

@@ -124,9 +124,10 @@ async def written() -> None:
 
 def later(work: Callable[[], None]) -> None:
     """Run `work` on the writer thread after everything handed to it before: record
-    keeping ordered with the files' lines. What it raises is raised by the next `later`."""
-    _WRITER.raise_failed()
+    keeping ordered with the files' lines. What it raises is raised by the next `later`,
+    once that one's work is queued: a failed write never stops the next from trying."""
     _WRITER.put((None, _Later(work)))
+    _WRITER.raise_failed()
 
 
 class _Writer:
