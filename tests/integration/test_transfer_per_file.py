@@ -28,8 +28,12 @@ pytestmark = pytest.mark.timeout(90)
 
 # Rewrites the file in place forever, each version one byte value, in two halves: between
 # the two writes the file is torn (half new, half old) — what must never land as verified.
+# A new version every millisecond or so, not a busy loop: on a loaded machine the
+# scheduler starves a busy writer for longer than the sender's settle time (it then
+# pauses mid-rewrite, which no reader can tell from a file written that way), while a
+# writer that sleeps is woken promptly.
 WRITER = """
-import os, sys
+import os, sys, time
 path, size = sys.argv[1], int(sys.argv[2])
 fd, half, i = os.open(path, os.O_RDWR), size // 2, 0
 print("writing", flush=True)
@@ -38,6 +42,7 @@ while True:
     block = bytes([i % 251]) * half
     os.pwrite(fd, block, 0)
     os.pwrite(fd, block, half)
+    time.sleep(0.001)
 """
 
 
