@@ -157,6 +157,8 @@ async def test_outputs_browser_is_live_and_keys_act_on_the_focused_pane(
         screen = app.screen
         assert isinstance(screen, OutputsScreen)
         assert not (engine.run(run_id).run_dir / "outputs" / "out.txt").exists()
+        # its first look is done (nothing collected): what follows is the browser following
+        await until(pilot, lambda: screen._loader is not None and screen._loader.is_finished)
         release.touch()
         await finished(app, run_id)
         await until(pilot, lambda: screen.path is not None and screen.path.name == "out.txt")
