@@ -426,6 +426,7 @@ class Engine:
         driver.recovery.update(saved)
         driver.started = set(saved.get("started", []))
         driver.session.endpoint_id = saved.get("endpoint_id")
+        driver.session.heartbeat_s = recovery.node_heartbeat(saved, driver.session.heartbeat_s)
         driver.session.last_seq = max(saved.get("last_seq", 0), recovery.last_node_seq(events))
         driver.resume(recovery.fsm_state_of(events, job), handle)
         driver.start_work(recovery.continue_run(driver, fault))

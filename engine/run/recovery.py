@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.protocol import Step
 from engine.jobs.jobspec import JobFileError, JobSpec, load_job
+from engine.jobs.pools import Pool
+from engine.providers.base import heartbeat_for, silence_for
 from engine.report import events as ev
 from engine.report.views import RunView
 from engine.run import fsm
@@ -30,6 +32,17 @@ if TYPE_CHECKING:
 
 def job_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def node_heartbeat(saved: dict[str, Any], heartbeat_s: float) -> float:
+    """The heartbeat an adopted run's node needs (at most `heartbeat_s`): its agent keeps
+    the silence deadline it was started with, from the run's pool as it was then, whatever
+    the adopter's pools file says now. Slower, and the node takes the adopter for dead
+    between two heartbeats and redials, again and again, cutting every transfer."""
+    if not saved.get("pool_def"):
+        return heartbeat_s
+    started_on = Pool.model_validate_json(saved["pool_def"])
+    return heartbeat_for(heartbeat_s, silence_for(started_on.node_lost_after_s))
 
 
 def recovered_job(view: RunView, recovery: dict[str, Any]) -> tuple[JobSpec, str | None]:

@@ -1,0 +1,56 @@
+"""An adopted run keeps pace with its node's silence deadline, whatever the pools file says.
+
+A node's agent takes its silence deadline from the pool as it was when the run started.
+The adopter's pools file may say otherwise (no pools file at all: the local pool's 10 s),
+and the adopter heartbeated at the pace of its own file: on a pool that gave a node up
+after 0.5 s, the node took the adopter for dead between two heartbeats, redialed every
+half second, and each redial cut the transfer collecting its outputs (the run FAILED
+with its job's exit 0)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.support.cli import Cli
+from tests.support.runs import only_run_dir
+from tests.support.waiting import eventually
+
+SHORT_POOL = '[pools.local]\nprovider = "local"\nnode_lost_after_s = 0.5\n'
+
+
+def paced_job(project: Path, release: Path) -> Path:
+    """Waits for `release`, then runs 2 s more (several of the node's deadlines, with the
+    adopter driving), then keeps a copy of the agent's log among its outputs."""
+    project.mkdir()
+    run = (
+        f"echo waiting; while [ ! -e {release} ]; do sleep 0.05; done; sleep 2; "
+        "cp ../logs/agent.log agent.txt; echo done > out.txt"
+    )
+    job = project / "job.toml"
+    job.write_text(f'[job]\nname = "paced"\nrun = "{run}"\noutputs = ["out.txt", "agent.txt"]\n')
+    return job
+
+
+def test_an_adopter_with_a_slower_pool_keeps_the_node_from_redialing(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    pools = tmp_path / "pools.toml"
+    pools.write_text(SHORT_POOL)
+    release = tmp_path / "release"
+    job = paced_job(tmp_path / "job", release)
+    runs = str(tmp_path / "runs")
+    owner = clis("run", str(job), "--pools", str(pools), "--runs-dir", runs, cwd=tmp_path)
+    run_dir = only_run_dir(tmp_path / "runs", "paced")
+    eventually(lambda: owner.has_printed("run | waiting"), 60, "the job running")
+    owner.kill9()
+    adopter = clis("attach", run_dir.name, cwd=tmp_path)  # no pools file: the local 10 s
+    eventually(lambda: adopter.has_printed("recovered after operator restart"), 60, "adopted")
+    release.touch()
+    assert adopter.wait(60) == 0, adopter.output()
+    assert (run_dir / "outputs" / "out.txt").read_text() == "done\n"
+    agent_log = (run_dir / "outputs" / "agent.txt").read_text()
+    before, taken, after = agent_log.partition("run taken over")
+    assert taken, agent_log
+    assert "orchestrator silent" in before  # the owner's death: the path that logs it ran
+    assert "orchestrator silent" not in after, after
