@@ -129,9 +129,12 @@ async def _with_retries(op: Callable[[int], Awaitable[T]], what: str) -> tuple[T
 
 
 async def _open(link: XferLink) -> BiStream:
+    """A stream on the node's transfer connection. A connection that died under us (the
+    node is redialing it) is a dropped connection like one mid-transfer: the attempt is
+    retried and waits for the new one. Only no connection within the deadline is final."""
     try:
         return await link.open_bi()
-    except TransferError:
+    except (TransferError, *_TRANSIENT):
         raise
     except Exception as exc:
         raise TransferError(f"no transfer connection to the node: {exc}") from None

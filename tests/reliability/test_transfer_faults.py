@@ -23,6 +23,7 @@ from engine.state.paths import cache_dir
 from tests.support.disks import tmpfs
 from tests.support.engines import engine_with
 from tests.support.tap import Tap
+from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -49,47 +50,54 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-class AtProgress(Subscription):
-    """Acts on the node's transfer once, inside the engine's `publish` of the first
-    `direction` progress past `fraction` with bytes still to go. The transfer publishes
-    its progress as it moves bytes, so it is held at that very event: the act lands
-    mid-transfer however fast the transfer is (an awaited event can come after its end)."""
+class At(Subscription):
+    """Acts on the run once, inside the engine's `publish` of the first event `matches`
+    accepts: the act lands at that very moment, however fast the run goes on (an awaited
+    event can come after what it announced is over)."""
 
     def __init__(
-        self, engine: Engine, direction: str, fraction: float, act: Callable[[str], None]
+        self, engine: Engine, matches: Callable[[ev.Event], bool], act: Callable[[str], None]
     ) -> None:
         super().__init__(engine.stream, maxsize=1)
-        self._match = (direction, fraction)
+        self._matches = matches
         self._act = act
-        self.at: ev.TransferProgress | None = None
+        self.at: ev.Event | None = None
         self.reached = asyncio.Event()
         engine.stream._subs.add(self)
 
     def _offer(self, event: ev.Event | None) -> None:
-        direction, fraction = self._match
-        if (
-            self.at is None
-            and isinstance(event, ev.TransferProgress)
-            and event.direction.value == direction
-            and fraction * event.bytes_total <= event.bytes_done < event.bytes_total
-        ):
+        if self.at is None and event is not None and self._matches(event):
             self.at = event
             self._act(event.run_id)
             self.reached.set()
 
 
-def cut_at(engine: Engine, direction: str) -> AtProgress:
+def at_progress(engine: Engine, direction: str, fraction: float, act: Callable[[str], None]) -> At:
+    """`act` at the first `direction` progress past `fraction` with bytes still to go: the
+    transfer publishes its progress as it moves bytes, so it is held mid-transfer."""
+
+    def matches(event: ev.Event) -> bool:
+        return (
+            isinstance(event, ev.TransferProgress)
+            and event.direction.value == direction
+            and fraction * event.bytes_total <= event.bytes_done < event.bytes_total
+        )
+
+    return At(engine, matches, act)
+
+
+def cut_at(engine: Engine, direction: str) -> At:
     """Close the node's transfer connection once a third of `direction` moved."""
 
     def cut(run_id: str) -> None:
         engine._server.sessions[run_id]._xfer.close(7, b"cut by test")
 
-    return AtProgress(engine, direction, 1 / 3, cut)
+    return at_progress(engine, direction, 1 / 3, cut)
 
 
-def resumed_from(tap: Tap, cut: AtProgress) -> tuple[int, int, datetime]:
+def resumed_from(tap: Tap, cut: At) -> tuple[int, int, datetime]:
     """(least bytes_done reported after the cut, total, time the transfer finished)."""
-    assert cut.at is not None, "the transfer was never cut"
+    assert isinstance(cut.at, ev.TransferProgress), "the transfer was never cut"
     later = [
         e
         for _, e in tap.seen
@@ -198,7 +206,7 @@ async def test_a_byte_corrupted_after_verification_is_never_an_output(
             frozen.append(int(engine.run(run_id).node.offer["pid"]))
             os.kill(frozen[0], signal.SIGSTOP)
 
-        held = AtProgress(engine, "pull", 1 / 4, freeze)
+        held = at_progress(engine, "pull", 1 / 4, freeze)
         run_id = await engine.submit(job, "local")
         await asyncio.wait_for(held.reached.wait(), 60)
         try:
@@ -225,4 +233,43 @@ async def test_a_byte_corrupted_after_verification_is_never_an_output(
         "one byte of a pulled chunk flipped on disk",
         None,
         "re-sent once; COMPLETED, SHA-256 matches",
+    )
+
+
+async def test_a_transfer_connection_dead_as_collection_starts_is_waited_for(
+    tmp_path, make_job, record_fault
+) -> None:
+    """The node's transfer connection dies as its job exits, and the node is too busy to
+    redial it before collection starts: the pull waits for the new one, as it does for a
+    connection that dies mid-transfer, instead of failing a run whose job succeeded."""
+    job = make_job(run="echo out > out.txt", outputs=["out.txt"])
+    async with engine_with(tmp_path / "runs") as engine:
+        frozen: list[int] = []
+
+        def cut_and_freeze(run_id: str) -> None:
+            frozen.append(int(engine.run(run_id).node.offer["pid"]))
+            os.kill(frozen[0], signal.SIGSTOP)
+            engine._server.sessions[run_id]._xfer.close(7, b"cut by test")
+
+        def job_exited(event: ev.Event) -> bool:
+            return isinstance(event, ev.Transition) and event.cause == "JobExited"
+
+        exited = At(engine, job_exited, cut_and_freeze)
+        run_id = await engine.submit(job, "local")
+        try:
+            await asyncio.wait_for(exited.reached.wait(), 60)
+            session = engine._server.sessions[run_id]
+            # the pull tried the dead connection (and dropped it) before the node came back
+            await eventually_async(lambda: session._xfer is None, 30, "the dead one tried")
+        finally:
+            for pid in frozen:
+                os.kill(pid, signal.SIGCONT)
+        view = await asyncio.wait_for(engine.wait(run_id), 60)
+        exited.close()
+    assert view.state == "COMPLETED", view.reason
+    assert (view.run_dir / "outputs" / "out.txt").read_text() == "out\n"
+    record_fault(
+        "transfer connection dead as collection starts, node frozen meanwhile",
+        None,
+        "pull waits for the node's new connection; COMPLETED",
     )
