@@ -40,6 +40,7 @@ _DEFAULTS = {  # provider → defaults that differ by provider
 
 
 INTERRUPTIBLE_SYNC_S = 300.0
+MIN_NODE_LOST_S = 0.5
 RUN_CHOICES = ("sync_every_s", "max_attempts")
 
 
@@ -86,8 +87,9 @@ class _PoolTable(_Strict):
     provider: Literal["local", "vastai"]
     max_nodes: Annotated[int, Field(ge=1, le=1000)]
     boot_timeout_s: Annotated[float, Field(gt=0, le=86400)]
-    node_lost_after_s: Annotated[float, Field(gt=0, le=3600)]
-    """Silence from a joined node (no heartbeat, no reconnect) after which it is lost."""
+    node_lost_after_s: Annotated[float, Field(ge=MIN_NODE_LOST_S, le=3600)]
+    """Silence from a joined node (no heartbeat, no reconnect) after which it is lost. At
+    least half a second: below that, a healthy node's scheduling hiccup would lose it."""
     collect_stall_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
     """Output collection that moves no byte for this long gives up; the node is torn down."""
     resources: Resources = Resources()

@@ -197,7 +197,7 @@ class NodeSession:
         while not self.closed:
             silent = time.monotonic() - self._last_heard
             if silent > self.deadline_s:
-                self._on_lost(f"no heartbeat for {silent:.0f} s")
+                self._on_lost(f"no heartbeat for {self.deadline_s:g} s")  # "0.5 s", not "0 s"
                 return
             await asyncio.sleep(min(self.heartbeat_s, self.deadline_s / 4))
 

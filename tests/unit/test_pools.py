@@ -289,3 +289,5 @@ def test_node_loss_and_collection_stall_are_judged_per_pool(tmp_path: Path) -> N
     assert (gpu.node_lost_after_s, gpu.collect_stall_s) == (120.0, 5.0)
     problem = "pools.gpu.node_lost_after_s"
     assert problem in str(error_of(tmp_path, VAST + "node_lost_after_s = 0\n"))
+    too_short = str(error_of(tmp_path, VAST + "node_lost_after_s = 0.001\n"))
+    assert problem in too_short and "greater than or equal to 0.5" in too_short, too_short
