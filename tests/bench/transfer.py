@@ -18,6 +18,9 @@ cost 4-8 s of kernel CPU (0.2-0.9 ms a file, against 12 µs on a journaled ext4)
 charged each tool's receiver for a quirk no rented node's disk has, and made the
 receiver look CPU-bound; `--land work` lands in the work dir as before, to see it.
 
+`--before DIR` (another swjob checkout) adds a "swjob before" row: that tree's own operator
+and agent, taking turns with this one's, for a before → after from one run.
+
     python tests/bench/transfer.py [--trees a,b,c] [--links loopback,shaped] [--reps 3]
 
 `--tiny` (CI's smoke run: no root, no ssh) pushes trees (a) and (b) at a few MiB with
@@ -43,6 +46,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
+REPO = HERE.parents[2]
 NS_OP, NS_NODE = "swjob-bench-op", "swjob-bench-node"
 IP_OP, IP_NODE = "10.203.0.1", "10.203.0.2"
 
@@ -116,19 +120,21 @@ def _in_ns(ns: str | None, cmd: list[str]) -> list[str]:
     return ["ip", "netns", "exec", ns, *cmd] if ns else cmd
 
 
-def run_swjob(src: Path, dst: Path, shaped: bool) -> dict[str, float]:
-    env = dict(os.environ, SWJOB_IROH_RELAY="disabled", PYTHONPATH=str(HERE.parents[2]))
+def run_swjob(src: Path, dst: Path, shaped: bool, repo: Path = REPO) -> dict[str, float]:
+    """One push by the swjob in `repo` (its own bench's operator, which starts its agent)."""
+    env = dict(os.environ, SWJOB_IROH_RELAY="disabled", PYTHONPATH=str(repo))
     env["SWJOB_IROH_BIND"] = f"{IP_OP}:0" if shaped else "127.0.0.1:0"
-    cmd = [sys.executable, str(HERE), "--operator", str(src), str(dst)]
+    cmd = [sys.executable, str(repo / "tests/bench/transfer.py"), "--operator", str(src), str(dst)]
     cmd += ["--node-ns", NS_NODE] if shaped else []
     out = subprocess.run(
         _in_ns(NS_OP if shaped else None, cmd),
         env=env,
-        check=True,
         capture_output=True,
         text=True,
         timeout=600,
     )
+    if out.returncode != 0:  # say why: the side's own traceback, not only its exit code
+        raise RuntimeError(f"swjob push from {repo} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -349,8 +355,22 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+def swjobs(shaped: bool, src: Path, dst: Path, before: Path | None) -> dict:
+    """The swjob tools: this tree's, and with `before` another checkout's taking turns with it."""
+    tools = {"swjob": lambda: run_swjob(src, dst, shaped)}
+    if before is not None:
+        tools["swjob before"] = lambda: run_swjob(src, dst, shaped, before)
+    return tools
+
+
 def bench(
-    trees: list[str], links: list[str], reps: int, work: Path, land: Path, tiny: bool
+    trees: list[str],
+    links: list[str],
+    reps: int,
+    work: Path,
+    land: Path,
+    tiny: bool,
+    before: Path | None = None,
 ) -> list[tuple]:
     """The rows for `trees` (made under `work`) over `links`, each tool landing under `land`."""
     rows = []
@@ -361,16 +381,18 @@ def bench(
             rows += bench_tiny(kind, src, size, land / f"dst-{kind}")
             continue
         if "loopback" in links:
-            rows += bench_loopback(kind, src, size, reps, land / f"dst-{kind}")
+            rows += bench_loopback(kind, src, size, reps, land / f"dst-{kind}", before)
         if kind == "c" and "shaped" in links:
-            rows += bench_shaped(src, size, reps, land / "dst-shaped")
+            rows += bench_shaped(src, size, reps, land / "dst-shaped", before)
     return rows
 
 
-def bench_loopback(kind: str, src: Path, size: int, reps: int, dst: Path) -> list[tuple]:
+def bench_loopback(
+    kind: str, src: Path, size: int, reps: int, dst: Path, before: Path | None
+) -> list[tuple]:
     with tempfile.TemporaryDirectory() as keys, sshd(Path(keys), "127.0.0.1", None) as ssh:
         tools = {
-            "swjob": lambda: run_swjob(src, dst, False),
+            **swjobs(False, src, dst, before),
             "rsync -a": lambda: rsync(ssh, "127.0.0.1", src, dst, False, None),
             "tar|ssh|tar": lambda: tar_ssh(ssh, "127.0.0.1", src, dst, None),
         }
@@ -391,14 +413,14 @@ def bench_tiny(kind: str, src: Path, size: int, dst: Path) -> list[tuple]:
     return [(kind, "loopback", n, size, m) for n, m in measure(tools, 1, dst).items()]
 
 
-def bench_shaped(src: Path, size: int, reps: int, dst: Path) -> list[tuple]:
+def bench_shaped(src: Path, size: int, reps: int, dst: Path, before: Path | None) -> list[tuple]:
     with (
         shaped_link(),
         tempfile.TemporaryDirectory() as keys,
         sshd(Path(keys), IP_NODE, NS_NODE) as ssh,
     ):
         tools = {
-            "swjob": lambda: run_swjob(src, dst, True),
+            **swjobs(True, src, dst, before),
             "rsync -az": lambda: rsync(ssh, IP_NODE, src, dst, True, NS_OP),
             "tar|ssh|tar": lambda: tar_ssh(ssh, IP_NODE, src, dst, NS_OP),
         }
@@ -457,6 +479,9 @@ def main() -> None:
     parser.add_argument("--operator", nargs=2, metavar=("SRC", "DST"))
     parser.add_argument("--node-ns")
     parser.add_argument("--tiny", action="store_true", help="CI smoke: a few MiB, no root")
+    parser.add_argument(
+        "--before", type=Path, help="another swjob checkout, pushing in turn with this one"
+    )
     args = parser.parse_args()
     if not set(args.links.split(",")) <= {"loopback", "shaped"}:
         parser.error(f"--links takes loopback and/or shaped, not {args.links!r}")
@@ -473,7 +498,9 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         disk = node_disk(work) if args.land == "node-disk" else contextlib.nullcontext(work)
         with disk as land:
-            rows = bench(args.trees.split(","), args.links.split(","), args.reps, work, land, False)
+            trees, links = args.trees.split(","), args.links.split(",")
+            before = args.before.resolve() if args.before else None
+            rows = bench(trees, links, args.reps, work, land, False, before)
         print_table(rows)
 
 
