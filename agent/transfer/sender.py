@@ -71,7 +71,12 @@ def _read_whole(fd: int, size: int) -> bytes:
 
 def version(st: os.stat_result) -> str:
     """What must stay the same while a file is read for the bytes to be one consistent copy."""
-    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    return ":".join(map(str, _version(st)))
+
+
+def _version(st: os.stat_result) -> tuple[int, int, int, int]:
+    """`version` as a tuple: compared for every file read, so not formatted as text."""
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def read_stable(root: Path, path: str, read: Callable[[int, os.stat_result], Any]):
@@ -92,10 +97,10 @@ def read_stable(root: Path, path: str, read: Callable[[int, os.stat_result], Any
             before = os.fstat(fd)
             data = read(fd, before)
             after = os.fstat(fd)
-            same = version(before) == version(after)
+            same = _version(before) == _version(after)
             if same and abs(time.time_ns() - after.st_mtime_ns) < HOT_NS:
                 time.sleep(SETTLE_S)
-                same = version(os.fstat(fd)) == version(after) and read(fd, after) == data
+                same = _version(os.fstat(fd)) == _version(after) and read(fd, after) == data
         finally:
             os.close(fd)
         if same:
@@ -103,7 +108,7 @@ def read_stable(root: Path, path: str, read: Callable[[int, os.stat_result], Any
     raise Changed(f"{path!r}: {CHANGED}")
 
 
-def _file_record(root: Path, path: str, packet: Packet) -> bytes:
+def _file_record(root: Path, path: str, packet: Packet) -> list[bytes]:
     st, data = read_stable(root, path, lambda fd, st: _read_whole(fd, st.st_size))
     if st.st_size > LARGE_MIN * 2:
         raise Changed(f"{path!r}: {CHANGED} (grew to {st.st_size} bytes)")
@@ -115,7 +120,7 @@ def _file_record(root: Path, path: str, packet: Packet) -> bytes:
     packet.files += 1
     packet.current = path
     meta = {"t": "file", "p": path, "m": stat.S_IMODE(st.st_mode), "mt": st.st_mtime_ns}
-    return wire.record(meta | {"s": len(data), "h": digest}, data)
+    return wire.record_parts(meta | {"s": len(data), "h": digest}, data)
 
 
 def skip_reason(path: str, exc: Exception) -> str:
@@ -128,14 +133,15 @@ def skip_reason(path: str, exc: Exception) -> str:
     return CHANGED if isinstance(exc, Changed) else text
 
 
-def _skip_record(path: str, exc: Exception, packet: Packet) -> bytes:
+def _skip_record(path: str, exc: Exception, packet: Packet) -> list[bytes]:
     why = skip_reason(path, exc)
     packet.skipped[path] = why
     packet.current = path
-    return wire.record({"t": "skip", "p": path, "why": why})
+    return [wire.record({"t": "skip", "p": path, "why": why})]
 
 
-def _small_record(root: Path, item: Item, packet: Packet) -> bytes:
+def _small_record(root: Path, item: Item, packet: Packet) -> list[bytes]:
+    """The record of one small item, as the pieces the batch joins."""
     kind, path = item[0], check_relpath(item[1])
     if kind == "file":
         try:
@@ -147,10 +153,10 @@ def _small_record(root: Path, item: Item, packet: Packet) -> bytes:
         st = os.lstat(root / path)
         if not stat.S_ISDIR(st.st_mode):
             raise TransferError(f"{path!r} is no longer a directory")
-        return wire.record({"t": "dir", "p": path, "m": stat.S_IMODE(st.st_mode)})
+        return [wire.record({"t": "dir", "p": path, "m": stat.S_IMODE(st.st_mode)})]
     if kind == "link":
         target = check_link_target(path, os.readlink(root / path))
-        return wire.record({"t": "link", "p": path, "to": target})
+        return [wire.record({"t": "link", "p": path, "to": target})]
     raise TransferError(f"unknown item kind {kind!r} for {path!r}")
 
 
@@ -195,7 +201,7 @@ def _chunk_packet(root: Path, path: str, index: int, level: int) -> Packet:
             raise Changed(f"{path!r}: {CHANGED} (shrank while read)")
     except (OSError, TransferError) as exc:
         packet = Packet([])
-        packet.parts = [_skip_record(path, exc, packet)]
+        packet.parts = _skip_record(path, exc, packet)
         return packet
     meta = {"t": "chunk", "p": path, "m": stat.S_IMODE(st.st_mode), "mt": st.st_mtime_ns}
     meta |= {"s": st.st_size, "i": index, "v": version(st)}
@@ -226,7 +232,7 @@ def build_packet(
         if items[start][0] == "chunk":
             return _chunk_packet(root, items[start][1], int(items[start][2]), level), start + 1
         while i < len(items) and items[i][0] != "chunk" and packet.nbytes < target:
-            parts.append(_small_record(root, items[i], packet))
+            parts += _small_record(root, items[i], packet)
             i += 1
     except OSError as exc:
         raise TransferError(f"cannot read {items[i][1]!r}: {exc.strerror or exc}") from None
