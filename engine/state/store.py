@@ -50,9 +50,8 @@ class Store:
         # power loss can take back the last ones (SQLite: "synchronous=NORMAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
-        self._parsed: dict[str, RunView] = {}  # a summary's text → its view (see `views`)
+        self._parsed: dict[str, RunView] = {}  # the last read's summaries → views, in order
         self._views_key: tuple[int, int, int] | None = None
-        self._views: list[RunView] = []
 
     def close(self) -> None:
         self._db.close()
@@ -125,16 +124,15 @@ class Store:
         (views are frozen: sharing one is safe)."""
         (version,) = self._db.execute("PRAGMA data_version").fetchone()
         key = (limit, version, self._db.total_changes)
-        if key == self._views_key:
-            return list(self._views)
-        rows = self._db.execute(
-            "SELECT view FROM runs ORDER BY created DESC LIMIT ?", (limit,)
-        ).fetchall()
-        known, self._parsed = self._parsed, {}
-        for (text,) in rows:
-            self._parsed[text] = known.get(text) or RunView.model_validate_json(text)
-        self._views_key, self._views = key, [self._parsed[text] for (text,) in rows]
-        return list(self._views)
+        if key != self._views_key:
+            rows = self._db.execute(
+                "SELECT view FROM runs ORDER BY created DESC LIMIT ?", (limit,)
+            ).fetchall()
+            known, self._parsed = self._parsed, {}
+            for (text,) in rows:
+                self._parsed[text] = known.get(text) or RunView.model_validate_json(text)
+            self._views_key = key
+        return list(self._parsed.values())
 
     def find(self, run_ref: str) -> RunView | None:
         """A run by id or unique id prefix."""
