@@ -511,9 +511,10 @@ class Engine:
         writer thread's (a commit waits for the disk), after the events before it."""
         if self._writes is not None and (event is None or isinstance(event, _INDEXED)):
             step = self._record_next(driver) if isinstance(event, ev.Finished) else None
-            save = partial(self._writes.save, driver.view, dict(driver.recovery))
+            record = step.record() if step else None
+            save = partial(self._writes.save, driver.view, dict(driver.recovery), record)
             try:
-                appender.later(partial(save, step.record() if step else None))
+                appender.later(save)
             except Exception as exc:  # an earlier write failed: this one is queued still
                 self._index_failed(exc)
 
