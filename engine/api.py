@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.protocol import LogLine, Stream
+from agent.transfer.landing import is_in_flight
 from engine.engine import Engine, EngineConfig, SubmitError
 from engine.errors import ProviderError, UnusableDirError, one_line
 from engine.jobs.fileerror import ConfigFileError
@@ -65,6 +66,7 @@ __all__ = [
     "events",
     "fold",
     "has_live_owner",
+    "is_in_flight",
     "load_job",
     "load_pools",
     "money",

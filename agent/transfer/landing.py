@@ -41,6 +41,22 @@ def _split(path: str) -> tuple[str, str]:
     return parent, name
 
 
+IN_FLIGHT_SUFFIXES = (".swjob-tmp", ".swjob-part")
+"""A file being landed is written under a hidden name ending in one of these, and renamed to
+its own name only once whole and verified."""
+
+
+def in_flight_name(parent: str, name: str, kind: str) -> str:
+    """The hidden name `name` is written under (kind "tmp": whole; "part": chunk by chunk)."""
+    hidden = f".{name}.swjob-{kind}"
+    return f"{parent}/{hidden}" if parent else hidden
+
+
+def is_in_flight(name: str) -> bool:
+    """Whether a file name is one still being landed (not an output yet: a viewer hides it)."""
+    return name.startswith(".") and name.endswith(IN_FLIGHT_SUFFIXES)
+
+
 class Lander:
     def __init__(self, root: Path) -> None:
         self.root = str(root)
@@ -74,7 +90,7 @@ class Lander:
         check_link_target(rel, target)
         parent, name = _split(rel)
         self.ensure_dir(parent)
-        tmp = self._abs(f"{parent}/.{name}.swjob-tmp" if parent else f".{name}.swjob-tmp")
+        tmp = self._abs(in_flight_name(parent, name, "tmp"))
         if os.path.lexists(tmp):
             os.unlink(tmp)
         os.symlink(target, tmp)  # type: ignore[arg-type]
@@ -148,8 +164,7 @@ class Lander:
     def _tmp(self, rel: str, suffix: str) -> str:
         parent, name = _split(rel)
         self.ensure_dir(parent)
-        hidden = f".{name}.swjob-{suffix}"
-        return self._abs(f"{parent}/{hidden}" if parent else hidden)
+        return self._abs(in_flight_name(parent, name, suffix))
 
     @staticmethod
     def _seal(fd: int, mode: int, mtime_ns: int) -> None:

@@ -153,10 +153,13 @@ async def test_outputs_browser_is_live_and_keys_act_on_the_focused_pane(
         await booted(pilot)
         run_id = engine.runs()[0].run_id
         await until(pilot, lambda: engine.run(run_id).phase == "run")
+        landing = engine.run(run_id).run_dir / "outputs"
+        landing.mkdir()  # as a pull leaves it mid-file: the file under its hidden name
+        (landing / ".out.txt.swjob-tmp").write_text("half of it")
         await pilot.press("o")  # opened while the job runs: nothing collected yet
         screen = app.screen
         assert isinstance(screen, OutputsScreen)
-        assert not (engine.run(run_id).run_dir / "outputs" / "out.txt").exists()
+        assert not (landing / "out.txt").exists()
         # its first look is done (nothing collected): what follows is the browser following
         await until(pilot, lambda: screen._loader is not None and screen._loader.is_finished)
         release.touch()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DirectoryTree, Header, Static, Tree
+from textual.widgets.directory_tree import DirEntry
 from textual.worker import Worker
 
-from engine.api import RunView, printable
+from engine.api import RunView, is_in_flight, printable
 from tui.api import EngineAPI
 from tui.messages import RunsUpdated
 from tui.widgets.footer import Footer
@@ -34,7 +35,9 @@ from tui.widgets.preview_pane import LaidOut, PreviewPane, collections_paused, l
 
 class OutputsTree(DirectoryTree):
     """The landing directory; a file's name is the job's data, drawn, never obeyed, and
-    shown with the job's secrets masked (the file keeps its real name on disk)."""
+    shown with the job's secrets masked (the file keeps its real name on disk). A file
+    still being landed (its hidden temporary name) is not shown: it is not an output yet,
+    and a cursor put on it would be left on its folder when it is renamed."""
 
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False, id="swjob.outputs.cursor_down"),
@@ -44,6 +47,23 @@ class OutputsTree(DirectoryTree):
     def __init__(self, path: Path, mask: Callable[[str], str] = str, **kwargs: Any) -> None:
         self._mask = mask
         super().__init__(path, **kwargs)
+
+    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
+        return [path for path in paths if not is_in_flight(path.name)]
+
+    async def _on_tree_node_expanded(self, event: Tree.NodeExpanded[DirEntry]) -> None:
+        """Leave a folder the tree has loaded, or is reloading, to that load.
+
+        Every reload opens the folders it reloads, and DirectoryTree's own handler for
+        that queues the folder for loading if, one thread hop later, it is not loaded. By
+        then the browser's next reload may have reset it (a run's outputs change several
+        times a second as they land): the queued load then replaced the folder's children
+        with fresh, closed ones — outputs/ closed again, and the node the browser was
+        putting the cursor on gone from the tree, so the cursor fell to the top line."""
+        entry = event.node.data
+        if entry is not None and (entry.loaded or self.lock.is_locked):
+            event.prevent_default()
+            event.stop()
 
     def process_label(self, label: TextType) -> Text:
         if isinstance(label, str):
@@ -157,12 +177,13 @@ class OutputsScreen(Screen[None]):
                 await tree.reload()
             first = False
             if not self._landed:
-                await self._open_outputs()
+                self._landed = await self._open_outputs()
             elif self.path is not None and self.path.is_file():
                 self._show(self.path)  # the file may have grown
 
-    async def _open_outputs(self) -> None:
-        """Start where the user is going anyway: outputs/ open, its first file previewed."""
+    async def _open_outputs(self) -> bool:
+        """Start where the user is going anyway: outputs/ open, its first file previewed.
+        Whether the cursor is now on that file (not when outputs/ has none yet)."""
         tree = self.query_one(DirectoryTree)
         if not tree.root.children:
             await tree.reload_node(tree.root)
@@ -174,7 +195,7 @@ class OutputsScreen(Screen[None]):
         if node is not None:
             _ = tree.last_line  # lays out the tree's lines: a node just loaded gets its line
             tree.move_cursor(node, animate=False)
-            self._landed = not node.allow_expand
+        return node is not None and tree.cursor_node is node and not node.allow_expand
 
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
