@@ -9,7 +9,7 @@
 3. As the console runs it: submit → Finished in-process, N rounds, each with an engine
    that keeps a spare standby agent (as `swjob-tui` does on a local pool) and one that
    starts a fresh agent per node, turn by turn; each submit comes a few seconds after
-   its engine started, as a person's would.
+   its engine started, as a person's would (`--pause`, 3 s by default).
 
 Goals: median wall under 0.6 s, overhead per transition under 10 ms. State, cache, runs
 and bytecode live in a temp dir removed afterwards (an installed swjob has its bytecode;
@@ -20,7 +20,7 @@ swjob instead (another install: another version's operator and its agent), takin
 turns round by round so the machine's load falls on all alike, for a before → after
 from one run. A bare interpreter (`python -c pass`) takes its turn too, as the floor.
 
-    python -m tests.bench.hello [-n 10] [--python PY ...]
+    python -m tests.bench.hello [-n 10] [--pause 3] [--python PY ...]
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ SPARE_PAUSE_S = 3.0
 """Between an engine's start and its submit: a person opens the submit form, picks a job."""
 
 
-async def _console_round(root: Path, keep_spare: bool) -> tuple[float, float]:
+async def _console_round(root: Path, keep_spare: bool, pause: float) -> tuple[float, float]:
     """One hello run in a fresh engine: (submit → Finished, provisioning) in seconds."""
     from engine.engine import Engine, EngineConfig
     from engine.jobs.jobspec import load_job
@@ -160,7 +160,7 @@ async def _console_round(root: Path, keep_spare: bool) -> tuple[float, float]:
     engine = Engine(config)
     await engine.start()
     try:
-        await asyncio.sleep(SPARE_PAUSE_S)
+        await asyncio.sleep(pause)
         started = time.perf_counter()
         view = await engine.wait(await engine.submit(load_job(JOB), "local"))
         took = time.perf_counter() - started
@@ -170,11 +170,11 @@ async def _console_round(root: Path, keep_spare: bool) -> tuple[float, float]:
     return took, summary["durations_s"]["provisioning"]
 
 
-def console(root: Path, runs: int) -> None:
+def console(root: Path, runs: int, pause: float) -> None:
     found: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     for _ in range(runs):
         for keep in found:
-            found[keep].append(asyncio.run(_console_round(root, keep)))
+            found[keep].append(asyncio.run(_console_round(root, keep, pause)))
     print(f"as the console runs it (in-process, {runs} rounds), submit → Finished:")
     for keep, rounds in found.items():
         walls, provisioning = zip(*rounds, strict=True)
@@ -187,6 +187,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--runs", type=int, default=10)
     parser.add_argument(
+        "--pause",
+        type=float,
+        default=SPARE_PAUSE_S,
+        help="seconds between an engine's start and its submit (0: the smoke run's)",
+    )
+    parser.add_argument(
         "--python", action="append", help="an interpreter whose swjob to run (repeatable)"
     )
     args = parser.parse_args()
@@ -194,7 +200,7 @@ def main() -> None:
         end_to_end(Path(tmp), args.runs, args.python or [sys.executable])
         os.environ.update(_env(Path(tmp)))  # the in-process engines' state, as the runs'
         overhead(Path(tmp), args.runs)
-        console(Path(tmp), args.runs)
+        console(Path(tmp), args.runs, args.pause)
     print(f"reproduce: python -m tests.bench.hello {' '.join(sys.argv[1:])}")
 
 
