@@ -136,9 +136,12 @@ class _RogueLink:
 
 
 async def test_a_rogue_peer_cannot_use_the_engine_during_a_live_run(
-    tmp_path, make_job, record_fault, caplog: pytest.LogCaptureFixture
+    tmp_path, make_job, record_fault, caplog: pytest.LogCaptureFixture, monkeypatch
 ) -> None:
     caplog.set_level(logging.INFO, logger="swjob.control")
+    # the rogue drives the engine's own transfer client, which retries a refused connection
+    # as a dropped one: every attempt still meets the refusal, without the production backoff
+    monkeypatch.setattr("engine.run.transfer.BACKOFF_S", 0.01)
     job = make_job(
         run="echo started; cat in.txt > out.txt; sleep 1",
         files={"in.txt": "operator data\n"},
