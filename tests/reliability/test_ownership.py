@@ -35,7 +35,7 @@ from tests.support.waiting import eventually
 
 Start = Callable[..., Cli]
 EXIT_BOUND_S = 2.0
-DEADLINE_S = 4
+DEADLINE_S = 2
 
 
 def _run(start: Start, tmp_path: Path, name: str, *extra: str) -> tuple[Cli, Path, Path]:
@@ -99,15 +99,17 @@ def test_kill_9_then_attach_adopts_under_another_identity_after_pool_rename(
     """A (pool `mine`) is killed -9; B starts and takes A's old engine identity and port,
     so A's node dials B and hears "unknown run": it keeps its job. The pool is renamed
     while A is down; `swjob attach A` (a third identity) re-points the node with the run's
-    credential and finishes it — full log, outputs, node torn down — and B carries on."""
+    credential and finishes it — full log, outputs, node torn down — and B carries on. The
+    pool's 2 s node deadline is how long A's node waits before it redials."""
     pools = tmp_path / "pools.toml"
-    pools.write_text('[pools.mine]\nprovider = "local"\nmax_nodes = 2\n')
+    local = 'provider = "local"\nmax_nodes = 2\nnode_lost_after_s = 2\n'
+    pools.write_text(f"[pools.mine]\n{local}")
     a, a_dir, a_release = _run(clis, tmp_path, "alpha", "--pool", "mine", "--pools", str(pools))
     node = agent_pid(a_dir)
     a.kill9()
     killed = time.monotonic()
     b, b_dir, b_release = _run(clis, tmp_path, "beta")
-    pools.write_text('[pools.renamed]\nprovider = "local"\nmax_nodes = 2\n')
+    pools.write_text(f"[pools.renamed]\n{local}")
     # B bound A's old identity and port: A's node dials B, which does not drive its run
     (log_file,) = (cache_dir() / "nodes").glob(f"local-{a_dir.name}-*/logs/agent.log")
     eventually(lambda: "unknown run" in log_file.read_text(), 30, "A's node refused by B")
@@ -176,7 +178,7 @@ def test_an_adopted_run_whose_node_never_rejoins_fails_within_the_node_deadline(
     tmp_path: Path, clis: Start, record_fault: Callable[..., None]
 ) -> None:
     """The operator dies and its node hangs (SIGSTOP: alive, never answers): the adopter
-    gives up after the node-loss deadline (4 s here, from the user's pools file), FAILED
+    gives up after the node-loss deadline (2 s here, from the user's pools file), FAILED
     "node lost", node torn down."""
     pools = default_pools_file()
     pools.parent.mkdir(parents=True, exist_ok=True)
