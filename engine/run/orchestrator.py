@@ -296,10 +296,12 @@ class RunDriver:
         return self._step_exited.is_set()
 
     def expect_exit(self, step: Step) -> None:
-        """`step` is running on the node: its exit will arrive as an event."""
+        """`step` is running on the node: its exit will arrive as an event. Its log opens
+        first: a step whose log cannot open is never sent, and a teardown that waited for
+        its exit would wait out the whole stop grace for nothing."""
+        self.logs.open(step)
         self._running_step = step
         self._step_exited.clear()
-        self.logs.open(step)
 
     async def teardown(self) -> None:
         await self._cancel_work(keep=asyncio.current_task())

@@ -18,6 +18,7 @@ import pytest
 from engine.providers.base import Bootstrap, NodeHandle
 from engine.providers.local import LocalProvider
 from engine.report import events as ev
+from engine.run.orchestrator import SHUTDOWN_TIMEOUT_S
 from tests.support.engines import engine_with
 from tests.support.processes import pid_alive
 from tests.support.tap import Tap
@@ -153,6 +154,10 @@ async def test_an_exception_in_any_command_ends_the_run_and_tears_down(
     assert view.reason.startswith(reason) and "\n" not in view.reason, view.reason
     internal = [e for e in tap.events(run_id) if isinstance(e, ev.Transition)]
     assert any(t.cause == "InternalError" for t in internal), [t.cause for t in internal]
+    # the node is asked to go at once: no wait for the exit of a step it was never sent
+    raised = next(t.ts for t in internal if t.cause == "InternalError")
+    ended = next(e.ts for e in tap.events(run_id) if isinstance(e, ev.Finished))
+    assert (ended - raised).total_seconds() < SHUTDOWN_TIMEOUT_S, "teardown waited"
     assert len(provider.handles) == 1 and not any(map(pid_alive, provider.agent_pids()))
     record_fault(f"{case} raises", None, f"FAILED '{view.reason[:70]}', node gone")
 
