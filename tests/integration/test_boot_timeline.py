@@ -46,6 +46,7 @@ SECRET = "hf-secret-value-4242"
 def test_swjob_run_on_vast_prints_each_boot_step_in_order_and_keeps_them_in_run_json(
     tmp_path: Path, api: StandIn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    api.cloud.image_has_uv = False  # the install step is pip's, as on the pytorch image
     api.cloud.faults.schedule_s = 0.3  # actual_status null: the host schedules it
     api.cloud.faults.boot_delay_s = 0.6  # "loading": the image pull
     monkeypatch.setenv("SWJOB_VAST_BOOT_POLL_S", "0.05")  # each state lasts several polls
