@@ -32,7 +32,7 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn
     assert api.leaked == [], f"instances left alive: {api.leaked}"
 
 
-AGENT_INSTALL = "swjob==0.1.0"  # already in this venv: the stand-in's pip install is a no-op
+AGENT_INSTALL = "swjob==0.1.0"  # already in this venv: the instance's install finds it there
 
 
 def gpu_pool(name: str = "gpu", **overrides: Any) -> Pool:
