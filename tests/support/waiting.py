@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 POLL_S = 0.02
+MAX_POLL_S = 0.1
 
 
 def eventually(predicate: Callable[[], object], timeout: float = 30.0, what: str = "") -> float:
@@ -31,10 +32,23 @@ async def eventually_async(
     waits (`pause`: what to await between looks, e.g. a Textual pilot's, which also lets
     the screen catch up)."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    for interval in intervals():
+        if predicate():
+            return time.monotonic()
         assert time.monotonic() < deadline, f"not met within {timeout:g} s: {what}"
-        await pause(POLL_S)
-    return time.monotonic()
+        await pause(interval)
+    raise AssertionError("unreachable")  # intervals() never ends
+
+
+def intervals() -> Iterator[float]:
+    """Pauses between looks: short at first (most conditions hold within a few), then
+    longer, up to MAX_POLL_S. A console test's look is not cheap — the pilot's pause makes
+    every widget take a turn and the screen refresh, and a predicate may render the screen
+    (~25 ms) — so a 3 s wait looked 150 times and kept a core busy doing it."""
+    interval = POLL_S / 2
+    while True:
+        yield interval
+        interval = min(interval * 1.5, MAX_POLL_S)
 
 
 class Changes:
