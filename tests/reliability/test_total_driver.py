@@ -164,10 +164,12 @@ async def test_an_exception_in_any_command_ends_the_run_and_tears_down(
 
 @pytest.mark.parametrize("times", [1, 99])
 async def test_a_teardown_that_raises_is_retried_and_never_hangs(
-    tmp_path, make_job, record_fault, times: int
+    tmp_path, make_job, record_fault, times: int, monkeypatch
 ) -> None:
     """Raises once: the retry tears the node down. Raises always: the run still ends,
-    with a persistent alert naming the node (the test then cleans the agent up)."""
+    with a persistent alert naming the node (the test then cleans the agent up). The
+    retries count, not the production backoff between them."""
+    monkeypatch.setattr("engine.run.teardown.BACKOFF_S", 0.01)
     provider = TeardownFails(times)
     job = make_job(run="echo done")
     async with engine_with(tmp_path / "runs", grace_s=1.0) as engine:
