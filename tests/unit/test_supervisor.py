@@ -283,12 +283,12 @@ async def test_a_full_disk_loses_the_log_file_never_the_events(
 
 
 async def test_the_disk_filling_mid_step(tmp_path: Path, rec: Recorder, small_disk: Disk) -> None:
-    """~2.6 MB of output into a 1 MiB log disk: a short write, then ENOSPC, mid-flood."""
+    """~1.3 MB of output into a 1 MiB log disk: a short write, then ENOSPC, mid-flood."""
     (tmp_path / "work").mkdir()
     sup = Supervisor(tmp_path / "work", small_disk.path / "logs", rec)
-    exited = await run_step(sup, rec, "seq 1 400000")
+    exited = await run_step(sup, rec, "seq 1 200000")
     assert exited == StepExited(seq=0, step=Step.RUN, code=0)
-    assert rec.lines(Stream.STDOUT) == [str(i) for i in range(1, 400001)]
+    assert rec.lines(Stream.STDOUT) == [str(i) for i in range(1, 200001)]
     assert log_failures(rec) == [f"{LOG_FAILED}No space left on device"]
     assert 0 < (small_disk.path / "logs" / "run.log").stat().st_size <= 1024 * 1024
 
