@@ -41,20 +41,21 @@ def _split(path: str) -> tuple[str, str]:
     return parent, name
 
 
-IN_FLIGHT_SUFFIXES = (".swjob-tmp", ".swjob-part")
-"""A file being landed is written under a hidden name ending in one of these, and renamed to
-its own name only once whole and verified."""
+IN_FLIGHT_SUFFIXES = {"tmp": ".swjob-tmp", "part": ".swjob-part"}
+"""A file being landed is written under a hidden name ending in one of these (by its kind:
+"tmp" written whole, "part" chunk by chunk), and renamed to its own name only once whole
+and verified."""
 
 
 def in_flight_name(parent: str, name: str, kind: str) -> str:
-    """The hidden name `name` is written under (kind "tmp": whole; "part": chunk by chunk)."""
-    hidden = f".{name}.swjob-{kind}"
+    """The hidden name `name` is written under while it lands."""
+    hidden = f".{name}{IN_FLIGHT_SUFFIXES[kind]}"
     return f"{parent}/{hidden}" if parent else hidden
 
 
 def is_in_flight(name: str) -> bool:
     """Whether a file name is one still being landed (not an output yet: a viewer hides it)."""
-    return name.startswith(".") and name.endswith(IN_FLIGHT_SUFFIXES)
+    return name.startswith(".") and name.endswith(tuple(IN_FLIGHT_SUFFIXES.values()))
 
 
 class Lander:
