@@ -32,12 +32,11 @@ async def eventually_async(
     waits (`pause`: what to await between looks, e.g. a Textual pilot's, which also lets
     the screen catch up)."""
     deadline = time.monotonic() + timeout
-    for interval in intervals():
-        if predicate():
-            return time.monotonic()
+    pauses = intervals()
+    while not predicate():
         assert time.monotonic() < deadline, f"not met within {timeout:g} s: {what}"
-        await pause(interval)
-    raise AssertionError("unreachable")  # intervals() never ends
+        await pause(next(pauses))
+    return time.monotonic()
 
 
 def intervals() -> Iterator[float]:
