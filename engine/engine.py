@@ -17,7 +17,6 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +52,7 @@ from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.state import identity, ownership
+from engine.state.indexwrites import IndexWrites
 from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import set_private_umask
@@ -111,8 +111,8 @@ class Engine:
         self._closing = False
         self._providers: dict[str, Provider] = {}
         self._store: Store | None = None  # read here, on the loop
-        self._writes: Store | None = None  # written on the writer thread only (`_save`)
-        self._index_failure = ""  # the last index write failure said (`_index_failed`)
+        self._writes: Store | None = None  # written on the writer thread only (`_index`)
+        self._index: IndexWrites | None = None
         self._endpoint = None
         self._server: ControlServer | None = None
         self._identity: identity.Identity | None = None
@@ -129,6 +129,7 @@ class Engine:
     async def start(self) -> None:
         self._store = Store()
         self._writes = Store(self._store.path, any_thread=True)
+        self._index = IndexWrites(self._writes, self._engine_alert)
         self._identity = identity.acquire()
         self._endpoint = await self._bind()
         self._identity.remember_port(iroh_endpoint.bound_port(self._endpoint))
@@ -187,7 +188,9 @@ class Engine:
             await self._server.stop()
         if self._endpoint is not None:
             await self._endpoint.close()
-        await appender.written()  # every event and index row on record
+        await appender.written()  # every event and index row on record, or kept
+        if self._index is not None and (unwritten := await self._index.close()):
+            self._say_unwritten(unwritten)
         self.stream.close()
         for store in (self._store, self._writes):
             if store is not None:
@@ -467,10 +470,10 @@ class Engine:
             await self.stream.close_run(run_id)
             self._save(driver)
             lease = self._leases.pop(run_id, None)
-            if lease is not None and driver.view.terminal:
+            if lease is not None and driver.view.terminal and not self._unindexed(run_id):
                 lease.release(finished=True)
-            elif lease is not None:
-                self._leases[run_id] = lease  # cancelled mid-run: held until close()
+            elif lease is not None:  # cancelled mid-run, or its end not indexed: held until
+                self._leases[run_id] = lease  # close(), then an adopter ends it from its files
         self._chain(driver, view)
         return view
 
@@ -508,25 +511,30 @@ class Engine:
     def _save(self, driver: RunDriver, event: ev.Event | None = None) -> None:
         """Index the run when its summary changes (one row upsert; logs and progress skip it);
         its end is saved with the next attempt it records, in one write. The write is the
-        writer thread's (a commit waits for the disk), after the events before it."""
-        if self._writes is not None and (event is None or isinstance(event, _INDEXED)):
+        writer thread's (a commit waits for the disk), after the events before it. Its
+        failure is the engine's alert, not the run's: raised into the run's publish it left
+        the run without its driver, its node up; and a run's alert is indexed itself."""
+        if self._index is not None and (event is None or isinstance(event, _INDEXED)):
             step = self._record_next(driver) if isinstance(event, ev.Finished) else None
             record = step.record() if step else None
-            save = partial(self._writes.save, driver.view, dict(driver.recovery), record)
-            try:
-                appender.later(save)
-            except Exception as exc:  # an earlier write failed: this one is queued still
-                self._index_failed(exc)
+            self._index.save(driver.view, dict(driver.recovery), record)
 
-    def _index_failed(self, exc: Exception) -> None:
-        """Say that the run index could not be written (e.g. its disk is full), once per
-        distinct failure. It is the engine's alert, not the run's: raised into the run's
-        publish it left the run without its driver, its node up; and a run's alert is
-        indexed itself, one more failed write per alert."""
-        message = f"run index not written: {one_line(exc)}"
-        if message != self._index_failure:
-            self._index_failure = message
-            self.stream.publish(ev.Alert(run_id="", message=message))
+    def _unindexed(self, run_id: str) -> bool:
+        """The index does not hold the run's latest row (another process holds its lock)."""
+        return self._index is not None and run_id in self._index.unwritten()
+
+    def _say_unwritten(self, runs: list[str]) -> None:
+        """At close, the runs whose last state the index lacks: said on the stream and on
+        stderr (a closing console or `swjob run` has stopped reading the stream)."""
+        message = (
+            f"run index not written at exit: the last state of run(s) {', '.join(runs)} is "
+            "only in their landing dirs; the next `swjob-tui` or `swjob attach` takes it from there"
+        )
+        self._engine_alert(message)
+        log.warning("%s", message)
+
+    def _engine_alert(self, message: str) -> None:
+        self.stream.publish(ev.Alert(run_id="", message=message))
 
     async def stop(self, run_id: str, reason: str = "stopped by operator") -> None:
         driver = self._drivers.get(run_id)

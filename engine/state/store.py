@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.report.views import RunView
+from engine.state.locked import not_written
 from engine.state.paths import state_dir
 
 _SCHEMA = """
@@ -36,6 +39,20 @@ CREATE TABLE IF NOT EXISTS next_attempts (
 );
 """
 
+WRITE_WAIT_S = 2.0
+"""How long a write waits for another process's write lock (a normal write holds it for
+milliseconds) before the row is kept for later and the failure said."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A save not yet in the index: the run's latest summary, its recovery facts and the
+    attempt after it (kept across later saves of the run until written)."""
+
+    view: RunView
+    recovery: dict[str, Any] | None
+    next_attempt: tuple[str, dict[str, Any]] | None
+
 
 class Store:
     def __init__(self, path: Path | None = None, *, any_thread: bool = False) -> None:
@@ -50,6 +67,9 @@ class Store:
         # power loss can take back the last ones (SQLite: "synchronous=NORMAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self._pending: dict[str, _Row] = {}  # saves not yet written, by run
+        self._pending_lock = threading.Lock()  # `unwritten` is asked from another thread
+        self.failing = False  # the last write failed: saves do not wait until one succeeds
         self._parsed: dict[str, RunView] = {}  # the last read's summaries → views, in order
         self._views_key: tuple[int, int, int] | None = None
 
@@ -67,38 +87,58 @@ class Store:
         it, in the same transaction.
 
         A run is over once it has finished (its teardown done), not when its verdict is
-        known: a FAILED run still tearing down its node when its owner died is adopted."""
-        summary = view.model_copy(update={"timeline": [], "transfers": {}, "live": False})
-        while not self._saved(view, summary, recovery, next_attempt):
-            pass  # another process held the lock past the busy timeout: wait again
+        known: a FAILED run still tearing down its node when its owner died is adopted.
 
-    def _saved(
-        self,
-        view: RunView,
-        summary: RunView,
-        recovery: dict[str, Any] | None,
-        next_attempt: tuple[str, dict[str, Any]] | None,
-    ) -> bool:
-        """One try at the write; False when another process's write lock outlasted the busy
-        timeout (a long `swjob` write, a backup, a sqlite3 shell). The write is never
-        dropped for that: a run whose end is missing from the index looks unfinished to
-        every adopter, and the writer thread raising it left the run without its driver."""
+        The wait is bounded: when another process holds the write lock past WRITE_WAIT_S
+        (a `swjob` mid-write, a backup, a sqlite3 shell left in a transaction) or the
+        write fails (a full disk), the row is kept and StateNotWritten raised; `retry`,
+        or the next save, writes it. Waiting for good held up the writer thread and every
+        file behind it: no run could act, end or be quit. Once a write has failed, saves
+        do not wait again until one succeeds: each would hold up its caller anew."""
+        with self._pending_lock:
+            kept = self._pending.get(view.run_id)
+            if kept is not None:
+                recovery = recovery if recovery is not None else kept.recovery
+                next_attempt = next_attempt or kept.next_attempt
+            self._pending[view.run_id] = _Row(view, recovery, next_attempt)
+        self.retry(0.0 if self.failing else WRITE_WAIT_S)
+
+    def retry(self, wait_s: float = WRITE_WAIT_S) -> None:
+        """Write the rows kept by failed saves, in one transaction, waiting at most
+        `wait_s` for another process's lock; raises StateNotWritten if they still cannot."""
+        with self._pending_lock:
+            rows = list(self._pending.values())
+        if not rows:
+            return
+        self._db.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         try:
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
-                if next_attempt is not None:
-                    run_id, attempt = next_attempt
-                    self._db.execute(
-                        "INSERT OR IGNORE INTO next_attempts(previous, run_id, attempt) "
-                        "VALUES (?, ?, ?)",
-                        (view.run_id, run_id, json.dumps(attempt)),
-                    )
-                self._upsert(view, summary, recovery)
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
-                raise
-            return False
-        return True
+                for row in rows:
+                    self._write(row)
+        except sqlite3.Error as exc:
+            self.failing = True
+            raise not_written(self.path, exc) from None
+        self.failing = False
+        with self._pending_lock:
+            for row in rows:
+                if self._pending.get(row.view.run_id) is row:
+                    del self._pending[row.view.run_id]
+
+    def unwritten(self) -> list[str]:
+        """The runs whose latest summary is kept, not yet in the index."""
+        with self._pending_lock:
+            return list(self._pending)
+
+    def _write(self, row: _Row) -> None:
+        if row.next_attempt is not None:
+            run_id, attempt = row.next_attempt
+            self._db.execute(
+                "INSERT OR IGNORE INTO next_attempts(previous, run_id, attempt) VALUES (?, ?, ?)",
+                (row.view.run_id, run_id, json.dumps(attempt)),
+            )
+        summary = row.view.model_copy(update={"timeline": [], "transfers": {}, "live": False})
+        self._upsert(row.view, summary, row.recovery)
 
     def _upsert(self, view: RunView, summary: RunView, recovery: dict[str, Any] | None) -> None:
         self._db.execute(
