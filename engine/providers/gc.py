@@ -27,6 +27,7 @@ from engine.providers.vast_boot import operator_of, run_id_of
 from engine.providers.vastai import VastProvider, make_api
 from engine.state.identity import operator_id
 from engine.state.ledger import Ledger, LedgerEntry
+from engine.state.locked import StateNotWritten
 
 GONE = "gone"
 UNVERIFIABLE = "unverifiable: its pool is no longer configured"
@@ -197,8 +198,11 @@ async def _destroy(
             except (TeardownError, VastApiError, PoolFileError) as exc:
                 errors.append(str(exc))
                 continue
-        for entry in orphan.entries:
-            await asyncio.to_thread(ledger.record_destroyed, entry)
+        try:
+            for entry in orphan.entries:
+                await asyncio.to_thread(ledger.record_destroyed, entry)
+        except StateNotWritten as exc:  # its node is gone: the next gc closes the rows
+            errors.append(f"{orphan.describe()}: destroyed, but its ledger row is open: {exc}")
         if claimed:
             claims.settle(orphan.run_id)
     return errors

@@ -51,6 +51,7 @@ from engine.providers.vast_status import BootWatch, boot_poll_s
 from engine.report import scope
 from engine.report.events import BootPhase
 from engine.state.ledger import Ledger, LedgerEntry
+from engine.state.locked import StateNotWritten
 
 if TYPE_CHECKING:
     from engine.jobs.pools import Pool
@@ -177,9 +178,14 @@ class VastProvider:
 
     async def _rent(self, offer: dict[str, Any], bootstrap: Bootstrap) -> NodeHandle:
         label = label_for(bootstrap.run_id)
-        entry = await asyncio.to_thread(
-            self._ledger.record_intent, bootstrap.run_id, self.name, label, pool=self._pool.name
-        )
+        try:
+            entry = await asyncio.to_thread(
+                self._ledger.record_intent, bootstrap.run_id, self.name, label, pool=self._pool.name
+            )
+        except StateNotWritten as exc:  # an instance nobody recorded could bill unseen
+            raise ProvisionError(
+                f"instance ledger not written ({exc}): no instance was created"
+            ) from None
         scope.boot_reached(BootPhase.OFFER_CHOSEN, offers.describe(offer))
         try:
             instance_id, created_at = await self._create_guarded(offer, bootstrap, label, entry)
@@ -187,7 +193,7 @@ class VastProvider:
             if not getattr(exc, "transient", False):  # surely not running: close the row
                 left = self._pool.interruptible and await self._sweep_refused_bid(label, entry)
                 if not left:
-                    await asyncio.to_thread(self._ledger.record_destroyed, entry)
+                    await self._note(self._ledger.record_destroyed, entry)
             raise
         self._entries[instance_id] = entry
         scope.boot_reached(BootPhase.INSTANCE_CREATED, f"Vast.ai instance {instance_id}")
@@ -199,6 +205,16 @@ class VastProvider:
             created_at=created_at,
         )
 
+    async def _note(self, write: Callable[..., object], *args: Any, **kwargs: Any) -> object:
+        """A ledger write about an instance that exists (or existed): when another process
+        holds the ledger it is said, not raised — the instance is still ours to tear down,
+        and its intent row, written first, names its label for `swjob gc`."""
+        try:
+            return await asyncio.to_thread(write, *args, **kwargs)
+        except StateNotWritten as exc:
+            self._alert(f"instance ledger not written ({exc}); `swjob gc` settles its rows later")
+            return None
+
     async def _sweep_refused_bid(self, label: str, entry: int) -> bool:
         """A bid Vast refused can still leave an instance behind, stopped, billing its
         storage: find it by the run's label and destroy it. True when one is left that
@@ -207,7 +223,7 @@ class VastProvider:
         if row is None:
             return False
         instance = str(row["id"])
-        await asyncio.to_thread(self._ledger.record_created, entry, instance)
+        await self._note(self._ledger.record_created, entry, instance)
         self._alert(f"the refused bid left Vast.ai instance {instance} behind; destroying it")
         try:
             await self._destroy_verified(instance)
@@ -228,17 +244,17 @@ class VastProvider:
         except asyncio.CancelledError:
             instance_id = await _outcome(creating)
             if instance_id is not None:
-                await asyncio.to_thread(
+                await self._note(
                     self._ledger.record_created, entry, instance_id, price_per_hour=price
                 )
                 with contextlib.suppress(VastApiError):  # else the open row is gc's to follow
                     await self._destroy_verified(instance_id)
-                    await asyncio.to_thread(self._ledger.record_destroyed, entry)
+                    await self._note(self._ledger.record_destroyed, entry)
             raise
-        created_at = await asyncio.to_thread(
+        created_at = await self._note(
             self._ledger.record_created, entry, instance_id, price_per_hour=price
         )
-        return instance_id, created_at
+        return instance_id, created_at if isinstance(created_at, float) else time.time()
 
     async def _create(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
         """Create, retrying transient failures, but only after checking that the lost
@@ -358,7 +374,7 @@ class VastProvider:
             await self._close_rows(rows)
         else:  # accepted, still listed: Vast catches up in its own time
             for row in rows:
-                await asyncio.to_thread(self._ledger.record_destroy_requested, row)
+                await self._note(self._ledger.record_destroy_requested, row)
             self._confirm_in_background(instance, rows)
 
     def _release(self, instance: str) -> list[int]:
@@ -375,7 +391,7 @@ class VastProvider:
 
     async def _close_rows(self, rows: list[int]) -> None:
         for row in rows:
-            await asyncio.to_thread(self._ledger.record_destroyed, row)
+            await self._note(self._ledger.record_destroyed, row)
 
     async def _destroy(self, instance: str) -> None:
         """Ask Vast to destroy, retrying refusals and transient failures with backoff;

@@ -10,7 +10,9 @@ stays open until the instance is seen gone. The row's created/destroyed times an
 price are the durable truth of what a node cost: cost survives any engine restart.
 Every write is its own committed transaction (sqlite in autocommit mode), and a
 connection is opened per call, so the ledger is safe across threads and across
-processes (the TUI and a `swjob gc` at once).
+processes (the TUI and a `swjob gc` at once). A write waits at most WRITE_WAIT_S for
+another process's lock, then raises StateNotWritten naming the file: a provider must not
+create an instance it could not record, and must not lose one it created.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.state.locked import not_written
 from engine.state.paths import state_dir
 
 _SCHEMA = """
@@ -38,6 +41,8 @@ CREATE TABLE IF NOT EXISTS instances (
     destroy_requested_at REAL
 )
 """
+WRITE_WAIT_S = 10.0
+"""How long a write waits for another process's write lock (its writes take milliseconds)."""
 _ADDED_COLUMNS = {"price_per_hour": "REAL", "destroy_requested_at": "REAL"}  # since v0.1
 
 
@@ -75,12 +80,15 @@ class Ledger:
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: autocommit, each statement is durable on return.
-        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        return sqlite3.connect(self.path, timeout=WRITE_WAIT_S, isolation_level=None)
 
     def _write(self, sql: str, args: tuple[object, ...]) -> int:
-        with closing(self._connect()) as db:
-            cursor = db.execute(sql, args)
-            return int(cursor.lastrowid or 0)
+        try:
+            with closing(self._connect()) as db:
+                cursor = db.execute(sql, args)
+                return int(cursor.lastrowid or 0)
+        except sqlite3.Error as exc:
+            raise not_written(self.path, exc) from None
 
     def record_intent(
         self, run_id: str, provider: str, label: str, *, pool: str | None = None
