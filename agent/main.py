@@ -3,9 +3,9 @@
 The join token (`SWJOB_JOIN_TOKEN`) and the run's re-attach credential
 (`SWJOB_REATTACH_KEY`, agent/reattach.py) come only from the environment, never
 argv, so they show in neither `ps` nor a provider's instance listing; they are taken
-out of the environment at once so no job process inherits them. `--standby DIR`
-(agent/standby.py) imports everything, then reads the real command line and those
-two secrets as one line on stdin.
+out of the environment at once so no job process inherits them. `--fork-server`
+(agent/forkserver.py) imports everything once, then forks one agent per request on
+stdin: how the local pool starts its nodes.
 
 Exit codes: 0 shutdown (asked by the orchestrator, or SIGTERM/SIGINT), 2 usage,
 3 rejected by the orchestrator, 5 orphaned (no orchestrator reachable for
@@ -23,7 +23,7 @@ import signal
 import sys
 from pathlib import Path
 
-from agent import orphan, standby, subreaper
+from agent import forkserver, orphan, subreaper
 from agent.node import AgentConfig, ExitCode, NodeAgent
 from agent.quickexit import exit_now
 from agent.reattach import REATTACH_ENV
@@ -89,15 +89,8 @@ async def _run(cfg: AgentConfig) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 2 and argv[0] == standby.FLAG:  # imported: now wait for the run
-        bootstrap = standby.await_bootstrap(Path(argv[1]))
-        if bootstrap is None:
-            return 0  # no run came: the operator ended, or needed no node
-        argv, secrets = bootstrap
-        if set(secrets) - {TOKEN_ENV, REATTACH_ENV}:
-            print("swjob-agent: a bootstrap may set only the run's secrets", file=sys.stderr)
-            return USAGE_ERROR
-        os.environ.update(secrets)  # taken out again below, like a fresh agent's
+    if argv == [forkserver.FLAG]:  # everything is imported: now fork agents on request
+        return forkserver.serve(main)
     args = parse_args(argv)
     token = os.environ.pop(TOKEN_ENV, "")
     reattach_key = os.environ.pop(REATTACH_ENV, "")

@@ -27,7 +27,7 @@ from agent import endpoint as iroh_endpoint
 from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
-from engine.providers import vast_sdk
+from engine.providers import localspawn, vast_sdk
 from engine.providers.base import (
     Bootstrap,
     NodeHandle,
@@ -36,9 +36,7 @@ from engine.providers.base import (
     heartbeat_for,
     silence_for,
 )
-from engine.providers.localspawn import StandbyAgent
 from engine.providers.registry import make_provider
-from engine.providers.spares import Spares
 from engine.report import appender, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
@@ -82,12 +80,9 @@ class EngineConfig:
     adopt_orphans: bool = False
     """Adopt every unfinished run whose owner is gone, at start and every ADOPT_SCAN_S
     (the console); `swjob run` leaves other runs alone."""
-    standby: StandbyAgent | None = None
-    """An agent started ahead of the first local node (`swjob run` starts one before it
-    imports the engine); its starter closes it."""
-    keep_spare: bool = False
-    """Keep a standby agent ready for the next local node, from start until close (the
-    console: its runs then never wait for an agent's imports)."""
+    warm_agents: bool = False
+    """Start the local agents' fork server with the engine (the console: its first local
+    run then does not wait for an agent's imports either)."""
 
 
 ADOPT_SCAN_S = 5.0
@@ -122,7 +117,6 @@ class Engine:
         self._leases: dict[str, ownership.Lease] = {}
         self._adopting: asyncio.Task[None] | None = None
         self._unadoptable: set[str] = set()
-        self._spares = Spares(self.config.standby, keep=self.config.keep_spare)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -142,7 +136,8 @@ class Engine:
             await self._adopt_orphans()
             self._adopting = asyncio.create_task(self._keep_adopting())
         self._orphan_check = asyncio.create_task(self._check_orphans())
-        self._spares.fill()  # last: its process starts while the caller goes on
+        if self.config.warm_agents:
+            localspawn.warm()  # last: its imports run while the caller goes on
 
     async def _providers_ready(self, pool: Pool) -> None:
         """Wait until `pool`'s provider can be built: a rented pool needs its SDK loaded.
@@ -183,7 +178,6 @@ class Engine:
             self._orphan_check.cancel()
             await asyncio.gather(self._orphan_check, return_exceptions=True)
         await self.live.close()
-        await self._spares.close()
         if self._server is not None:
             await self._server.stop()
         if self._endpoint is not None:
@@ -453,7 +447,6 @@ class Engine:
                 pool,
                 stop_grace_s=self.config.stop_grace_s,
                 on_alert=self.alert,
-                spares=self._spares,
             )
         return self._providers[key]
 

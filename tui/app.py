@@ -464,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             runs_dir=args.runs_dir or DEFAULT_RUNS_DIR,
             pools=pools,
             adopt_orphans=True,
-            keep_spare=local,  # a local run then starts with its agent's imports done
+            warm_agents=local,  # a local run then starts with its agent's imports done
         )
         engine = Engine(config)  # makes its state and cache dirs: they may be unusable
     except (ConfigFileError, UnusableDirError) as exc:

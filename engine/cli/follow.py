@@ -27,7 +27,6 @@ from engine.cli.render import RunPrinter
 from engine.engine import Engine, EngineConfig, SubmitError
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import PoolSet
-from engine.providers.localspawn import StandbyAgent
 from engine.report.datastream import Subscription, read_events
 from engine.state import ownership
 
@@ -35,10 +34,8 @@ TAIL_POLL_S = 0.25
 INTERRUPTED = 130  # the shell's code for "ended by Ctrl-C"
 
 
-async def run_and_follow(
-    job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path, standby: StandbyAgent | None = None
-) -> int:
-    engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools, standby=standby))
+async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path) -> int:
+    engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools))
     sub = engine.subscribe()  # before start: the start-up checks' warnings are for the user too
     await engine.start()
     printer = RunPrinter(Console(highlight=False, soft_wrap=True))

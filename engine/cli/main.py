@@ -156,27 +156,24 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _start_and_run(args: argparse.Namespace) -> int:
-    """On the local pool, the node's agent is started first, in standby: its imports
-    (most of its start) then overlap ours, instead of following them."""
-    from engine.providers.localspawn import StandbyAgent
+    """On the local pool, the agents' fork server is started first: its imports (most
+    of a node's start) then overlap ours, instead of following them."""
+    if args.pool == "local":
+        from engine.providers import localspawn
 
-    standby = await StandbyAgent.start() if args.pool == "local" else None
-    try:
-        from engine.cli.follow import run_and_follow
-        from engine.jobs.jobspec import load_job
-        from engine.jobs.pools import load_pools
+        localspawn.warm()
+    from engine.cli.follow import run_and_follow
+    from engine.jobs.jobspec import load_job
+    from engine.jobs.pools import load_pools
 
-        job = load_job(args.job)
-        pools = load_pools(args.pools)
-        pools.get(args.pool)
-        if args.sync_every is not None:
-            pools = pools.tuned(args.pool, sync_every_s=args.sync_every)
-        if args.attempts is not None:
-            pools = pools.tuned(args.pool, max_attempts=args.attempts)
-        return await run_and_follow(job, pools, args.pool, args.runs_dir, standby)
-    finally:
-        if standby is not None:
-            await standby.close()
+    job = load_job(args.job)
+    pools = load_pools(args.pools)
+    pools.get(args.pool)
+    if args.sync_every is not None:
+        pools = pools.tuned(args.pool, sync_every_s=args.sync_every)
+    if args.attempts is not None:
+        pools = pools.tuned(args.pool, max_attempts=args.attempts)
+    return await run_and_follow(job, pools, args.pool, args.runs_dir)
 
 
 def _attempts(text: str) -> int:

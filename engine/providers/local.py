@@ -8,9 +8,9 @@ The pool's `max_nodes` bounds how many nodes exist at once; further runs wait in
 PENDING until a slot frees.
 
 A local node is as bare as a rented one (engine/providers/localspawn.py), inside a node
-directory only the operator can enter. When a standby agent is ready (engine/providers/
-spares.py: started before the run, its imports done meanwhile), a node is that process
-rather than a fresh one.
+directory only the operator can enter. Its agent is forked by the operator's fork server
+(engine/providers/forkserver.py: its imports done once, for every node), or started
+afresh where a fork cannot do.
 """
 
 from __future__ import annotations
@@ -27,18 +27,23 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.providers.base import Bootstrap, NodeHandle, Preempted, ProvisionError
-from engine.providers.localspawn import node_base_env, node_root, spawn_agent
-from engine.providers.spares import Spares
+from engine.providers.forkserver import ForkedAgent, ForkServerGone, pid_running
+from engine.providers.localspawn import fork_server, log, node_base_env, node_root, spawn_agent
 from engine.report import scope
 from engine.report.events import BootPhase
 
 AGENT_EXIT_GRACE_S = 15.0
+FORKED = " (forked, imports done)"
+"""How a node's boot step says that its agent came from the fork server."""
 
 
 class _LocalNode:
-    """An agent process: our child, or (after an engine restart) adopted by pid."""
+    """An agent process: forked by our fork server, our child, or (after an engine
+    restart) adopted by pid."""
 
-    def __init__(self, pid: int, root: Path, process: asyncio.subprocess.Process | None) -> None:
+    def __init__(
+        self, pid: int, root: Path, process: ForkedAgent | asyncio.subprocess.Process | None
+    ) -> None:
         self.pid = pid
         self.root = root
         self.process = process
@@ -55,7 +60,7 @@ class _LocalNode:
         """The exit code (None for an adopted process: only its parent could reap it)."""
         if self.process is not None:
             return await self.process.wait()
-        while _alive(self.pid):
+        while pid_running(self.pid):
             await asyncio.sleep(0.2)
         return None
 
@@ -70,18 +75,15 @@ class LocalProvider:
         stop_grace_s: float = 10.0,
         launcher: Sequence[str] = (),
         agent_env: Mapping[str, str] | None = None,
-        spares: Spares | None = None,
     ) -> None:
         """`launcher` prefixes the agent's command line (it must exec in place, so the pid
-        stays the agent's — e.g. `ip netns exec NS` puts nodes behind their own link);
-        `agent_env` adds to the agent's environment. The standby agents of `spares` were
-        started with neither: they serve only a provider without them."""
+        stays the agent's — e.g. `ip netns exec NS` puts nodes behind their own link: its
+        agents are started afresh, not forked); `agent_env` adds to the agent's environment."""
         self._slots = asyncio.Semaphore(max_nodes)
         self._nodes: dict[str, _LocalNode] = {}
         self._stop_grace_s = stop_grace_s
         self._launcher = list(launcher)
         self._agent_env = dict(agent_env or {})
-        self._spares = None if launcher or agent_env else spares
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
         await self._slots.acquire()
@@ -99,28 +101,25 @@ class LocalProvider:
             *replace(bootstrap, on_orphan=("--on-orphan", "remove-root")).agent_args(),
             *("--root", str(root), "--grace", f"{self._stop_grace_s:g}"),
         ]
-        standby = self._spares.take() if self._spares else None
-        process = await standby.take(root, args, bootstrap.agent_env()) if standby else None
-        how = " (from standby)" if process else ""
-        if process is None:
-            process = await self._spawn(root, args, bootstrap)
+        root.mkdir(mode=0o700, parents=True)
+        env = {**node_base_env(os.environ), **self._agent_env, **bootstrap.agent_env()}
+        try:
+            process = None if self._launcher else await _fork(root, args, env)
+            how = FORKED if process else ""
+            if process is None:
+                process = await spawn_agent(args, root=root, env=env, launcher=self._launcher)
+        except OSError as exc:
+            shutil.rmtree(root, ignore_errors=True)
+            raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
+        except BaseException:  # cancelled: no node, and nothing left of it
+            shutil.rmtree(root, ignore_errors=True)
+            raise
         self._nodes[node_id] = _LocalNode(process.pid, root, process)
         # the one boot step a local node has before it joins: no offer, image or install
         scope.boot_reached(BootPhase.INSTANCE_CREATED, f"swjob-agent process {process.pid}{how}")
         return NodeHandle(
             provider=self.name, node_id=node_id, offer={"pid": process.pid}, created_at=time.time()
         )
-
-    async def _spawn(
-        self, root: Path, args: list[str], bootstrap: Bootstrap
-    ) -> asyncio.subprocess.Process:
-        root.mkdir(mode=0o700, parents=True)
-        env = {**node_base_env(os.environ), **self._agent_env, **bootstrap.agent_env()}
-        try:
-            return await spawn_agent(args, root=root, env=env, launcher=self._launcher)
-        except OSError as exc:
-            shutil.rmtree(root, ignore_errors=True)
-            raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
 
     def adopt(self, handle: NodeHandle) -> None:
         """Take back a node an earlier engine process started (crash recovery). It does not
@@ -160,14 +159,14 @@ class LocalProvider:
                 self._slots.release()
 
 
-def _alive(pid: int) -> bool:
+async def _fork(root: Path, args: list[str], env: dict[str, str]) -> ForkedAgent | None:
+    """The node's agent forked by this process's fork server; None when there is no
+    server to do it (the agent is then started afresh)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return await fork_server().fork(args, env, root)
+    except (ForkServerGone, OSError) as exc:
+        log.info("agent not forked (%s): starting it afresh", exc)
+        return None
 
 
 async def _end_process(node: _LocalNode, grace_s: float) -> None:

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from engine.jobs.pools import Pool
 from engine.providers.base import Provider
 from engine.providers.local import LocalProvider
-from engine.providers.spares import Spares
 
 
 def make_provider(
@@ -15,12 +14,10 @@ def make_provider(
     *,
     stop_grace_s: float,
     on_alert: Callable[[str], None],
-    spares: Spares | None = None,
 ) -> Provider:
-    """`on_alert` receives the provider's one-line reports (retries, skipped offers); a
-    local pool's nodes may be the standby agents of `spares` (shared by every local pool)."""
+    """`on_alert` receives the provider's one-line reports (retries, skipped offers)."""
     if pool.provider == "local":
-        return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s, spares=spares)
+        return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s)
     if pool.provider == "vastai":
         from engine.providers.vastai import VastProvider
         from engine.state.ledger import (

@@ -7,9 +7,10 @@
    event, the time from its arrival at the run's driver (`RunDriver.post`) until its
    Transition event is published (`fsm.step` + publish + bookkeeping in `_advance`).
 3. As the console runs it: submit → Finished in-process, N rounds, each with an engine
-   that keeps a spare standby agent (as `swjob-tui` does on a local pool) and one that
-   starts a fresh agent per node, turn by turn; each submit comes a few seconds after
-   its engine started, as a person's would (`--pause`, 3 s by default).
+   whose fork server is warm (as `swjob-tui` keeps it on a local pool) and one whose
+   node starts it (cold: its imports come before the fork), turn by turn; each submit
+   comes a few seconds after its engine started, as a person's would (`--pause`, 3 s by
+   default).
 
 Goals: median wall under 0.6 s, overhead per transition under 10 ms. State, cache, runs
 and bytecode live in a temp dir removed afterwards (an installed swjob has its bytecode;
@@ -145,18 +146,21 @@ def overhead(root: Path, runs: int) -> None:
               f"max {max(values) * 1000:6.2f} ms")  # fmt: skip
 
 
-SPARE_PAUSE_S = 3.0
+SUBMIT_PAUSE_S = 3.0
 """Between an engine's start and its submit: a person opens the submit form, picks a job."""
 
 
-async def _console_round(root: Path, keep_spare: bool, pause: float) -> tuple[float, float]:
+async def _console_round(root: Path, warm: bool, pause: float) -> tuple[float, float]:
     """One hello run in a fresh engine: (submit → Finished, provisioning) in seconds."""
     from engine.engine import Engine, EngineConfig
     from engine.jobs.jobspec import load_job
     from engine.jobs.pools import load_pools
+    from tests.support.processes import kill_own_fork_server
 
+    if not warm:
+        await asyncio.to_thread(kill_own_fork_server)
     runs_dir = root / "runs-console"
-    config = EngineConfig(runs_dir=runs_dir, pools=load_pools(None), keep_spare=keep_spare)
+    config = EngineConfig(runs_dir=runs_dir, pools=load_pools(None), warm_agents=warm)
     engine = Engine(config)
     await engine.start()
     try:
@@ -173,12 +177,12 @@ async def _console_round(root: Path, keep_spare: bool, pause: float) -> tuple[fl
 def console(root: Path, runs: int, pause: float) -> None:
     found: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     for _ in range(runs):
-        for keep in found:
-            found[keep].append(asyncio.run(_console_round(root, keep, pause)))
+        for warm in found:
+            found[warm].append(asyncio.run(_console_round(root, warm, pause)))
     print(f"as the console runs it (in-process, {runs} rounds), submit → Finished:")
-    for keep, rounds in found.items():
+    for warm, rounds in found.items():
         walls, provisioning = zip(*rounds, strict=True)
-        label = "with a kept spare agent" if keep else "a fresh agent per node"
+        label = "fork server warm" if warm else "fork server cold"
         print(f"    {label:<24} median {statistics.median(walls) * 1000:6.0f} ms, "
               f"provisioning {statistics.median(provisioning) * 1000:5.0f} ms")  # fmt: skip
 
@@ -189,7 +193,7 @@ def main() -> None:
     parser.add_argument(
         "--pause",
         type=float,
-        default=SPARE_PAUSE_S,
+        default=SUBMIT_PAUSE_S,
         help="seconds between an engine's start and its submit (0: the smoke run's)",
     )
     parser.add_argument(

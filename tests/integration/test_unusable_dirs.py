@@ -1,8 +1,8 @@
 """A state or cache directory swjob cannot use (a file in its way) is one line naming it.
 
-The real `swjob run` (whose local node's agent starts in standby before the engine), `swjob
-runs` and `swjob-tui`: exit 1 with `error: <path>: cannot keep swjob's files here: …`, no
-traceback, and no standby agent left behind (the autouse leftover check)."""
+The real `swjob run` (whose agents' fork server starts before the engine), `swjob runs`
+and `swjob-tui`: exit 1 with `error: <path>: cannot keep swjob's files here: …`, no
+traceback, and no agent left behind (the autouse leftover check)."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ async def test_sigkilled_agent_is_lost_at_once(tmp_path, make_job, record_fault)
 
     async with engine_with(tmp_path / "runs", deadline_s=DEADLINE_S) as engine:
         loss = await lose_node(engine, make_job(run=JOB), sigkill)
-    assert_lost_and_clean(loss, "agent process exited")
+    assert_lost_and_clean(loss, "agent process exited with code -9")  # its server saw it
     assert loss.detected_s < 1.0  # the provider sees the exit; no deadline needed
     record_fault("agent SIGKILLed mid-run", loss.detected_s, _outcome(loss))
 

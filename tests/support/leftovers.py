@@ -1,8 +1,10 @@
 """Nothing a test starts may outlive it: agents, stand-in instances, jobs.
 
 Every process a test starts names a path inside the test's own tmp dir on its command
-line (an agent's --root, an instance's on-start script), so those pids are found by
-that unique path, then ended by pid (with the job group each agent recorded)."""
+line (an agent's --root, an instance's on-start script) or works in one (a local agent
+in its node directory: a forked one's command line is its fork server's), so those pids
+are found by that unique path, then ended by pid (with the job group each agent
+recorded)."""
 
 from __future__ import annotations
 
@@ -18,12 +20,14 @@ GRACE_S = 3.0
 
 
 def processes_under(root: Path) -> list[psutil.Process]:
-    """Live processes (not this one) whose command line names a path inside `root`."""
+    """Live processes (not this one) whose command line names a path inside `root`, or
+    whose working directory is in it."""
     marker, me, found = f"{root}/", os.getpid(), []
-    for process in psutil.process_iter(["cmdline", "status"]):
+    for process in psutil.process_iter(["cmdline", "cwd", "status"]):
         if process.pid == me or process.info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        if any(marker in arg for arg in process.info["cmdline"] or ()):
+        names = [*(process.info["cmdline"] or ()), f"{process.info['cwd']}/"]
+        if any(marker in name for name in names):
             found.append(process)
     return found
 

@@ -8,8 +8,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+import psutil
+
 from engine.state.paths import cache_dir
-from tests.support.leftovers import processes_under
 
 
 def pid_alive(pid: int) -> bool:
@@ -37,12 +38,30 @@ def kill_quietly(pid: int, sig: int = signal.SIGKILL) -> None:
 
 
 def node_dirs() -> list[str]:
-    """The local nodes' directories in this test's cache dir (standby ones included)."""
+    """The local nodes' directories in this test's cache dir."""
     nodes = cache_dir() / "nodes"
     return sorted(p.name for p in nodes.iterdir()) if nodes.exists() else []
 
 
-def standby_agents() -> list[int]:
-    """Pids of the agents waiting in standby in this test's cache dir."""
-    waiting = processes_under(cache_dir() / "nodes")
-    return sorted(p.pid for p in waiting if "--standby" in (p.info["cmdline"] or ()))
+def fork_servers(parent: int) -> list[int]:
+    """Pids of the agents' fork servers that process `parent` started."""
+    found = []
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for child in psutil.Process(parent).children():
+            with contextlib.suppress(psutil.Error):
+                if "--fork-server" in child.cmdline():
+                    found.append(child.pid)
+    return found
+
+
+def kill_own_fork_server() -> None:
+    """Kill this process's fork server (by pid) and wait until it is reaped: its reader
+    has seen it go by then, so the next local node starts a new one."""
+    from tests.support.waiting import eventually
+
+    for pid in fork_servers(os.getpid()):
+        kill_quietly(pid)
+        eventually(
+            lambda pid=pid: pid not in [c.pid for c in psutil.Process().children()],
+            what="the killed fork server reaped",
+        )

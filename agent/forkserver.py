@@ -1,0 +1,117 @@
+"""`swjob-agent --fork-server`: import the agent once, then fork one agent per local node.
+
+Most of a local node's start is its agent's imports (pydantic, iroh, asyncio and ours:
+~0.35 s of CPU, more on a loaded machine). The operator keeps one fork server
+(engine/providers/forkserver.py): it does those imports once and then forks a ready
+agent for each node in milliseconds, however many runs come.
+
+Its stdin carries requests, one JSON line each: `{"argv": [...], "env": {...}, "root":
+DIR}` — the agent's command line, its whole environment (the node's bare one plus the
+run's secrets: a forked agent gets nothing of the server's) and its node directory (its
+working directory, where its output goes to agent.log). Its stdout answers each request
+in order, `{"pid": N}` or `{"error": "..."}`, and says whenever an agent it forked ends,
+`{"exit": N, "code": C}` (C as `subprocess` gives it: -9 for SIGKILL), always after that
+agent's `pid` line. Only the agents are its children, so only they are reaped here.
+
+End of file on stdin means its operator is done or gone (kill -9 included): it exits,
+and the agents it forked go on — each in its own session — like any agent whose
+operator went away: they wait for it to come back, then let go (agent/orphan.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from typing import NoReturn
+
+FLAG = "--fork-server"
+CRASHED = 70  # an agent that raised past main (EX_SOFTWARE)
+
+AgentMain = Callable[[list[str]], int]
+
+
+def serve(agent_main: AgentMain) -> int:
+    """Answer requests until end of file on stdin; then 0."""
+    signal.signal(signal.SIGCHLD, _report_exits)
+    pending = b""
+    while chunk := os.read(0, 1 << 16):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            # SIGCHLD waits while forking and answering: an agent's exit is never said
+            # before its pid, however soon it ends
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+            try:
+                _say(_fork(line, agent_main))
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+    return 0
+
+
+def _fork(line: bytes, agent_main: AgentMain) -> dict[str, object]:
+    try:
+        request = json.loads(line)
+        argv = [str(arg) for arg in request["argv"]]
+        env = {str(name): str(value) for name, value in request["env"].items()}
+        root = str(request["root"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return {"error": f"bad request: {type(exc).__name__}"}
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        return {"error": f"fork failed: {exc.strerror}"}
+    if pid == 0:
+        _become_agent(argv, env, root, agent_main)
+    return {"pid": pid}
+
+
+def _become_agent(
+    argv: list[str], env: dict[str, str], root: str, agent_main: AgentMain
+) -> NoReturn:
+    """In the child: set up the process a fresh agent would have been, then be it."""
+    code = CRASHED
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        os.setsid()  # its own session, as a freshly started agent: the operator decides
+        os.chdir(root)
+        log = os.open("agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        for fd, target in ((null, 0), (log, 1), (log, 2)):  # the server's pipes go
+            os.dup2(fd, target)
+        os.close(null)
+        os.close(log)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = ["swjob-agent", *argv]
+        code = agent_main(argv)
+    except SystemExit as exc:  # argparse's usage error
+        code = exc.code if isinstance(exc.code, int) else 2
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _report_exits(signum: int, frame: object) -> None:
+    """Reap every agent that ended and say so (a handler: between two bytecodes of the loop)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _say({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _say(message: dict[str, object]) -> None:
+    """One line on stdout: short enough that the pipe takes it whole, in one write. A
+    reader gone away means the operator is gone too: the loop's end of file follows."""
+    with contextlib.suppress(BrokenPipeError):
+        os.write(1, json.dumps(message).encode() + b"\n")

@@ -1,0 +1,146 @@
+"""Local agents are forked by the operator's fork server: with their imports done, with
+exactly the environment they are given, their exit codes seen, and no agent or server
+left behind — whether a fork is given up, the server is killed, or its operator is."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from agent.supervisor import TOKEN_ENV
+from engine.jobs.jobspec import load_job
+from engine.providers import forkserver
+from engine.providers.local import FORKED
+from engine.providers.localspawn import NODE_UMASK, fork_server, node_base_env
+from tests.integration.agent_helpers import FakeOrchestrator
+from tests.support.cli import Cli, swjob
+from tests.support.leftovers import processes_under
+from tests.support.processes import fork_servers, kill_own_fork_server, node_dirs, pid_alive
+from tests.support.runs import agent_pid, events, waiting_job
+from tests.support.waiting import eventually, eventually_async
+
+HELLO = Path(__file__).parents[2] / "examples" / "hello" / "job.toml"
+
+
+def _created_detail(run_dir: Path) -> str:
+    boot = [e for e in events(run_dir) if e.kind == "boot" and e.phase == "instance_created"]
+    return boot[0].detail or ""
+
+
+def test_swjob_run_drives_its_run_with_a_forked_agent(tmp_path: Path) -> None:
+    done = swjob("run", str(HELLO), "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _created_detail(next((tmp_path / "runs" / "hello").iterdir())).endswith(FORKED)
+    assert FORKED in done.stdout
+    assert node_dirs() == []  # its node's directory went with the node, as any node's
+
+
+async def test_an_engine_warming_its_agents_starts_the_server_before_any_run(
+    make_engine,
+) -> None:
+    kill_own_fork_server()
+    await make_engine(warm_agents=True)
+    assert len(fork_servers(os.getpid())) == 1
+
+
+async def test_a_forked_agent_that_ends_at_once_has_its_exit_code_seen(tmp_path: Path) -> None:
+    """A usage error ends the agent before the server has even answered with its pid: the
+    exit is still said after the pid, and its output is in the node's agent.log."""
+    env = {**node_base_env(os.environ), TOKEN_ENV: "t"}
+    agent = await fork_server().fork(["--no-such-flag"], env, tmp_path)
+    assert await asyncio.wait_for(agent.wait(), 30) == 2
+    assert "the following arguments are required" in (tmp_path / "agent.log").read_text()
+
+
+async def test_a_forked_agent_has_only_the_environment_it_is_given(
+    tmp_path: Path, make_engine, make_job, monkeypatch
+) -> None:
+    """The node's bare environment as it is at the fork, and the run's env: nothing the
+    server started with and the operator has since dropped, nothing else of the operator's."""
+    monkeypatch.setenv("SWJOB_PROBE_DROPPED", "1")
+    kill_own_fork_server()
+    fork_server()  # it starts with SWJOB_PROBE_DROPPED set
+    monkeypatch.delenv("SWJOB_PROBE_DROPPED")
+    monkeypatch.setenv("SWJOB_PROBE_ADDED", "1")
+    monkeypatch.setenv("OPERATOR_ONLY", "operator's")
+    engine = await make_engine()
+    job = make_job(run="env > seen.txt", outputs=["seen.txt"], env={"ASKED": "yes"})
+    view = await asyncio.wait_for(engine.wait(await engine.submit(job, "local")), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert _created_detail(Path(view.run_dir)).endswith(FORKED)
+    seen = (Path(view.run_dir) / "outputs" / "seen.txt").read_text().splitlines()
+    assert "ASKED=yes" in seen and "SWJOB_PROBE_ADDED=1" in seen
+    assert not [line for line in seen if line.startswith(("SWJOB_PROBE_DROPPED", "OPERATOR"))]
+    assert not [line for line in seen if TOKEN_ENV in line]
+
+
+async def test_a_fork_given_up_leaves_no_agent(tmp_path: Path) -> None:
+    """A fork cancelled while the server still imports: the agent it then forks is ended
+    as soon as its pid comes back, unused (a node that would join its operator, else)."""
+    orch = await FakeOrchestrator.start("token")
+    server = forkserver.ForkServer(node_base_env(os.environ), NODE_UMASK)  # still importing
+    given_up, after = tmp_path / "given-up", tmp_path / "after"
+    given_up.mkdir(), after.mkdir()
+    try:
+        argv = ["--run-id", "r", "--ticket", orch.ticket, "--orchestrator-id", orch.id]
+        env = {**node_base_env(os.environ), TOKEN_ENV: orch.token}
+        fork = asyncio.ensure_future(server.fork([*argv, "--root", str(given_up)], env, given_up))
+        await asyncio.sleep(0.05)
+        fork.cancel()
+        # answers come in order: once the next fork's has, the given-up one's came too
+        next_agent = await server.fork(["--no-such-flag"], env, after)
+        assert await asyncio.wait_for(next_agent.wait(), 30) == 2
+        await eventually_async(lambda: not processes_under(given_up), 10, "the agent ended")
+        assert orch.hellos == []
+    finally:
+        await asyncio.to_thread(server.close)
+        await orch.close()
+    assert not pid_alive(server.pid)
+
+
+async def test_a_killed_server_leaves_its_agents_running_and_is_replaced(
+    tmp_path: Path, make_engine
+) -> None:
+    release = tmp_path / "release"
+    engine = await make_engine()
+    run_id = await engine.submit(load_job(waiting_job(tmp_path / "p", "held", release)), "local")
+    run_dir = Path(engine.run(run_id).run_dir)
+    await eventually_async(lambda: engine.run(run_id).state == "RUNNING", what="its step")
+    agent = agent_pid(run_dir)
+    assert _created_detail(run_dir).endswith(FORKED)
+    [server] = fork_servers(os.getpid())
+    await asyncio.to_thread(kill_own_fork_server)
+    assert pid_alive(agent)  # the server's end is not its agents'
+    release.touch()
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason  # its node's end is still seen
+    assert not pid_alive(agent) and node_dirs() == []
+    second = await engine.submit(load_job(waiting_job(tmp_path / "q", "next", release)), "local")
+    view = await asyncio.wait_for(engine.wait(second), 60)
+    assert view.state == "COMPLETED" and _created_detail(Path(view.run_dir)).endswith(FORKED)
+    assert fork_servers(os.getpid()) not in ([], [server])  # a new one forked it
+
+
+def test_an_operator_killed_9_takes_its_fork_server_along_but_not_its_agent(
+    tmp_path: Path,
+) -> None:
+    """Its stdin closes with the operator: the server exits; the agent it forked lives on
+    as any orphaned agent does (waiting for its operator to come back)."""
+    job = waiting_job(tmp_path / "p", "held", tmp_path / "never")
+    cli = Cli("run", str(job), "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    agent = 0
+    try:
+        eventually(lambda: cli.has_printed("RunJob"), what="its step running")
+        [server] = fork_servers(cli.pid)
+        agent = agent_pid(next((tmp_path / "runs" / "held").iterdir()))
+        cli.kill9()
+        eventually(lambda: not pid_alive(server), timeout=10, what="the fork server gone")
+        assert pid_alive(agent)
+    finally:
+        if cli.proc.poll() is None:
+            cli.kill9()
+        if agent:
+            os.kill(agent, signal.SIGTERM)  # it stops its job and removes its node dir
+            eventually(lambda: not pid_alive(agent), what="the orphan ended")
