@@ -66,7 +66,7 @@ class RunClaims(Protocol):
     """Holds abandoned runs while their nodes are destroyed (engine/run/abandon.py)."""
 
     def take(self, run_id: str) -> bool: ...
-    def settle(self, run_id: str) -> None: ...
+    async def settle(self, run_id: str) -> str | None: ...
     def release(self) -> None: ...
 
 
@@ -203,8 +203,8 @@ async def _destroy(
                 await asyncio.to_thread(ledger.record_destroyed, entry)
         except StateNotWritten as exc:  # its node is gone: the next gc closes the rows
             errors.append(f"{orphan.describe()}: destroyed, but its ledger row is open: {exc}")
-        if claimed:
-            claims.settle(orphan.run_id)
+        if claimed and (unrecorded := await claims.settle(orphan.run_id)):
+            errors.append(unrecorded)
     return errors
 
 

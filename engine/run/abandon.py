@@ -10,11 +10,18 @@ so no adopter can race gc; a run adopted in the meantime is left out.
 
 from __future__ import annotations
 
+import asyncio
+from functools import partial
+from pathlib import Path
+
+from engine.report import appender
 from engine.report import events as ev
 from engine.report.datastream import Datastream, read_events
 from engine.report.runbook import fold
+from engine.report.views import RunView
 from engine.run.runrecord import PhaseClock, write_run_json
 from engine.state import ownership
+from engine.state.locked import StateNotWritten
 from engine.state.store import Store
 
 REASON = "abandoned: destroyed by gc"
@@ -24,6 +31,8 @@ class Claims:
     """Leases on abandoned runs whose nodes are about to be destroyed (gc.RunClaims)."""
 
     def __init__(self, store: Store) -> None:
+        """`store` is read on the caller's thread; the run's end is written by a store of
+        the writer thread's own."""
         self._store = store
         self._leases: dict[str, ownership.Lease] = {}
 
@@ -35,11 +44,15 @@ class Claims:
         self._leases[run_id] = lease
         return True
 
-    def settle(self, run_id: str) -> None:
-        """The run's node is gone: close the run as FAILED and give its lease up."""
+    async def settle(self, run_id: str) -> str | None:
+        """The run's node is gone: close the run as FAILED and give its lease up. Returns
+        what could not be recorded (one line), else None."""
         lease = self._leases.pop(run_id, None)
-        if lease is not None:
-            mark_abandoned(self._store, run_id)
+        if lease is None:
+            return None
+        try:
+            return await mark_abandoned(self._store, run_id)
+        finally:
             lease.release(finished=True)
 
     def release(self) -> None:
@@ -49,18 +62,23 @@ class Claims:
         self._leases.clear()
 
 
-def mark_abandoned(store: Store, run_id: str) -> None:
-    """Record the end of an unfinished run whose node gc destroyed (caller holds its lease)."""
+async def mark_abandoned(store: Store, run_id: str) -> str | None:
+    """Record the end of an unfinished run whose node gc destroyed (caller holds its lease):
+    its events first, then its index row and run.json, in that order and all on the
+    writer thread (engine/report/appender.py), so a slow disk or another process holding
+    runs.sqlite never holds up the caller's loop. Returns what could not be recorded."""
     found = store.unfinished_run(run_id)
     if found is None:
-        return
+        return None
     view, _ = found
     path = view.run_dir / "events.jsonl"
-    before = fold(read_events(path)) or view
+    events = await asyncio.to_thread(read_events, path)
+    before = fold(events) or view
     stream = Datastream()
     stream.open_run(run_id, path)
-    try:
-        ended = [
+    ended = [
+        stream.publish(event)
+        for event in (
             ev.Transition(
                 run_id=run_id,
                 cause="Abandoned",
@@ -71,13 +89,32 @@ def mark_abandoned(store: Store, run_id: str) -> None:
                 reason=REASON,
             ),
             ev.Finished(run_id=run_id, state="FAILED", reason=REASON),
-        ]
-        events = [stream.publish(event) for event in ended]
-    finally:
-        stream.close()
-    after = fold(read_events(path)) or view
-    assert after.terminal, events
-    store.save(after)
+        )
+    ]
+    await stream.close_run(run_id)
+    stream.close()
+    after = fold([*events, *ended]) or view
+    assert after.terminal, ended
+    failed: list[str] = []
+    appender.later(partial(_record_end, store.path, after, failed))
+    await appender.written()
+    return "; ".join(failed) or None
+
+
+def _record_end(index: Path, view: RunView, failed: list[str]) -> None:
+    """On the writer thread: the run's row (through a store opened, used and closed here)
+    and its run.json; what fails is added to `failed`."""
+    try:
+        writes = Store(index)
+        try:
+            writes.save(view)
+        finally:
+            writes.close()
+    except StateNotWritten as exc:
+        failed.append(f"run {view.run_id} not marked FAILED in the run index: {exc}")
     clock = PhaseClock()  # the phases were timed by the dead owner; only the end is ours
     clock.enter("done")
-    write_run_json(after, clock, {"job_file": None})
+    try:
+        write_run_json(view, clock, {"job_file": None})
+    except OSError as exc:
+        failed.append(f"run.json of run {view.run_id} not written: {exc}")

@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import dataclasses
 from collections.abc import Awaitable
+from functools import partial
 from typing import Any
 
 from agent.protocol import (
@@ -44,7 +45,7 @@ from engine.run.attempts import Attempt
 from engine.run.bootmarks import BootMarks
 from engine.run.control import NodeGone, NodeSession
 from engine.run.costmeter import CostMeter
-from engine.run.runrecord import LogFiles, PhaseClock, write_run_json
+from engine.run.runrecord import LogFiles, PhaseClock, run_summary, write_summary
 from engine.run.runsupport import Transfers
 from engine.run.teardown import destroy
 
@@ -418,4 +419,16 @@ class RunDriver:
         }
         if by_phase := self._cost.by_phase():
             extra["cost_by_phase"] = by_phase
-        write_run_json(self.view, self.clock, extra)
+        summary = run_summary(self.view, self.clock, extra)
+        appender.later(partial(self._write_summary, summary, asyncio.get_running_loop()))
+
+    def _write_summary(self, summary: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
+        """On the writer thread, behind the run's last events (the disk may be slow; the
+        engine waits for it before it calls the run over): a failure is the run's alert."""
+        try:
+            write_summary(self.view.run_dir, summary)
+        except OSError as exc:
+            message = f"run.json not written: {one_line(exc)}"
+            loop.call_soon_threadsafe(
+                self.publish, ev.Alert(run_id=self.view.run_id, message=message)
+            )

@@ -137,8 +137,13 @@ def _sync_summary(view: RunView) -> dict[str, Any] | None:
 
 def write_run_json(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> Path:
     """Atomically write run.json: a reader never sees a half-written summary."""
+    return write_summary(view.run_dir, run_summary(view, clock, extra))
+
+
+def run_summary(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> dict[str, Any]:
+    """What run.json says (taken at once: the clock goes on changing after it)."""
     node = view.node
-    summary = {
+    summary: dict[str, Any] = {
         "run_id": view.run_id,
         "job_name": view.job_name,
         "pool": view.pool,
@@ -164,7 +169,12 @@ def write_run_json(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> P
         "persistent_alerts": view.alerts,
         **extra,
     }
-    path = view.run_dir / "run.json"
+    return summary
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> Path:
+    """Atomically write `summary` as the run's run.json: a reader never sees half of it."""
+    path = run_dir / "run.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)

@@ -61,12 +61,16 @@ class Store:
         self._db = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=not any_thread
         )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # no fsync per commit (the console's loop waited on it behind a busy disk): in WAL
-        # mode a commit survives the process being killed however it dies, and only a
-        # power loss can take back the last ones (SQLite: "synchronous=NORMAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # no fsync per commit (the console's loop waited on it behind a busy disk): in
+            # WAL mode a commit survives the process being killed however it dies, and only
+            # a power loss can take back the last ones (SQLite: "synchronous=NORMAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:  # not yet in WAL mode and held, or its disk full
+            self._db.close()
+            raise not_written(self.path, exc) from None
         self._pending: dict[str, _Row] = {}  # saves not yet written, by run
         self._pending_lock = threading.Lock()  # `unwritten` is asked from another thread
         self.failing = False  # the last write failed: saves do not wait until one succeeds

@@ -6,11 +6,20 @@ the events they summarise, and a run acts on the world only once they are in."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
+import threading
 import time
 
+from engine.report import events as ev
+from engine.report.datastream import read_events
+from engine.report.runbook import new_view
+from engine.run import abandon, orchestrator
+from engine.run.runrecord import write_summary
 from engine.state import ownership
 from engine.state.store import Store
+from tests.support.sqlitelock import locked
+from tests.support.stalls import watched_loop
 
 
 async def test_a_locked_index_never_holds_up_the_loop_and_the_run_goes_on_once_free(
@@ -64,3 +73,46 @@ async def test_a_run_gives_up_its_lease_only_once_its_end_is_indexed(
     reader.close()
     assert True not in free_but_unfinished, "the lease was free before the end was indexed"
     assert (await engine.wait(run_id)).state == "COMPLETED"
+
+
+async def test_run_json_is_written_by_the_writer_thread_behind_the_runs_events(
+    engine, make_job, monkeypatch
+) -> None:
+    """Like every file the engine writes as a run goes: the disk may be slow, and the
+    engine calls the run over only once it is on the file."""
+    writers = []
+
+    def spied(run_dir, summary):
+        writers.append(threading.current_thread().name)
+        return write_summary(run_dir, summary)
+
+    monkeypatch.setattr(orchestrator, "write_summary", spied)
+    run_id = await engine.submit(make_job(run="echo indexed"), "local")
+    async with asyncio.timeout(60):
+        view = await engine.wait(run_id)
+    assert writers == ["swjob-append"]
+    assert json.loads((view.run_dir / "run.json").read_text())["state"] == "COMPLETED"
+
+
+async def test_gc_ends_an_abandoned_run_off_the_loop_while_the_index_is_held(tmp_path) -> None:
+    """Its end goes to events.jsonl, the index and run.json on the writer thread: with
+    runs.sqlite held by another process the loop goes on, and what was not written is said."""
+    run_dir = tmp_path / "runs" / "job" / "r1"
+    run_dir.mkdir(parents=True)
+    submitted = ev.Submitted(run_id="r1", job_name="job", pool="gpu", run_dir=str(run_dir), seq=1)
+    (run_dir / "events.jsonl").write_text(submitted.model_dump_json() + "\n")
+    store = Store()
+    store.save(new_view(submitted))
+    claims = abandon.Claims(store)
+    assert claims.take("r1")
+    with locked(store.path):
+        async with watched_loop() as stalls:
+            said = await claims.settle("r1")
+    assert stalls.longest_s < 0.5, f"the loop stalled {stalls.longest_s:.2f} s"
+    assert (
+        said
+        == f"run r1 not marked FAILED in the run index: {store.path} is locked by another process"
+    )
+    assert json.loads((run_dir / "run.json").read_text())["reason"] == abandon.REASON
+    assert [type(e).__name__ for e in read_events(run_dir / "events.jsonl")][-1] == "Finished"
+    store.close()

@@ -25,11 +25,12 @@ from engine.engine import Engine
 from engine.report import events as ev
 from engine.state.paths import state_dir
 from engine.state.store import Store
-from tests.support.cli import Cli
+from tests.standin.server import StandIn
+from tests.support.cli import Cli, swjob
 from tests.support.disks import tmpfs
 from tests.support.engines import EngineFactory, engine_config
 from tests.support.processes import pid_alive
-from tests.support.runs import agent_pid, only_run_dir, waiting_job
+from tests.support.runs import agent_pid, finished, only_run_dir, run_json, waiting_job
 from tests.support.sqlitelock import locked
 from tests.support.tap import Tap
 from tests.support.waiting import eventually, eventually_async
@@ -122,3 +123,36 @@ def test_a_run_ends_when_its_index_cannot_be_written(
         disk.free_up()
     record_fault("the state dir's disk full as a run ends", None,
                  "run ends COMPLETED, node torn down, alert said", "its index row")  # fmt: skip
+
+
+GPU_POOLS = (
+    '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob==0.1.0"\n'
+    "[pools.gpu.resources]\ngpu_count = 1\n"
+)
+
+
+def test_gc_collects_an_abandoned_run_while_another_process_holds_the_index(
+    tmp_path: Path, api: StandIn, clis: Callable[..., Cli], record_fault: Callable[..., None]
+) -> None:
+    """gc ends the abandoned run in its landing dir and says the index could not be told:
+    waiting for the lock for good, it hung with the node destroyed and the run not ended."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text(GPU_POOLS)
+    job = waiting_job(tmp_path / "job", "abandoned", tmp_path / "release")
+    cli = clis("run", str(job), "--pool", "gpu", "--pools", str(pools),
+               "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)  # fmt: skip
+    run_dir = only_run_dir(tmp_path / "runs", "abandoned")
+    eventually(lambda: cli.has_printed("run | line 3"), 60, "the job running on its instance")
+    cli.kill9()  # nobody drives the run now: gc collects its instance
+    index = state_dir() / "runs.sqlite"
+    with locked(index):
+        collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path, timeout=30)
+    out = collected.stdout
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1, out
+    assert f"run {run_dir.name} not marked FAILED in the run index: {index} is locked" in out
+    assert run_json(run_dir)["reason"] == "abandoned: destroyed by gc"
+    ended = finished(run_dir)
+    assert ended is not None and ended.reason == "abandoned: destroyed by gc"
+    record_fault("runs.sqlite write-locked by another process during `swjob gc`", None,
+                 "node destroyed, run ended in its landing dir, index failure said",
+                 "its index row")  # fmt: skip
