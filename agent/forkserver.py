@@ -25,6 +25,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import NoReturn
@@ -36,7 +37,13 @@ AgentMain = Callable[[list[str]], int]
 
 
 def serve(agent_main: AgentMain) -> int:
-    """Answer requests until end of file on stdin; then 0."""
+    """Answer requests until end of file on stdin; then 0. A process with threads cannot
+    be forked safely (a lock held by another thread stays held in the child for good):
+    if an import started one, it says so and exits, and its operator starts its agents
+    afresh."""
+    if _threads() > 1:
+        print("swjob-agent --fork-server: threads started at import; not forking", file=sys.stderr)
+        return 1
     signal.signal(signal.SIGCHLD, _report_exits)
     pending = b""
     while chunk := os.read(0, 1 << 16):
@@ -51,6 +58,15 @@ def serve(agent_main: AgentMain) -> int:
             finally:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
     return 0
+
+
+def _threads() -> int:
+    """This process's threads: native ones too where /proc lists them (a library's own
+    runtime threads are invisible to `threading`)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
 
 
 def _fork(line: bytes, agent_main: AgentMain) -> dict[str, object]:

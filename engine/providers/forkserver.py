@@ -166,11 +166,19 @@ def shared(env: Mapping[str, str], umask: int) -> ForkServer:
 
 def pid_running(pid: int) -> bool:
     """Whether `pid` is there and not a zombie (a container's PID 1 may never reap the
-    orphans it inherits)."""
+    orphans it inherits). Without /proc (macOS), whether it can be signalled."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
+        if Path("/proc/self").exists():
+            return False  # /proc is there, the process is not
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 

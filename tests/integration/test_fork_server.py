@@ -5,8 +5,11 @@ left behind — whether a fork is given up, the server is killed, or its operato
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from agent.supervisor import TOKEN_ENV
@@ -144,3 +147,20 @@ def test_an_operator_killed_9_takes_its_fork_server_along_but_not_its_agent(
         if agent:
             os.kill(agent, signal.SIGTERM)  # it stops its job and removes its node dir
             eventually(lambda: not pid_alive(agent), what="the orphan ended")
+
+
+def test_a_server_with_threads_does_not_fork(tmp_path: Path) -> None:
+    """A thread started at import would leave any lock it held locked in every child: the
+    server then says so and exits (its operator starts agents afresh), forking nothing."""
+    started_a_thread = (
+        "import threading, time; threading.Thread(target=time.sleep, args=(30,), daemon=True)"
+        ".start(); from agent.forkserver import serve; from agent.main import main; "
+        "raise SystemExit(serve(main))"
+    )
+    request = json.dumps({"argv": ["--no-such-flag"], "env": {}, "root": str(tmp_path)})
+    done = subprocess.run(
+        [sys.executable, "-c", started_a_thread], input=request + "\n", capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and "threads started at import" in done.stderr
+    assert done.stdout == "" and not (tmp_path / "agent.log").exists()
