@@ -105,7 +105,7 @@ class Engine:
         self._chains = Chains()  # next attempts: recorded, then started (engine/run/chain.py)
         self._closing = False
         self._providers: dict[str, Provider] = {}
-        self._store: Store | None = None  # read here, on the loop
+        self._store: Store | None = None  # read here, on the loop (opened off it)
         self._writes: Store | None = None  # written on the writer thread only (`_index`)
         self._index: IndexWrites | None = None
         self._endpoint = None
@@ -121,8 +121,10 @@ class Engine:
     # ---- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._store = Store()
-        self._writes = Store(self._store.path, any_thread=True)
+        # opened off the loop: an index another process holds before it is in WAL mode
+        # makes the open wait for the lock (then fail, naming the file)
+        self._store = await asyncio.to_thread(Store, any_thread=True)
+        self._writes = await asyncio.to_thread(Store, self._store.path, any_thread=True)
         self._index = IndexWrites(self._writes, self._engine_alert)
         self._identity = identity.acquire()
         self._endpoint = await self._bind()

@@ -59,7 +59,7 @@ class Store:
         """`any_thread`: used by a thread other than the one opening it (never by two)."""
         self.path = path or state_dir() / "runs.sqlite"
         self._db = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=not any_thread
+            self.path, WRITE_WAIT_S, isolation_level=None, check_same_thread=not any_thread
         )
         try:
             self._db.execute("PRAGMA journal_mode=WAL")

@@ -11,13 +11,19 @@ import sqlite3
 import threading
 import time
 
+import pytest
+
+from engine.engine import Engine
 from engine.report import events as ev
 from engine.report.datastream import read_events
 from engine.report.runbook import new_view
 from engine.run import abandon, orchestrator
 from engine.run.runrecord import write_summary
 from engine.state import ownership
+from engine.state.locked import StateNotWritten
+from engine.state.paths import state_dir
 from engine.state.store import Store
+from tests.support.engines import engine_config
 from tests.support.sqlitelock import locked
 from tests.support.stalls import watched_loop
 
@@ -116,3 +122,18 @@ async def test_gc_ends_an_abandoned_run_off_the_loop_while_the_index_is_held(tmp
     assert json.loads((run_dir / "run.json").read_text())["reason"] == abandon.REASON
     assert [type(e).__name__ for e in read_events(run_dir / "events.jsonl")][-1] == "Finished"
     store.close()
+
+
+async def test_an_index_held_before_it_is_in_wal_mode_fails_the_start_off_the_loop(
+    tmp_path,
+) -> None:
+    """Only an index not yet in WAL mode makes a read or an open wait for another
+    process's lock (swjob puts it in WAL mode when it opens it): the start waits off the
+    loop, a bounded time, and fails naming the file."""
+    path = state_dir() / "runs.sqlite"
+    engine = Engine(engine_config(tmp_path / "runs"))
+    with locked(path):  # made by the holder, in sqlite's default rollback-journal mode
+        async with watched_loop() as stalls:
+            with pytest.raises(StateNotWritten, match=f"{path} is locked by another process"):
+                await engine.start()
+    assert stalls.longest_s < 0.5, f"the loop stalled {stalls.longest_s:.2f} s"

@@ -33,6 +33,7 @@ from tests.support.processes import pid_alive
 from tests.support.runs import agent_pid, finished, only_run_dir, run_json, waiting_job
 from tests.support.sqlitelock import locked
 from tests.support.tap import Tap
+from tests.support.vast import POOLS_FILE
 from tests.support.waiting import eventually, eventually_async
 
 NOT_WRITTEN = "run index not written"
@@ -125,19 +126,13 @@ def test_a_run_ends_when_its_index_cannot_be_written(
                  "run ends COMPLETED, node torn down, alert said", "its index row")  # fmt: skip
 
 
-GPU_POOLS = (
-    '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob==0.1.0"\n'
-    "[pools.gpu.resources]\ngpu_count = 1\n"
-)
-
-
 def test_gc_collects_an_abandoned_run_while_another_process_holds_the_index(
     tmp_path: Path, api: StandIn, clis: Callable[..., Cli], record_fault: Callable[..., None]
 ) -> None:
     """gc ends the abandoned run in its landing dir and says the index could not be told:
     waiting for the lock for good, it hung with the node destroyed and the run not ended."""
     pools = tmp_path / "pools.toml"
-    pools.write_text(GPU_POOLS)
+    pools.write_text(POOLS_FILE)
     job = waiting_job(tmp_path / "job", "abandoned", tmp_path / "release")
     cli = clis("run", str(job), "--pool", "gpu", "--pools", str(pools),
                "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)  # fmt: skip

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 TICK_S = 0.01
 
@@ -14,25 +14,31 @@ TICK_S = 0.01
 @dataclass
 class Stalls:
     longest_s: float = 0.0
+    last: float = field(default_factory=time.monotonic)
+
+    def turn(self) -> None:
+        """The loop turned now: the time since the last turn, less the tick, was a stall."""
+        now = time.monotonic()
+        self.longest_s = max(self.longest_s, now - self.last - TICK_S)
+        self.last = now
 
 
 @contextlib.asynccontextmanager
 async def watched_loop() -> AsyncIterator[Stalls]:
     """Within the block, the longest gap between two turns of a task that asks for one
-    every TICK_S (its own TICK_S taken off)."""
+    every TICK_S, from entering the block to leaving it (a block that blocks the loop at
+    once, before the task's first turn, counts too)."""
     stalls = Stalls()
 
     async def tick() -> None:
-        last = time.monotonic()
         while True:
             await asyncio.sleep(TICK_S)
-            now = time.monotonic()
-            stalls.longest_s = max(stalls.longest_s, now - last - TICK_S)
-            last = now
+            stalls.turn()
 
     ticker = asyncio.create_task(tick())
     try:
         yield stalls
     finally:
+        stalls.turn()
         ticker.cancel()
         await asyncio.gather(ticker, return_exceptions=True)

@@ -33,6 +33,11 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn
 
 
 AGENT_INSTALL = "swjob==0.1.0"  # already in this venv: the instance's install finds it there
+POOLS_FILE = (
+    f'[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "{AGENT_INSTALL}"\n'
+    "[pools.gpu.resources]\ngpu_count = 1\n"
+)
+"""A user's pools file naming one Vast.ai pool, `gpu`, on the stand-in: for real `swjob`s."""
 
 
 def gpu_pool(name: str = "gpu", **overrides: Any) -> Pool:
