@@ -108,6 +108,8 @@ class Engine:
         self._store: Store | None = None  # read here, on the loop (opened off it)
         self._writes: Store | None = None  # written on the writer thread only (`_index`)
         self._index: IndexWrites | None = None
+        self.closing_note: str | None = None
+        """What `close` could not record, for a console to print once its screen is gone."""
         self._endpoint = None
         self._server: ControlServer | None = None
         self._identity: identity.Identity | None = None
@@ -527,6 +529,7 @@ class Engine:
         )
         self._engine_alert(message)
         log.warning("%s", message)
+        self.closing_note = message
 
     def _engine_alert(self, message: str) -> None:
         self.stream.publish(ev.Alert(run_id="", message=message))

@@ -473,4 +473,6 @@ def main(argv: list[str] | None = None) -> int:
     app = SwjobApp(engine, jobs=jobs, pool=args.pool)
     hangup.tolerate_closed_terminal()
     app.run()
+    if engine.closing_note:  # said at close, while the app still held stderr
+        print(f"swjob-tui: {engine.closing_note}", file=sys.stderr)
     return app.return_code or 0  # a crash is not a success

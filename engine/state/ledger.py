@@ -41,8 +41,9 @@ CREATE TABLE IF NOT EXISTS instances (
     destroy_requested_at REAL
 )
 """
-WRITE_WAIT_S = 10.0
-"""How long a write waits for another process's write lock (its writes take milliseconds)."""
+WRITE_WAIT_S = 2.0
+"""How long a write waits for another process's write lock (its writes take milliseconds):
+a rental not yet recorded fails after it, and a teardown (quitting) waits no longer."""
 _ADDED_COLUMNS = {"price_per_hour": "REAL", "destroy_requested_at": "REAL"}  # since v0.1
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from engine.engine import Engine
 from engine.report import events as ev
+from engine.report.runbook import new_view
 from engine.state.paths import state_dir
 from engine.state.store import Store
 from tests.standin.server import StandIn
@@ -151,3 +152,16 @@ def test_gc_collects_an_abandoned_run_while_another_process_holds_the_index(
     record_fault("runs.sqlite write-locked by another process during `swjob gc`", None,
                  "node destroyed, run ended in its landing dir, index failure said",
                  "its index row")  # fmt: skip
+
+
+def test_swjob_runs_lists_the_index_while_another_process_holds_it(tmp_path: Path) -> None:
+    """A reader never waits on a writer's lock: swjob keeps its index in WAL mode."""
+    run_dir = tmp_path / "runs" / "listed" / "r1"
+    submitted = ev.Submitted(run_id="r1", job_name="listed", pool="local", run_dir=str(run_dir))
+    store = Store()
+    store.save(new_view(submitted))
+    store.close()
+    with locked(store.path):
+        listed = swjob("runs", cwd=tmp_path, timeout=10)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("r1\tlisted\tlocal\tPENDING")

@@ -43,3 +43,5 @@ async def test_the_console_runs_and_quits_while_another_process_holds_the_index(
     view = engine.run(run_id)
     assert view is not None and view.state == "FAILED" and view.reason == "stopped by operator"
     assert not pid_alive(agent)
+    note = engine.closing_note  # printed by `swjob-tui` once its screen is gone
+    assert note is not None and run_id in note and "only in their landing dirs" in note
