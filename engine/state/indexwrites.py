@@ -13,6 +13,7 @@ run its index row left unfinished and ends it from there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -79,7 +80,8 @@ class IndexWrites:
             found = str(exc)
         if found != self._seen and self._loop is not None:
             self._seen = found
-            self._loop.call_soon_threadsafe(self._changed, found)
+            with contextlib.suppress(RuntimeError):  # its loop has closed meanwhile
+                self._loop.call_soon_threadsafe(self._changed, found)
 
     def _changed(self, failure: str) -> None:
         if failure == self._failure:

@@ -71,13 +71,16 @@ _COLUMNS = (
 class Ledger:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or state_dir() / "ledger.sqlite"
-        with closing(self._connect()) as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute(_SCHEMA)
-            have = {row[1] for row in db.execute("PRAGMA table_info(instances)")}
-            for column, kind in _ADDED_COLUMNS.items():
-                if column not in have:  # a ledger written by an older swjob
-                    db.execute(f"ALTER TABLE instances ADD COLUMN {column} {kind}")
+        try:
+            with closing(self._connect()) as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(_SCHEMA)
+                have = {row[1] for row in db.execute("PRAGMA table_info(instances)")}
+                for column, kind in _ADDED_COLUMNS.items():
+                    if column not in have:  # a ledger written by an older swjob
+                        db.execute(f"ALTER TABLE instances ADD COLUMN {column} {kind}")
+        except sqlite3.Error as exc:  # not yet in WAL mode and held, or its disk full
+            raise not_written(self.path, exc) from None
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: autocommit, each statement is durable on return.
