@@ -22,7 +22,7 @@ from engine.errors import one_line
 from engine.report import appender
 from engine.report.views import RunView
 from engine.state.locked import StateNotWritten
-from engine.state.store import WRITE_WAIT_S, Store
+from engine.state.store import Store
 
 RETRY_S = 1.0
 """How often kept rows are tried again while the index cannot be written."""
@@ -60,7 +60,7 @@ class IndexWrites:
         if self._retrying is not None:
             self._retrying.cancel()
         if self._store.unwritten():
-            self._later(partial(self._store.retry, WRITE_WAIT_S))
+            self._later(self._store.retry)
             await appender.written()
         return self._store.unwritten()
 

@@ -105,15 +105,17 @@ class Store:
                 recovery = recovery if recovery is not None else kept.recovery
                 next_attempt = next_attempt or kept.next_attempt
             self._pending[view.run_id] = _Row(view, recovery, next_attempt)
-        self.retry(0.0 if self.failing else WRITE_WAIT_S)
+        self.retry(0.0 if self.failing else None)
 
-    def retry(self, wait_s: float = WRITE_WAIT_S) -> None:
+    def retry(self, wait_s: float | None = None) -> None:
         """Write the rows kept by failed saves, in one transaction, waiting at most
-        `wait_s` for another process's lock; raises StateNotWritten if they still cannot."""
+        `wait_s` (WRITE_WAIT_S) for another process's lock; raises StateNotWritten if
+        they still cannot be written."""
         with self._pending_lock:
             rows = list(self._pending.values())
         if not rows:
             return
+        wait_s = WRITE_WAIT_S if wait_s is None else wait_s
         self._db.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         try:
             with self._db:
