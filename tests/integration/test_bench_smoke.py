@@ -16,6 +16,7 @@ TINY = {
     "boot": ["-m", "tests.bench.boot", "--tiny"],
     "engine_load": ["-m", "tests.bench.engine_load", "--jobs", "2", "--reps", "1"],
     "hello": ["-m", "tests.bench.hello", "-n", "1", "--pause", "0"],
+    "index_lock": ["-m", "tests.bench.index_lock", "-n", "1"],
     "iroh_floor": ["tests/bench/iroh_floor.py", "--mib", "4", "--streams", "1"],
     "loop_stall": ["tests/bench/loop_stall.py", "--mib", "1", "--lines", "2000"],
     "startup": ["-m", "tests.bench.startup", "-n", "1"],
