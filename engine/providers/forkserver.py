@@ -110,12 +110,10 @@ class ForkServer:
                 _kill(answer.result().pid)  # forked already (else the reader ends it)
             raise
 
-    def close(self) -> None:
-        """Let it end (its forked agents go on); for a process that goes on without it."""
-        with contextlib.suppress(OSError):
-            assert self._process.stdin is not None
-            self._process.stdin.close()
-        self._process.wait()
+    def kill(self) -> None:
+        """End it at once (SIGKILL: it may be stopped); its forked agents go on."""
+        with contextlib.suppress(ProcessLookupError):
+            self._process.kill()
 
     def _read(self, stdout: IO[bytes]) -> None:
         for line in stdout:

@@ -35,6 +35,9 @@ from engine.report.events import BootPhase
 AGENT_EXIT_GRACE_S = 15.0
 FORKED = " (forked, imports done)"
 """How a node's boot step says that its agent came from the fork server."""
+FORK_ANSWER_S = 20.0
+"""The longest a node waits for the fork server (its first answer follows its imports,
+slow on a loaded machine) before its agent is started afresh."""
 
 
 class _LocalNode:
@@ -161,12 +164,19 @@ class LocalProvider:
 
 async def _fork(root: Path, args: list[str], env: dict[str, str]) -> ForkedAgent | None:
     """The node's agent forked by this process's fork server; None when there is no
-    server to do it (the agent is then started afresh)."""
+    server to do it (the agent is then started afresh). A server that does not answer
+    in FORK_ANSWER_S (stopped, or stuck) is killed — the agents it forked go on — so
+    the next node starts a new one instead of waiting on it too."""
     try:
-        return await fork_server().fork(args, env, root)
+        server = fork_server()
+        async with asyncio.timeout(FORK_ANSWER_S):
+            return await server.fork(args, env, root)
+    except TimeoutError:
+        server.kill()
+        log.info("fork server %d did not answer in %g s: killed", server.pid, FORK_ANSWER_S)
     except (ForkServerGone, OSError) as exc:
         log.info("agent not forked (%s): starting it afresh", exc)
-        return None
+    return None
 
 
 async def _end_process(node: _LocalNode, grace_s: float) -> None:

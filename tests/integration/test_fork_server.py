@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agent.supervisor import TOKEN_ENV
 from engine.jobs.jobspec import load_job
-from engine.providers import forkserver
+from engine.providers import forkserver, local
 from engine.providers.local import FORKED
 from engine.providers.localspawn import NODE_UMASK, fork_server, node_base_env
 from tests.integration.agent_helpers import FakeOrchestrator
@@ -98,9 +98,10 @@ async def test_a_fork_given_up_leaves_no_agent(tmp_path: Path) -> None:
         await eventually_async(lambda: not processes_under(given_up), 10, "the agent ended")
         assert orch.hellos == []
     finally:
-        await asyncio.to_thread(server.close)
+        server.kill()
         await orch.close()
-    assert not pid_alive(server.pid)
+    await eventually_async(lambda: not server.running, what="its end seen")
+    await eventually_async(lambda: not pid_alive(server.pid), what="the server gone")
 
 
 async def test_a_killed_server_leaves_its_agents_running_and_is_replaced(
@@ -164,3 +165,25 @@ def test_a_server_with_threads_does_not_fork(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 1 and "threads started at import" in done.stderr
     assert done.stdout == "" and not (tmp_path / "agent.log").exists()
+
+
+async def test_a_server_that_does_not_answer_is_killed_and_the_node_starts_afresh(
+    tmp_path: Path, make_engine, make_job, monkeypatch
+) -> None:
+    """A stopped (or stuck) server would hold every local run in provisioning: after
+    FORK_ANSWER_S the node's agent is started afresh and the server killed, so the next
+    node starts a new one."""
+    monkeypatch.setattr(local, "FORK_ANSWER_S", 1.0)
+    stopped = fork_server()
+    os.kill(stopped.pid, signal.SIGSTOP)
+    try:
+        engine = await make_engine()
+        job = make_job(run="true")
+        first = await asyncio.wait_for(engine.wait(await engine.submit(job, "local")), 60)
+        assert first.state == "COMPLETED", first.reason
+        assert not _created_detail(Path(first.run_dir)).endswith(FORKED)
+        await eventually_async(lambda: not stopped.running, what="the stopped server killed")
+    finally:
+        stopped.kill()  # never left stopped for the tests after this one
+    second = await asyncio.wait_for(engine.wait(await engine.submit(job, "local")), 60)
+    assert _created_detail(Path(second.run_dir)).endswith(FORKED)
