@@ -18,9 +18,9 @@ before it is on the file (in the OS's hands, as a flushed write was before).
 Nothing on the event loop waits for the disk. What must be on record before something
 else happens is ordered behind it instead: `then` calls back on the loop once everything
 queued before it is written (the datastream shows a transition to the console only
-then), `later` runs other record keeping (the run index's commits) on the same thread,
-in the same order, and `written` is the wait for a task that is about to act on the
-world (an operator killed right after must leave records that say what was under way).
+then), `later` runs other record keeping (the run index's commits, run.json) on the
+same thread, in the same order, and `written` is the wait for a task that is about to
+act on the world (an operator killed right after must leave records that say what was under way).
 `flush` is the blocking wait, for a caller without an event loop.
 """
 

@@ -68,8 +68,8 @@ class IndexWrites:
         self._loop = asyncio.get_running_loop()
         try:
             appender.later(partial(self._write, write))
-        except Exception as exc:  # something else's record keeping failed: said here
-            self._changed(one_line(exc))
+        except Exception as exc:  # an earlier record keeping's own failure, raised here once
+            self._say(f"run index not written: {one_line(exc)}")
 
     def _write(self, write: Callable[[], None]) -> None:
         """On the writer thread: the loop hears only of changes (failed, written again)."""
