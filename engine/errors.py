@@ -13,8 +13,9 @@ class ProviderError(Exception):
 
 
 class UnusableDirError(Exception):
-    """A directory swjob keeps its state or cache in cannot be used (a file in its way, a
-    read-only disk); the message is one line naming it."""
+    """A directory swjob keeps its state or cache in, or a state file in it, cannot be used
+    (a file in its way, a read-only disk, another process holding its lock); the message
+    is one line naming it."""
 
 
 def one_line(exc: BaseException) -> str:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from engine.errors import one_line
+from engine.errors import UnusableDirError, one_line
 
 
-class StateNotWritten(Exception):
-    """A write to a state file failed for now (locked, disk full); one line naming it."""
+class StateNotWritten(UnusableDirError):
+    """A write to a state file failed for now (locked, disk full); one line naming it. A
+    command that cannot open its state for it says that line and exits 1."""
 
 
 def held_elsewhere(exc: sqlite3.Error) -> bool:

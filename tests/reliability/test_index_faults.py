@@ -165,3 +165,15 @@ def test_swjob_runs_lists_the_index_while_another_process_holds_it(tmp_path: Pat
         listed = swjob("runs", cwd=tmp_path, timeout=10)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("r1\tlisted\tlocal\tPENDING")
+
+
+def test_a_command_says_so_when_another_process_held_the_index_before_it_was_opened(
+    tmp_path: Path,
+) -> None:
+    """Only an index not yet in WAL mode (made here by the holder) makes an open wait for
+    the lock: a bounded wait, then one line naming the file, not a traceback."""
+    index = state_dir() / "runs.sqlite"
+    with locked(index):
+        listed = swjob("runs", cwd=tmp_path, timeout=10)
+    assert listed.returncode == 1
+    assert listed.stderr == f"error: {index} is locked by another process\n"
