@@ -14,9 +14,7 @@ import time
 import pytest
 
 from engine.engine import Engine
-from engine.report import events as ev
 from engine.report.datastream import read_events
-from engine.report.runbook import new_view
 from engine.run import abandon, orchestrator
 from engine.run.runrecord import write_summary
 from engine.state import ownership
@@ -24,6 +22,7 @@ from engine.state.locked import StateNotWritten
 from engine.state.paths import state_dir
 from engine.state.store import Store
 from tests.support.engines import engine_config
+from tests.support.runs import unfinished_run
 from tests.support.sqlitelock import locked
 from tests.support.stalls import watched_loop
 
@@ -103,12 +102,8 @@ async def test_run_json_is_written_by_the_writer_thread_behind_the_runs_events(
 async def test_gc_ends_an_abandoned_run_off_the_loop_while_the_index_is_held(tmp_path) -> None:
     """Its end goes to events.jsonl, the index and run.json on the writer thread: with
     runs.sqlite held by another process the loop goes on, and what was not written is said."""
-    run_dir = tmp_path / "runs" / "job" / "r1"
-    run_dir.mkdir(parents=True)
-    submitted = ev.Submitted(run_id="r1", job_name="job", pool="gpu", run_dir=str(run_dir), seq=1)
-    (run_dir / "events.jsonl").write_text(submitted.model_dump_json() + "\n")
+    run_dir = unfinished_run(tmp_path / "runs", "r1")
     store = Store()
-    store.save(new_view(submitted))
     claims = abandon.Claims(store)
     assert claims.take("r1")
     with locked(store.path):

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from engine.engine import Engine
+from engine.providers.vast_boot import label_for
 from engine.report import events as ev
-from engine.report.runbook import new_view
 from engine.state.paths import state_dir
 from engine.state.store import Store
 from tests.standin.server import StandIn
@@ -31,7 +31,14 @@ from tests.support.cli import Cli, swjob
 from tests.support.disks import tmpfs
 from tests.support.engines import EngineFactory, engine_config
 from tests.support.processes import pid_alive
-from tests.support.runs import agent_pid, finished, only_run_dir, run_json, waiting_job
+from tests.support.runs import (
+    agent_pid,
+    finished,
+    only_run_dir,
+    run_json,
+    unfinished_run,
+    waiting_job,
+)  # fmt: skip
 from tests.support.sqlitelock import locked
 from tests.support.tap import Tap
 from tests.support.vast import POOLS_FILE
@@ -128,24 +135,21 @@ def test_a_run_ends_when_its_index_cannot_be_written(
 
 
 def test_gc_collects_an_abandoned_run_while_another_process_holds_the_index(
-    tmp_path: Path, api: StandIn, clis: Callable[..., Cli], record_fault: Callable[..., None]
+    tmp_path: Path, api: StandIn, record_fault: Callable[..., None]
 ) -> None:
     """gc ends the abandoned run in its landing dir and says the index could not be told:
     waiting for the lock for good, it hung with the node destroyed and the run not ended."""
     pools = tmp_path / "pools.toml"
     pools.write_text(POOLS_FILE)
-    job = waiting_job(tmp_path / "job", "abandoned", tmp_path / "release")
-    cli = clis("run", str(job), "--pool", "gpu", "--pools", str(pools),
-               "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)  # fmt: skip
-    run_dir = only_run_dir(tmp_path / "runs", "abandoned")
-    eventually(lambda: cli.has_printed("run | line 3"), 60, "the job running on its instance")
-    cli.kill9()  # nobody drives the run now: gc collects its instance
+    run_dir = unfinished_run(tmp_path / "runs", "r1")  # its swjob died: nobody drives it
+    rented = {"image": "img", "disk": 10, "env": {}, "onstart": None, "label": label_for("r1")}
+    assert api.cloud.create(api.cloud.rentable()[0]["id"], rented) is not None
     index = state_dir() / "runs.sqlite"
     with locked(index):
         collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path, timeout=30)
     out = collected.stdout
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1, out
-    assert f"run {run_dir.name} not marked FAILED in the run index: {index} is locked" in out
+    assert f"run r1 not marked FAILED in the run index: {index} is locked" in out
     assert run_json(run_dir)["reason"] == "abandoned: destroyed by gc"
     ended = finished(run_dir)
     assert ended is not None and ended.reason == "abandoned: destroyed by gc"
@@ -156,12 +160,8 @@ def test_gc_collects_an_abandoned_run_while_another_process_holds_the_index(
 
 def test_swjob_runs_lists_the_index_while_another_process_holds_it(tmp_path: Path) -> None:
     """A reader never waits on a writer's lock: swjob keeps its index in WAL mode."""
-    run_dir = tmp_path / "runs" / "listed" / "r1"
-    submitted = ev.Submitted(run_id="r1", job_name="listed", pool="local", run_dir=str(run_dir))
-    store = Store()
-    store.save(new_view(submitted))
-    store.close()
-    with locked(store.path):
+    unfinished_run(tmp_path / "runs", "r1", "listed", "local")
+    with locked(state_dir() / "runs.sqlite"):
         listed = swjob("runs", cwd=tmp_path, timeout=10)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("r1\tlisted\tlocal\tPENDING")

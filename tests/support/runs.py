@@ -12,13 +12,15 @@ from typing import Any
 from engine.engine import Engine
 from engine.jobs.jobspec import JobSpec
 from engine.report.datastream import read_events
-from engine.report.events import Event
+from engine.report.events import Event, Submitted
+from engine.report.runbook import new_view
 from engine.report.views import RunView
+from engine.state.store import Store
 from tests.support.waiting import eventually
 
 __all__ = [
     "agent_pid", "events", "finished", "finished_at", "only_run_dir", "run_json", "run_to_end",
-    "waiting_job",
+    "unfinished_run", "waiting_job",
 ]  # fmt: skip
 
 
@@ -77,3 +79,16 @@ def waiting_job(project: Path, name: str, release: Path, lines: int = 3) -> Path
         f'workspace = {{ workdir = "." }}\noutputs = ["out.txt"]\n'
     )
     return job
+
+
+def unfinished_run(runs_root: Path, run_id: str, job: str = "job", pool: str = "gpu") -> Path:
+    """A run as an owner that died right after submitting it leaves it: its landing dir
+    with its Submitted event, its row in the run index, unfinished. Returns its run dir."""
+    run_dir = runs_root / job / run_id
+    run_dir.mkdir(parents=True)
+    submitted = Submitted(run_id=run_id, job_name=job, pool=pool, run_dir=str(run_dir), seq=1)
+    (run_dir / "events.jsonl").write_text(submitted.model_dump_json() + "\n")
+    store = Store()
+    store.save(new_view(submitted))
+    store.close()
+    return run_dir
