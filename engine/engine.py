@@ -525,7 +525,8 @@ class Engine:
         stderr (a closing console or `swjob run` has stopped reading the stream)."""
         message = (
             f"run index not written at exit: the last state of run(s) {', '.join(runs)} is "
-            "only in their landing dirs; the next `swjob-tui` or `swjob attach` takes it from there"
+            "only in their landing dirs (the next `swjob-tui` or `swjob attach` ends one the "
+            "index shows unfinished from there)"
         )
         self._engine_alert(message)
         log.warning("%s", message)
