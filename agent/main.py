@@ -37,7 +37,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--run-id", required=True)
     p.add_argument("--ticket", required=True, help="the orchestrator's endpoint ticket")
     p.add_argument("--orchestrator-id", required=True, help="the only endpoint id to obey")
-    p.add_argument("--root", type=Path, required=True, help="work/, logs/, state/ go here")
+    p.add_argument(
+        "--root",
+        type=Path,
+        required=True,
+        help="the node's directory (it must exist): work/, logs/, state/ go here",
+    )
     p.add_argument("--grace", type=float, default=10.0, help="TERM→KILL grace on shutdown (s)")
     p.add_argument("--heartbeat", type=float, default=1.0, help="heartbeat interval (s)")
     p.add_argument("--deadline", type=float, default=10.0, help="silence that means lost (s)")
@@ -67,7 +72,7 @@ def _clock(text: str | None) -> float | None:
 
 def setup_logging(logs_dir: Path) -> None:
     """Log to stderr (the provider captures it) and to logs/agent.log on the node."""
-    logs_dir.mkdir(parents=True, exist_ok=True)
+    logs_dir.mkdir(exist_ok=True)  # never the root itself: a node removed stays removed
     fmt = logging.Formatter("%(asctime)s swjob-agent %(levelname)s %(message)s")
     root = logging.getLogger("swjob")
     root.setLevel(logging.INFO)
@@ -98,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"swjob-agent: {TOKEN_ENV} must be set", file=sys.stderr)
         return USAGE_ERROR
     root = args.root.resolve()
+    if not root.is_dir():  # its provider made it; gone means the node was given up
+        print(f"swjob-agent: --root {root}: no such directory", file=sys.stderr)
+        return USAGE_ERROR
     setup_logging(root / "logs")
     subreaper.become_subreaper()  # a step's orphans come to us, to be ended with it
     cfg = AgentConfig(

@@ -130,7 +130,7 @@ class NodeAgent:
     def __init__(self, cfg: AgentConfig) -> None:
         self.cfg = cfg
         for d in (cfg.workdir, cfg.logs_dir, cfg.state_dir):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(exist_ok=True)  # in the root its provider made: never that root again
         self.journal = Journal(cfg.state_dir / "events.jsonl")
         credential = orphan.container_credential()  # a job that prints its environment shows it
         self.supervisor = Supervisor(

@@ -31,7 +31,7 @@ from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import IO, Any
 
-from agent.forkserver import FLAG
+from agent.forkserver import FLAG, REFUSED
 
 log = logging.getLogger("swjob.local")
 
@@ -87,9 +87,16 @@ class ForkServer:
     def running(self) -> bool:
         return not self._gone
 
+    @property
+    def refused(self) -> bool:
+        """It exited without forking anything: its imports started threads."""
+        return self._gone and self._process.returncode == REFUSED
+
     async def fork(self, argv: Sequence[str], env: Mapping[str, str], root: Path) -> ForkedAgent:
         """An agent started with `argv` and exactly `env`, in `root` (which exists), its
-        output to root/agent.log. Raises ForkServerGone when the server cannot do it."""
+        output to root/agent.log. Raises ForkServerGone when the server did not answer
+        with its pid (an agent forked but never answered for is never given its go: it
+        exits without starting)."""
         line = json.dumps({"argv": list(argv), "env": dict(env), "root": str(root)}).encode()
         answer: Future[ForkedAgent] = Future()
         with self._lock:
@@ -136,6 +143,8 @@ class ForkServer:
         self._ended()
 
     def _ended(self) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(5)  # its code first: `refused` reads it once it is gone
         with self._lock:
             self._gone = True
             answers, self._answers = list(self._answers), deque()
@@ -144,8 +153,6 @@ class ForkServer:
             _fail(answer, ForkServerGone("fork server ended"))
         for exited in agents:
             _settle(exited, None)
-        with contextlib.suppress(OSError):
-            self._process.wait(5)
         log.info("fork server ended (code %s)", self._process.returncode)
 
 
@@ -154,9 +161,16 @@ _server_lock = threading.Lock()
 
 
 def shared(env: Mapping[str, str], umask: int) -> ForkServer:
-    """This process's fork server, started (with `env` and `umask`) if none is running."""
+    """This process's fork server, started (with `env` and `umask`) if none is running.
+    ForkServerGone where there is to be none: off Linux (forking a process that loaded
+    native libraries without an exec is not safe everywhere; untested elsewhere), or
+    once a server refused to fork (each node would pay its imports for nothing)."""
     global _server
     with _server_lock:
+        if not sys.platform.startswith("linux"):
+            raise ForkServerGone("fork server: Linux only")
+        if _server is not None and _server.refused:
+            raise ForkServerGone("fork server refused: threads started at its imports")
         if _server is None or not _server.running:
             _server = ForkServer(env, umask)
         return _server

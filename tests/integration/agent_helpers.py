@@ -181,6 +181,7 @@ class AgentProc:
         cls, orch: FakeOrchestrator, root: Path, *args: str, orchestrator_id: str | None = None
     ) -> AgentProc:
         stderr = root.parent / f"{root.name}.stderr"
+        root.mkdir(parents=True, exist_ok=True)  # its provider's to make, as on a real node
         argv = [
             *("--run-id", "run-1", "--ticket", orch.ticket),
             *("--orchestrator-id", orchestrator_id or orch.id, "--root", str(root)),

@@ -5,10 +5,8 @@ left behind — whether a fork is given up, the server is killed, or its operato
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -150,21 +148,37 @@ def test_an_operator_killed_9_takes_its_fork_server_along_but_not_its_agent(
             eventually(lambda: not pid_alive(agent), what="the orphan ended")
 
 
-def test_a_server_with_threads_does_not_fork(tmp_path: Path) -> None:
+THREADED_PYTHON = """#!/bin/sh
+echo started >> {starts}
+exec {python} -c 'import runpy, sys, threading, time
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+sys.argv = ["agent", *sys.argv[3:]]
+runpy.run_module("agent", run_name="__main__", alter_sys=True)' "$@"
+"""
+"""A python whose start-up runs a thread (a monitoring tool's sitecustomize, say)."""
+
+
+async def test_a_server_with_threads_refuses_once_and_nodes_start_afresh(
+    tmp_path: Path, make_engine, make_job, monkeypatch
+) -> None:
     """A thread started at import would leave any lock it held locked in every child: the
-    server then says so and exits (its operator starts agents afresh), forking nothing."""
-    started_a_thread = (
-        "import threading, time; threading.Thread(target=time.sleep, args=(30,), daemon=True)"
-        ".start(); from agent.forkserver import serve; from agent.main import main; "
-        "raise SystemExit(serve(main))"
-    )
-    request = json.dumps({"argv": ["--no-such-flag"], "env": {}, "root": str(tmp_path)})
-    done = subprocess.run(
-        [sys.executable, "-c", started_a_thread], input=request + "\n", capture_output=True,
-        text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 1 and "threads started at import" in done.stderr
-    assert done.stdout == "" and not (tmp_path / "agent.log").exists()
+    server exits without forking, and every node after starts its agent afresh, without
+    a new server's imports to wait for first."""
+    starts, wrapper = tmp_path / "starts", tmp_path / "python"
+    wrapper.write_text(THREADED_PYTHON.format(starts=starts, python=sys.executable))
+    wrapper.chmod(0o755)
+    kill_own_fork_server()
+    monkeypatch.setattr(forkserver, "_server", None)  # the refusal is this test's alone
+    monkeypatch.setattr(sys, "executable", str(wrapper))
+    engine = await make_engine()
+    job = make_job(run="true")
+    for _ in range(2):
+        view = await asyncio.wait_for(engine.wait(await engine.submit(job, "local")), 60)
+        assert view.state == "COMPLETED", view.reason
+        assert not _created_detail(Path(view.run_dir)).endswith(FORKED)
+    assert forkserver._server is not None and forkserver._server.refused
+    # one server (refused), then the two agents afresh: no server started again
+    assert starts.read_text().splitlines() == ["started"] * 3
 
 
 async def test_a_server_that_does_not_answer_is_killed_and_the_node_starts_afresh(

@@ -214,6 +214,7 @@ async def test_an_agent_given_a_rogue_ticket_obeys_it_never_and_runs_nothing(
                 )
                 pushed.append("sent")
 
+    (tmp_path / "node").mkdir()
     async with rogue(accept=True) as fake, rogue() as real:
         serve = asyncio.create_task(impostor(fake))
         env = {**os.environ, "SWJOB_JOIN_TOKEN": "tok-" + "x" * 20}
