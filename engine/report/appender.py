@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger("swjob.engine")
 
 _BATCH = 4096
 """Queued writes joined into one pass of the writer (same file: one os.write)."""
@@ -124,10 +127,10 @@ async def written() -> None:
 
 def later(work: Callable[[], None]) -> None:
     """Run `work` on the writer thread after everything handed to it before: record
-    keeping ordered with the files' lines. What it raises is raised by the next `later`,
-    once that one's work is queued: a failed write never stops the next from trying."""
+    keeping ordered with the files' lines. `work` reports its own failures (each caller
+    knows whom to tell); what it lets escape is logged, never raised into whoever queues
+    the next work — another run's, or another part's, which could not act on it."""
     _WRITER.put((None, _Later(work)))
-    _WRITER.raise_failed()
 
 
 class _Writer:
@@ -140,12 +143,6 @@ class _Writer:
         self._lock = threading.Lock()
         self._pending: list[Item] = []
         self._thread: threading.Thread | None = None
-        self._failed: Exception | None = None  # what a `later` raised, for the next one
-
-    def raise_failed(self) -> None:
-        if self._failed is not None:
-            failed, self._failed = self._failed, None
-            raise failed
 
     def put(self, item: Item) -> None:
         with self._lock:
@@ -205,8 +202,8 @@ class _Writer:
     def _run_later(self, later: _Later) -> None:
         try:
             later.work()
-        except Exception as exc:
-            self._failed = self._failed or exc
+        except Exception:  # a bug in `work`: the writer thread goes on with the rest
+            log.exception("record keeping on the writer thread failed")
 
 
 def _write_all(handle: AppendFile, data: bytes) -> None:

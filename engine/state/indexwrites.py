@@ -18,7 +18,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from engine.errors import one_line
 from engine.report import appender
 from engine.report.views import RunView
 from engine.state.locked import StateNotWritten
@@ -66,10 +65,7 @@ class IndexWrites:
 
     def _later(self, write: Callable[[], None]) -> None:
         self._loop = asyncio.get_running_loop()
-        try:
-            appender.later(partial(self._write, write))
-        except Exception as exc:  # an earlier record keeping's own failure, raised here once
-            self._say(f"run index not written: {one_line(exc)}")
+        appender.later(partial(self._write, write))
 
     def _write(self, write: Callable[[], None]) -> None:
         """On the writer thread: the loop hears only of changes (failed, written again)."""
