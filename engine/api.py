@@ -32,12 +32,13 @@ from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR
 
 if TYPE_CHECKING:
-    from engine.providers.gc import GONE, Orphan
+    from engine.providers.gc import GONE, Collection, Orphan
 
 __all__ = [
     "DEFAULT_RUNS_DIR",
     "GONE",
     "Chain",
+    "Collection",
     "ConfigFileError",
     "Engine",
     "EngineConfig",
@@ -76,7 +77,7 @@ __all__ = [
     "provisioning_start",
 ]
 
-_LAZY = {"Orphan", "GONE"}
+_LAZY = {"Collection", "Orphan", "GONE"}
 
 
 def __getattr__(name: str) -> Any:

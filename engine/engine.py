@@ -57,7 +57,7 @@ from engine.state.private import set_private_umask
 from engine.state.store import Store
 
 if TYPE_CHECKING:
-    from engine.providers.gc import Orphan
+    from engine.providers.gc import Collection, Orphan
 
 log = logging.getLogger("swjob.engine")
 
@@ -584,8 +584,8 @@ class Engine:
         owned |= {r for r in unfinished - owned if ownership.has_live_owner(r)}
         return owned, unfinished - owned
 
-    async def collect_orphans(self, orphans: list[Orphan]) -> list[str]:
-        """Destroy (verified) the given orphans; returns one line per failure."""
+    async def collect_orphans(self, orphans: list[Orphan]) -> Collection:
+        """Destroy (verified) the given orphans: how many went, and what went wrong."""
         for pool in self.config.pools:
             await self._providers_ready(pool)
         from engine.providers.gc import destroy_orphans

@@ -360,19 +360,17 @@ class SwjobApp(App[None]):
         self.notify(f"destroying {len(orphans)} orphaned node(s)…", title="collect")
         collecting = self.engine.collect_orphans(orphans)
         try:
-            errors = await calls.call(
+            done = await calls.call(
                 "collect orphaned nodes", collecting, timeout=calls.COLLECT_TIMEOUT_S
             )
-        except calls.CallError as exc:
-            errors = [str(exc)]
-        done = len(orphans) - len(errors)
-        if errors:
-            lines = "\n".join(errors)
-            self.notify(f"collected {done} of {len(orphans)}\n{lines}", severity="error")
+        except calls.CallError as exc:  # how many went is not known: the board rechecks
+            self.notify(f"collect: {exc}", severity="error")
         else:
-            self.notify(
-                f"collected {done} of {len(orphans)}: nothing left billing", title="collect"
-            )
+            if done.problems:
+                lines = "\n".join(done.problems)
+                self.notify(f"{done.summary()}\n{lines}", severity="error")
+            else:
+                self.notify(f"{done.summary()}: nothing left billing", title="collect")
         await self._recheck_orphans()
 
     async def _recheck_orphans(self) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from engine.jobs.pools import Pool, PoolFileError, PoolSet
@@ -60,6 +60,20 @@ class Orphan:
         if self.abandoned:
             return f"{line} — its run is abandoned: `swjob attach {self.run_id}` carries it on"
         return line
+
+
+@dataclass
+class Collection:
+    """What destroying orphans came to: how many of them no longer bill, and one line per
+    problem — an orphan left alone or not destroyed, or one destroyed whose records
+    (ledger row, run index) could not all be closed."""
+
+    asked: int
+    destroyed: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return f"collected {self.destroyed} of {self.asked}"
 
 
 class RunClaims(Protocol):
@@ -159,11 +173,10 @@ async def destroy_orphans(
     server_url: str | None = None,
     retry: RetryPolicy | None = None,
     claims: RunClaims | None = None,
-) -> list[str]:
+) -> Collection:
     """Destroy (verified) every orphan instance of ours and close its ledger rows; another
     operator's are skipped. An abandoned run is claimed first and settled once its node is
-    gone; one adopted since it was listed is left alone, and said so. Returns one line per
-    orphan of ours not collected."""
+    gone; one adopted since it was listed is left alone, and said so."""
     try:
         return await _destroy(orphans, pools, ledger, server_url, retry, claims)
     finally:
@@ -178,12 +191,12 @@ async def _destroy(
     server_url: str | None,
     retry: RetryPolicy | None,
     claims: RunClaims | None,
-) -> list[str]:
-    errors: list[str] = []
-    for orphan in orphans:
+) -> Collection:
+    ours = [orphan for orphan in orphans if not orphan.foreign]
+    done = Collection(asked=len(ours))
+    errors = done.problems
+    for orphan in ours:
         claimed = orphan.abandoned and claims is not None and orphan.run_id is not None
-        if orphan.foreign:
-            continue
         if claimed and not claims.take(orphan.run_id):
             errors.append(
                 f"instance {orphan.instance_id} left alone: run {orphan.run_id} was adopted "
@@ -198,6 +211,7 @@ async def _destroy(
             except (TeardownError, VastApiError, PoolFileError) as exc:
                 errors.append(str(exc))
                 continue
+        done.destroyed += 1
         try:
             for entry in orphan.entries:
                 await asyncio.to_thread(ledger.record_destroyed, entry)
@@ -205,7 +219,7 @@ async def _destroy(
             errors.append(f"{orphan.describe()}: destroyed, but its ledger row is open: {exc}")
         if claimed and (unrecorded := await claims.settle(orphan.run_id)):
             errors.append(unrecorded)
-    return errors
+    return done
 
 
 def cli_gc(
@@ -244,8 +258,8 @@ def cli_gc(
     }:
         print("nothing destroyed", file=out)
         return 0
-    errors = asyncio.run(destroy_orphans(ours, pools, ledger, retry=retry, claims=claims))
-    for error in errors:
-        print(f"swjob gc: {error}", file=out)
-    print(f"collected {len(ours) - len(errors)} of {len(ours)}", file=out)
-    return 1 if errors else 0
+    done = asyncio.run(destroy_orphans(ours, pools, ledger, retry=retry, claims=claims))
+    for problem in done.problems:
+        print(f"swjob gc: {problem}", file=out)
+    print(done.summary(), file=out)
+    return 1 if done.problems else 0

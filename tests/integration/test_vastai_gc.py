@@ -59,7 +59,8 @@ async def test_orphans_from_labels_and_ledger_are_found_and_collected(api, pools
     )
     assert by_run["run-halfway"].status == GONE and by_run["run-halfway"].entries == (half,)
 
-    assert await destroy_orphans(orphans, pools, ledger, retry=FAST) == []
+    done = await destroy_orphans(orphans, pools, ledger, retry=FAST)
+    assert done.problems == [] and done.summary() == "collected 3 of 3", done
     assert set(api.cloud.instances) == {int(live), unrelated}
     assert [e.run_id for e in ledger.open_entries()] == ["run-live"]
     api.cloud.destroy(int(live))
@@ -117,8 +118,8 @@ async def test_a_ledger_row_of_a_pool_no_longer_configured_is_reported_not_guess
     ledger.record_created(entry, "424242")
     [orphan] = await find_orphans(pools, ledger, set(), retry=FAST)
     assert orphan.status.startswith("unverifiable") and orphan.instance_id == "424242"
-    errors = await destroy_orphans([orphan], pools, ledger, retry=FAST)
-    assert len(errors) == 1 and "retired" in errors[0]
+    done = await destroy_orphans([orphan], pools, ledger, retry=FAST)
+    assert done.destroyed == 0 and len(done.problems) == 1 and "retired" in done.problems[0]
     assert [e.entry for e in ledger.open_entries()] == [entry]
 
 
@@ -131,4 +132,5 @@ async def test_an_instance_labelled_later_through_the_sdk_is_found(api, pools) -
     await make_api(gpu_pool()).call("label", "label_instance", instance, "swjob:run-late")
     [orphan] = await find_orphans(pools, Ledger(), set(), retry=FAST)
     assert (orphan.run_id, orphan.instance_id) == ("run-late", str(instance))
-    assert await destroy_orphans([orphan], pools, Ledger(), retry=FAST) == []
+    done = await destroy_orphans([orphan], pools, Ledger(), retry=FAST)
+    assert (done.destroyed, done.problems) == (1, [])

@@ -150,6 +150,7 @@ def test_gc_collects_an_abandoned_run_while_another_process_holds_the_index(
     out = collected.stdout
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1, out
     assert f"run r1 not marked FAILED in the run index: {index} is locked" in out
+    assert "collected 1 of 1" in out  # its node is gone: only a record of it is late
     assert run_json(run_dir)["reason"] == "abandoned: destroyed by gc"
     ended = finished(run_dir)
     assert ended is not None and ended.reason == "abandoned: destroyed by gc"
