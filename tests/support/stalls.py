@@ -16,6 +16,11 @@ class Stalls:
     longest_s: float = 0.0
     last: float = field(default_factory=time.monotonic)
 
+    def restart(self) -> None:
+        """Count from now on only (what came before, e.g. an app's start, is not asked about)."""
+        self.longest_s = 0.0
+        self.last = time.monotonic()
+
     def turn(self) -> None:
         """The loop turned now: the time since the last turn, less the tick, was a stall."""
         now = time.monotonic()

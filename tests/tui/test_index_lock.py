@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from engine.state.store import Store
+from engine.state.store import WRITE_WAIT_S, Store
 from tests.support.processes import pid_alive
 from tests.support.runs import agent_pid
 from tests.support.sqlitelock import locked
@@ -29,6 +29,7 @@ async def test_the_console_runs_and_quits_while_another_process_holds_the_index(
         async with watched_loop() as stalls:
             async with app.run_test(size=SIZE) as pilot:
                 await booted(pilot)
+                stalls.restart()  # the app's own start (CSS, compose) is not the lock's
                 run_id = engine.runs()[0].run_id
                 await until(pilot, lambda: engine.run(run_id).phase == "run")
                 lock = f"{index.path} is locked by another process"
@@ -39,7 +40,9 @@ async def test_the_console_runs_and_quits_while_another_process_holds_the_index(
                 await until(pilot, lambda: not app.is_running, 30)
             quit_s = time.monotonic() - asked  # the engine closed on unmount, too
     assert quit_s < QUIT_WITHIN_S, f"quitting took {quit_s:.1f} s"
-    assert stalls.longest_s < 0.5, f"the loop stalled {stalls.longest_s:.2f} s"
+    # a wait on the lock holds the loop WRITE_WAIT_S at least; a loaded machine's slow
+    # redraw never comes near half of it
+    assert stalls.longest_s < WRITE_WAIT_S / 2, f"the loop stalled {stalls.longest_s:.2f} s"
     view = engine.run(run_id)
     assert view is not None and view.state == "FAILED" and view.reason == "stopped by operator"
     assert not pid_alive(agent)
