@@ -10,7 +10,8 @@ With `--before DIR` (a checkout of another swjob version) validate, plan and run
 run from that tree, for a before → after table from one run (not `run`: the local pool
 starts the installed agent, which must match the engine).
 
-State, cache, config, runs and bytecode live in a temp dir removed afterwards.
+State, cache, config and runs live in a temp dir removed afterwards; bytecode is kept
+where Python keeps it (__pycache__/), as an installed swjob has it.
 
     python -m tests.bench.startup [-n 10] [--before DIR] [--no-run]
 """
@@ -53,10 +54,10 @@ def _commands(runs_dir: Path, with_run: bool) -> dict[str, list[str]]:
 def _env(root: Path, tree: Path) -> dict[str, str]:
     env = {**os.environ, "SWJOB_IROH_RELAY": "disabled", "SWJOB_IROH_BIND": "127.0.0.1:0"}
     # An installed swjob has its bytecode; a source tree under PYTHONDONTWRITEBYTECODE would
-    # compile every module on every start. Bytecode goes to the temp dir, made by a first
-    # round that is not counted.
+    # compile every module on every start. A first round, not counted, writes what is
+    # missing (beside the sources: a cache dir of its own would compile every installed
+    # library too, seconds of a smoke run).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     for name in ("STATE", "CACHE", "CONFIG"):
         env[f"SWJOB_{name}_DIR"] = str(root / name.lower())
     env["PYTHONPATH"] = str(tree)  # found before any installed swjob
