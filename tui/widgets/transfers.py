@@ -26,16 +26,32 @@ def describe(tp: TransferProgress) -> str:
 
 
 class TransferBar(Horizontal):
+    """One transfer's bar. It is in the screen as soon as it is mounted, but its bar and
+    figures only once its Mount comes: progress shown before then is kept and drawn then
+    (asked of the missing bar, it raised NoMatches and took the console down)."""
+
     def __init__(self, direction: str) -> None:
         super().__init__(id=f"transfer-{direction}", classes="transfer")
         self.direction = direction
+        self._latest: TransferProgress | None = None
+        self._ready = False  # its bar and figures are there (is_mounted comes later still)
 
     def compose(self) -> ComposeResult:
         yield Label(TITLES[self.direction], classes="transfer-title")
         yield ProgressBar(total=None, show_eta=False)
         yield Label("", classes="transfer-figures")
 
+    def on_mount(self) -> None:
+        self._ready = True
+        if self._latest is not None:
+            self._draw(self._latest)
+
     def show(self, tp: TransferProgress) -> None:
+        self._latest = tp
+        if self._ready:
+            self._draw(tp)
+
+    def _draw(self, tp: TransferProgress) -> None:
         self.query_one(ProgressBar).update(total=max(tp.bytes_total, 1), progress=tp.bytes_done)
         self.query_one(".transfer-figures", Label).update(describe(tp))
 
@@ -59,8 +75,8 @@ class Transfers(Vertical):
             bars = self.query(f"#transfer-{direction}")
             if not bars:
                 bar = TransferBar(direction)
+                bar.show(tp)  # drawn when it is mounted
                 self.mount(bar)
-                bar.call_after_refresh(bar.show, tp)
             else:
                 bars.first(TransferBar).show(tp)
         self.display = bool(shown)
