@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -56,8 +57,7 @@ class ForkedAgent:
         # shielded: a caller's timeout must not cancel the one future every waiter shares
         code = await asyncio.shield(asyncio.wrap_future(self.exited))
         if code is None:
-            while pid_running(self.pid):
-                await asyncio.sleep(GONE_POLL_S)
+            await until_gone(self.pid)
         return code
 
 
@@ -194,6 +194,13 @@ def pid_running(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 
+async def until_gone(pid: int) -> None:
+    """Return once `pid` no longer runs: polled, for a process that is not our child
+    (no exit of it reaches us)."""
+    while pid_running(pid):
+        await asyncio.sleep(GONE_POLL_S)
+
+
 def _settle(future: Future[Any] | None, value: object) -> bool:
     """Give `future` its result; False if nobody waits for it any more (cancelled)."""
     if future is None:
@@ -212,4 +219,4 @@ def _fail(future: Future[Any], exc: Exception) -> None:
 
 def _kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, 9)
+        os.kill(pid, signal.SIGKILL)

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.providers.base import Bootstrap, NodeHandle, Preempted, ProvisionError
-from engine.providers.forkserver import ForkedAgent, ForkServerGone, pid_running
+from engine.providers.forkserver import ForkedAgent, ForkServerGone, until_gone
 from engine.providers.localspawn import fork_server, log, node_base_env, node_root, spawn_agent
 from engine.report import scope
 from engine.report.events import BootPhase
@@ -63,8 +63,7 @@ class _LocalNode:
         """The exit code (None for an adopted process: only its parent could reap it)."""
         if self.process is not None:
             return await self.process.wait()
-        while pid_running(self.pid):
-            await asyncio.sleep(0.2)
+        await until_gone(self.pid)
         return None
 
 
