@@ -48,7 +48,8 @@ def node_root(node_id: str) -> Path:
 
 def fork_server() -> forkserver.ForkServer:
     """This process's fork server, started now (with a node's bare environment) if none
-    is running. Raises OSError when it cannot be started."""
+    is running. Raises OSError when it cannot be started, ForkServerGone where there is
+    to be none (off Linux, or after a refusal)."""
     return forkserver.shared(node_base_env(os.environ), NODE_UMASK)
 
 
@@ -57,7 +58,7 @@ def warm() -> None:
     starts its agent afresh otherwise, and its failure, if any, says why)."""
     try:
         fork_server()
-    except OSError as exc:
+    except (OSError, forkserver.ForkServerGone) as exc:
         log.info("no fork server: %s", exc)
 
 

@@ -201,3 +201,17 @@ async def test_a_server_that_does_not_answer_is_killed_and_the_node_starts_afres
         stopped.kill()  # never left stopped for the tests after this one
     second = await asyncio.wait_for(engine.wait(await engine.submit(job, "local")), 60)
     assert _created_detail(Path(second.run_dir)).endswith(FORKED)
+
+
+async def test_off_linux_nothing_is_forked_and_warming_is_no_error(
+    make_engine, make_job, monkeypatch
+) -> None:
+    """Where no fork server is to be, an engine that warms its agents still starts, and
+    its nodes' agents are started afresh."""
+    monkeypatch.setattr(sys, "platform", "darwin")
+    engine = await make_engine(warm_agents=True)
+    view = await asyncio.wait_for(
+        engine.wait(await engine.submit(make_job(run="true"), "local")), 60
+    )
+    assert view.state == "COMPLETED", view.reason
+    assert not _created_detail(Path(view.run_dir)).endswith(FORKED)
