@@ -105,6 +105,8 @@ def _answer(line: bytes, agent_main: AgentMain) -> None:
     os.close(wait_go)
     try:
         os.write(give_go, GO if _say({"pid": pid}) else NOBODY)
+    except BrokenPipeError:
+        pass  # it died before its go: its operator gave it up and killed it on its pid
     finally:
         os.close(give_go)
 
