@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from engine.state.paths import cache_dir
 from tests.support.cli import Cli
+from tests.support.processes import node_dirs
 from tests.support.runs import only_run_dir
 from tests.support.waiting import eventually
 
@@ -44,6 +46,10 @@ def test_an_adopter_with_a_slower_pool_keeps_the_node_from_redialing(
     run_dir = only_run_dir(tmp_path / "runs", "paced")
     eventually(lambda: owner.has_printed("run | waiting"), 60, "the job running")
     owner.kill9()
+    # the node sees its owner's death first (an adopter within its 0.5 s would not let it)
+    [node] = node_dirs()
+    agent_log_now = cache_dir() / "nodes" / node / "logs" / "agent.log"
+    eventually(lambda: "orchestrator silent" in agent_log_now.read_text(), 30, "silence seen")
     adopter = clis("attach", run_dir.name, cwd=tmp_path)  # no pools file: the local 10 s
     eventually(lambda: adopter.has_printed("recovered after operator restart"), 60, "adopted")
     release.touch()
