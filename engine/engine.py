@@ -50,7 +50,7 @@ from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.state import identity, ownership
-from engine.state.indexwrites import IndexWrites
+from engine.state.indexwrites import IndexWrites, Unwritten
 from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import set_private_umask
@@ -365,7 +365,8 @@ class Engine:
         return True
 
     async def _adopt_orphans(self) -> None:
-        assert self._store is not None
+        assert self._store is not None and self._index is not None
+        await self._index.write_in_kept()  # a run left running while the index was held
         unfinished = [view.run_id for view, _ in self._store.unfinished()]
         for run_id in [*unfinished, *self._store.not_started()]:
             if run_id in self._drivers or run_id in self._unadoptable:
@@ -520,14 +521,21 @@ class Engine:
         """The index does not hold the run's latest row (another process holds its lock)."""
         return self._index is not None and run_id in self._index.unwritten()
 
-    def _say_unwritten(self, runs: list[str]) -> None:
+    def _say_unwritten(self, unwritten: Unwritten) -> None:
         """At close, the runs whose last state the index lacks: said on the stream and on
         stderr (a closing console or `swjob run` has stopped reading the stream)."""
-        message = (
-            f"run index not written at exit: the last state of run(s) {', '.join(runs)} is "
-            "only in their landing dirs (the next `swjob-tui` or `swjob attach` ends one the "
-            "index shows unfinished from there)"
-        )
+        runs = ", ".join(unwritten.runs)
+        if unwritten.kept_in is not None:
+            message = (
+                f"run index not written at exit: the last state of run(s) {runs} is kept in "
+                f"{unwritten.kept_in}; the next swjob to open the index writes it in (then "
+                "`swjob-tui` or `swjob attach` carries on a run left running)"
+            )
+        else:
+            message = (
+                f"run index not written at exit, nor kept beside it ({unwritten.problem}): "
+                f"the last state of run(s) {runs} is only in their landing dirs"
+            )
         self._engine_alert(message)
         log.warning("%s", message)
         self.closing_note = message

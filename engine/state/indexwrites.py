@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from engine.report import appender
@@ -25,6 +27,16 @@ from engine.state.store import Store
 
 RETRY_S = 1.0
 """How often kept rows are tried again while the index cannot be written."""
+
+
+@dataclass
+class Unwritten:
+    """At close, the runs whose latest row is not in the index, and where it was kept
+    (`kept_in`) — or why it could not be (`problem`)."""
+
+    runs: list[str]
+    kept_in: Path | None = None
+    problem: str = ""
 
 
 class IndexWrites:
@@ -52,16 +64,34 @@ class IndexWrites:
         """Runs whose latest row the index does not hold yet (it is kept and retried)."""
         return self._store.unwritten()
 
-    async def close(self) -> list[str]:
-        """One last try, waiting for the lock at most WRITE_WAIT_S; returns the runs whose
-        latest row is still not in the index."""
+    async def close(self) -> Unwritten | None:
+        """One last try, waiting for the lock at most WRITE_WAIT_S; then the rows still
+        not in the index are kept in files beside it, for the next process that opens it
+        (engine/state/spill.py). None when every row is in."""
         self._closed = True
         if self._retrying is not None:
             self._retrying.cancel()
         if self._store.unwritten():
             self._later(self._store.retry)
             await appender.written()
-        return self._store.unwritten()
+        if not (runs := self._store.unwritten()):
+            return None
+        unwritten = Unwritten(runs)
+        appender.later(partial(self._keep, unwritten))
+        await appender.written()
+        return unwritten
+
+    async def write_in_kept(self) -> None:
+        """Write in the rows other processes kept beside the index (on the writer thread,
+        as every write of ours; a held index is said as any failed write)."""
+        self._later(self._store.write_in_kept)
+        await appender.written()
+
+    def _keep(self, unwritten: Unwritten) -> None:
+        try:
+            unwritten.kept_in = self._store.keep_unwritten()
+        except OSError as exc:  # the state dir's disk full too: the landing dirs remain
+            unwritten.problem = exc.strerror or str(exc)
 
     def _later(self, write: Callable[[], None]) -> None:
         self._loop = asyncio.get_running_loop()

@@ -11,7 +11,9 @@ caches its summary.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -19,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.report.views import RunView
-from engine.state.locked import not_written
+from engine.state import ownership, spill
+from engine.state.locked import StateNotWritten, not_written
 from engine.state.paths import state_dir
+
+log = logging.getLogger("swjob.engine")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -53,6 +58,20 @@ class _Row:
     recovery: dict[str, Any] | None
     next_attempt: tuple[str, dict[str, Any]] | None
 
+    def to_json(self) -> str:
+        view = json.loads(self.view.model_dump_json())
+        return json.dumps({"view": view, "recovery": self.recovery, "next": self.next_attempt})
+
+    @classmethod
+    def from_json(cls, text: str) -> _Row:
+        row = json.loads(text)
+        following = row["next"]
+        return cls(
+            RunView.model_validate(row["view"]),
+            row["recovery"],
+            (following[0], following[1]) if following else None,
+        )
+
 
 class Store:
     def __init__(self, path: Path | None = None, *, any_thread: bool = False) -> None:
@@ -76,6 +95,8 @@ class Store:
         self.failing = False  # the last write failed: saves do not wait until one succeeds
         self._parsed: dict[str, RunView] = {}  # the last read's summaries → views, in order
         self._views_key: tuple[int, int, int] | None = None
+        with contextlib.suppress(StateNotWritten):  # still held: the next open, or scan
+            self.write_in_kept()
 
     def close(self) -> None:
         self._db.close()
@@ -115,16 +136,11 @@ class Store:
             rows = list(self._pending.values())
         if not rows:
             return
-        wait_s = WRITE_WAIT_S if wait_s is None else wait_s
-        self._db.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         try:
-            with self._db:
-                self._db.execute("BEGIN IMMEDIATE")
-                for row in rows:
-                    self._write(row)
-        except sqlite3.Error as exc:
+            self._commit(rows, WRITE_WAIT_S if wait_s is None else wait_s)
+        except StateNotWritten:
             self.failing = True
-            raise not_written(self.path, exc) from None
+            raise
         self.failing = False
         with self._pending_lock:
             for row in rows:
@@ -135,6 +151,50 @@ class Store:
         """The runs whose latest summary is kept, not yet in the index."""
         with self._pending_lock:
             return list(self._pending)
+
+    def keep_unwritten(self) -> Path:
+        """The rows still kept, written to files beside the index for the next process
+        that opens it (engine/state/spill.py): this one is ending. Returns their folder."""
+        with self._pending_lock:
+            rows = {run_id: row.to_json() for run_id, row in self._pending.items()}
+        return spill.keep(self.path, rows)
+
+    def write_in_kept(self) -> None:
+        """Write in the rows an earlier process kept beside the index, each under its
+        run's lease (a run with a live owner is left: that owner wrote its row in before
+        it could drive it). Raises StateNotWritten while the index is held: the files
+        stay for the next try."""
+        for run_id in spill.kept(self.path):
+            lease = ownership.acquire(run_id)
+            if lease is None:
+                continue
+            ended = False
+            try:
+                text = spill.read(self.path, run_id)
+                if text is None:  # written in by another process meanwhile
+                    continue
+                try:
+                    row = _Row.from_json(text)
+                except (ValueError, KeyError, TypeError, IndexError) as exc:
+                    log.warning("%s: unreadable, left as it is: %s", spill.folder(self.path), exc)
+                    continue
+                self._commit([row], 0.0)
+                spill.remove(self.path, run_id)
+                ended = row.view.finished is not None
+            finally:
+                lease.release(finished=ended)  # an ended run's lock file goes, as at its end
+
+    def _commit(self, rows: list[_Row], wait_s: float) -> None:
+        """Write `rows` in one transaction, waiting at most `wait_s` for another process's
+        write lock; StateNotWritten (naming the file) if they cannot be written."""
+        self._db.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+        try:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                for row in rows:
+                    self._write(row)
+        except sqlite3.Error as exc:
+            raise not_written(self.path, exc) from None
 
     def _write(self, row: _Row) -> None:
         if row.next_attempt is not None:

@@ -5,13 +5,17 @@ stopped, its node torn down) is held up by a bounded wait only."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from pathlib import Path
 
+from engine.jobs.jobspec import load_job
 from engine.state.store import WRITE_WAIT_S, Store
 from tests.support.processes import pid_alive
-from tests.support.runs import agent_pid
+from tests.support.runs import agent_pid, waiting_job
 from tests.support.sqlitelock import locked
 from tests.support.stalls import watched_loop
+from tests.support.waiting import eventually_async
 from tests.tui.conftest import SIZE, booted, toasts, until
 from tui.app import SwjobApp
 
@@ -47,4 +51,42 @@ async def test_the_console_runs_and_quits_while_another_process_holds_the_index(
     assert view is not None and view.state == "FAILED" and view.reason == "stopped by operator"
     assert not pid_alive(agent)
     note = engine.closing_note  # printed by `swjob-tui` once its screen is gone
-    assert note is not None and run_id in note and "only in their landing dirs" in note
+    assert note is not None and run_id in note and "the next swjob to open the index" in note
+
+
+async def test_runs_left_running_while_the_index_is_held_are_adopted_by_the_next_engine(
+    engine, make_engine, tmp_path: Path
+) -> None:
+    """`q` then `l` with the index held from before the run: the console quits within
+    the bounded wait, the run's node goes on (billing, as asked), and its row — never
+    written — is kept beside the index. Before, it died with the console: no later swjob
+    knew of the run, and its node billed until its orphan timeout. Once the lock is gone,
+    the next engine writes the row in and adopts the run to its end."""
+    index = Store()
+    index.close()
+    release = tmp_path / "release"
+    app = SwjobApp(engine, jobs=[load_job(waiting_job(tmp_path / "p", "held", release))])
+    with locked(index.path):
+        async with app.run_test(size=SIZE) as pilot:
+            await booted(pilot)
+            run_id = engine.runs()[0].run_id
+            await until(pilot, lambda: engine.run(run_id).phase == "run")
+            lock = f"{index.path} is locked by another process"
+            await until(pilot, lambda: any(lock in note for note in toasts(app)))
+            agent = agent_pid(engine.run(run_id).run_dir)
+            asked = time.monotonic()
+            await pilot.press("q", "l")
+            await until(pilot, lambda: not app.is_running, 30)
+        quit_s = time.monotonic() - asked
+    assert quit_s < QUIT_WITHIN_S, f"quitting took {quit_s:.1f} s"
+    assert pid_alive(agent), "the node was left running: its agent goes on"
+    kept = index.path.parent / "unindexed" / f"{run_id}.json"
+    assert kept.exists(), "its row is kept beside the index"
+    later = await make_engine(runs_dir=tmp_path / "runs")  # opening the index writes it in
+    assert not kept.exists()
+    assert await later.adopt(run_id), "the next engine adopts the run left running"
+    release.touch()
+    view = await asyncio.wait_for(later.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert (Path(view.run_dir) / "outputs" / "out.txt").read_text() == "done\n"
+    await eventually_async(lambda: not pid_alive(agent), what="its node torn down")

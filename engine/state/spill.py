@@ -1,0 +1,61 @@
+"""Index rows an engine could not write before it ended, kept as files beside the index.
+
+Another process may hold runs.sqlite's write lock past a closing engine's last try
+(engine/state/indexwrites.py). The rows it kept in memory would die with it, and a run
+left running (`l` at the console's quit) whose row never got in would be known to no
+later swjob: nobody would adopt it, and its node would bill until its orphan timeout.
+So they are written here, one file per run (`unindexed/<run id>.json`, private like the
+index: they hold the same join tokens), and the next process that opens the index writes
+them in (engine/state/store.py), each under the run's lease. Under the lease a file is
+the run's latest state: an owner that adopted the run wrote its file in and removed it
+first, so a file is never applied over what a later owner has written since.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+DIR = "unindexed"
+SUFFIX = ".json"
+
+
+def folder(index: Path) -> Path:
+    return index.parent / DIR
+
+
+def keep(index: Path, rows: dict[str, str]) -> Path:
+    """Write each run's row (its JSON text) to its file, whole or not at all (a temp
+    file renamed over it); returns the folder."""
+    where = folder(index)
+    where.mkdir(mode=0o700, exist_ok=True)
+    for run_id, text in rows.items():
+        temp = where / f".{run_id}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temp, where / f"{run_id}{SUFFIX}")
+    return where
+
+
+def kept(index: Path) -> list[str]:
+    """The runs with a row kept here (none when the folder does not exist)."""
+    try:
+        names = os.listdir(folder(index))
+    except OSError:
+        return []
+    return sorted(n.removesuffix(SUFFIX) for n in names if n.endswith(SUFFIX) and n[0] != ".")
+
+
+def read(index: Path, run_id: str) -> str | None:
+    """The run's kept row; None once it has been written in (its file removed)."""
+    try:
+        return (folder(index) / f"{run_id}{SUFFIX}").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def remove(index: Path, run_id: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (folder(index) / f"{run_id}{SUFFIX}").unlink()

@@ -1,0 +1,107 @@
+"""Rows an engine could not write into the index before it ended are kept beside it, and
+the next process to open the index writes them in: under each run's lease, so a run a
+live owner drives is left to it, and an ended run's lock file goes as at its end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from engine.report.views import RunView
+from engine.state import ownership, spill, store
+from engine.state.locked import StateNotWritten
+from engine.state.paths import state_dir
+from engine.state.store import Store
+from tests.support.sqlitelock import locked
+
+AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+NEXT = ("run-b", {"number": 2})
+
+
+def view(run_id: str = "run-a", finished: bool = False) -> RunView:
+    return RunView(
+        run_id=run_id, job_name="job", pool="p", state="COMPLETED" if finished else "RUNNING",
+        phase="done" if finished else "run", created=AT, updated=AT, run_dir=Path("/runs"),
+        finished=AT if finished else None,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setattr(store, "WRITE_WAIT_S", 0.05)  # a held lock fails a save at once
+    path = tmp_path / "runs.sqlite"
+    Store(path).close()
+    yield path
+
+
+def kept_by_a_closing_engine(index: Path, *rows: RunView) -> None:
+    """As an engine closing while another process holds the index leaves them."""
+    ours = Store(index)
+    with locked(index):
+        for row in rows:
+            with pytest.raises(StateNotWritten):
+                ours.save(row, {"token": "t"}, NEXT if row.run_id == "run-a" else None)
+        ours.keep_unwritten()
+    ours.close()
+    assert spill.kept(index) == sorted(r.run_id for r in rows)
+
+
+def test_the_next_open_writes_the_kept_rows_in(index: Path) -> None:
+    kept_by_a_closing_engine(index, view("run-a"), view("run-c"))
+    later = Store(index)
+    assert {v.run_id for v, _ in later.unfinished()} == {"run-a", "run-c"}
+    assert later.recovery("run-a") == {"token": "t"}
+    assert later.next_run("run-a") == "run-b"  # the attempt after it, with it
+    assert spill.kept(index) == []
+
+
+def test_a_run_with_a_live_owner_keeps_its_file(index: Path) -> None:
+    """Its owner wrote the file in before it could drive the run (and removed it): a
+    file found under someone else's lease is not ours to apply."""
+    kept_by_a_closing_engine(index, view())
+    lease = ownership.acquire("run-a")
+    assert lease is not None
+    try:
+        assert Store(index).unfinished() == []
+        assert spill.kept(index) == ["run-a"]
+    finally:
+        lease.release()
+    assert [v.run_id for v, _ in Store(index).unfinished()] == ["run-a"]
+
+
+def test_an_ended_runs_lock_file_goes_once_its_end_is_written_in(index: Path) -> None:
+    kept_by_a_closing_engine(index, view(finished=True))
+    lease = ownership.acquire("run-a")  # as its engine held it, then let go at close
+    assert lease is not None
+    lease.release()
+    lock_file = state_dir() / "leases" / "run-a.lock"
+    assert lock_file.exists()
+    found = Store(index).find("run-a")
+    assert found is not None and found.finished == AT
+    assert not lock_file.exists()
+
+
+def test_a_held_index_leaves_the_files_for_a_later_try(index: Path) -> None:
+    kept_by_a_closing_engine(index, view())
+    with locked(index):
+        opened = Store(index)  # opens all the same
+        assert spill.kept(index) == ["run-a"]
+        with pytest.raises(StateNotWritten, match="locked by another process"):
+            opened.write_in_kept()
+    opened.write_in_kept()  # as the console's next adoption scan does
+    assert [v.run_id for v, _ in opened.unfinished()] == ["run-a"]
+    assert spill.kept(index) == []
+
+
+def test_an_unreadable_kept_file_is_left_and_the_index_opens(
+    index: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    spill.keep(index, {"run-x": "{not json"})
+    opened = Store(index)
+    assert opened.unfinished() == []
+    assert spill.kept(index) == ["run-x"]
+    assert "unreadable, left as it is" in caplog.text
+    assert not ownership.has_live_owner("run-x")  # its lease given back
