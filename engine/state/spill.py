@@ -32,10 +32,15 @@ def keep(index: Path, rows: dict[str, str]) -> Path:
     where.mkdir(mode=0o700, exist_ok=True)
     for run_id, text in rows.items():
         temp = where / f".{run_id}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temp, where / f"{run_id}{SUFFIX}")
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(temp, where / f"{run_id}{SUFFIX}")
+        except OSError:
+            with contextlib.suppress(OSError):
+                temp.unlink()  # a disk full: no half a row left behind
+            raise
     return where
 
 

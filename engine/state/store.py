@@ -175,8 +175,11 @@ class Store:
                     continue
                 try:
                     row = _Row.from_json(text)
+                    if row.view.run_id != run_id:
+                        raise ValueError(f"it holds run {row.view.run_id}")
                 except (ValueError, KeyError, TypeError, IndexError) as exc:
-                    log.warning("%s: unreadable, left as it is: %s", spill.folder(self.path), exc)
+                    where = spill.folder(self.path) / f"{run_id}{spill.SUFFIX}"
+                    log.warning("%s: unreadable, left as it is: %s", where, exc)
                     continue
                 self._commit([row], 0.0)
                 spill.remove(self.path, run_id)

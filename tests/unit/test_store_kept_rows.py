@@ -4,6 +4,7 @@ live owner drives is left to it, and an ended run's lock file goes as at its end
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -99,9 +100,16 @@ def test_a_held_index_leaves_the_files_for_a_later_try(index: Path) -> None:
 def test_an_unreadable_kept_file_is_left_and_the_index_opens(
     index: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    spill.keep(index, {"run-x": "{not json"})
+    misnamed = json.dumps(
+        {"view": view("run-a").model_dump(mode="json"), "recovery": None, "next": None}
+    )
+    spill.keep(index, {
+        "run-x": "{not json",
+        "run-y": '{"view": {}, "recovery": null, "next": null}',  # not a run's summary
+        "run-z": misnamed,  # another run's row under this run's lease: not applied
+    })  # fmt: skip
     opened = Store(index)
     assert opened.unfinished() == []
-    assert spill.kept(index) == ["run-x"]
+    assert spill.kept(index) == ["run-x", "run-y", "run-z"]
     assert "unreadable, left as it is" in caplog.text
-    assert not ownership.has_live_owner("run-x")  # its lease given back
+    assert not any(ownership.has_live_owner(r) for r in ("run-x", "run-y", "run-z"))
