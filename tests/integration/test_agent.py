@@ -245,7 +245,11 @@ async def test_orphaned_agent_stops_the_job_and_exits_5(start_agent: StartAgent)
         "until [ -f ../state/step.pgid ]; do sleep 0.01; done; rm ../state/step.pgid; "
         "mkdir ../state/step.pgid",
         "rm -rf ../state",  # the agent's state dir deleted, journal and all
-        "rm -rf ../state; echo junk > ../state",  # ... and replaced by a file
+        # ... and replaced by a file, once the agent has written the step's pgid there (a
+        # rm before that write lost the race for the name: the agent's mkdir came between
+        # the rm and the echo, which failed on a directory: 1 full run in 4)
+        "until [ -f ../state/step.pgid ]; do sleep 0.01; done; "
+        "rm -rf ../state; echo junk > ../state",
         "rm -rf ../state ../logs; mkdir -p ../state/events.jsonl",  # names taken by directories
     ],
 )
