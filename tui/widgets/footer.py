@@ -8,9 +8,16 @@ The footer builds its keys afresh on every change of the bindings (the focus, th
 screen, the run under the cursor). Each key mounted roomy or compact and was then switched
 to the footer's style, one to two more stylings of ~3 ms each: 30-50 ms of the console's
 loop per change. So each key gets its style before it mounts.
+
+Most of those changes leave the keys as they were (the cursor moved to another run of the
+same state, the focus went to a pane with the same keys): then the keys are left mounted
+rather than removed and built again identical, a restyling and a relayout of the footer
+spared for nothing on screen changing.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from textual import events
 from textual.app import ComposeResult
@@ -21,7 +28,21 @@ COMPACT_BELOW = 100  # columns: the detail's keys need 85 in the roomy style
 
 
 class Footer(TextualFooter):
+    _composed_from: Any = None
+
+    def _keys_from(self) -> Any:
+        """Everything Textual's `compose` makes the keys from: the screen's bindings (each
+        with whether it is enabled and its tooltip), and the footer's own settings."""
+        if not (self._bindings_ready and self.is_attached):
+            return None
+        bindings = tuple(
+            (key, binding, enabled, tooltip)
+            for key, (_, binding, enabled, tooltip) in self.screen.active_bindings.items()
+        )
+        return (bindings, self.compact, self.show_command_palette)
+
     def compose(self) -> ComposeResult:
+        self._composed_from = self._keys_from()
         for widget in super().compose():
             if isinstance(widget, FooterKey):
                 # the value Textual gives it once mounted: the footer's (the palette key
@@ -31,6 +52,12 @@ class Footer(TextualFooter):
                 widget.set_reactive(FooterKey.compact, compact)
                 widget.set_class(compact, "-compact", update=False)
             yield widget
+
+    async def recompose(self) -> None:
+        keys = self._keys_from()
+        if keys is not None and keys == self._composed_from:
+            return  # the keys shown are already these
+        await super().recompose()
 
     def on_resize(self, event: events.Resize) -> None:
         self.compact = event.size.width < COMPACT_BELOW
