@@ -55,13 +55,19 @@ def fork_servers(parent: int) -> list[int]:
 
 
 def kill_own_fork_server() -> None:
-    """Kill this process's fork server (by pid) and wait until it is reaped: its reader
-    has seen it go by then, so the next local node starts a new one."""
+    """Kill this process's fork server (by pid) and wait until its reader has seen it go
+    (reaped is not enough: the reader reaps it, then marks it gone), so the next local
+    node, or warm(), starts a new one."""
+    from engine.providers import forkserver
     from tests.support.waiting import eventually
 
-    for pid in fork_servers(os.getpid()):
+    killed = fork_servers(os.getpid())
+    for pid in killed:
         kill_quietly(pid)
         eventually(
             lambda pid=pid: pid not in [c.pid for c in psutil.Process().children()],
             what="the killed fork server reaped",
         )
+    server = forkserver._server
+    if server is not None and server.pid in killed:
+        eventually(lambda: not server.running, what="the killed fork server seen gone")
