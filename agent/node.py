@@ -58,6 +58,11 @@ log = logging.getLogger("swjob.agent")
 DIAL_TIMEOUT_S = 10.0
 FLUSH_ON_EXIT_S = 2.0
 ENDPOINT_CLOSE_S = 3.0
+CLOSE_WAIT_S = 0.5
+"""How long an exiting agent waits on its endpoint's close. Its peers are told at once;
+the rest is QUIC's draining of each connection — for a dial to a dead orchestrator
+abandoned at a take-over, the whole ENDPOINT_CLOSE_S — which an exiting process has no
+use for (its events were acknowledged before: `_flush_sent`)."""
 ORPHAN_CLOCK_TICK_S = 1.0  # the orphan clock re-reads the session state at least this often
 UNKNOWN_RUN = "unknown run"  # an engine's answer when it does not drive the run (control.py)
 
@@ -179,7 +184,7 @@ class NodeAgent:
             await self.supervisor.stop(self.cfg.grace)
             self.journal.close()
             with contextlib.suppress(*DIAL_ERRORS):  # never let a stuck close keep us alive
-                async with asyncio.timeout(ENDPOINT_CLOSE_S):
+                async with asyncio.timeout(CLOSE_WAIT_S):
                     await self._ep.close()
 
     async def _orphan_clock(self) -> None:

@@ -330,3 +330,8 @@ async def test_a_node_whose_orchestrator_died_follows_an_adopter_at_once(
     await reclaim(second.ep, ticket, "run-1", REATTACH_KEY)
     await second.until(lambda: len(second.hellos) == 1, timeout=5)
     assert time.monotonic() - started < 5
+    # and it exits promptly when stopped: its endpoint's close waited out the abandoned
+    # dial's draining (the whole 3 s close bound) before
+    asked = time.monotonic()
+    await node.kill()
+    assert node.proc.returncode == 0 and time.monotonic() - asked < 2.5
