@@ -89,6 +89,7 @@ class Probe:
         self.collections: list[tuple[int, float, str]] = []  # generation, seconds, thread
         self._gc_started = 0.0
         self._watching = attribute
+        self.tracked = (0, 0)  # objects a full collection walks, and those frozen at boot
 
     def start(self) -> None:
         self.cpu = (time.thread_time(), time.process_time())
@@ -131,6 +132,9 @@ class Probe:
         self.cpu = (loop_s, process_s - loop_s)  # from start: the loop thread's, the others'
         if self._watching:
             gc.callbacks.remove(self._collected)
+            # what a full collection walks: the objects the console made after its boot
+            # freeze (the frozen ones it skips)
+            self.tracked = (len(gc.get_objects()), gc.get_freeze_count())
         self._watching = False
         assert self._task is not None
         self._task.cancel()
@@ -277,6 +281,10 @@ def report(probe: Probe) -> None:
         print(f"  stalled in ({count} × 10 ms samples): {where}")
     for where, count in probe.beside.most_common(5):
         print(f"  meanwhile another thread in ({count} samples): {where}")
+    if probe.tracked[0]:
+        walked, frozen = probe.tracked
+        print(f"  tracked objects at the end: {walked} walked by a full collection, ", end="")
+        print(f"{frozen} frozen at boot")
     for generation in sorted({g for g, _, _ in probe.collections}):
         took = [(s * 1000, on) for g, s, on in probe.collections if g == generation]
         on_loop = sum(1 for _, on in took if on == "loop")
