@@ -162,8 +162,10 @@ class Store:
     def write_in_kept(self) -> None:
         """Write in the rows an earlier process kept beside the index, each under its
         run's lease (a run with a live owner is left: that owner wrote its row in before
-        it could drive it). Raises StateNotWritten while the index is held: the files
-        stay for the next try."""
+        it could drive it). A file older than the run's row, or kept of a run the index
+        shows ended, is stale and removed unapplied: its run was adopted from the index
+        while the file could not be written in (the index held), and carried on. Raises
+        StateNotWritten while the index is held: the files stay for the next try."""
         for run_id in spill.kept(self.path):
             lease = ownership.acquire(run_id)
             if lease is None:
@@ -181,11 +183,22 @@ class Store:
                     where = spill.folder(self.path) / f"{run_id}{spill.SUFFIX}"
                     log.warning("%s: unreadable, left as it is: %s", where, exc)
                     continue
+                if (indexed := self._indexed(run_id)) is not None and (
+                    indexed.finished is not None or indexed.updated > row.view.updated
+                ):  # a later owner carried it on (from its landing dir) since: stale
+                    spill.remove(self.path, run_id)
+                    ended = indexed.finished is not None
+                    continue
                 self._commit([row], 0.0)
                 spill.remove(self.path, run_id)
                 ended = row.view.finished is not None
             finally:
                 lease.release(finished=ended)  # an ended run's lock file goes, as at its end
+
+    def _indexed(self, run_id: str) -> RunView | None:
+        """The run's summary as the index holds it now."""
+        found = self._db.execute("SELECT view FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return RunView.model_validate_json(found[0]) if found else None
 
     def _commit(self, rows: list[_Row], wait_s: float) -> None:
         """Write `rows` in one transaction, waiting at most `wait_s` for another process's

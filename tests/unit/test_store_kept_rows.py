@@ -113,3 +113,24 @@ def test_an_unreadable_kept_file_is_left_and_the_index_opens(
     assert spill.kept(index) == ["run-x", "run-y", "run-z"]
     assert "unreadable, left as it is" in caplog.text
     assert not any(ownership.has_live_owner(r) for r in ("run-x", "run-y", "run-z"))
+
+
+def test_a_kept_row_is_not_applied_over_the_end_a_later_owner_wrote(index: Path) -> None:
+    """The index held when the run's adopter opened it (the file could not be written
+    in), freed later: the adopter carried the run on from the index's older row and its
+    landing dir, to its end. The stale file, written in after, made the run unfinished
+    again (and the next console adopted a run long over)."""
+    Store(index).save(view("run-a"))  # its first rows got in
+    later = AT.replace(hour=9)
+    kept_by_a_closing_engine(index, view("run-a").model_copy(update={"updated": later}))
+    lease = ownership.acquire("run-a")  # the adopter
+    assert lease is not None
+    ended = view("run-a", finished=True).model_copy(update={"updated": later.replace(hour=10)})
+    Store(index).save(ended)
+    lease.release(finished=True)
+    opened = Store(index)
+    assert opened.unfinished() == []
+    found = opened.find("run-a")
+    assert found is not None and found.finished == AT
+    assert spill.kept(index) == [], "a stale file goes"
+    assert not (state_dir() / "leases" / "run-a.lock").exists()
