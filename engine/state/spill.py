@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 DIR = "unindexed"
@@ -53,12 +54,35 @@ def kept(index: Path) -> list[str]:
     return sorted(n.removesuffix(SUFFIX) for n in names if n.endswith(SUFFIX) and n[0] != ".")
 
 
+MAX_BYTES = 16 << 20
+"""A row is a run's summary and recovery facts: kilobytes. A bigger file is not ours."""
+
+
+class Unreadable(ValueError):
+    """The file is not a row this module wrote: left as it is, said."""
+
+
 def read(index: Path, run_id: str) -> str | None:
-    """The run's kept row; None once it has been written in (its file removed)."""
+    """The run's kept row; None once it has been written in (its file removed). Every
+    swjob command opens the index, so whatever lies here must not crash or hang it: a
+    symlink (never ours), a fifo (opening it waited for a writer), a directory, a file
+    too big to be a row or not UTF-8 raise Unreadable, as does one that cannot be read."""
+    path = folder(index) / f"{run_id}{SUFFIX}"
     try:
-        return (folder(index) / f"{run_id}{SUFFIX}").read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise Unreadable(exc.strerror or str(exc)) from None
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_size > MAX_BYTES:
+        os.close(fd)
+        raise Unreadable(f"not a regular file of at most {MAX_BYTES} bytes")
+    with os.fdopen(fd, "rb") as kept:
+        try:
+            return kept.read(MAX_BYTES + 1).decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise Unreadable(str(exc)) from None
 
 
 def remove(index: Path, run_id: str) -> None:

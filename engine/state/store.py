@@ -66,6 +66,10 @@ class _Row:
     def from_json(cls, text: str) -> _Row:
         row = json.loads(text)
         following = row["next"]
+        if not isinstance(row["recovery"], dict | None) or not (
+            following is None or (isinstance(following[0], str) and isinstance(following[1], dict))
+        ):  # what the index holds of them, recovery and adoption read as these types
+            raise TypeError("its recovery facts or next attempt are not a row's")
         return cls(
             RunView.model_validate(row["view"]),
             row["recovery"],
@@ -167,15 +171,19 @@ class Store:
         while the file could not be written in (the index held), and carried on. Raises
         StateNotWritten while the index is held: the files stay for the next try."""
         for run_id in spill.kept(self.path):
-            lease = ownership.acquire(run_id)
+            try:
+                lease = ownership.acquire(run_id)
+            except OSError as exc:  # no lock file can be made (its disk full): left for later
+                log.warning("run %s: its kept index row waits: %s", run_id, exc)
+                continue
             if lease is None:
                 continue
             ended = False
             try:
-                text = spill.read(self.path, run_id)
-                if text is None:  # written in by another process meanwhile
-                    continue
                 try:
+                    text = spill.read(self.path, run_id)
+                    if text is None:  # written in by another process meanwhile
+                        continue
                     row = _Row.from_json(text)
                     if row.view.run_id != run_id:
                         raise ValueError(f"it holds run {row.view.run_id}")

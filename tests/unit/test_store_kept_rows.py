@@ -5,6 +5,8 @@ live owner drives is left to it, and an ended run's lock file goes as at its end
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -134,3 +136,56 @@ def test_a_kept_row_is_not_applied_over_the_end_a_later_owner_wrote(index: Path)
     assert found is not None and found.finished == AT
     assert spill.kept(index) == [], "a stale file goes"
     assert not (state_dir() / "leases" / "run-a.lock").exists()
+
+
+BROKEN = ["not utf-8", "mode 000", "a directory", "a fifo", "a symlink", "odd types", "no lock"]
+
+
+@pytest.mark.parametrize("broken", BROKEN)
+def test_a_broken_kept_file_is_left_and_the_index_opens(
+    index: Path, broken: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever is in the folder, every swjob command still opens the index, at once."""
+    where = spill.folder(index)
+    where.mkdir(mode=0o700)
+    path = where / "run-a.json"
+    if broken == "not utf-8":
+        path.write_bytes(b'{"view": "\xff\xfe"}')
+    elif broken == "mode 000":
+        spill.keep(index, {"run-a": "{}"})
+        path.chmod(0)
+    elif broken == "a directory":
+        path.mkdir()
+    elif broken == "a fifo":
+        os.mkfifo(path)  # opening it to read waited for a writer: for good
+    elif broken == "odd types":  # the console's adoption read `recovery` as a dict
+        row = {"view": view().model_dump(mode="json"), "recovery": 5, "next": [1, 2]}
+        spill.keep(index, {"run-a": json.dumps(row)})
+    elif broken == "no lock":  # no lock file can be made (a full disk): the row waits
+        spill.keep(index, {"run-a": json.dumps({"view": view().model_dump(mode="json"),
+                                                 "recovery": None, "next": None})})  # fmt: skip
+        assert not (state_dir() / "leases").exists()
+        (state_dir() / "leases").write_text("in the way")
+    else:
+        target = where / "elsewhere"
+        target.write_text(json.dumps({"view": view().model_dump(mode="json"), "recovery": None,
+                                      "next": None}))  # fmt: skip
+        path.symlink_to(target)  # never one of ours
+    started = time.monotonic()
+    opened = Store(index)
+    assert time.monotonic() - started < 5
+    assert opened.unfinished() == []
+    assert spill.kept(index) == ["run-a"]
+    assert "left as it is" in caplog.text or "waits" in caplog.text
+    if broken != "no lock":
+        assert not ownership.has_live_owner("run-a")
+
+
+def test_a_huge_kept_file_is_not_read(index: Path, caplog: pytest.LogCaptureFixture) -> None:
+    where = spill.folder(index)
+    where.mkdir(mode=0o700)
+    with (where / "run-a.json").open("wb") as out:
+        out.truncate(8 << 30)  # sparse: 8 GiB that read_text tried to hold in memory
+    opened = Store(index)
+    assert opened.unfinished() == []
+    assert "left as it is" in caplog.text
