@@ -316,7 +316,7 @@ class Engine:
         lease = ownership.acquire(run_id)
         if lease is None:
             return False
-        found = self._store.unfinished_run(run_id)  # read after the lease: it may have ended
+        found = self._store.adoptable_run(run_id)  # read after the lease: it may have ended
         if found is None:
             return await self._take_recorded(run_id, lease)
         view, saved = found

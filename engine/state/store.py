@@ -77,6 +77,15 @@ class _Row:
         )
 
 
+def _stale(kept: _Row, indexed: RunView | None) -> bool:
+    """A kept row is stale once the index holds a later row of its run, or its end: a
+    later owner carried the run on (from its landing dir) while the file could not be
+    written in. Applied, it made an ended run unfinished again."""
+    return indexed is not None and (
+        indexed.finished is not None or indexed.updated > kept.view.updated
+    )
+
+
 class Store:
     def __init__(self, path: Path | None = None, *, any_thread: bool = False) -> None:
         """`any_thread`: used by a thread other than the one opening it (never by two)."""
@@ -180,28 +189,50 @@ class Store:
                 continue
             ended = False
             try:
-                try:
-                    text = spill.read(self.path, run_id)
-                    if text is None:  # written in by another process meanwhile
-                        continue
-                    row = _Row.from_json(text)
-                    if row.view.run_id != run_id:
-                        raise ValueError(f"it holds run {row.view.run_id}")
-                except (ValueError, KeyError, TypeError, IndexError) as exc:
-                    where = spill.folder(self.path) / f"{run_id}{spill.SUFFIX}"
-                    log.warning("%s: unreadable, left as it is: %s", where, exc)
+                if (row := self._kept_row(run_id)) is None:
                     continue
-                if (indexed := self._indexed(run_id)) is not None and (
-                    indexed.finished is not None or indexed.updated > row.view.updated
-                ):  # a later owner carried it on (from its landing dir) since: stale
-                    spill.remove(self.path, run_id)
-                    ended = indexed.finished is not None
+                if _stale(row, indexed := self._indexed(run_id)):
+                    spill.remove(self.path, run_id)  # a later owner carried it on since
+                    ended = indexed is not None and indexed.finished is not None
                     continue
                 self._commit([row], 0.0)
                 spill.remove(self.path, run_id)
                 ended = row.view.finished is not None
             finally:
                 lease.release(finished=ended)  # an ended run's lock file goes, as at its end
+
+    def adoptable_run(self, run_id: str) -> tuple[RunView, dict[str, Any]] | None:
+        """For the holder of the run's lease: its summary and recovery facts as its last
+        owner left them, if it has not finished. That is its kept row when the index could
+        not take it (held as the owner ended: it holds an older row, or none): adopted from
+        the index's row, a step the kept row says had started was sent again (the job run
+        twice), and the node's handle and re-attach facts were an older owner's."""
+        found = self._db.execute(
+            "SELECT view, recovery FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        indexed = RunView.model_validate_json(found[0]) if found else None
+        saved: dict[str, Any] = json.loads(found[1] or "{}") if found else {}
+        kept = self._kept_row(run_id)
+        if kept is not None and not _stale(kept, indexed):
+            indexed, saved = kept.view, kept.recovery if kept.recovery is not None else saved
+        if indexed is None or indexed.finished is not None:
+            return None
+        return indexed, saved
+
+    def _kept_row(self, run_id: str) -> _Row | None:
+        """The run's kept row, None when it has none or it is unreadable (said, left)."""
+        try:
+            text = spill.read(self.path, run_id)
+            if text is None:  # written in by another process meanwhile
+                return None
+            row = _Row.from_json(text)
+            if row.view.run_id != run_id:
+                raise ValueError(f"it holds run {row.view.run_id}")
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            where = spill.folder(self.path) / f"{run_id}{spill.SUFFIX}"
+            log.warning("%s: unreadable, left as it is: %s", where, exc)
+            return None
+        return row
 
     def _indexed(self, run_id: str) -> RunView | None:
         """The run's summary as the index holds it now."""

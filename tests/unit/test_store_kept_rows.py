@@ -189,3 +189,45 @@ def test_a_huge_kept_file_is_not_read(index: Path, caplog: pytest.LogCaptureFixt
     opened = Store(index)
     assert opened.unfinished() == []
     assert "left as it is" in caplog.text
+
+
+def test_an_adopter_reads_the_kept_row_when_it_is_newer_than_the_index(index: Path) -> None:
+    """The index held from mid-run on: its row says the run step had not started, the
+    kept row (its owner quit with `l`) says it had. Adopted from the index's row, the
+    step was sent again — the job run twice — and the node's handle, re-attach facts and
+    last sequence number were an older owner's. Under the lease the kept row is the run's."""
+    Store(index).save(view("run-a"), {"token": "t", "started": ["setup"]})
+    later = view("run-a").model_copy(update={"updated": AT.replace(hour=9)})
+    ours = Store(index)
+    with locked(index):
+        with pytest.raises(StateNotWritten):
+            ours.save(later, {"token": "t", "started": ["setup", "run"]})
+        ours.keep_unwritten()
+        lease = ownership.acquire("run-a")  # the adopter, the index still held
+        assert lease is not None
+        found = Store(index).adoptable_run("run-a")
+        lease.release()
+    assert found is not None
+    assert found[0].updated == later.updated and found[1]["started"] == ["setup", "run"]
+
+
+def test_an_adopter_leaves_a_run_whose_kept_row_ended_it(index: Path) -> None:
+    Store(index).save(view("run-a"))
+    kept_by_a_closing_engine(index, view("run-a", finished=True))
+    with locked(index):
+        lease = ownership.acquire("run-a")
+        assert lease is not None
+        assert Store(index).adoptable_run("run-a") is None
+        lease.release()
+    assert Store(index).adoptable_run("run-a") is None  # written in: ended in the index
+
+
+def test_an_adopter_reads_the_index_row_when_the_kept_one_is_stale(index: Path) -> None:
+    kept_by_a_closing_engine(index, view("run-a"))
+    lease = ownership.acquire("run-a")
+    assert lease is not None
+    newer = view("run-a").model_copy(update={"updated": AT.replace(hour=11)})
+    Store(index).save(newer, {"token": "later"})
+    found = Store(index).adoptable_run("run-a")
+    lease.release()
+    assert found is not None and found[1] == {"token": "later"}
