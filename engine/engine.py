@@ -49,7 +49,7 @@ from engine.run.control import ControlServer, NodeSession
 from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
-from engine.state import identity, ownership
+from engine.state import identity, ownership, spill
 from engine.state.indexwrites import IndexWrites, Unwritten
 from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
@@ -368,7 +368,10 @@ class Engine:
         assert self._store is not None and self._index is not None
         await self._index.write_in_kept()  # a run left running while the index was held
         unfinished = [view.run_id for view, _ in self._store.unfinished()]
-        for run_id in [*unfinished, *self._store.not_started()]:
+        # and those whose row is still only kept (the index held yet): adopted from it,
+        # not when the lock goes — hours later, after their node's orphan timeout
+        kept = spill.kept(self._store.path)
+        for run_id in dict.fromkeys([*unfinished, *self._store.not_started(), *kept]):
             if run_id in self._drivers or run_id in self._unadoptable:
                 continue
             try:

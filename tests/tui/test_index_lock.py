@@ -90,3 +90,34 @@ async def test_runs_left_running_while_the_index_is_held_are_adopted_by_the_next
     assert view.state == "COMPLETED", view.reason
     assert (Path(view.run_dir) / "outputs" / "out.txt").read_text() == "done\n"
     await eventually_async(lambda: not pid_alive(agent), what="its node torn down")
+
+
+async def test_a_run_left_running_is_adopted_while_the_index_is_still_held(
+    engine, make_engine, tmp_path: Path
+) -> None:
+    """As above, but the lock outlives the console: the next console's adoption scan
+    found the run in no index row (its row is only kept beside the index), so it was
+    adopted only once the lock went — held for hours, the node stopped by itself after
+    its orphan timeout, the run lost. The scan takes kept runs too."""
+    index = Store()
+    index.close()
+    release = tmp_path / "release"
+    app = SwjobApp(engine, jobs=[load_job(waiting_job(tmp_path / "p", "held", release))])
+    with locked(index.path):
+        async with app.run_test(size=SIZE) as pilot:
+            await booted(pilot)
+            run_id = engine.runs()[0].run_id
+            await until(pilot, lambda: engine.run(run_id).phase == "run")
+            lock = f"{index.path} is locked by another process"
+            await until(pilot, lambda: any(lock in note for note in toasts(app)))
+            agent = agent_pid(engine.run(run_id).run_dir)
+            await pilot.press("q", "l")
+            await until(pilot, lambda: not app.is_running, 30)
+        assert pid_alive(agent), "the node was left running: its agent goes on"
+        later = await make_engine(runs_dir=tmp_path / "runs", adopt_orphans=True)
+        await eventually_async(lambda: later.running_run(run_id), 30, "adopted, index held")
+        release.touch()
+        view = await asyncio.wait_for(later.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert (Path(view.run_dir) / "outputs" / "out.txt").read_text() == "done\n"
+    await eventually_async(lambda: not pid_alive(agent), what="its node torn down")
