@@ -593,6 +593,8 @@ class Engine:
         owned = {v.run_id for v in self.running()}
         unfinished = {v.run_id for v, _ in self._store.unfinished()} if self._store else set()
         owned |= {r for r in unfinished - owned if ownership.has_live_owner(r)}
+        kept = set(spill.kept(self._store.path)) if self._store else set()
+        owned |= ownership.live_runs() | kept  # not indexed yet: driven, or to be adopted
         return owned, unfinished - owned
 
     async def collect_orphans(self, orphans: list[Orphan]) -> Collection:

@@ -84,3 +84,20 @@ def has_live_owner(run_id: str) -> bool:
         return True
     lease.release()
     return False
+
+
+def live_runs() -> set[str]:
+    """Every run some live process holds the lease of, whether the index holds its row or
+    not: a run's row may not be in yet (another process holding the index's lock since
+    before it started, or it was adopted from its kept row), and gc counted only indexed
+    runs as owned, destroying such a run's node under its owner's feet."""
+    try:
+        names = os.listdir(state_dir() / "leases")
+    except OSError:
+        return set()
+    owned = set()
+    for run_id in (n.removesuffix(".lock") for n in names if n.endswith(".lock")):
+        with contextlib.suppress(OSError):  # not a lock file of ours (a directory): no owner
+            if has_live_owner(run_id):
+                owned.add(run_id)
+    return owned

@@ -16,6 +16,7 @@ the run's driver left it driverless mid-teardown: its node up, `swjob run` waiti
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +24,8 @@ import pytest
 
 from engine.providers.vast_boot import label_for
 from engine.report import events as ev
+from engine.report.runbook import new_view
+from engine.state import ownership, spill
 from engine.state.paths import state_dir
 from engine.state.store import Store
 from tests.standin.server import StandIn
@@ -175,3 +178,38 @@ def test_a_command_says_so_when_another_process_held_the_index_before_it_was_ope
         listed = swjob("runs", cwd=tmp_path, timeout=10)
     assert listed.returncode == 1
     assert listed.stderr == f"error: {index} is locked by another process\n"
+
+
+def test_gc_leaves_the_nodes_of_runs_the_index_does_not_hold_yet(
+    tmp_path: Path, api: StandIn
+) -> None:
+    """The index held: a `swjob run` whose first row never got in (r2), a console that
+    adopted a run from its kept row (r3), a run left running whose row is only kept (r4).
+    gc counted as owned only the index's unfinished runs, so it destroyed all three nodes
+    as orphans, without a claim — two under their live owners' feet."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text(POOLS_FILE)
+    index = state_dir() / "runs.sqlite"
+    Store().close()
+    rows = {}
+    for run_id in ("r3", "r4"):
+        submitted = ev.Submitted(run_id=run_id, job_name="job", pool="gpu", run_dir=str(tmp_path))
+        rows[run_id] = json.dumps({"view": new_view(submitted).model_dump(mode="json"),
+                                   "recovery": None, "next": None})  # fmt: skip
+    spill.keep(index, rows)
+    owners = [ownership.acquire("r2"), ownership.acquire("r3")]  # alive: this process
+    for run_id in ("r2", "r3", "r4"):
+        rented = {"image": "img", "disk": 10, "env": {}, "onstart": None,
+                  "label": label_for(run_id)}  # fmt: skip
+        assert api.cloud.create(api.cloud.rentable()[0]["id"], rented) is not None
+    try:
+        with locked(index):
+            collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path, timeout=30)
+    finally:
+        for lease in owners:
+            assert lease is not None
+            lease.release()
+    left = list(api.cloud.instances)
+    for instance in left:  # their owners' to tear down: the test's, here
+        api.cloud.destroy(instance)
+    assert len(left) == 3 and api.cloud.destroyed == left, collected.stdout
