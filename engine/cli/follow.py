@@ -32,6 +32,10 @@ from engine.state import ownership
 
 TAIL_POLL_S = 0.25
 INTERRUPTED = 130  # the shell's code for "ended by Ctrl-C"
+ADOPT_RETRIES = 8
+"""How often an unfinished run whose lease was taken, then free, is tried again: other
+processes hold an ownerless run's lease for a moment (gc's owner check, an index open
+writing its kept row in); taking that for the run's end left it unowned."""
 
 
 async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path) -> int:
@@ -95,10 +99,15 @@ async def _carry_on(
     """Print the run's history, then follow it to its end: driving it when this engine
     does or can (its owner is gone), else reading the live owner's event log."""
     seen = 0 if engine.running_run(run_id) else _replay(events, printer)
+    retries = ADOPT_RETRIES
     while True:
         if await engine.adopt(run_id):
             return await _follow(engine, sub, run_id, printer, after_seq=seen)
         if not ownership.has_live_owner(run_id):
+            if retries and not _ended(events):  # its lease was held a moment: try again
+                retries -= 1
+                await asyncio.sleep(TAIL_POLL_S)
+                continue
             return _exit_code(events)  # it ended before we could take it
         leave = _leave_on_interrupt()
         seen, code = await _tail_while_owned(events, printer, seen, run_id, leave)
@@ -163,6 +172,10 @@ def _leave_on_interrupt() -> asyncio.Event:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, leave.set)
     return leave
+
+
+def _ended(path: Path) -> bool:
+    return any(e.kind == "finished" for e in read_events(path))
 
 
 def _exit_code(path: Path) -> int:

@@ -324,3 +324,32 @@ def test_swjob_runs_says_which_unfinished_run_nobody_drives(tmp_path: Path, clis
     release.touch()
     assert attach.wait(60) == 0, attach.output()
     assert hint not in _listed(run_dir.name)
+
+
+async def test_attach_adopts_a_run_whose_lease_another_process_held_a_moment(
+    tmp_path: Path, clis: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Other processes take an ownerless run's lease for a moment: gc's owner check, and
+    every index open writing a kept row in (engine/state/spill.py). `attach`, finding the
+    lease taken and then free, said the run had ended and exited 1, leaving it unowned."""
+    from engine.cli import follow
+    from engine.engine import Engine
+    from engine.jobs.pools import load_pools
+
+    owner, run_dir, release = _run(clis, tmp_path, "eta")
+    owner.kill9()
+    adopt = Engine.adopt
+    tries: list[str] = []
+
+    async def held_a_moment(self: Engine, run_id: str) -> bool:
+        tries.append(run_id)
+        if len(tries) == 1:  # another process held its lease while this adopt tried
+            return False
+        return await adopt(self, run_id)
+
+    monkeypatch.setattr(Engine, "adopt", held_a_moment)
+    release.touch()
+    monkeypatch.chdir(tmp_path)
+    code = await follow.attach(run_dir.name, load_pools(None))
+    assert code == 0 and len(tries) >= 2
+    assert run_json(run_dir)["state"] == "COMPLETED"
