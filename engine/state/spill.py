@@ -14,9 +14,12 @@ first, so a file is never applied over what a later owner has written since.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 from pathlib import Path
+
+log = logging.getLogger("swjob.engine")
 
 DIR = "unindexed"
 SUFFIX = ".json"
@@ -86,5 +89,12 @@ def read(index: Path, run_id: str) -> str | None:
 
 
 def remove(index: Path, run_id: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
+    """The file goes once its row is in (or stale). One that cannot go (its folder made
+    read-only) is said and left: written in again later, it changes nothing, and raised
+    it ended every swjob command, each opening the index, in a traceback."""
+    try:
         (folder(index) / f"{run_id}{SUFFIX}").unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("%s: written in, but cannot be removed: %s", exc.filename, exc.strerror)

@@ -231,3 +231,26 @@ def test_an_adopter_reads_the_index_row_when_the_kept_one_is_stale(index: Path) 
     found = Store(index).adoptable_run("run-a")
     lease.release()
     assert found is not None and found[1] == {"token": "later"}
+
+
+def test_a_kept_file_that_cannot_be_removed_leaves_the_index_open(
+    index: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its folder made read-only (`chmod a-w`; root's tests cannot make that refuse, so
+    the refusal is the unlink's): written in, the row stays in; Store() raised
+    PermissionError, so `swjob runs` and every other command ended in a traceback."""
+    kept_by_a_closing_engine(index, view())
+    unlink = Path.unlink
+
+    def refused(path: Path, missing_ok: bool = False) -> None:
+        if path.parent == spill.folder(index):
+            raise PermissionError(13, "Permission denied", str(path))
+        unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refused)
+    opened = Store(index)
+    assert [v.run_id for v, _ in opened.unfinished()] == ["run-a"]
+    assert "Permission denied" in caplog.text
+    monkeypatch.undo()
+    assert [v.run_id for v, _ in Store(index).unfinished()] == ["run-a"]  # written in again
+    assert spill.kept(index) == []
