@@ -34,10 +34,13 @@ def keep(index: Path, rows: dict[str, str]) -> Path:
     file renamed over it); returns the folder."""
     where = folder(index)
     where.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(where, 0o700)  # made with other users' bits (by hand, or an older umask)
     for run_id, text in rows.items():
         temp = where / f".{run_id}.tmp"
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # a new file, never one left there: its mode would stay, a symlink be followed
+            temp.unlink(missing_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(text)
             os.replace(temp, where / f"{run_id}{SUFFIX}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -254,3 +255,23 @@ def test_a_kept_file_that_cannot_be_removed_leaves_the_index_open(
     monkeypatch.undo()
     assert [v.run_id for v, _ in Store(index).unfinished()] == ["run-a"]  # written in again
     assert spill.kept(index) == []
+
+
+def test_kept_rows_are_private_whatever_was_there_before(index: Path, tmp_path: Path) -> None:
+    """They hold join tokens. A temp file left with another mode (or a symlink) was
+    truncated and written through, keeping its mode (or writing the tokens where it
+    pointed); a folder made with other users' bits kept them."""
+    where = spill.folder(index)
+    where.mkdir(mode=0o755)
+    where.chmod(0o755)
+    (where / ".run-a.tmp").write_text("old")
+    (where / ".run-a.tmp").chmod(0o644)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("")
+    (where / ".run-b.tmp").symlink_to(elsewhere)
+    spill.keep(index, {"run-a": '{"token": "t"}', "run-b": '{"token": "t"}'})
+    assert stat.S_IMODE(where.stat().st_mode) == 0o700
+    for run_id in ("run-a", "run-b"):
+        kept = where / f"{run_id}.json"
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and not kept.is_symlink()
+    assert elsewhere.read_text() == ""
