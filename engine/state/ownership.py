@@ -21,7 +21,10 @@ lock that can be taken has no owner.
   not adopted, not stopped, not collected by `swjob gc`.
 - `swjob gc` treats an unfinished run without a live owner as abandoned: it lists its
   node (hint: `swjob attach RUN`) and, when told to, holds the lease while it destroys
-  the node and marks the run FAILED, so no adopter races it.
+  the node and marks the run FAILED, so no adopter races it. A run the index does not
+  hold yet (its row kept beside it, engine/state/spill.py, or not written: the index
+  held by another process) is never collected: its owner is live (`live_runs`), or an
+  adopter carries it on from its kept row.
 - A node whose run nobody adopts stops by itself after its orphan timeout.
 
 The lease is taken before the store is read for the run's state, and an adopter
