@@ -379,6 +379,8 @@ class Engine:
             except SubmitError as exc:
                 self._unadoptable.add(run_id)  # said once, not every scan
                 self.alert(str(exc))
+            except OSError as exc:  # its lock file cannot be made (a full disk): next scan
+                log.warning("run %s not adopted: %s", run_id, one_line(exc))
 
     async def _keep_adopting(self) -> None:
         """The console carries on runs whose `swjob run` died while it was open."""

@@ -213,3 +213,21 @@ def test_gc_leaves_the_nodes_of_runs_the_index_does_not_hold_yet(
     for instance in left:  # their owners' to tear down: the test's, here
         api.cloud.destroy(instance)
     assert len(left) == 3 and api.cloud.destroyed == left, collected.stdout
+
+
+async def test_a_console_starts_when_a_kept_runs_lease_cannot_be_taken(
+    tmp_path: Path, make_engine: EngineFactory
+) -> None:
+    """A kept row whose run's lock file cannot be made (its disk full; here a file is in
+    the way of the leases folder): the console's first adoption scan raised OSError out
+    of Engine.start, and the console did not start at all."""
+    submitted = ev.Submitted(run_id="r5", job_name="job", pool="local", run_dir=str(tmp_path))
+    row = {"view": new_view(submitted).model_dump(mode="json"), "recovery": None, "next": None}
+    Store().close()
+    with locked(state_dir() / "runs.sqlite"):
+        spill.keep(state_dir() / "runs.sqlite", {"r5": json.dumps(row)})
+        assert not (state_dir() / "leases").exists()
+        (state_dir() / "leases").write_text("in the way")
+        console = await make_engine(adopt_orphans=True)
+        assert not console.running_run("r5")
+    (state_dir() / "leases").unlink()
