@@ -11,7 +11,7 @@ from engine.state.store import Store
 def find_run(run_ref: str) -> RunView | None:
     store = Store()
     try:
-        return store.find(run_ref)
+        return store.find(run_ref) or store.kept_view(run_ref)
     finally:
         store.close()
 

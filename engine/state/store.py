@@ -219,6 +219,12 @@ class Store:
             return None
         return indexed, saved
 
+    def kept_view(self, run_id: str) -> RunView | None:
+        """A run known only by its kept row (the index held since it was kept), by its
+        exact id: `swjob attach` carries such a run on, as the closing note tells."""
+        row = self._kept_row(run_id) if run_id in spill.kept(self.path) else None
+        return row.view if row is not None else None
+
     def _kept_row(self, run_id: str) -> _Row | None:
         """The run's kept row, None when it has none or it is unreadable (said, left)."""
         try:

@@ -121,3 +121,29 @@ async def test_a_run_left_running_is_adopted_while_the_index_is_still_held(
     assert view.state == "COMPLETED", view.reason
     assert (Path(view.run_dir) / "outputs" / "out.txt").read_text() == "done\n"
     await eventually_async(lambda: not pid_alive(agent), what="its node torn down")
+
+
+async def test_swjob_attach_carries_on_a_run_left_running_while_the_index_is_still_held(
+    engine, clis, tmp_path: Path
+) -> None:
+    """The closing note names `swjob attach` for a run left running; with the lock still
+    held its row is only kept beside the index, and attach said `no run …`."""
+    index = Store()
+    index.close()
+    release = tmp_path / "release"
+    app = SwjobApp(engine, jobs=[load_job(waiting_job(tmp_path / "p", "held", release))])
+    with locked(index.path):
+        async with app.run_test(size=SIZE) as pilot:
+            await booted(pilot)
+            run_id = engine.runs()[0].run_id
+            await until(pilot, lambda: engine.run(run_id).phase == "run")
+            lock = f"{index.path} is locked by another process"
+            await until(pilot, lambda: any(lock in note for note in toasts(app)))
+            agent = agent_pid(engine.run(run_id).run_dir)
+            await pilot.press("q", "l")
+            await until(pilot, lambda: not app.is_running, 30)
+        attach = clis("attach", run_id, cwd=tmp_path)
+        await eventually_async(lambda: "recovered after operator restart" in attach.output(), 30)
+        release.touch()
+        assert await asyncio.to_thread(attach.wait, 60) == 0, attach.output()
+    await eventually_async(lambda: not pid_alive(agent), what="its node torn down")
