@@ -6,9 +6,12 @@ left running (`l` at the console's quit) whose row never got in would be known t
 later swjob: nobody would adopt it, and its node would bill until its orphan timeout.
 So they are written here, one file per run (`unindexed/<run id>.json`, private like the
 index: they hold the same join tokens), and the next process that opens the index writes
-them in (engine/state/store.py), each under the run's lease. Under the lease a file is
-the run's latest state: an owner that adopted the run wrote its file in and removed it
-first, so a file is never applied over what a later owner has written since.
+them in (engine/state/store.py), each under the run's lease. The lease alone does not
+make a file the run's latest state: the index may have been held when an adopter took
+the run, which then drove it on and wrote newer rows (or its end) once the lock went. So
+an adopter carries a run on from its kept row when that is newer than the index's, a
+file older than the index's row (or of a run it shows ended) is dropped unapplied, and
+while the index is still held the console and `swjob attach` adopt a run from its file.
 """
 
 from __future__ import annotations
