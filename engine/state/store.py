@@ -247,7 +247,9 @@ class Store:
 
     def _commit(self, rows: list[_Row], wait_s: float) -> None:
         """Write `rows` in one transaction, waiting at most `wait_s` for another process's
-        write lock; StateNotWritten (naming the file) if they cannot be written."""
+        write lock; StateNotWritten (naming the file) if they cannot be written. The
+        connection's reads wait as long as ever afterwards (a write's short wait left them
+        failing at once on a moment's lock)."""
         self._db.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         try:
             with self._db:
@@ -256,6 +258,8 @@ class Store:
                     self._write(row)
         except sqlite3.Error as exc:
             raise not_written(self.path, exc) from None
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {int(WRITE_WAIT_S * 1000)}")
 
     def _write(self, row: _Row) -> None:
         if row.next_attempt is not None:
