@@ -98,10 +98,13 @@ class IndexWrites:
         appender.later(partial(self._write, write))
 
     def _write(self, write: Callable[[], None]) -> None:
-        """On the writer thread: the loop hears only of changes (failed, written again)."""
+        """On the writer thread: the loop hears only of changes (failed, written again).
+        The index is written again once no row is kept any more: a write that took none of
+        them in (writing other processes' kept rows in, finding none) says nothing — it
+        said "written again" at every adoption scan while the lock was still held."""
         try:
             write()
-            found = ""
+            found = self._seen if self._store.unwritten() else ""
         except StateNotWritten as exc:
             found = str(exc)
         if found != self._seen and self._loop is not None:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+import engine.engine as engine_module
+from engine.jobs.jobspec import load_job
 from engine.providers.vast_boot import label_for
 from engine.report import events as ev
 from engine.report.runbook import new_view
@@ -113,6 +115,36 @@ async def test_index_failure_is_said_again_after_the_index_recovered(
         tap.close()
         indexed = Store().find(run_id)
         assert indexed is not None and indexed.state == "COMPLETED"
+
+
+async def test_the_adoption_scan_never_says_the_index_is_written_while_it_is_held(
+    make_engine: EngineFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console's adoption scan writes kept rows in, on the writer thread as every
+    index write. Finding none to write, it counted as a write that succeeded: "run index
+    written again" was said at every scan (5 s) while the lock was still held, and the
+    retries of the rows kept meanwhile stopped until the next save failed again."""
+    monkeypatch.setattr(engine_module, "ADOPT_SCAN_S", 0.2)
+    engine = await make_engine(adopt_orphans=True)
+    index = state_dir() / "runs.sqlite"
+    release = tmp_path / "release"
+    tap = Tap(engine)
+
+    def said(text: str) -> Callable[[ev.Event], bool]:
+        return lambda e: isinstance(e, ev.Alert) and e.run_id == "" and text in e.message
+
+    with locked(index):
+        job = load_job(waiting_job(tmp_path / "p", "held", release))
+        run_id = await engine.submit(job, "local")
+        await tap.until(said(f"{index} is locked by another process"), 10)
+        await asyncio.sleep(1.5)  # several scans, and the retries between them
+        tap.drain()
+        assert not [e for _, e in tap.seen if said("written again")(e)]
+    await tap.until(said("run index written again"), 10)  # said once the lock is gone
+    release.touch()
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    tap.close()
 
 
 def test_a_run_ends_when_its_index_cannot_be_written(
