@@ -16,9 +16,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+RESCAN_S = 0.02
 
 
 def descendants(root: int) -> list[int]:
@@ -45,12 +47,21 @@ def descendants(root: int) -> list[int]:
 
 
 def kill_all(*_: object) -> None:
-    me = os.getpid()
-    while pids := descendants(me):
+    """Kill every descendant, until two scans a moment apart find none. One empty scan is
+    not enough: a scan reads each process's parent at its own moment, so a job whose
+    parent (the agent) dies during the scan can be read as the dead agent's child, and the
+    agent as a zombie (left out): the chain to us broken, the job missed, left running
+    after its instance was destroyed (the suite's leftover net caught a `sleep 60`)."""
+    me, empty = os.getpid(), 0
+    while empty < 2:
+        pids = descendants(me)
+        empty = 0 if pids else empty + 1
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         reap()
+        if not pids:
+            time.sleep(RESCAN_S)
     sys.exit(0)
 
 
