@@ -85,7 +85,10 @@ class ForkServer:
 
     @property
     def running(self) -> bool:
-        return not self._gone
+        """Not ended: neither seen gone by the reader nor dead meanwhile (killed, it is
+        dead before its reader wakes to the end of its pipe; `shared()` asked in between
+        handed the dead server out, and `warm()` started nothing)."""
+        return not self._gone and self._process.poll() is None
 
     @property
     def refused(self) -> bool:
