@@ -62,25 +62,12 @@ async def test_runs_left_running_while_the_index_is_held_are_adopted_by_the_next
     written — is kept beside the index. Before, it died with the console: no later swjob
     knew of the run, and its node billed until its orphan timeout. Once the lock is gone,
     the next engine writes the row in and adopts the run to its end."""
-    index = Store()
-    index.close()
-    release = tmp_path / "release"
-    app = SwjobApp(engine, jobs=[load_job(waiting_job(tmp_path / "p", "held", release))])
-    with locked(index.path):
-        async with app.run_test(size=SIZE) as pilot:
-            await booted(pilot)
-            run_id = engine.runs()[0].run_id
-            await until(pilot, lambda: engine.run(run_id).phase == "run")
-            lock = f"{index.path} is locked by another process"
-            await until(pilot, lambda: any(lock in note for note in toasts(app)))
-            agent = agent_pid(engine.run(run_id).run_dir)
-            asked = time.monotonic()
-            await pilot.press("q", "l")
-            await until(pilot, lambda: not app.is_running, 30)
-        quit_s = time.monotonic() - asked
+    index, release = _index_and_release(tmp_path)
+    with locked(index):
+        run_id, agent, quit_s = await _left_running(engine, index, release)
     assert quit_s < QUIT_WITHIN_S, f"quitting took {quit_s:.1f} s"
     assert pid_alive(agent), "the node was left running: its agent goes on"
-    kept = index.path.parent / "unindexed" / f"{run_id}.json"
+    kept = index.parent / "unindexed" / f"{run_id}.json"
     assert kept.exists(), "its row is kept beside the index"
     later = await make_engine(runs_dir=tmp_path / "runs")  # opening the index writes it in
     assert not kept.exists()
@@ -99,20 +86,9 @@ async def test_a_run_left_running_is_adopted_while_the_index_is_still_held(
     found the run in no index row (its row is only kept beside the index), so it was
     adopted only once the lock went — held for hours, the node stopped by itself after
     its orphan timeout, the run lost. The scan takes kept runs too."""
-    index = Store()
-    index.close()
-    release = tmp_path / "release"
-    app = SwjobApp(engine, jobs=[load_job(waiting_job(tmp_path / "p", "held", release))])
-    with locked(index.path):
-        async with app.run_test(size=SIZE) as pilot:
-            await booted(pilot)
-            run_id = engine.runs()[0].run_id
-            await until(pilot, lambda: engine.run(run_id).phase == "run")
-            lock = f"{index.path} is locked by another process"
-            await until(pilot, lambda: any(lock in note for note in toasts(app)))
-            agent = agent_pid(engine.run(run_id).run_dir)
-            await pilot.press("q", "l")
-            await until(pilot, lambda: not app.is_running, 30)
+    index, release = _index_and_release(tmp_path)
+    with locked(index):
+        run_id, agent, _ = await _left_running(engine, index, release)
         assert pid_alive(agent), "the node was left running: its agent goes on"
         later = await make_engine(runs_dir=tmp_path / "runs", adopt_orphans=True)
         await eventually_async(lambda: later.running_run(run_id), 30, "adopted, index held")
@@ -128,22 +104,37 @@ async def test_swjob_attach_carries_on_a_run_left_running_while_the_index_is_sti
 ) -> None:
     """The closing note names `swjob attach` for a run left running; with the lock still
     held its row is only kept beside the index, and attach said `no run …`."""
-    index = Store()
-    index.close()
-    release = tmp_path / "release"
-    app = SwjobApp(engine, jobs=[load_job(waiting_job(tmp_path / "p", "held", release))])
-    with locked(index.path):
-        async with app.run_test(size=SIZE) as pilot:
-            await booted(pilot)
-            run_id = engine.runs()[0].run_id
-            await until(pilot, lambda: engine.run(run_id).phase == "run")
-            lock = f"{index.path} is locked by another process"
-            await until(pilot, lambda: any(lock in note for note in toasts(app)))
-            agent = agent_pid(engine.run(run_id).run_dir)
-            await pilot.press("q", "l")
-            await until(pilot, lambda: not app.is_running, 30)
+    index, release = _index_and_release(tmp_path)
+    with locked(index):
+        run_id, agent, _ = await _left_running(engine, index, release)
         attach = clis("attach", run_id, cwd=tmp_path)
         await eventually_async(lambda: "recovered after operator restart" in attach.output(), 30)
         release.touch()
         assert await asyncio.to_thread(attach.wait, 60) == 0, attach.output()
     await eventually_async(lambda: not pid_alive(agent), what="its node torn down")
+
+
+def _index_and_release(tmp_path: Path) -> tuple[Path, Path]:
+    """The run index as a user has it (made by an earlier swjob), and the file whose
+    existence ends the held job."""
+    index = Store()
+    index.close()
+    return index.path, tmp_path / "release"
+
+
+async def _left_running(engine, index: Path, release: Path) -> tuple[str, int, float]:
+    """A console whose job runs while `index` is held by another process, quit with `q`,
+    `l` (leave running) once the lock is said: the run id, its agent's pid, and how long
+    the quit took."""
+    app = SwjobApp(engine, jobs=[load_job(waiting_job(release.parent / "p", "held", release))])
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        run_id = engine.runs()[0].run_id
+        await until(pilot, lambda: engine.run(run_id).phase == "run")
+        lock = f"{index} is locked by another process"
+        await until(pilot, lambda: any(lock in note for note in toasts(app)))
+        agent = agent_pid(engine.run(run_id).run_dir)
+        asked = time.monotonic()
+        await pilot.press("q", "l")
+        await until(pilot, lambda: not app.is_running, 30)
+    return run_id, agent, time.monotonic() - asked
