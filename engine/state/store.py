@@ -207,11 +207,7 @@ class Store:
         not take it (held as the owner ended: it holds an older row, or none): adopted from
         the index's row, a step the kept row says had started was sent again (the job run
         twice), and the node's handle and re-attach facts were an older owner's."""
-        found = self._db.execute(
-            "SELECT view, recovery FROM runs WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        indexed = RunView.model_validate_json(found[0]) if found else None
-        saved: dict[str, Any] = json.loads(found[1] or "{}") if found else {}
+        indexed, saved = self._indexed(run_id), self.recovery(run_id) or {}
         kept = self._kept_row(run_id)
         if kept is not None and not _stale(kept, indexed):
             indexed, saved = kept.view, kept.recovery if kept.recovery is not None else saved
