@@ -592,11 +592,9 @@ class Engine:
     def _ownership(self) -> tuple[set[str], set[str]]:
         """(runs some live engine drives, unfinished runs nobody drives). The first are
         never orphans; the nodes of the second are (engine/state/ownership.py)."""
-        owned = {v.run_id for v in self.running()}
-        unfinished = {v.run_id for v, _ in self._store.unfinished()} if self._store else set()
-        owned |= {r for r in unfinished - owned if ownership.has_live_owner(r)}
-        kept = set(spill.kept(self._store.path)) if self._store else set()
-        owned |= ownership.live_runs() | kept  # not indexed yet: driven, or to be adopted
+        assert self._store is not None
+        owned = {v.run_id for v in self.running()} | ownership.owned(self._store.path)
+        unfinished = {v.run_id for v, _ in self._store.unfinished()}
         return owned, unfinished - owned
 
     async def collect_orphans(self, orphans: list[Orphan]) -> Collection:

@@ -252,16 +252,13 @@ def _gc(args: argparse.Namespace) -> int:
     from engine.jobs.pools import load_pools
     from engine.providers.gc import cli_gc
     from engine.run.abandon import Claims
-    from engine.state import ownership, spill
+    from engine.state import ownership
     from engine.state.store import Store
 
     store = Store()
     try:  # an unfinished run is owned while a live engine holds its lease; else abandoned
         unfinished = {view.run_id for view, _ in store.unfinished()}
-        owned = {run_id for run_id in unfinished if ownership.has_live_owner(run_id)}
-        # a run the index does not hold yet is left alone: driven, or to be adopted from
-        # its kept row (engine/state/spill.py) — never an orphan to destroy unclaimed
-        owned |= ownership.live_runs() | set(spill.kept(store.path))
+        owned = ownership.owned(store.path)
         return cli_gc(
             load_pools(args.pools),
             yes=args.yes,

@@ -40,6 +40,7 @@ import os
 from pathlib import Path
 from typing import IO
 
+from engine.state import spill
 from engine.state.paths import state_dir
 
 
@@ -104,3 +105,10 @@ def live_runs() -> set[str]:
             if has_live_owner(run_id):
                 owned.add(run_id)
     return owned
+
+
+def owned(index: Path) -> set[str]:
+    """The runs gc must never treat as abandoned: those some live process drives (its
+    lease held, whether or not the index holds their row), and those whose row is kept
+    beside `index` (engine/state/spill.py: to be written in, then adopted)."""
+    return live_runs() | set(spill.kept(index))
