@@ -28,6 +28,7 @@ from engine.engine import Engine, EngineConfig, SubmitError
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import PoolSet
 from engine.report.datastream import Subscription, read_events
+from engine.report.events import Event
 from engine.state import ownership
 
 TAIL_POLL_S = 0.25
@@ -104,7 +105,7 @@ async def _carry_on(
         if await engine.adopt(run_id):
             return await _follow(engine, sub, run_id, printer, after_seq=seen)
         if not ownership.has_live_owner(run_id):
-            if retries and not _ended(events):  # its lease was held a moment: try again
+            if retries and not _finished(events):  # its lease was held a moment: try again
                 retries -= 1
                 await asyncio.sleep(TAIL_POLL_S)
                 continue
@@ -174,12 +175,13 @@ def _leave_on_interrupt() -> asyncio.Event:
     return leave
 
 
-def _ended(path: Path) -> bool:
-    return any(e.kind == "finished" for e in read_events(path))
+def _finished(path: Path) -> list[Event]:
+    """The run's Finished events in its log (none while it has not ended)."""
+    return [e for e in read_events(path) if e.kind == "finished"]
 
 
 def _exit_code(path: Path) -> int:
-    finished = [e for e in read_events(path) if e.kind == "finished"]
+    finished = _finished(path)
     return 0 if finished and finished[-1].state == "COMPLETED" else 1
 
 
