@@ -291,14 +291,16 @@ async def send_items(
             await queue.put(exc)
 
     producer = asyncio.create_task(produce())
+    sent = 0
     try:
         while (packet := await queue.get()) is not None:
             if isinstance(packet, BaseException):
                 raise packet
             started = time.perf_counter()
             await write_parts(write, packet.parts)
+            sent += sum(map(len, packet.parts))
             if packet.compressed:
-                pace.observe(packet.pack_s, time.perf_counter() - started)
+                pace.observe(packet.pack_s, time.perf_counter() - started, sent)
             on_packet(packet)
     finally:
         producer.cancel()

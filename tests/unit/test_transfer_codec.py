@@ -163,25 +163,42 @@ def test_pace_packs_harder_while_the_link_is_slower_and_faster_while_packing_is(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(LEVEL_ENV, raising=False)
-    pace = Pace()
+    pace, sent = Pace(), Pace.FILL
     assert pace.level == DEFAULT_LEVEL
     levels = []
     for _ in range(MAX_LEVEL + 2):  # a slow link: each packet waits on the wire
-        pace.observe(pack_s=0.1, write_s=0.3)
+        pace.observe(pack_s=0.1, write_s=0.3, sent=sent)
         levels.append(pace.level)
     assert levels == sorted(levels) and levels[-1] == MAX_LEVEL
-    pace.observe(pack_s=0.1, write_s=0.12)  # within the slack: stays
+    pace.observe(pack_s=0.1, write_s=0.12, sent=sent)  # within the slack: stays
     assert pace.level == MAX_LEVEL
     for _ in range(MAX_LEVEL + 2):  # a fast link: the packer is the slow side
-        pace.observe(pack_s=0.3, write_s=0.1)
+        sent += 1
+        pace.observe(pack_s=0.3, write_s=0.1, sent=sent)
     assert pace.level == 1
+
+
+def test_quick_writes_while_the_buffers_fill_do_not_lower_the_level(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream's first megabytes are taken by buffers whatever the link: over a slow
+    link, reading them as a fast one took the level to 1 before the link was seen."""
+    monkeypatch.delenv(LEVEL_ENV, raising=False)
+    pace = Pace()
+    for sent in range(Pace.FILL // 8, Pace.FILL + 1, Pace.FILL // 8):
+        pace.observe(pack_s=0.05, write_s=0.001, sent=sent)
+    assert pace.level == DEFAULT_LEVEL
+    pace.observe(pack_s=0.05, write_s=0.4, sent=Pace.FILL + 1)  # the link shows: harder
+    assert pace.level == DEFAULT_LEVEL + 1
+    pace.observe(pack_s=0.05, write_s=0.001, sent=Pace.FILL + 2)  # past the fill: counts
+    assert pace.level == DEFAULT_LEVEL
 
 
 def test_a_pinned_level_is_kept_whatever_the_pace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(LEVEL_ENV, "7")
     pace = Pace()
-    pace.observe(pack_s=0.3, write_s=0.1)
-    pace.observe(pack_s=0.1, write_s=0.3)
+    pace.observe(pack_s=0.3, write_s=0.1, sent=Pace.FILL + 1)
+    pace.observe(pack_s=0.1, write_s=0.3, sent=Pace.FILL + 2)
     assert pace.level == 7
 
 
