@@ -9,6 +9,8 @@
 - `run/`       the machinery of one run: the pure FSM, the driver that carries out its
                commands, node control, transfers, crash recovery.
 - `cli/`       the headless `swjob` program.
+- `logsetup.py` where the engine's warnings go: stderr for `swjob`, a private file for the
+               console (re-exported by `api.py`).
 - `engine.py`  the Engine: the one object a program drives; `api.py` is the surface a
                console may use (the TUI imports nothing else of the engine).
 

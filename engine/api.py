@@ -18,6 +18,7 @@ from engine.jobs.fileerror import ConfigFileError
 from engine.jobs.jobspec import JobFileError, JobSpec, load_job
 from engine.jobs.plan import Plan, plan_workspace
 from engine.jobs.pools import PoolFileError, load_pools
+from engine.logsetup import log_to_file
 from engine.report import events
 from engine.report.boot import boot_timeline, provisioning_start
 from engine.report.chains import Chain, chains
@@ -70,6 +71,7 @@ __all__ = [
     "is_in_flight",
     "load_job",
     "load_pools",
+    "log_to_file",
     "money",
     "one_line",
     "plan_workspace",
