@@ -527,8 +527,10 @@ class Engine:
         return self._index is not None and run_id in self._index.unwritten()
 
     def _say_unwritten(self, unwritten: Unwritten) -> None:
-        """At close, the runs whose last state the index lacks: said on the stream and on
-        stderr (a closing console or `swjob run` has stopped reading the stream)."""
+        """At close, the runs whose last state the index lacks: said on the stream and
+        logged, since a closing console or `swjob run` has stopped reading the stream
+        (`swjob` prints it as one `swjob:` line; the console's log keeps it, and the
+        console prints `closing_note` once its screen is gone)."""
         runs = ", ".join(unwritten.runs)
         if unwritten.kept_in is not None:
             message = (

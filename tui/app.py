@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from engine.api import Orphan
 
 TICK_HZ = 10
+LOG_FILE = "swjob-tui.log"
+"""In the state dir: the engine's warnings while the console runs (engine/logsetup.py)."""
 YIELD_EVERY = 256
 
 
@@ -451,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         UnusableDirError,
         load_job,
         load_pools,
+        log_to_file,
     )
 
     args = _parser().parse_args(argv)
@@ -465,12 +468,15 @@ def main(argv: list[str] | None = None) -> int:
             warm_agents=local,  # a local run then starts with its agent's imports done
         )
         engine = Engine(config)  # makes its state and cache dirs: they may be unusable
+        warnings = log_to_file(LOG_FILE)  # the screen is the app's: warnings go there
     except (ConfigFileError, UnusableDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     app = SwjobApp(engine, jobs=jobs, pool=args.pool)
     hangup.tolerate_closed_terminal()
     app.run()
-    if engine.closing_note:  # said at close, while the app still held stderr
-        print(f"swjob-tui: {engine.closing_note}", file=sys.stderr)
+    # said at close, while the app still held the terminal; the note is in the log as well
+    for line in (engine.closing_note, warnings.summary()):
+        if line:
+            print(f"swjob-tui: {line}", file=sys.stderr)
     return app.return_code or 0  # a crash is not a success

@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 import tomlkit
 
+from engine.report.printable import printable
+from engine.state.store import Store
 from tests.smoke.terminal import Terminal
 from tests.standin.server import StandIn
 from tests.support.processes import pid_alive
 from tests.support.runs import agent_pid, only_run_dir, run_json, waiting_job
+from tests.support.sqlitelock import locked
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -143,3 +146,36 @@ def test_a_closed_terminal_or_a_kill_stops_the_runs_and_tears_their_nodes_down(
         assert run_json(run_dir)["reason"] == "stopped by operator"
     finally:
         term.kill()
+
+
+def test_the_closing_note_is_said_once_after_the_screen_and_the_warning_is_in_the_log(
+    tmp_path: Path,
+) -> None:
+    """Quit while another process holds the run index: its last rows cannot be written,
+    and the note saying where they are kept reaches the terminal once, after the screen,
+    as `swjob-tui: …`. The engine's warning of it went to the console's log file (0600),
+    not raw to the terminal too — it was printed twice."""
+    index = Store()  # the index as a user has it: made by an earlier swjob
+    index.close()
+    job = waiting_job(tmp_path / "job", "held", tmp_path / "never-released")
+    with locked(index.path):
+        term = console(tmp_path, str(job))
+        try:
+            term.wait_for(lambda text: "RUNNING" in text and " run " in text)
+            term.press("q")
+            term.wait_for("Leave running")
+            term.press("s")  # stop all: the run ends here, its last row unwritten
+            assert term.wait_exit() == 0
+        finally:
+            term.kill()
+    transcript = bytes(term.transcript)
+    left = transcript.rpartition(b"\x1b[?1049l")[2]  # what came once the screen was gone
+    after = printable(left.decode(errors="replace").replace("\r", ""), lines=True)
+    note = "run index not written at exit"
+    assert transcript.count(note.encode()) == 1, after
+    said = [line.strip() for line in after.splitlines() if note in line]
+    assert len(said) == 1 and said[0].startswith(f"swjob-tui: {note}"), after
+    log = Path(os.environ["SWJOB_STATE_DIR"]) / "swjob-tui.log"
+    assert log.stat().st_mode & 0o777 == 0o600
+    assert log.read_text().count(note) == 1
+    assert f"logged in {log}" in after
