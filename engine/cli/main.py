@@ -85,9 +85,18 @@ def _pool_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pools", type=Path, default=None, help="pools TOML file")
 
 
+_NO_ENGINE = {"validate", "plan"}
+"""Commands that read a job file and nothing of the engine: nothing there logs, and
+`swjob validate` does not pay for importing logging."""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     set_private_umask()
+    if args.command not in _NO_ENGINE:  # the engine's warnings: `swjob: …` on stderr
+        from engine.logsetup import log_to_stderr
+
+        log_to_stderr("swjob")
     code = _command(args)
     if args.command in _QUICK_EXIT:
         from agent.quickexit import exit_now

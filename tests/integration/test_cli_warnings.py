@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from engine.state.paths import state_dir
 from tests.standin.server import StandIn
-from tests.support.cli import Cli
+from tests.support.cli import Cli, swjob
 from tests.support.waiting import eventually
 
 POOLS = """
@@ -16,6 +17,7 @@ provider = "vastai"
 image = "img"
 agent_install = "swjob"
 """
+JSON_ERROR = "Expecting value: line 1 column 1 (char 0)"
 
 
 def test_swjob_run_prints_the_start_up_orphan_warning(
@@ -43,3 +45,17 @@ def test_swjob_run_prints_the_start_up_orphan_warning(
     warned = [line for line in out.splitlines() if line.startswith("warning: orphaned node")]
     assert warned, out
     assert f"instance {ghost.id}" in warned[0] and "swjob gc" in warned[0]
+
+
+def test_an_engine_warning_is_one_swjob_line_said_once(tmp_path: Path) -> None:
+    """A kept index row that cannot be read is warned of by every open of the index —
+    `swjob attach` opens it twice — through logging's last resort: bare, and twice. It is
+    one `swjob:` line on stderr, and nothing else went there."""
+    kept = state_dir() / "unindexed" / "20250101-000000-deadbeef.json"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("not a row")
+    done = swjob("attach", "20250101-000000-deadbeef", cwd=tmp_path)
+    warned = [line for line in done.stderr.splitlines() if "unreadable" in line]
+    assert warned == [f"swjob: {kept}: unreadable, left as it is: {JSON_ERROR}"], done.stderr
+    assert done.stderr.splitlines() == warned, done.stderr  # stdout says `no run …`
+    assert kept.exists()  # left as it is

@@ -77,7 +77,9 @@ async def test_a_run_ends_and_swjob_run_exits_while_another_process_holds_the_in
         _ended_with_node_gone(cli, run_dir, agent)
         said = [line for line in cli.output().splitlines() if NOT_WRITTEN in line]
         assert any(f"{index} is locked by another process" in line for line in said), said
-        assert any("at exit" in line and run_dir.name in line for line in said), said
+        at_exit = [line for line in said if "at exit" in line]  # logged: one `swjob:` line
+        assert len(at_exit) == 1 and at_exit[0].startswith(f"swjob: {NOT_WRITTEN} at exit"), said
+        assert run_dir.name in at_exit[0], said
     kept = index.parent / "unindexed" / f"{run_dir.name}.json"
     assert kept.exists(), "its end is kept beside the index"
     store = Store()  # the next process to open the index writes it in
