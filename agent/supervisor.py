@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
@@ -33,11 +32,11 @@ from agent import procgroup, shell, subreaper
 from agent.lines import LineSplitter, LogBatcher, StepLog
 from agent.protocol import AgentEvent, NodeFault, Step, StepExited, StepStarted, Stream
 from agent.redact import Redactor
+from agent.steprecord import STEP_ENV, StepRecord, new_marker
 
 log = logging.getLogger("swjob.agent")
 
 TOKEN_ENV = "SWJOB_JOIN_TOKEN"  # same name as engine.providers.base.TOKEN_ENV
-STEP_ENV = "SWJOB_STEP_ID"  # a fresh value per step, inherited by everything it starts
 READ_CHUNK = 256 * 1024
 LEFTOVER_GRACE_S = 2.0
 PIPE_DRAIN_S = 1.0  # after the group is gone, how long pipes held by escapees may stay open
@@ -109,7 +108,7 @@ class Supervisor:
         finally:
             self._starting = False
         self._current = run
-        self._write_pgid(run.pgid)
+        self._write_record(run)
         self._emit(StepStarted(seq=0, step=step, pid=run.pgid))
         run.task = asyncio.create_task(
             self._supervise(run, Redactor([*env.values(), *self._node_secrets]))
@@ -140,14 +139,14 @@ class Supervisor:
             (open(out_r, "rb", 0), Stream.STDOUT),  # noqa: SIM115
             (open(err_r, "rb", 0), Stream.STDERR),  # noqa: SIM115
         ]
-        step_id = secrets.token_hex(8)
+        marker = new_marker()
         try:
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh",
                 "-c",
                 command,
                 cwd=self._workdir,
-                env={**self._base_env, **env, STEP_ENV: step_id},
+                env={**self._base_env, **env, STEP_ENV: marker.partition("=")[2]},
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
@@ -160,7 +159,6 @@ class Supervisor:
         finally:
             os.close(out_w)
             os.close(err_w)
-        marker = f"{STEP_ENV}={step_id}"
         return _Running(step, proc, pipes, marker, started=procgroup.started_at(proc.pid))
 
     def _spawn_failure(self, step: Step, exc: OSError) -> str:
@@ -187,7 +185,7 @@ class Supervisor:
     def _reap(self, run: _Running, step_log: StepLog) -> None:
         """Leave nothing of the step behind. Every part is attempted and none may keep the
         StepExited from being sent: the job may have wrecked the files it could reach."""
-        for part in (step_log.close, lambda: _kill_leftovers(run), self._clear_pgid):
+        for part in (step_log.close, lambda: _kill_leftovers(run), self._clear_record):
             try:
                 part()
             except Exception:
@@ -212,17 +210,19 @@ class Supervisor:
         if pending:
             await asyncio.wait(pending)
 
-    def _write_pgid(self, pgid: int) -> None:
-        """Best effort: the file only helps clean up after a dead agent, and a full disk
-        must not keep a started step from being supervised."""
+    def _write_record(self, run: _Running) -> None:
+        """The step's group, marker and start (agent/steprecord.py), for cleaning up after
+        a dead agent. Best effort: a full disk must not keep a started step from being
+        supervised."""
         if self._pgid_file is not None:
+            record = StepRecord(run.pgid, run.marker, run.started)
             try:
                 self._pgid_file.parent.mkdir(parents=True, exist_ok=True)
-                self._pgid_file.write_text(f"{pgid}\n")
+                self._pgid_file.write_text(record.line())
             except OSError as exc:
                 log.warning("cannot write %s: %s", self._pgid_file, exc.strerror or exc)
 
-    def _clear_pgid(self) -> None:
+    def _clear_record(self) -> None:
         """Best effort too: the job may have put anything at that name."""
         if self._pgid_file is not None:
             try:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import agent
+from agent import steprecord
 from agent.lines import LOG_FAILED
 from agent.protocol import (
     NodeFault,
@@ -128,7 +129,8 @@ async def test_stop_step_kills_the_whole_tree(
     await orch.send(RunStep(step=Step.RUN, command=TREE))
     await orch.until(lambda: len(orch.pids()) == 3)
     pids = orch.pids()
-    assert (node.root / "state" / "step.pgid").read_text().strip() == str(pids[-1])
+    record = steprecord.read(node.root / "state" / "step.pgid")
+    assert record is not None and record.pgid == pids[-1]
     assert all(pid_alive(p) for p in pids)
     await orch.send(StopStep(grace_s=0.3))
     exited = await step_exited(orch)

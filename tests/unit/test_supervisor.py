@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent import procgroup, steprecord
 from agent.lines import LOG_FAILED, MAX_BATCH_LINES, STDERR_PREFIX, LineSplitter
 from agent.protocol import (
     AgentEvent,
@@ -176,7 +177,9 @@ async def test_stop_kills_tree_including_term_ignoring_child(
     pgid_file = tmp_path / "state" / "step.pgid"
     started = rec.events[0]
     assert isinstance(started, StepStarted)
-    assert pgid_file.read_text().strip() == str(started.pid)
+    record = steprecord.read(pgid_file)
+    assert record is not None and record.pgid == started.pid
+    assert started.pid in procgroup.marked(record.marker, record.started)  # the step's own
     await rec.until(lambda: len([x for x in rec.lines() if x.startswith("pid ")]) == 3)
     pids = [int(x.split()[1]) for x in rec.lines() if x.startswith("pid ")]
     assert all(process_alive(p) for p in pids)
