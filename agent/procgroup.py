@@ -15,8 +15,11 @@ import contextlib
 import os
 import signal
 import time
+from pathlib import Path
 
 import psutil
+
+from agent import steprecord
 
 POLL_S = 0.02
 
@@ -42,7 +45,7 @@ def group_alive(pgid: int) -> bool:
     processes = _live_processes()
     if processes is None:
         return True
-    return any(_pgid(p) == pgid for p in processes)
+    return any(_pgid(p.pid) == pgid for p in processes)
 
 
 def _live_processes() -> list[psutil.Process] | None:
@@ -60,9 +63,9 @@ def _live_processes() -> list[psutil.Process] | None:
     return found if seen_self else None
 
 
-def _pgid(process: psutil.Process) -> int | None:
+def _pgid(pid: int) -> int | None:
     try:
-        return os.getpgid(process.pid)
+        return os.getpgid(pid)
     except OSError:
         return None  # gone meanwhile
 
@@ -149,3 +152,27 @@ async def terminate_marked(marker: str, grace: float, since: float = 0.0) -> lis
         await asyncio.sleep(POLL_S)
         left = marked(marker, since)
     return escaped
+
+
+def kill_recorded_step_now(record_file: Path) -> None:
+    """KILL what is left of the step an agent recorded in `record_file` (agent/steprecord.py)
+    before it died without ending it; a file that holds no record kills nothing.
+
+    The recorded number alone is no proof: once the agent is gone, nothing keeps the
+    leader's pid from being reused, and a recycled group id may now be the user's shell.
+    So the group is killed only while one of its live members carries the step's marker,
+    which an unrelated group cannot (the marker is made fresh for each step). Members that
+    shed the marker (`env -i`) are left when no marked member remains: with no proof, the
+    group is not ours to kill. Processes that left the group (`setsid`) are found by the
+    marker too, among those started since the recorded start. Where processes cannot be
+    listed or their environments read, nothing is proven and nothing is killed. Never
+    raises for what a job may do: callers are teardowns and test nets."""
+    record = steprecord.read(record_file)
+    if record is None:
+        return
+    carriers = marked(record.marker, record.started)
+    if any(_pgid(pid) == record.pgid for pid in carriers):
+        with contextlib.suppress(PermissionError):  # none of it ours (setuid): go on to the rest
+            kill_group_now(record.pgid)
+    with contextlib.suppress(PermissionError):
+        kill_marked_now(record.marker, record.started)

@@ -2,8 +2,9 @@
 
 Each node gets a fresh directory under the user's cache dir (an agent orphaned for the
 pool's `orphan_timeout_s` stops its job and removes it itself); teardown ends the agent
-(SIGTERM, which makes it stop its job; then SIGKILL after a grace period), kills the
-job's process group if the agent died without doing so, and removes the directory.
+(SIGTERM, which makes it stop its job; then SIGKILL after a grace period), kills what is
+left of the job if the agent died without doing so (agent/procgroup.py
+`kill_recorded_step_now`), and removes the directory.
 The pool's `max_nodes` bounds how many nodes exist at once; further runs wait in
 PENDING until a slot frees.
 
@@ -154,7 +155,7 @@ class LocalProvider:
             return
         try:
             await _end_process(node, self._stop_grace_s + AGENT_EXIT_GRACE_S)
-            _kill_orphan_group(node.root)
+            _kill_orphan_step(node.root)
             shutil.rmtree(node.root, ignore_errors=True)
         finally:
             if not node.adopted:
@@ -191,14 +192,11 @@ async def _end_process(node: _LocalNode, grace_s: float) -> None:
         await node.wait()
 
 
-def _kill_orphan_group(root: Path) -> None:
-    """If the agent died without stopping its job, the job's process group is still there."""
-    pgid_file = root / "state" / "step.pgid"
-    try:
-        pgid = int(pgid_file.read_text().strip())
-    except (OSError, ValueError):
-        return
-    if pgid > 1:
-        from agent.procgroup import kill_group_now  # psutil, for this rare case only
+def _kill_orphan_step(root: Path) -> None:
+    """If the agent died without stopping its job, what is left of the job is killed: only
+    what its record proves to be the step's, never a group that merely got its number."""
+    record = root / "state" / "step.pgid"
+    if os.path.lexists(record):  # the agent removes it when its step ends: rare
+        from agent.procgroup import kill_recorded_step_now  # psutil, for this rare case only
 
-        kill_group_now(pgid)
+        kill_recorded_step_now(record)

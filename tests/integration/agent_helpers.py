@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import endpoint
+from agent import endpoint, procgroup
 from agent.protocol import (
     CTL_ALPN,
     XFER_ALPN,
@@ -223,9 +223,7 @@ def files_containing(root: Path, needle: str) -> list[Path]:
 
 
 def kill_leftover_group(root: Path) -> None:
-    """Teardown safety net: SIGKILL the job group the agent recorded, if it is still there.
+    """Teardown safety net: SIGKILL what is left of the step the agent recorded.
 
     This is what the local provider does for an agent that died by SIGKILL."""
-    pgid_file = root / "state" / "step.pgid"
-    with contextlib.suppress(ProcessLookupError, ValueError, OSError):  # a job may wreck it
-        os.killpg(int(pgid_file.read_text()), signal.SIGKILL)
+    procgroup.kill_recorded_step_now(root / "state" / "step.pgid")

@@ -3,18 +3,19 @@
 Every process a test starts names a path inside the test's own tmp dir on its command
 line (an agent's --root, an instance's on-start script) or works in one (a local agent
 in its node directory: a forked one's command line is its fork server's), so those pids
-are found by that unique path, then ended by pid (with the job group each agent
-recorded)."""
+are found by that unique path, then ended by pid (with what is left of the step each
+agent recorded: agent/procgroup.py `kill_recorded_step_now`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import time
 from pathlib import Path
 
 import psutil
+
+from agent import procgroup
 
 GRACE_S = 3.0
 
@@ -69,9 +70,8 @@ def end_leftovers(root: Path) -> list[str]:
         with contextlib.suppress(psutil.Error):
             killed.append(f"pid {process.pid}: {' '.join(process.cmdline())[:200]}")
             process.kill()
-    for pgid_file in _pgid_files(root):
-        with contextlib.suppress(OSError, ValueError):
-            os.killpg(int(pgid_file.read_text().strip()), signal.SIGKILL)
+    for record in _pgid_files(root):
+        procgroup.kill_recorded_step_now(record)  # the steps' own, never a recycled group
     return killed
 
 
