@@ -128,8 +128,10 @@ def test_an_agent_killed_before_its_go_leaves_the_server_serving(tmp_path: Path)
         server.stdin.flush()
         eventually(lambda: psutil.Process(server.pid).children(), what="its fork")
         [agent] = psutil.Process(server.pid).children()
-        go = _pipes(agent.pid)  # the child holds only its end of the go pipe
-        eventually(lambda: _pipes(server.pid).count(*go) == 1, what="the server's end only")
+        # a fork holds both ends of its go pipe (one name) until it closes the server's
+        eventually(lambda: len(_pipes(agent.pid)) == 1, what="the fork's end of its go pipe")
+        [go] = _pipes(agent.pid)
+        eventually(lambda: _pipes(server.pid).count(go) == 1, what="the server's end only")
         agent.kill()
         eventually(lambda: agent.status() == psutil.STATUS_ZOMBIE, what="the agent dead")
         with os.fdopen(answers, "rb") as said:
