@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import os
 import secrets
 import shutil
@@ -32,6 +33,7 @@ from engine.providers.forkserver import ForkedAgent, ForkServerGone, until_gone
 from engine.providers.localspawn import fork_server, log, node_base_env, node_root, spawn_agent
 from engine.report import scope
 from engine.report.events import BootPhase
+from engine.state.paths import cache_dir
 
 AGENT_EXIT_GRACE_S = 15.0
 FORKED = " (forked, imports done)"
@@ -132,7 +134,19 @@ class LocalProvider:
             self._nodes[handle.node_id] = _LocalNode(pid, node_root(handle.node_id), None)
 
     async def find_node(self, run_id: str) -> NodeHandle | None:
-        """Local nodes are recorded before the engine awaits anything: none can be unknown."""
+        """The node of `run_id` if its agent runs though its pid was never written down:
+        the operator died between the fork server's answer (the agent had its go) and
+        the record. Found by its directory, named after the run, and the agent working
+        in it; adopted, so that it rejoins or is torn down like any recorded node."""
+        for root in sorted(cache_dir().joinpath("nodes").glob(f"local-{glob.escape(run_id)}-*")):
+            pid = await asyncio.to_thread(_agent_in, root)
+            if pid is not None:
+                handle = NodeHandle(
+                    provider=self.name, node_id=root.name, offer={"pid": pid},
+                    created_at=root.stat().st_mtime,
+                )  # fmt: skip
+                self.adopt(handle)
+                return handle
         return None
 
     async def node_exited(self, handle: NodeHandle) -> str:
@@ -200,3 +214,18 @@ def _kill_orphan_step(root: Path) -> None:
         from agent.procgroup import kill_recorded_step_now  # psutil, for this rare case only
 
         kill_recorded_step_now(record)
+
+
+def _agent_in(root: Path) -> int | None:
+    """The pid of the process working in `root` (a node's agent: forked or started
+    afresh, it runs there), or None — also where processes cannot be listed."""
+    import psutil  # for this rare case only
+
+    where = str(root.resolve())
+    try:
+        for process in psutil.process_iter(["cwd", "status"]):
+            if process.info["cwd"] == where and process.info["status"] != psutil.STATUS_ZOMBIE:
+                return process.pid
+    except Exception:  # psutil on a Linux without /proc fails in many ways
+        return None
+    return None

@@ -23,7 +23,7 @@ from engine.state.ledger import Ledger
 from engine.state.paths import cache_dir
 from tests.standin.server import StandIn
 from tests.support.cli import Cli
-from tests.support.processes import pid_alive, reap
+from tests.support.processes import kill_quietly, pid_alive, reap
 from tests.support.recovery import ENGINE_MAIN, recover
 from tests.support.runs import agent_pid, only_run_dir, waiting_job
 from tests.support.waiting import eventually, eventually_async
@@ -193,6 +193,51 @@ async def test_a_step_recorded_as_started_but_never_sent_is_started_after_recove
     assert (view.run_dir / "outputs" / "out.txt").read_text() == "ran\n"
     assert (view.run_dir / "logs" / "run.log").read_text() == "ran\n"  # started exactly once
     assert list((cache_dir() / "nodes").iterdir()) == []
+
+
+UNRECORDED = """
+import asyncio
+from engine.providers import forkserver
+
+real_fork = forkserver.ForkServer.fork
+
+async def fork(self, argv, env, root):
+    agent = await real_fork(self, argv, env, root)
+    print("FORKED", agent.pid, flush=True)
+    await asyncio.Event().wait()  # the operator dies here: the agent's pid never recorded
+    return agent
+
+forkserver.ForkServer.fork = fork
+"""
+
+
+async def test_a_node_forked_but_never_recorded_is_found_after_a_crash(tmp_path: Path) -> None:
+    """The operator dies after the fork server answered with the agent's pid (so the
+    agent had its go) but before the pid was written down: the next engine finds the
+    node by its directory and carries the run on — no agent left that nobody owns."""
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nname = "crashy"\nrun = "echo ran > out.txt"\noutputs = ["out.txt"]\n')
+    runs = tmp_path / "swjob-runs"
+    first = subprocess.Popen(
+        [sys.executable, "-c", UNRECORDED + ENGINE_MAIN, str(job), str(runs)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert first.stdout is not None
+        line = first.stdout.readline()
+        assert line.startswith("FORKED"), line
+        agent = int(line.split()[1])
+        os.kill(first.pid, signal.SIGKILL)
+    finally:
+        reap(first)
+    try:
+        view = await recover(runs, load_pools(None), only_run_dir(runs, "crashy").name)
+        assert view.state == "COMPLETED", view.reason
+        assert (view.run_dir / "outputs" / "out.txt").read_text() == "ran\n"
+        assert not pid_alive(agent), "the unrecorded node was left running"
+        assert list((cache_dir() / "nodes").iterdir()) == []
+    finally:
+        kill_quietly(agent)
 
 
 async def test_close_without_stopping_leaves_the_run_to_the_next_engine(tmp_path: Path) -> None:
