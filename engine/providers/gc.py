@@ -252,10 +252,7 @@ def cli_gc(
     if not ours:
         print("none of them is ours to destroy", file=out)
         return 0
-    if not yes and ask(f"destroy {len(ours)} orphan(s)? [y/N] ").strip().lower() not in {
-        "y",
-        "yes",
-    }:
+    if not yes and not _confirmed(ask, f"destroy {len(ours)} orphan(s)? [y/N] ", out):
         print("nothing destroyed", file=out)
         return 0
     done = asyncio.run(destroy_orphans(ours, pools, ledger, retry=retry, claims=claims))
@@ -263,3 +260,13 @@ def cli_gc(
         print(f"swjob gc: {problem}", file=out)
     print(done.summary(), file=out)
     return 1 if done.problems else 0
+
+
+def _confirmed(ask: Callable[[str], str], question: str, out: TextIO) -> bool:
+    """A yes to `question`. No answer — end of input (`swjob gc < /dev/null`, a closed
+    pipe) or Ctrl-C at the prompt — is a no, said on its own line, not a traceback."""
+    try:
+        return ask(question).strip().lower() in {"y", "yes"}
+    except (EOFError, KeyboardInterrupt):
+        print("\nno answer (--yes destroys without asking)", file=out)
+        return False

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.providers.vast_boot import run_id_of
+from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.cli import Cli, swjob
 from tests.support.processes import reap
@@ -170,3 +171,16 @@ def test_a_run_that_cannot_be_adopted_here_says_why_and_stays_adoptable(
     assert attach.wait(90) == 0, attach.output()  # positive control: the lease was given back
     assert run_json(a_dir)["state"] == "COMPLETED"
     assert instance not in api.cloud.instances
+
+
+def test_gc_without_an_answer_destroys_nothing_and_says_so(tmp_path: Path, api: StandIn) -> None:
+    """`swjob gc` whose stdin ends at its question (a script, `< /dev/null`): a no, in
+    one line — not an EOFError traceback."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text(POOLS)
+    Ledger().record_intent("run-halfway", "vastai", "swjob:run-halfway", pool="gpu")
+    listed = swjob("gc", "--pools", str(pools), cwd=tmp_path, answer="")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "Traceback" not in listed.stderr and listed.stderr == ""
+    assert "nothing destroyed" in listed.stdout and "--yes" in listed.stdout
+    assert [e.run_id for e in Ledger().open_entries()] == ["run-halfway"]
