@@ -63,6 +63,8 @@ DEAD_STATUSES = {"exited", "offline", "stopped"}
 STOPPED_KEYS = ("cur_state", "next_state", "intended_status")  # all "stopped": preempted
 CONFIRM_FOR_S = 900.0  # how long an accepted destroy may stay listed before we alarm
 CONFIRM_EVERY_S = 15.0
+CREATE_SETTLE_S = 5.0  # past a create request's timeout, its answer is in
+LOOK_AGAIN_S = 2.0  # how often an adopter looks for an instance whose create may be in flight
 
 
 class _OfferGone(Exception):
@@ -309,6 +311,17 @@ class VastProvider:
         row = await self._labelled_row(label)
         return str(row["id"]) if row else None
 
+    async def _created_row(self, intent: LedgerEntry) -> dict[str, Any] | None:
+        """The instance carrying the label of `intent`'s run. Its create may have been sent
+        just before the engine that sent it died, and Vast may still answer it: until that
+        request's timeout has passed since the intent, no instance is not yet an answer —
+        look again, rather than leave one that appears later billing unowned."""
+        label = intent.label or label_for(intent.run_id)
+        settled_at = intent.intent_at + self._policy.timeout_s + CREATE_SETTLE_S
+        while (row := await self._labelled_row(label)) is None and time.time() < settled_at:
+            await asyncio.sleep(min(LOOK_AGAIN_S, settled_at - time.time()))
+        return row
+
     async def _labelled_row(self, label: str) -> dict[str, Any] | None:
         rows = await self.api().call("show instances", "show_instances")
         found = [r for r in rows or [] if r.get("label") == label]
@@ -324,7 +337,7 @@ class VastProvider:
         known = [e for e in mine if e.instance_id]
         handle = _handle_from(known[0]) if known else None
         if handle is None and mine:
-            row = await self._labelled_row(mine[0].label or label_for(run_id))
+            row = await self._created_row(mine[0])
             if row is not None:  # price and birth from Vast's own listing
                 handle = NodeHandle(
                     provider=self.name,

@@ -148,6 +148,39 @@ async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
     assert Ledger().open_entries() == []
 
 
+async def test_a_create_still_in_flight_when_the_operator_died_is_found_and_torn_down(
+    tmp_path: Path, api: StandIn, clis: Start
+) -> None:
+    """Kill the engine while its create call is in flight: Vast answers it after the
+    engine is gone. The adopter comes before the instance exists; it must wait for the
+    create to settle rather than call the run unprovisioned and leave the instance
+    billing with nobody driving it."""
+    api.cloud.faults.create_delay_s = 2.0
+    pools_file = tmp_path / "pools.toml"
+    pools_file.write_text(
+        '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nboot_timeout_s = 30\n'
+        'agent_install = "swjob"\n'
+        "[pools.gpu.resources]\ngpu_count = 1\n"
+    )
+    (tmp_path / "job.toml").write_text('[job]\nname = "crashy"\nrun = "true"\n')
+    cli = clis("run", "job.toml", "--pool", "gpu", "--pools", str(pools_file), cwd=tmp_path)
+    eventually(
+        lambda: any(m == "PUT" and "/asks/" in path for m, path, *_ in api.requests),
+        what="the create call sent",
+    )
+    cli.kill9()
+    assert api.cloud.instances == {}, "the create answered before the kill"
+    view = await recover(
+        tmp_path / "swjob-runs",
+        load_pools(pools_file),
+        only_run_dir(tmp_path / "swjob-runs", "crashy").name,
+    )
+    await asyncio.sleep(max(0.0, api.cloud.faults.create_delay_s + 0.5))
+    assert api.cloud.instances == {}, "the instance created after the crash was left billing"
+    assert len(api.cloud.destroyed) == 1 and Ledger().open_entries() == []
+    assert view.state == "COMPLETED", view.reason
+
+
 FREEZE = """
 import asyncio
 from agent.protocol import RunStep, Step
