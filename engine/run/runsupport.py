@@ -110,13 +110,18 @@ class Transfers:
                 return {}
             return self._not_collected(str(exc))
         summary: dict[str, Any] = {"files": len(result.files), "bytes": result.bytes}
+        redact = self._d.redact
         if result.not_landed:
-            summary["not_landed"] = {e.path: e.reason for e in result.not_landed}
+            summary["not_landed"] = {
+                redact(e.path): e.reason and redact(e.reason) for e in result.not_landed
+            }
         if result.not_landed or result.refused:
             summary["refused"] = result.refused
             self._alert_incomplete(result)
         self._d.post(fsm.OutputsCollected())
-        return {"missing": list(result.missing), "summary": summary}
+        # a declared output that matched nothing may hold a secret: shown masked, as in
+        # manifest.json
+        return {"missing": [redact(m) for m in result.missing], "summary": summary}
 
     def _alert_incomplete(self, result: PullResult) -> None:
         """Loud, because the run may still be COMPLETED (the exit code decides): say what did
@@ -131,4 +136,4 @@ class Transfers:
         message = self._d.redact(f"outputs not collected: {why}")
         self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
         self._d.post(fsm.OutputsCollected())
-        return {"missing": list(self._d.job.outputs)}
+        return {"missing": [self._d.redact(m) for m in self._d.job.outputs]}

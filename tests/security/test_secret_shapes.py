@@ -6,6 +6,7 @@ more) may show in what `swjob run` printed, in the run's logs or in its events."
 from __future__ import annotations
 
 from agent.lines import MAX_LINE
+from engine.state.paths import state_dir
 from tests.support.cli import swjob_run
 from tests.support.hostile import PEM, SECRET, pieces
 
@@ -63,4 +64,32 @@ def test_an_output_named_after_a_secret_lands_real_but_is_shown_masked(
         "job names an output file after its secret",
         None,
         "landed under its real name; manifest, events, run.json and CLI show ***",
+    )
+
+
+def test_a_declared_output_naming_a_secret_that_matched_nothing_is_shown_masked(
+    tmp_path, make_job, record_fault
+) -> None:
+    """An output pattern that holds a secret and matches nothing: manifest.json always
+    masked it, but the run's Finished event, run.json, the run index and `swjob run`'s
+    "missing outputs" line carried it raw."""
+    job = make_job(
+        env={"API_TOKEN": SECRET}, run="echo ok > here.txt",
+        outputs=["here.txt", f"never-{SECRET}.bin"],
+    )  # fmt: skip
+    code, printed = swjob_run(tmp_path, job.source)
+    (run_dir,) = (tmp_path / "runs").glob("*/*")
+    assert code == 0 and "missing outputs: never-***.bin" in printed, printed[-500:]
+    recorded = {
+        "printed": printed,
+        "manifest": (run_dir / "manifest.json").read_text(),
+        "events": (run_dir / "events.jsonl").read_text(),
+        "run.json": (run_dir / "run.json").read_text(),
+        "runs.sqlite": (state_dir() / "runs.sqlite").read_bytes().decode("latin-1"),
+    }
+    assert {name for name, text in recorded.items() if pieces(SECRET, text)} == set()
+    record_fault(
+        "job declares an output whose pattern holds its secret, and it matches nothing",
+        None,
+        "missing output shown as *** in CLI, events, run.json, index and manifest",
     )
