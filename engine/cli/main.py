@@ -151,6 +151,7 @@ def _plan(args: argparse.Namespace) -> int:
         plan_workspace(
             job.workspace.workdir,
             job.workspace.exclude + landing_excludes(job.workspace.workdir, args.runs_dir),
+            job.env.values(),
         ),
         explain=args.explain,
         console=console,

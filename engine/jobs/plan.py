@@ -9,6 +9,7 @@ like secrets or are unusually large — the moment to exclude them is before pay
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agent.redact import Redactor
 from agent.transfer.compress import known_incompressible, maybe_compress
 from agent.transfer.walk import Entry, compile_excludes, walk_tree
 
@@ -83,19 +85,24 @@ def _explain(entries: list[Entry], excluded: list[tuple[str, int]], exclude: lis
     return sorted(why)
 
 
-def plan_workspace(root: Path, exclude: list[str]) -> Plan:
-    """What a push of `root` with `exclude` would send, without sending anything."""
+def plan_workspace(root: Path, exclude: list[str], secrets: Iterable[str] = ()) -> Plan:
+    """What a push of `root` with `exclude` would send, without sending anything. Every
+    path and line in it is masked for `secrets` (the job's env values), as a run shows
+    them: a file named after a secret is no less a secret before the run."""
+    redact = Redactor(secrets)
     walk = walk_tree(root, exclude)
     files = [e for e in walk.entries if e.kind == "file"]
     largest = sorted(files, key=lambda e: e.size, reverse=True)[:_TOP]
+    warnings = _warnings(files) + [f"will not be pushed: {r}" for r in walk.refused]
+    explanations = _explain(walk.entries, walk.excluded, exclude)
     return Plan(
-        root=str(root),
+        root=redact(str(root)),
         files=len(files),
         bytes=sum(e.size for e in files),
         compressed_estimate=_estimate(root, files),
-        largest=[(e.path, e.size) for e in largest],
-        warnings=_warnings(files) + [f"will not be pushed: {r}" for r in walk.refused],
-        explanations=_explain(walk.entries, walk.excluded, exclude),
+        largest=[(redact(e.path), e.size) for e in largest],
+        warnings=[redact(w) for w in warnings],
+        explanations=[(redact(path), redact(why)) for path, why in explanations],
         excluded=len(walk.excluded),
     )
 

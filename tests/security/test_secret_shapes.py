@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from agent.lines import MAX_LINE
 from engine.state.paths import state_dir
-from tests.support.cli import swjob_run
+from tests.support.cli import swjob, swjob_run
 from tests.support.hostile import PEM, SECRET, pieces
 
 
@@ -93,3 +93,19 @@ def test_a_declared_output_naming_a_secret_that_matched_nothing_is_shown_masked(
         None,
         "missing output shown as *** in CLI, events, run.json, index and manifest",
     )
+
+
+def test_swjob_plan_masks_workspace_paths_naming_a_secret(tmp_path, make_job) -> None:
+    """`swjob plan` lists the largest files, refusals and (--explain) every path: one
+    named after an env value was printed raw, though a run masks it everywhere."""
+    job = make_job(
+        {f"data-{SECRET}.txt": "x" * 100, f"skip-{SECRET}": "s"},
+        env={"API_TOKEN": SECRET}, run="true",
+        workspace={"workdir": ".", "exclude": [f"skip-{SECRET}"]},
+    )  # fmt: skip
+    (job.source.parent / f"link-{SECRET}").symlink_to("/etc/passwd")
+    done = swjob("plan", str(job.source), "--explain", cwd=tmp_path)
+    printed = done.stdout + done.stderr
+    assert done.returncode == 0 and "data-***.txt" in printed, printed
+    assert "link-***" in printed and "skip-***" in printed, printed
+    assert pieces(SECRET, printed) == []

@@ -172,7 +172,7 @@ class SubmitScreen(ModalScreen[str | None]):
         show(plan=describe(job))
         if job.workspace is not None:
             plan = await asyncio.to_thread(
-                plan_workspace, job.workspace.workdir, job.workspace.exclude
+                plan_workspace, job.workspace.workdir, job.workspace.exclude, job.env.values()
             )
             show(plan=f"{describe(job)}\n{push_summary(plan)}")
         return job
