@@ -215,6 +215,7 @@ class Engine:
         """Start a run of `job` on `pool_def`: attempt 1 under a new id when `attempt` is
         None, else a recorded next attempt under its `run_id` (whose lease we hold)."""
         pool = pool_def.name
+        fresh = run_id is None
         if run_id is None:
             run_id = new_run_id()
             lease = ownership.acquire(run_id)
@@ -223,7 +224,13 @@ class Engine:
             self._leases[run_id] = lease
         attempt = attempt or attempts.first_attempt(run_id, pool_def)
         run_dir = (self.config.runs_dir / job.name / run_id).absolute()
-        run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, a read-only disk: nothing started yet
+            self._leases.pop(run_id).release(finished=fresh)  # a new run is no run at all
+            raise SubmitError(
+                f"{run_dir}: cannot make the run's directory: {exc.strerror}"
+            ) from None
         # a taker that died before indexing the run left at most its Submitted: start over
         (run_dir / "events.jsonl").unlink(missing_ok=True)
         self.stream.open_run(run_id, run_dir / "events.jsonl")

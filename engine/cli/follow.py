@@ -45,7 +45,11 @@ async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path
     await engine.start()
     printer = RunPrinter(Console(highlight=False, soft_wrap=True))
     try:
-        run_id = await engine.submit(job, pool)
+        try:
+            run_id = await engine.submit(job, pool)
+        except SubmitError as exc:
+            printer.console.print(f"[red]error:[/] {escape(str(exc))}")
+            return 1
         view = engine.run(run_id)
         printer.console.print(f"[dim]run {run_id} → {view.run_dir if view else '?'}[/]")
         code = await _follow(engine, sub, run_id, printer, after_seq=0)

@@ -52,3 +52,19 @@ def test_swjob_runs_and_the_console_say_it_too(tmp_path: Path, in_the_way: Path)
     )  # fmt: skip
     assert console.returncode == 1, console.stdout + console.stderr
     assert console.stderr.strip() == f"error: {in_the_way}: {BROKEN}"
+
+
+def test_swjob_run_names_a_runs_dir_it_cannot_use(tmp_path: Path, in_the_way: Path, make_job):
+    """`--runs-dir` under a file: one line naming the run's directory (it was a
+    NotADirectoryError traceback), exit 1, and no lease or index row left for a run
+    that never began."""
+    make_job(run="echo never")
+    job = tmp_path / "project" / "job.toml"
+    done = swjob("run", str(job), "--runs-dir", str(in_the_way), cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in said, said
+    (line,) = said.strip().splitlines()[-1:]
+    assert line.startswith(f"error: {in_the_way}/t/") and line.endswith(
+        ": cannot make the run's directory: Not a directory"
+    ), line
+    assert swjob("runs", cwd=tmp_path).stdout.strip() in ("", "no runs yet")
