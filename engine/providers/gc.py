@@ -24,7 +24,7 @@ from engine.jobs.pools import Pool, PoolFileError, PoolSet
 from engine.providers.base import NodeHandle, TeardownError
 from engine.providers.vast_api import RetryPolicy, VastApiError
 from engine.providers.vast_boot import operator_of, run_id_of
-from engine.providers.vastai import VastProvider, make_api
+from engine.providers.vastai import CREATE_SETTLE_S, VastProvider, make_api
 from engine.state.identity import operator_id
 from engine.state.ledger import Ledger, LedgerEntry
 from engine.state.locked import StateNotWritten
@@ -161,8 +161,25 @@ async def find_orphans(
             seen.add(str(row["id"]))
             orphans.append(_from_row(pool, row, entries, now, abandoned or set()))
     claimed = {e for o in orphans for e in o.entries}
-    unlisted = [e for e in entries if e.entry not in claimed and e.provider == "vastai"]
+    unlisted = [
+        e
+        for e in entries
+        if e.entry not in claimed
+        and e.provider == "vastai"
+        and not _maybe_creating(e, abandoned or set(), now, retry or RetryPolicy())
+    ]
     return orphans + [_unlisted(e, pools, now) for e in unlisted]
+
+
+def _maybe_creating(
+    entry: LedgerEntry, abandoned: set[str], now: float, retry: RetryPolicy
+) -> bool:
+    """An abandoned run's intent without an instance, younger than a create request's
+    timeout: its engine may have died with the create in flight, and Vast may still
+    answer it. Closing the row as gone now would leave that instance to no one (the
+    adopter finds a run's node through its open row): it is left for a later look."""
+    young = now - entry.intent_at < retry.timeout_s + CREATE_SETTLE_S
+    return entry.instance_id is None and entry.run_id in abandoned and young
 
 
 async def destroy_orphans(

@@ -184,3 +184,33 @@ def test_gc_without_an_answer_destroys_nothing_and_says_so(tmp_path: Path, api: 
     assert "Traceback" not in listed.stderr and listed.stderr == ""
     assert "nothing destroyed" in listed.stdout and "--yes" in listed.stdout
     assert [e.run_id for e in Ledger().open_entries()] == ["run-halfway"]
+
+
+def test_gc_leaves_the_intent_of_a_create_still_in_flight_for_the_adopter(
+    tmp_path: Path, api: StandIn, clis: Start
+) -> None:
+    """`swjob run` killed while its create call is in flight, then `swjob gc --yes` at
+    once: the intent has no instance yet, but Vast answers the create after the kill.
+    gc closed that row as gone, so the adopter found no node, failed the run and left
+    the instance billing; the row is now left open, and `swjob attach` finds the
+    instance through it and ends the run with its node destroyed."""
+    api.cloud.faults.create_delay_s = 2.0
+    pools = tmp_path / "pools.toml"
+    pools.write_text(POOLS)
+    (tmp_path / "job.toml").write_text('[job]\nname = "crashy"\nrun = "true"\n')
+    cli = clis("run", "job.toml", "--pool", "gpu", "--pools", str(pools), cwd=tmp_path)
+    eventually(
+        lambda: any(m == "PUT" and "/asks/" in path for m, path, *_ in api.requests),
+        what="the create call sent",
+    )
+    cli.kill9()
+    collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert len(Ledger().open_entries()) == 1, collected.stdout  # left for the adopter
+    eventually(lambda: len(api.cloud.instances) == 1, what="the create answered")
+    run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
+    attach = clis("attach", run_dir.name, "--pools", str(pools), cwd=tmp_path)
+    assert attach.wait(90) == 0, attach.output()
+    assert api.cloud.instances == {}, "the instance created after the crash was left billing"
+    assert run_json(run_dir)["state"] == "COMPLETED"
+    assert Ledger().open_entries() == []
