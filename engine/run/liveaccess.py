@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from agent.livewire import Duplex, ForwardOpen, ShellOpen, splice, tcp_duplex
 from engine.run.forward import LOOPBACK
 from engine.run.liveops import OPEN_TIMEOUT_S, LiveRequest, LiveStream, LiveUnavailable
+from engine.state import ownership
 from engine.state.paths import state_dir
 
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -146,8 +147,10 @@ async def _reply(writer: asyncio.StreamWriter, error: str | None) -> None:
 
 
 def driven(run_id: str) -> bool:
-    """True while some engine process announces `run_id` as live."""
-    return _access_file(run_id).exists()
+    """True while some engine process announces `run_id` as live and is alive to serve it:
+    an engine killed with -9 leaves its announcement behind, and its run is then nobody's
+    (`swjob attach` takes it over) — not a run to forward to."""
+    return _access_file(run_id).exists() and ownership.has_live_owner(run_id)
 
 
 def not_driven(run_id: str) -> LiveUnavailable:

@@ -22,7 +22,7 @@ from engine.state import ownership
 from engine.state.ledger import Ledger
 from engine.state.paths import cache_dir
 from tests.standin.server import StandIn
-from tests.support.cli import Cli
+from tests.support.cli import Cli, swjob
 from tests.support.processes import kill_quietly, pid_alive, reap
 from tests.support.recovery import ENGINE_MAIN, recover
 from tests.support.runs import agent_pid, only_run_dir, waiting_job
@@ -119,6 +119,21 @@ async def test_a_node_that_died_with_the_operator_is_torn_down_and_the_run_faile
     view = await recover(tmp_path / "swjob-runs", load_pools(None), run_dir.name)
     assert view.state == "FAILED" and view.reason.startswith("node lost: agent process exited")
     assert list((cache_dir() / "nodes").iterdir()) == []
+
+
+async def test_forward_to_a_run_whose_operator_was_killed_says_so(
+    tmp_path: Path, crashed_run: tuple[Path, int]
+) -> None:
+    """The killed operator's live-access announcement stays behind. `swjob shell` said
+    nobody drives the run; `swjob forward` said "forwarding …" and closed every
+    connection it took, without a word. It now says so too (exit 1)."""
+    run_dir, _ = crashed_run
+    refused = swjob("forward", run_dir.name, "6006", cwd=tmp_path, timeout=20)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode == 1 and "forwarding" not in said, said
+    assert f"no swjob process drives run {run_dir.name}" in said, said
+    view = await recover(tmp_path / "swjob-runs", load_pools(None), run_dir.name)
+    assert view.state == "COMPLETED", view.reason
 
 
 async def test_instance_created_but_never_joined_is_destroyed_after_a_crash(
