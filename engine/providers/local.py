@@ -217,15 +217,24 @@ def _kill_orphan_step(root: Path) -> None:
 
 
 def _agent_in(root: Path) -> int | None:
-    """The pid of the process working in `root` (a node's agent: forked or started
-    afresh, it runs there), or None — also where processes cannot be listed."""
+    """The pid of the agent working in `root` (forked or started afresh, it runs there), or
+    None — also where processes cannot be listed. Working there is not proof enough: a
+    user's shell `cd`'d into the node's directory to look would be adopted as its agent and
+    killed at teardown, so the process must also run the agent (`python -m agent`, which
+    a forked agent's command line, its server's, is too)."""
     import psutil  # for this rare case only
 
     where = str(root.resolve())
     try:
-        for process in psutil.process_iter(["cwd", "status"]):
-            if process.info["cwd"] == where and process.info["status"] != psutil.STATUS_ZOMBIE:
+        for process in psutil.process_iter(["cwd", "status", "cmdline"]):
+            info = process.info
+            alive = info["status"] != psutil.STATUS_ZOMBIE
+            if info["cwd"] == where and alive and _runs_agent(info["cmdline"] or []):
                 return process.pid
     except Exception:  # psutil on a Linux without /proc fails in many ways
         return None
     return None
+
+
+def _runs_agent(cmdline: list[str]) -> bool:
+    return any(cmdline[i : i + 2] == ["-m", "agent"] for i in range(len(cmdline) - 1))

@@ -17,6 +17,7 @@ import pytest
 from engine.engine import Engine, EngineConfig
 from engine.jobs.jobspec import load_job
 from engine.jobs.pools import load_pools
+from engine.providers.local import LocalProvider
 from engine.report.datastream import read_events
 from engine.state import ownership
 from engine.state.ledger import Ledger
@@ -286,6 +287,26 @@ async def test_a_node_forked_but_never_recorded_is_found_after_a_crash(tmp_path:
         assert list((cache_dir() / "nodes").iterdir()) == []
     finally:
         kill_quietly(agent)
+
+
+async def test_a_process_merely_working_in_a_node_dir_is_not_adopted_as_its_agent(
+    tmp_path: Path,
+) -> None:
+    """A user's shell `cd`'d into a crashed run's node directory is not its agent: adopting
+    it would end it at teardown. Only a process running the agent is found there."""
+    run_id = "20260101-000000-0badc0de"
+    root = cache_dir() / "nodes" / f"local-{run_id}-abcd"
+    root.mkdir(parents=True)
+    looker = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", str(tmp_path)], cwd=root
+    )
+    try:
+        assert await LocalProvider(1).find_node(run_id) is None
+        assert pid_alive(looker.pid)
+    finally:
+        kill_quietly(looker.pid)
+        reap(looker)
+        root.rmdir()
 
 
 async def test_close_without_stopping_leaves_the_run_to_the_next_engine(tmp_path: Path) -> None:
