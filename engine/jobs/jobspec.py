@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.redact import Redactor
 from engine.jobs.strict import Array, Before, Field, StrMap, Table, Text, check, first_problem
 from engine.jobs.tomlload import (
     SAFE_NAME,
@@ -210,5 +211,15 @@ def _validate(text: str, data: dict[str, object], source: Path) -> JobSpec:
     checked, problems = check(_JOB_FILE, data, {"base": source.parent})
     if problems:
         first = first_problem(problems)
-        raise located_error(JobFileError, text, source, first.loc, first.text, first.value)
+        problem = Redactor(_env_values(data))(first.text)
+        raise located_error(JobFileError, text, source, first.loc, problem, first.value)
     return JobSpec(**checked["job"], source=source)
+
+
+def _env_values(data: dict[str, object]) -> list[str]:
+    """The env values a job file holds, whatever else is wrong with it: a problem quotes
+    what it found (`'/abs-<value>' is absolute`), and a path that repeats a secret must
+    not print it in the error any more than the run would in its events."""
+    job = data.get("job")
+    env = job.get("env") if isinstance(job, dict) else None
+    return [v for v in env.values() if isinstance(v, str)] if isinstance(env, dict) else []

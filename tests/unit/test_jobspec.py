@@ -402,3 +402,22 @@ def test_a_toml_typo_says_what_was_expected(
     exc = error_of(tmp_path, text)
     assert exc.line == line and exc.problem.startswith(f"TOML syntax: {says}")
     assert "Unexpected character" not in exc.problem and "\\x00" not in exc.problem
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        'outputs = ["/abs-hf_S3CR3T_value"]',
+        'workspace = { workdir = "gone-hf_S3CR3T_value" }',
+        'name = "a b hf_S3CR3T_value"',
+    ],
+)
+def test_a_problem_quoting_an_env_value_masks_it(tmp_path: Path, field: str) -> None:
+    """The one-line error quotes what it found; an env value in it is masked, as the run
+    masks it everywhere (the env table may come before or after the field)."""
+    env = 'env = { HF_TOKEN = "hf_S3CR3T_value" }\n'
+    for text in (f'[job]\nrun = "x"\n{env}{field}\n', f'[job]\nrun = "x"\n{field}\n{env}'):
+        if "name" not in field:
+            text = text.replace("[job]\n", '[job]\nname = "j"\n')
+        message = str(error_of(tmp_path, text))
+        assert "hf_S3CR3T_value" not in message and "***" in message, message
