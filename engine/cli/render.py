@@ -40,6 +40,7 @@ class RunPrinter:
         self._phases: list[str] = []  # in the order the run took them, for the cost split
         self._boot_start: ev.Transition | None = None  # entering provisioning starts the boot
         self._boot: list[ev.Boot] = []
+        self._unconfirmed = False  # the provider could not confirm the node gone
 
     def __call__(self, event: ev.Event) -> None:
         match event:
@@ -56,6 +57,8 @@ class RunPrinter:
                 self._line(
                     f"node {event.node_id} joined: {facts.hostname}, {facts.cpus} CPUs, {gpus}"
                 )  # _line shows it visible: the facts are the node's word
+            case ev.Node(state=ev.NodeState.UNCONFIRMED):
+                self._unconfirmed = True
             case ev.Alert():
                 self.console.print(f"[bold red]warning:[/] {shown(event.message)}")
             case ev.Cost():
@@ -73,8 +76,11 @@ class RunPrinter:
         style = STATE_STYLE.get(event.to_state, "")
         arrow = " → " + ", ".join(event.commands) if event.commands else ""
         when = event.ts.astimezone().strftime("%H:%M:%S")
+        cause = event.cause
+        if cause == "NodeTornDown" and self._unconfirmed:  # the run ends; the node may not
+            cause = "teardown not confirmed: the node may still be billing"
         self.console.print(
-            f"[dim]{when}[/] [{style}]{event.to_state:<9}[/] {event.cause}{arrow}"
+            f"[dim]{when}[/] [{style}]{event.to_state:<9}[/] {cause}{arrow}"
             f" [dim]({event.to_phase})[/]"
         )
 

@@ -65,3 +65,16 @@ def test_swjob_runs_shows_what_each_run_cost() -> None:
     con, out = console(terminal=True)
     print_runs(con, limit=10)
     assert "cost" in out.getvalue() and "$1.25" in out.getvalue()
+
+
+def test_a_teardown_the_provider_could_not_confirm_is_not_printed_as_torn_down() -> None:
+    """The run ends either way, but after "may still be billing" warnings a closing
+    `NodeTornDown` line would say the opposite; a confirmed teardown keeps its name."""
+    for state, said in ((ev.NodeState.UNCONFIRMED, "not confirmed"), (ev.NodeState.GONE, "")):
+        con, out = console(terminal=False)
+        printer = RunPrinter(con)
+        printer(ev.Node(run_id=RUN, provider="vastai", node_id="7001", state=state))
+        end = transition("done")
+        printer(end.model_copy(update={"cause": "NodeTornDown", "to_state": "FAILED"}))
+        last = out.getvalue().splitlines()[-1]
+        assert ("NodeTornDown" in last) is not bool(said) and said in last, last
