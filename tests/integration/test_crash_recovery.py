@@ -27,6 +27,7 @@ from tests.support.cli import Cli, swjob
 from tests.support.processes import kill_quietly, pid_alive, reap
 from tests.support.recovery import ENGINE_MAIN, recover
 from tests.support.runs import agent_pid, only_run_dir, waiting_job
+from tests.support.vast import killed_while_creating
 from tests.support.waiting import eventually, eventually_async
 
 Start = Callable[..., Cli]
@@ -178,13 +179,7 @@ async def test_a_create_still_in_flight_when_the_operator_died_is_found_and_torn
         'agent_install = "swjob"\n'
         "[pools.gpu.resources]\ngpu_count = 1\n"
     )
-    (tmp_path / "job.toml").write_text('[job]\nname = "crashy"\nrun = "true"\n')
-    cli = clis("run", "job.toml", "--pool", "gpu", "--pools", str(pools_file), cwd=tmp_path)
-    eventually(
-        lambda: any(m == "PUT" and "/asks/" in path for m, path, *_ in api.requests),
-        what="the create call sent",
-    )
-    cli.kill9()
+    killed_while_creating(api, clis, tmp_path, pools_file)
     assert api.cloud.instances == {}, "the create answered before the kill"
     view = await recover(
         tmp_path / "swjob-runs",
@@ -195,6 +190,23 @@ async def test_a_create_still_in_flight_when_the_operator_died_is_found_and_torn
     assert api.cloud.instances == {}, "the instance created after the crash was left billing"
     assert len(api.cloud.destroyed) == 1 and Ledger().open_entries() == []
     assert view.state == "COMPLETED", view.reason
+
+
+def _engine_killed_at(patch: str, said: str, job: Path, runs: Path) -> str:
+    """An engine process running `job`, with `patch` applied (it prints a line starting
+    with `said` at the moment it stops), killed with -9 there; the line it printed."""
+    first = subprocess.Popen(
+        [sys.executable, "-c", patch + ENGINE_MAIN, str(job), str(runs)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert first.stdout is not None
+        line = first.stdout.readline()
+        assert line.startswith(said), line
+        os.kill(first.pid, signal.SIGKILL)
+    finally:
+        reap(first)
+    return line
 
 
 FREEZE = """
@@ -225,16 +237,7 @@ async def test_a_step_recorded_as_started_but_never_sent_is_started_after_recove
         'run = "echo ran | tee out.txt"\noutputs = ["out.txt"]\n'
     )
     runs = tmp_path / "swjob-runs"
-    first = subprocess.Popen(
-        [sys.executable, "-c", FREEZE + ENGINE_MAIN, str(job), str(runs)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        assert first.stdout is not None
-        assert "FROZEN" in first.stdout.readline()
-        os.kill(first.pid, signal.SIGKILL)
-    finally:
-        reap(first)
+    _engine_killed_at(FREEZE, "FROZEN", job, runs)
     view = await recover(
         runs, load_pools(None), only_run_dir(tmp_path / "swjob-runs", "crashy").name
     )
@@ -267,18 +270,7 @@ async def test_a_node_forked_but_never_recorded_is_found_after_a_crash(tmp_path:
     job = tmp_path / "job.toml"
     job.write_text('[job]\nname = "crashy"\nrun = "echo ran > out.txt"\noutputs = ["out.txt"]\n')
     runs = tmp_path / "swjob-runs"
-    first = subprocess.Popen(
-        [sys.executable, "-c", UNRECORDED + ENGINE_MAIN, str(job), str(runs)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        assert first.stdout is not None
-        line = first.stdout.readline()
-        assert line.startswith("FORKED"), line
-        agent = int(line.split()[1])
-        os.kill(first.pid, signal.SIGKILL)
-    finally:
-        reap(first)
+    agent = int(_engine_killed_at(UNRECORDED, "FORKED", job, runs).split()[1])
     try:
         view = await recover(runs, load_pools(None), only_run_dir(runs, "crashy").name)
         assert view.state == "COMPLETED", view.reason

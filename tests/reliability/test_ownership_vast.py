@@ -16,6 +16,7 @@ from tests.standin.server import StandIn
 from tests.support.cli import Cli, swjob
 from tests.support.processes import reap
 from tests.support.runs import finished, only_run_dir, run_json, waiting_job
+from tests.support.vast import killed_while_creating
 from tests.support.waiting import eventually
 
 Start = Callable[..., Cli]
@@ -197,13 +198,7 @@ def test_gc_leaves_the_intent_of_a_create_still_in_flight_for_the_adopter(
     api.cloud.faults.create_delay_s = 2.0
     pools = tmp_path / "pools.toml"
     pools.write_text(POOLS)
-    (tmp_path / "job.toml").write_text('[job]\nname = "crashy"\nrun = "true"\n')
-    cli = clis("run", "job.toml", "--pool", "gpu", "--pools", str(pools), cwd=tmp_path)
-    eventually(
-        lambda: any(m == "PUT" and "/asks/" in path for m, path, *_ in api.requests),
-        what="the create call sent",
-    )
-    cli.kill9()
+    killed_while_creating(api, clis, tmp_path, pools)
     collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     assert len(Ledger().open_entries()) == 1, collected.stdout  # left for the adopter

@@ -4,7 +4,7 @@ a provider with fast retries, a bootstrap for it."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ from engine.providers.vast_api import RetryPolicy
 from engine.providers.vastai import VastProvider
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
+from tests.support.cli import Cli
+from tests.support.waiting import eventually
 
 FAST = RetryPolicy(attempts=4, base_s=0.01, max_s=0.05, timeout_s=10)
 TOKEN = "join-token-" + "z" * 20
@@ -63,3 +65,18 @@ def provider(api: StandIn, pool: Pool, alerts: list[str], **kwargs: Any) -> Vast
 
 def bootstrap(run_id: str = "run-1") -> Bootstrap:
     return Bootstrap(run_id=run_id, ticket="not-a-ticket", orchestrator_id="o" * 64, token=TOKEN)
+
+
+def killed_while_creating(
+    api: StandIn, clis: Callable[..., Cli], folder: Path, pools: Path
+) -> None:
+    """`swjob run` of a one-line job (`crashy`) on `pools`' gpu pool from `folder`, killed
+    with -9 once its create call (PUT /asks/<offer>/) is sent: with the stand-in's
+    `create_delay_s` the create is still in flight, and Vast answers it after the kill."""
+    (folder / "job.toml").write_text('[job]\nname = "crashy"\nrun = "true"\n')
+    cli = clis("run", "job.toml", "--pool", "gpu", "--pools", str(pools), cwd=folder)
+    eventually(
+        lambda: any(m == "PUT" and "/asks/" in path for m, path, *_ in api.requests),
+        what="the create call sent",
+    )
+    cli.kill9()
