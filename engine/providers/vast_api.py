@@ -145,6 +145,16 @@ class VastApi:
             return VastApiError(f"Vast.ai {what}: {kind}", transient=True)
         return VastApiError(f"Vast.ai {what}: {type(exc).__name__}")
 
+    def refusal(self, what: str, answer: Any) -> VastApiError | None:
+        """A 200 whose body says `success: false` (Vast's own async client checks it): the
+        refusal as an error with Vast's message, else None."""
+        if not isinstance(answer, dict) or answer.get("success") is not False:
+            return None
+        error = answer.get("error")
+        said = self._redact(str(answer.get("msg") or error or ""))[:200]
+        message = f"Vast.ai {what}: refused" + (f" ({said})" if said else "")
+        return VastApiError(message, code=str(error)[:64] if error else None)
+
     async def once(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         """One attempt; failures leave as VastApiError (with `transient` set)."""
         try:

@@ -297,6 +297,11 @@ class VastProvider:
             if error.code == "no_such_ask" or error.status in (404, 410):
                 raise _OfferGone(str(error)) from None
             raise
+        refused = self.api().refusal(f"create instance from offer {offer.get('id')}", answer)
+        if refused is not None:  # Vast said no in a 200: its word, not "rented away"
+            if refused.code == "no_such_ask":
+                raise _OfferGone(str(refused))
+            raise refused
         if not isinstance(answer, dict) or not answer.get("new_contract"):
             raise _OfferGone(f"Vast.ai create instance from offer {offer.get('id')}: no contract")
         return str(answer["new_contract"])

@@ -86,6 +86,24 @@ async def test_a_400_on_create_is_an_error_with_vasts_message(api: StandIn) -> N
     assert Ledger().open_entries() == [] and api.cloud.instances == {}
 
 
+async def test_a_create_refused_in_a_200_is_an_error_with_vasts_message(api: StandIn) -> None:
+    """Vast's own async client treats a 200 whose `success` is false as a failed create
+    (`error` - `msg`): it is Vast refusing the request, not the offer being rented away."""
+    api.cloud.faults.create_soft_refusal = {
+        "success": False,
+        "error": "insufficient_credit",
+        "msg": "Your account lacks credit; see the billing page",
+    }
+    alerts: list[str] = []
+    vast = provider(api, gpu_pool(), alerts)
+    with pytest.raises(ProvisionError, match="\\(Your account lacks credit; see the billing"):
+        await vast.provision(bootstrap())
+    creates = [p for m, p, _, _ in api.requests if m == "PUT" and "/asks/" in p]
+    assert len(creates) == 1, "a refused request is not retried on the next offer"
+    assert not any("rented away" in a for a in alerts)
+    assert Ledger().open_entries() == [] and api.cloud.instances == {}
+
+
 async def test_a_lost_node_reason_carries_vasts_status_msg(api: StandIn) -> None:
     vast, handle = await _rented(api, [], poll_s=0.05)
     api.cloud.crash(int(handle.node_id), status_msg="OCI runtime create failed: no GPU")

@@ -78,6 +78,7 @@ class Faults:
     gone_404: bool = False  # looking up a gone instance answers 404 (not {"instances": null})
     destroy_lag_s: float = 0.0  # an accepted destroy stays listed this long (eventual)
     create_refusal: str | None = None  # the next create answers 400 invalid_args with this msg
+    create_soft_refusal: dict[str, Any] | None = None  # the next create answers 200 with this
     container_destroy_refused: bool = False  # a container key may stop, not destroy
     refuse_low_bids: bool = False  # a bid under the minimum answers 400, instance left stopped
     bid_war: float = 0.0  # minimum bids rise by this at create (outbid since the search)

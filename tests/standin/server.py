@@ -5,8 +5,9 @@ It implements the endpoints swjob's provider calls — search offers, create
 `next_token`), label, destroy — and checks them as the real API would: a Bearer key
 on every request, request bodies of the right shape. Faults are injected through
 `StandIn.cloud.faults` (5xx, 429, lost create answers, a 400 with Vast's message, a
-404 for gone instances, a destroy that stays listed for a while). Interruptible offers:
-a `bid` search lists offers with a `min_bid`; a create with a `price` is a bid (under
+create refused in a 200 (`success: false`), a 404 for gone instances, a destroy that
+stays listed for a while). Interruptible offers: a `bid` search lists offers with a
+`min_bid`; a create with a `price` is a bid (under
 the minimum the instance is created stopped, and with `refuse_low_bids` the create
 also answers 400); `cloud.preempt(id)` stops an instance as an outbid would. A container's scoped
 key (`CONTAINER_API_KEY`) is accepted only for its own instance. Use it as a context
@@ -178,6 +179,9 @@ class StandIn:
         refusal, self.cloud.faults.create_refusal = self.cloud.faults.create_refusal, None
         if refusal is not None:
             raise _Reply(400, {"success": False, "error": "invalid_args", "msg": refusal})
+        soft, self.cloud.faults.create_soft_refusal = self.cloud.faults.create_soft_refusal, None
+        if soft is not None:  # a refusal in a 200 (Vast's own async client checks `success`)
+            return soft
         time.sleep(self.cloud.faults.create_delay_s)
         inst = self.cloud.create(int(offer_id), body)
         if inst is None:
