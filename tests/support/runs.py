@@ -65,13 +65,16 @@ def agent_pid(run_dir: Path) -> int:
     return int(node.offer["pid"])
 
 
-def waiting_job(project: Path, name: str, release: Path, lines: int = 3) -> Path:
-    """A job that prints `lines` lines, then waits for `release` to exist, then writes its
-    output: the test decides when it ends. Returns the job file."""
+def waiting_job(project: Path, name: str, release: Path, lines: int = 3, then: str = "") -> Path:
+    """A job that prints `lines` lines, then waits for `release` to exist, then prints
+    `then` (if any) and writes its output: the test decides when it ends. Returns the job
+    file."""
     project.mkdir(parents=True, exist_ok=True)
     run = (
         f"for i in $(seq 1 {lines}); do echo line $i; done; "
-        f"while [ ! -e {release} ]; do sleep 0.1; done; echo done > out.txt"
+        f"while [ ! -e {release} ]; do sleep 0.1; done; "
+        + (f"echo {then}; " if then else "")
+        + "echo done > out.txt"
     )
     job = project / "job.toml"
     job.write_text(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+
 from engine.engine import Engine
 from engine.jobs.jobspec import load_job
 from tests.support.engines import engine_config
@@ -189,6 +191,41 @@ async def test_a_run_nobody_drives_is_marked_and_a_adopts_it(engine, clis, tmp_p
         release.touch()
         assert (await finished(app, run_id, timeout=60)).state == "COMPLETED"
         await until(pilot, lambda: str(table.get_cell(run_id, "state")) == "COMPLETED")
+
+
+@pytest.mark.parametrize("where", ["preview", "detail"])
+async def test_a_run_shown_before_it_is_adopted_shows_its_new_lines(
+    engine, clis, tmp_path, where
+) -> None:
+    """The console opens on a run whose operator died: the board's preview (or the run's
+    detail) shows its log files' tail. Once this console adopts it, the lines the job
+    prints from then on appear there too, and the detail follows the run to its end —
+    they reached only the files, and the detail stayed on the run as it was read."""
+    release = tmp_path / "release"
+    job = waiting_job(tmp_path / "adoptee", "adoptee", release, then="after-adoption")
+    runs = engine.config.runs_dir
+    cli = clis("run", str(job), "--runs-dir", str(runs), cwd=tmp_path)
+    run_dir = only_run_dir(runs, "adoptee")
+    eventually(lambda: ("run", False, "line 3") in history.tail(run_dir, 3), what="the job running")
+    cli.kill9()
+    app = SwjobApp(engine)
+    async with app.run_test(size=SMALL) as pilot:
+        await booted(pilot)
+        table = app.screen.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 1)
+        run_id = table.selected
+        await until(pilot, lambda: str(table.get_cell(run_id, "step")) == "no owner")
+        if where == "detail":
+            await pilot.press("enter")
+        view = app.screen.query_one(LogView)
+        await until(pilot, lambda: any("line 3" in line for line in view.lines))
+        await pilot.press("a")
+        await until(pilot, lambda: engine.running_run(run_id))
+        release.touch()
+        assert (await finished(app, run_id, timeout=60)).state == "COMPLETED"
+        await until(pilot, lambda: any("after-adoption" in line for line in view.lines), 5)
+        assert sum("line 3" in line for line in view.lines) == 1
+        await until(pilot, lambda: "COMPLETED" in screen_text(app), 5)
 
 
 async def test_a_followed_run_is_followed_until_its_node_is_torn_down(

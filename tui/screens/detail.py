@@ -135,7 +135,11 @@ class DetailScreen(Screen[None]):
         self.app.call_from_thread(self.query_one(LogView).add, past.lines, total)
 
     def refresh_run(self) -> None:
-        run = self.past.view if self.past else self.engine.run(self.run_id or "")
+        live = self.engine.run(self.run_id or "")
+        if self.past and live is not None and live.live:  # adopted since it was read
+            self.past = None
+            self.query_one(LogView).follow(self.feed.log(live.run_id))
+        run = self.past.view if self.past else live
         if run is None:
             return
         if timeline_key(run, self.clock) != self._timeline_shown:

@@ -135,6 +135,13 @@ class LogView(Log):
         self.highlighter.term, self.matches = "", []
         self.flush()
 
+    def follow(self, source: RunLog) -> None:
+        """Take new lines from this ring too, keeping what is shown: a run read from disk
+        that this console has just adopted goes on where its files left off."""
+        if self.source is None:
+            self.source, self.seen = source, 0
+            self.flush()
+
     def add(self, lines: Iterable[Line], total: int | None = None) -> None:
         """Append lines that did not come through the ring (e.g. a finished run's disk
         tail); `total` is how many the run logged in all, when more than these."""

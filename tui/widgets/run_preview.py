@@ -57,6 +57,8 @@ class RunPreview(Vertical):
             return
         if run.run_id != self.run_id:
             self._switch(run)
+        elif run.live:  # adopted since it was selected: its new lines come from the feed
+            self.view.follow(self.feed.log(run.run_id))
         now = self.clock()
         key = (run, queued, owner, 0 if run.finished else int(now.timestamp()))
         if key == self._shown:
