@@ -161,23 +161,35 @@ async def test_tab_switches_panes_on_the_board_and_in_the_detail(engine) -> None
         assert log.has_focus
 
 
+def _adoptee_running(engine, clis, tmp_path, then: str = ""):
+    """A real `swjob run` of a job `adoptee` that has printed its lines and waits for the
+    returned release file (then prints `then`): the (cli, release) pair."""
+    release = tmp_path / "release"
+    job = waiting_job(tmp_path / "adoptee", "adoptee", release, then=then)
+    runs = engine.config.runs_dir
+    cli = clis("run", str(job), "--runs-dir", str(runs), cwd=tmp_path)
+    run_dir = only_run_dir(runs, "adoptee")
+    eventually(lambda: ("run", False, "line 3") in history.tail(run_dir, 3), what="the job running")
+    return cli, release
+
+
+async def _only_row(pilot) -> tuple[JobsTable, str]:
+    """The booted board with its one row: the table and that row's run id."""
+    app = await booted(pilot)
+    table = app.screen.query_one(JobsTable)
+    await until(pilot, lambda: table.row_count == 1)
+    return table, table.selected
+
+
 async def test_a_run_nobody_drives_is_marked_and_a_adopts_it(engine, clis, tmp_path) -> None:
     """A real `swjob run` drives the run: the board follows it read-only ("elsewhere", `a`
     greyed). Killed with -9, its run has no owner: the row says so and `a` adopts it —
     this console then drives it to COMPLETED. (The fixture engine does not adopt on its
     own, as the real console does every few seconds, so the key is what adopts here.)"""
-    release = tmp_path / "release"
-    job = waiting_job(tmp_path / "adoptee", "adoptee", release)
-    runs = engine.config.runs_dir
-    cli = clis("run", str(job), "--runs-dir", str(runs), cwd=tmp_path)
-    run_dir = only_run_dir(runs, "adoptee")
-    eventually(lambda: ("run", False, "line 3") in history.tail(run_dir, 3), what="the job running")
+    cli, release = _adoptee_running(engine, clis, tmp_path)
     app = SwjobApp(engine)
     async with app.run_test(size=SMALL) as pilot:
-        await booted(pilot)
-        table = app.screen.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 1)
-        run_id = table.selected
+        table, run_id = await _only_row(pilot)
         assert str(table.get_cell(run_id, "step")) == "elsewhere"
         await until(pilot, lambda: "driven by another swjob process" in preview_text(app))
         assert app.check_action("adopt", ()) is None
@@ -201,19 +213,11 @@ async def test_a_run_shown_before_it_is_adopted_shows_its_new_lines(
     detail) shows its log files' tail. Once this console adopts it, the lines the job
     prints from then on appear there too, and the detail follows the run to its end —
     they reached only the files, and the detail stayed on the run as it was read."""
-    release = tmp_path / "release"
-    job = waiting_job(tmp_path / "adoptee", "adoptee", release, then="after-adoption")
-    runs = engine.config.runs_dir
-    cli = clis("run", str(job), "--runs-dir", str(runs), cwd=tmp_path)
-    run_dir = only_run_dir(runs, "adoptee")
-    eventually(lambda: ("run", False, "line 3") in history.tail(run_dir, 3), what="the job running")
+    cli, release = _adoptee_running(engine, clis, tmp_path, then="after-adoption")
     cli.kill9()
     app = SwjobApp(engine)
     async with app.run_test(size=SMALL) as pilot:
-        await booted(pilot)
-        table = app.screen.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 1)
-        run_id = table.selected
+        table, run_id = await _only_row(pilot)
         await until(pilot, lambda: str(table.get_cell(run_id, "step")) == "no owner")
         if where == "detail":
             await pilot.press("enter")
