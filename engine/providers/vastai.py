@@ -414,11 +414,13 @@ class VastProvider:
     async def _destroy(self, instance: str) -> None:
         """Ask Vast to destroy, retrying refusals and transient failures with backoff;
         an instance that is already gone counts as destroyed."""
-        api = self.api()
+        api, what = self.api(), f"destroy instance {instance}"
         for attempt in range(self._policy.attempts):
             try:
-                await api.once(f"destroy instance {instance}", "destroy_instance", int(instance))
-                return
+                refused = api.refusal(what, await api.once(what, "destroy_instance", int(instance)))
+                if refused is None:
+                    return
+                raise refused  # a 200 without success: Vast's CLI, too, reads it as refused
             except VastApiError as error:
                 if error.gone or error.code == "no_such_instance":
                     return

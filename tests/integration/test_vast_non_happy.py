@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from engine.providers.base import NodeHandle, ProvisionError
+from engine.providers.base import NodeHandle, ProvisionError, TeardownError
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.vast import bootstrap, gpu_pool, provider
@@ -102,6 +102,27 @@ async def test_a_create_refused_in_a_200_is_an_error_with_vasts_message(api: Sta
     assert len(creates) == 1, "a refused request is not retried on the next offer"
     assert not any("rented away" in a for a in alerts)
     assert Ledger().open_entries() == [] and api.cloud.instances == {}
+
+
+async def test_a_destroy_refused_in_a_200_is_retried_then_said(api: StandIn) -> None:
+    """Vast's CLI reads a destroy answered 200 without `success` as refused (it prints the
+    msg): it is retried like a failed call, and one refused for good is a teardown error
+    with Vast's message — not an accepted destroy Vast is slow to show."""
+    alerts: list[str] = []
+    vast, handle = await _rented(api, alerts, confirm_every_s=0.05)
+    api.cloud.faults.destroy_refusals = 1
+    await vast.teardown(handle)  # the second ask destroys it
+    assert api.cloud.instances == {} and Ledger().open_entries() == []
+
+    vast, handle = await _rented(api, alerts, confirm_every_s=0.05)
+    api.cloud.faults.destroy_refusals = 100
+    with pytest.raises(TeardownError, match=r"instance is locked.*may still be billing"):
+        await vast.teardown(handle)
+    assert int(handle.node_id) in api.cloud.instances
+    [row] = Ledger().open_entries()  # left for gc, and said
+    assert row.instance_id == handle.node_id and row.destroy_requested_at is None
+    api.cloud.faults.destroy_refusals = 0
+    await vast.teardown(handle)
 
 
 async def test_a_lost_node_reason_carries_vasts_status_msg(api: StandIn) -> None:

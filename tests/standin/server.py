@@ -234,6 +234,8 @@ class StandIn:
         faults = self.cloud.faults
         if faults.destroy_never or faults.take("destroy_failures"):
             raise _Reply(500, {"success": False, "error": "server_error", "msg": "try again"})
+        if faults.take("destroy_refusals"):  # as Vast's CLI reads it: no success, its msg
+            return {"success": False, "error": "invalid_request", "msg": "instance is locked"}
         if not self.cloud.destroy(int(instance_id)):
             raise _Reply(404, {"success": False, "error": "no_such_instance", "msg": "gone"})
         return {"success": True}
