@@ -49,10 +49,11 @@ def container_credential(
     return None
 
 
-def _call(url: str, method: str, key: str, body: dict[str, str]) -> int:
-    """The HTTP status of one request (the body of an answer is not needed). urllib is
-    imported here, by the one agent in many that is orphaned: at start-up it is 20 ms of
-    every agent's ~0.35 s of imports."""
+def _call(url: str, method: str, key: str, body: dict[str, str]) -> tuple[int, bool]:
+    """The HTTP status of one request, and whether it was done: a 2xx whose body says
+    `success: false` was refused (Vast's CLI reads it so). urllib is imported here, by
+    the one agent in many that is orphaned: at start-up it is 20 ms of every agent's
+    ~0.35 s of imports."""
     import urllib.error
     import urllib.request
 
@@ -64,9 +65,17 @@ def _call(url: str, method: str, key: str, body: dict[str, str]) -> int:
     )
     try:
         with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
-            return int(answer.status)
+            return int(answer.status), not _says_refused(answer.read(64 * 1024))
     except urllib.error.HTTPError as exc:
-        return int(exc.code)
+        return int(exc.code), False
+
+
+def _says_refused(body: bytes) -> bool:
+    try:
+        said = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(said, dict) and said.get("success") is False
 
 
 def destroy_own_instance(api_url: str = VAST_URL) -> str:
@@ -77,18 +86,16 @@ def destroy_own_instance(api_url: str = VAST_URL) -> str:
     instance, key = credential
     url = f"{api_url.rstrip('/')}/api/v0/instances/{instance}/"
     try:
-        status = _call(url, "DELETE", key, {})
-        if status < 300 or status == 404:
+        status, done = _call(url, "DELETE", key, {})
+        if (status < 300 and done) or status == 404:
             return f"destroyed own Vast.ai instance {instance}"
-        stopped = _call(url, "PUT", key, {"state": "stopped"})
+        stopped, _ = _call(url, "PUT", key, {"state": "stopped"})
     except (OSError, ValueError) as exc:
         return f"could not reach Vast.ai to destroy own instance {instance}: {type(exc).__name__}"
+    why = f"HTTP {status}" + ("" if status >= 300 else " without success")
     if stopped < 300:
-        return f"destroy of own Vast.ai instance {instance} refused (HTTP {status}); stopped it"
-    return (
-        f"could not destroy (HTTP {status}) or stop (HTTP {stopped}) own Vast.ai instance "
-        f"{instance}"
-    )
+        return f"destroy of own Vast.ai instance {instance} refused ({why}); stopped it"
+    return f"could not destroy ({why}) or stop (HTTP {stopped}) own Vast.ai instance {instance}"
 
 
 def remove_root(root: Path) -> str:

@@ -62,26 +62,35 @@ async def test_without_an_action_the_orphan_only_exits(tmp_path: Path) -> None:
     assert (root / "state" / "events.jsonl").exists()
 
 
-@pytest.mark.parametrize("refused", [False, True], ids=["destroyed", "refused-so-stopped"])
+@pytest.mark.parametrize(
+    ("refused", "said"),
+    [(None, None), (403, "HTTP 403"), (200, "HTTP 200 without success")],
+    ids=["destroyed", "refused-so-stopped", "refused-in-a-200-so-stopped"],
+)
 async def test_a_vast_orphan_destroys_its_own_instance_with_the_container_key(
-    tmp_path: Path, api: StandIn, monkeypatch: pytest.MonkeyPatch, refused: bool
+    tmp_path: Path,
+    api: StandIn,
+    monkeypatch: pytest.MonkeyPatch,
+    refused: int | None,
+    said: str | None,
 ) -> None:
+    """A refused destroy is followed by a stop — also one answered 200 without `success`
+    (Vast's CLI reads it as refused), which is no destroy."""
     api.cloud.faults.never_start = True
     vast = provider(api, gpu_pool(), [])
     mine, other = [await vast.provision(bootstrap(f"run-{n}")) for n in ("a", "b")]
     inst = api.cloud.instances[int(mine.node_id)]
     monkeypatch.setenv(orphan.ID_ENV, str(inst.id))  # as Vast sets them in the container
     monkeypatch.setenv(orphan.KEY_ENV, inst.container_key)
-    api.cloud.faults.container_destroy_refused = refused
+    api.cloud.faults.container_destroy_refused = refused == 403
+    api.cloud.faults.destroy_refusals = int(refused == 200)
     root = tmp_path / "node"
     node = await _orphaned(root, "--on-orphan", "destroy-instance", "--vast-url", api.url)
     notes = _notes(root)
     assert notes[0] == "orphaned for 1 s: job stopped, destroying node"
     if refused:
         assert api.cloud.instances[inst.id].status == "stopped"
-        assert (
-            notes[1] == f"destroy of own Vast.ai instance {inst.id} refused (HTTP 403); stopped it"
-        )
+        assert notes[1] == f"destroy of own Vast.ai instance {inst.id} refused ({said}); stopped it"
     else:
         assert inst.id not in api.cloud.instances and inst.id in api.cloud.destroyed
         assert notes[1] == f"destroyed own Vast.ai instance {inst.id}"
