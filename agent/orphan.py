@@ -89,11 +89,11 @@ def destroy_own_instance(api_url: str = VAST_URL) -> str:
         status, done = _call(url, "DELETE", key, {})
         if (status < 300 and done) or status == 404:
             return f"destroyed own Vast.ai instance {instance}"
-        stopped, _ = _call(url, "PUT", key, {"state": "stopped"})
+        stopped, halted = _call(url, "PUT", key, {"state": "stopped"})
     except (OSError, ValueError) as exc:
         return f"could not reach Vast.ai to destroy own instance {instance}: {type(exc).__name__}"
     why = f"HTTP {status}" + ("" if status >= 300 else " without success")
-    if stopped < 300:
+    if stopped < 300 and halted:
         return f"destroy of own Vast.ai instance {instance} refused ({why}); stopped it"
     return f"could not destroy ({why}) or stop (HTTP {stopped}) own Vast.ai instance {instance}"
 
