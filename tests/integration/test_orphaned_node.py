@@ -64,8 +64,8 @@ async def test_without_an_action_the_orphan_only_exits(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("refused", "said"),
-    [(None, None), (403, "HTTP 403"), (200, "HTTP 200 without success")],
-    ids=["destroyed", "refused-so-stopped", "refused-in-a-200-so-stopped"],
+    [(None, None), (403, "HTTP 403"), (200, "HTTP 200 without success"), (200, "stop too")],
+    ids=["destroyed", "refused-so-stopped", "refused-in-a-200-so-stopped", "stop-refused-too"],
 )
 async def test_a_vast_orphan_destroys_its_own_instance_with_the_container_key(
     tmp_path: Path,
@@ -75,7 +75,7 @@ async def test_a_vast_orphan_destroys_its_own_instance_with_the_container_key(
     said: str | None,
 ) -> None:
     """A refused destroy is followed by a stop — also one answered 200 without `success`
-    (Vast's CLI reads it as refused), which is no destroy."""
+    (Vast's CLI reads it as refused), which is no destroy; nor is such a stop one."""
     api.cloud.faults.never_start = True
     vast = provider(api, gpu_pool(), [])
     mine, other = [await vast.provision(bootstrap(f"run-{n}")) for n in ("a", "b")]
@@ -84,11 +84,18 @@ async def test_a_vast_orphan_destroys_its_own_instance_with_the_container_key(
     monkeypatch.setenv(orphan.KEY_ENV, inst.container_key)
     api.cloud.faults.container_destroy_refused = refused == 403
     api.cloud.faults.destroy_refusals = int(refused == 200)
+    api.cloud.faults.stop_refusals = int(said == "stop too")
     root = tmp_path / "node"
     node = await _orphaned(root, "--on-orphan", "destroy-instance", "--vast-url", api.url)
     notes = _notes(root)
     assert notes[0] == "orphaned for 1 s: job stopped, destroying node"
-    if refused:
+    if said == "stop too":
+        assert api.cloud.instances[inst.id].status != "stopped"
+        assert notes[1] == (
+            f"could not destroy (HTTP 200 without success) or stop (HTTP 200) "
+            f"own Vast.ai instance {inst.id}"
+        )
+    elif refused:
         assert api.cloud.instances[inst.id].status == "stopped"
         assert notes[1] == f"destroy of own Vast.ai instance {inst.id} refused ({said}); stopped it"
     else:

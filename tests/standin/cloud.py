@@ -76,6 +76,7 @@ class Faults:
     destroy_failures: int = 0  # the next N destroys answer 500
     destroy_never: bool = False  # every destroy answers 500
     destroy_refusals: int = 0  # the next N destroys answer 200 `success: false`, undone
+    stop_refusals: int = 0  # the next N stops answer 200 `success: false`, undone
     gone_404: bool = False  # looking up a gone instance answers 404 (not {"instances": null})
     destroy_lag_s: float = 0.0  # an accepted destroy stays listed this long (eventual)
     create_refusal: str | None = None  # the next create answers 400 invalid_args with this msg

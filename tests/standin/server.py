@@ -219,6 +219,8 @@ class StandIn:
         if body == {"state": "stopped"}:
             if int(instance_id) not in self.cloud.instances:
                 raise _no_such(f"no instance {instance_id}")
+            if self.cloud.faults.take("stop_refusals"):
+                return {"success": False, "error": "invalid_request", "msg": "cannot stop"}
             self.cloud.stop(int(instance_id))
             return {"success": True}
         if not isinstance(body, dict) or set(body) != {"label"}:
