@@ -34,14 +34,7 @@ async def test_the_console_runs_and_quits_while_another_process_holds_the_index(
             async with app.run_test(size=SIZE) as pilot:
                 await booted(pilot)
                 stalls.restart()  # the app's own start (CSS, compose) is not the lock's
-                run_id = engine.runs()[0].run_id
-                await until(pilot, lambda: engine.run(run_id).phase == "run")
-                lock = f"{index.path} is locked by another process"
-                await until(pilot, lambda: any(lock in note for note in toasts(app)))
-                agent = agent_pid(engine.run(run_id).run_dir)
-                asked = time.monotonic()
-                await pilot.press("q", "s")
-                await until(pilot, lambda: not app.is_running, 30)
+                run_id, agent, asked = await _quit_once_locked(pilot, app, index.path, "s")
             quit_s = time.monotonic() - asked  # the engine closed on unmount, too
     assert quit_s < QUIT_WITHIN_S, f"quitting took {quit_s:.1f} s"
     # a wait on the lock holds the loop WRITE_WAIT_S at least; a loaded machine's slow
@@ -129,12 +122,23 @@ async def _left_running(engine, index: Path, release: Path) -> tuple[str, int, f
     app = SwjobApp(engine, jobs=[load_job(waiting_job(release.parent / "p", "held", release))])
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        run_id = engine.runs()[0].run_id
-        await until(pilot, lambda: engine.run(run_id).phase == "run")
-        lock = f"{index} is locked by another process"
-        await until(pilot, lambda: any(lock in note for note in toasts(app)))
-        agent = agent_pid(engine.run(run_id).run_dir)
-        asked = time.monotonic()
-        await pilot.press("q", "l")
-        await until(pilot, lambda: not app.is_running, 30)
+        run_id, agent, asked = await _quit_once_locked(pilot, app, index, "l")
     return run_id, agent, time.monotonic() - asked
+
+
+async def _quit_once_locked(
+    pilot, app: SwjobApp, index: Path, choice: str
+) -> tuple[str, int, float]:
+    """Once the console's one run is in its step and the console has said `index` is
+    locked, `q` then `choice` in the quit dialog, waited out: the run id, its agent's pid,
+    and when the quit was asked (time.monotonic)."""
+    engine = app.engine
+    run_id = engine.runs()[0].run_id
+    await until(pilot, lambda: engine.run(run_id).phase == "run")
+    lock = f"{index} is locked by another process"
+    await until(pilot, lambda: any(lock in note for note in toasts(app)))
+    agent = agent_pid(engine.run(run_id).run_dir)
+    asked = time.monotonic()
+    await pilot.press("q", choice)
+    await until(pilot, lambda: not app.is_running, 30)
+    return run_id, agent, asked
