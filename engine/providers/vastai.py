@@ -277,9 +277,10 @@ class VastProvider:
     async def _create_once(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
         pool = self._pool
         bootstrap = replace(bootstrap, on_orphan=self._on_orphan())
+        what = f"create instance from offer {offer.get('id')}"
         try:
             answer = await self.api().once(
-                f"create instance from offer {offer.get('id')}",
+                what,
                 "create_instance",
                 id=offer["id"],
                 image=pool.image,
@@ -291,19 +292,17 @@ class VastProvider:
                 ssh=True,
                 cancel_unavail=True,
             )
+            if (refused := self.api().refusal(what, answer)) is not None:
+                raise refused  # Vast said no in a 200: judged as its 400s are, below
         except VastApiError as error:
-            # Only `no_such_ask` (or a missing offer) means it was taken; any other 400 is a
-            # request Vast refuses — Vast's message says why, and the next offer won't help.
+            # Only `no_such_ask` (or a missing offer) means it was taken; any other refusal
+            # is a request Vast will not take — its message says why, and the next offer
+            # won't help.
             if error.code == "no_such_ask" or error.status in (404, 410):
                 raise _OfferGone(str(error)) from None
             raise
-        refused = self.api().refusal(f"create instance from offer {offer.get('id')}", answer)
-        if refused is not None:  # Vast said no in a 200: its word, not "rented away"
-            if refused.code == "no_such_ask":
-                raise _OfferGone(str(refused))
-            raise refused
         if not isinstance(answer, dict) or not answer.get("new_contract"):
-            raise _OfferGone(f"Vast.ai create instance from offer {offer.get('id')}: no contract")
+            raise _OfferGone(f"Vast.ai {what}: no contract")
         return str(answer["new_contract"])
 
     def _on_orphan(self) -> tuple[str, ...]:
