@@ -63,10 +63,6 @@ class WarningsFile:
         self._handler = handler
         self.path = Path(handler.baseFilename)
 
-    @property
-    def written(self) -> int:
-        return self._handler.written
-
     def summary(self) -> str | None:
         """One line for after the app (None when nothing was logged): where to look."""
         count = self._handler.written
