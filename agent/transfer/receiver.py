@@ -1,11 +1,12 @@
 """Landing records under a root: verified, atomic, resumable, and never outside the root.
 
-Every file's bytes are hashed (SHA-256) and compared with the sender's hash before the
-file takes its final name (temporary name, then rename); a mismatch is an error naming
-the file. A large file arrives as chunks written at their offsets into a `.part` file
-(zero runs are left as holes, so sparse files land sparse), each checked against its
-own hash: off the wire, or, when landing outputs, by re-reading the whole `.part` file
-once it is complete (one pass that also hashes it whole for the manifest, and catches
+Every file's bytes are checked against the sender's before the file takes its final
+name (temporary name, then rename); a mismatch is an error naming the file. A small
+file travels whole with its SHA-256. A large file arrives as chunks written at their
+offsets into a `.part` file (zero runs are left as holes, so sparse files land sparse),
+each checked against its own CRC-32 (why not a SHA-256: agent/transfer/chunkdata.py):
+off the wire, or, when landing outputs, by re-reading the whole `.part` file once it is
+complete (one pass that also hashes it whole with SHA-256 for the manifest, and catches
 a byte changed on disk after its chunk landed). The receiver remembers which chunks
 it holds, so a retried transfer sends only the rest.
 
@@ -33,6 +34,7 @@ import contextlib
 import hashlib
 import os
 import threading
+import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -41,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.transfer import wire
-from agent.transfer.chunkdata import chunk_data, read_back
+from agent.transfer.chunkdata import CRC_MAX, chunk_data, read_back
 from agent.transfer.compress import decompress
 from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.landing import Lander
@@ -77,7 +79,7 @@ class _Partial:
     fd: int
     version: object  # the sender's `v` of the file its first chunk was read from
     done: set[int] = field(default_factory=set)
-    hashes: dict[int, str] = field(default_factory=dict)  # verified chunk → its SHA-256
+    crcs: dict[int, int] = field(default_factory=dict)  # verified chunk → its CRC-32
 
 
 def _int(meta: dict[str, Any], key: str, low: int = 0, high: int = 1 << 62) -> int:
@@ -98,7 +100,7 @@ class Receiver:
     """The receiving side of one transfer session, kept across reconnects for resume.
 
     `hash_chunked`: outputs. A completed chunked file is re-read against its chunks'
-    hashes before it takes its name and hashed whole in the same pass: the manifest
+    CRCs before it takes its name and hashed whole in the same pass: the manifest
     wants every file's SHA-256 and must never vouch for bytes changed after they landed.
     Without it (a workspace push, into a workdir nothing else writes to before the job
     starts) each chunk is verified off the wire and not read again.
@@ -307,14 +309,14 @@ class Receiver:
         length = _int(meta, "n", 1, min(CHUNK, size - index * CHUNK))
         if path in self.failed:  # given up in this attempt: the rest of it is not kept
             return length, 0
-        digest = _sha(meta)
-        data = chunk_data(meta, payload, length, digest, verify=not self.hash_chunked)
+        crc = _int(meta, "c", 0, CRC_MAX)
+        data = chunk_data(meta, payload, length, crc, verify=not self.hash_chunked)
         part = self._partial(path, meta)
         written = 0 if data is None else self._lander.write_at(part.fd, data, index * CHUNK)
         if self._space is not None:
             self._space.landed(path, written)
         with self._lock:
-            part.hashes[index] = digest
+            part.crcs[index] = crc
             part.done.add(index)
             complete = len(part.done) == chunk_count(size) and path in self._partials
             if complete:
@@ -359,13 +361,13 @@ class Receiver:
         self.failed.pop(path, None)
 
     def _reverify(self, path: str, part: _Partial) -> str:
-        """Re-read every chunk from disk against its hash before the file takes its name: a
+        """Re-read every chunk from disk against its CRC before the file takes its name: a
         byte damaged on the way or changed after its chunk landed must never become an
         output. Returns the whole file's SHA-256 (same pass, no extra read)."""
         whole = hashlib.sha256()
         for index in range(chunk_count(part.size)):
-            data, still_hole = read_back(part.fd, index, part.size, part.hashes.get(index))
-            if not still_hole and hashlib.sha256(data).hexdigest() != part.hashes.get(index):
+            data, still_hole = read_back(part.fd, index, part.size, part.crcs.get(index))
+            if not still_hole and zlib.crc32(data) != part.crcs.get(index):
                 raise TransferError(
                     f"verification failed for {path!r}: chunk {index} does not match"
                 )

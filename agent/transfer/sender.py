@@ -1,6 +1,6 @@
 """Turning a stream's items into framed packets and writing them, reads overlapped with sends.
 
-Packets are built in a worker thread (file reads, SHA-256 and zstd release the GIL)
+Packets are built in a worker thread (file reads, hashing and zstd release the GIL)
 while the previous packet is on the wire; a small queue bounds memory to a few
 packets per stream whatever the tree.
 """
@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from agent.transfer import wire
+from agent.transfer.chunkdata import crc_of
 from agent.transfer.compress import DEFAULT_LEVEL, Pace, maybe_compress, maybe_compress_parts
 from agent.transfer.errors import TransferError
 from agent.transfer.memory import pin_mmap_threshold
 from agent.transfer.safety import check_link_target, check_parents, check_relpath, open_for_read
 from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, Item
-from agent.transfer.zeros import all_zero, zero_sha
+from agent.transfer.zeros import all_zero, zero_crc
 
 WRITE_PIECE = 1024 * 1024  # the binding sends 1 MiB writes faster than larger ones
 _QUEUE = 1  # packets built ahead of the one being written: bounds memory per stream
@@ -206,14 +207,11 @@ def _chunk_packet(root: Path, path: str, index: int, level: int) -> Packet:
     meta = {"t": "chunk", "p": path, "m": stat.S_IMODE(st.st_mode), "mt": st.st_mtime_ns}
     meta |= {"s": st.st_size, "i": index, "v": version(st)}
     if isinstance(data, int):  # all zeros: no data frame
-        meta |= {"n": data, "zero": True, "h": zero_sha(data)}
+        meta |= {"n": data, "zero": True, "c": zero_crc(data)}
         return Packet([wire.meta(meta)], data, 0, path, chunk_of=path)
-    digest = hashlib.sha256()
-    for piece in data:
-        digest.update(piece)
     nbytes = sum(map(len, data))
     payload, packed = maybe_compress_parts(data, path, level)
-    meta |= {"n": nbytes, "z": packed, "h": digest.hexdigest()}
+    meta |= {"n": nbytes, "z": packed, "c": crc_of(data)}
     head = wire.meta(meta) + wire.header(wire.DATA, sum(map(len, payload)))
     return Packet([head, *payload], nbytes, 0, path, chunk_of=path, compressed=packed)
 

@@ -9,8 +9,10 @@ Frame: 1 byte kind, 4 bytes big-endian length, body.
   M  meta (JSON object; `t` names the record: req, dir, link, file, chunk, skip, end, err, ...)
   D  data for the preceding meta (none for a chunk marked `zero`: all zero bytes, a hole)
 
-A `skip` record names a file the sender could not send and why (vanished, unreadable,
-changed while read); a chunk's `v` names the version of the file it was read from.
+A `file` record carries its file's SHA-256 (`h`), a `chunk` record its bytes' CRC-32
+(`c`). A `skip` record names a file the sender could not send and why (vanished,
+unreadable, changed while read); a chunk's `v` names the version of the file it was
+read from.
   Z  a zstd-compressed run of M/D frames      B  the same run, uncompressed
 """
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ async def test_node_refuses_hostile_push_records(tmp_path: Path, body: bytes, ex
 async def test_node_detects_a_corrupted_chunk(tmp_path: Path) -> None:
     data = os.urandom(CHUNK)
     meta = {"t": "chunk", "p": "big.bin", "m": 0o644, "mt": 0, "s": 3 * CHUNK, "i": 1}
-    meta |= {"n": CHUNK, "z": False, "h": hashlib.sha256(data).hexdigest()}
+    meta |= {"n": CHUNK, "z": False, "c": zlib.crc32(data)}
     corrupted = data[:100] + bytes([data[100] ^ 1]) + data[101:]
     async with loopback_pair(tmp_path / "node") as link:
         answer = await push_raw(link, wire.record(meta, corrupted))
