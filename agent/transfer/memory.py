@@ -10,6 +10,12 @@ Pinning it just above a chunk keeps the 1 MiB pieces in the heap, where they are
 without page faults, and sends only the larger buffers to mmap (pinning it at 1 MiB
 saves more memory but costs ~15 % more CPU in page faults). Elsewhere than glibc
 (macOS, musl) there is nothing to pin.
+
+Pinning the mmap threshold also freezes glibc's trim threshold at 128 KiB, so the heap
+was handed back to the OS after nearly every chunk and faulted in again for the next:
+on a VM whose host reclaims freed guest memory, each fresh page costs a host fault too.
+Keeping up to `TRIM` of free heap cut a 1 GiB push (tree a, loopback) from 4.75 to
+4.40 s and the operator's CPU from 4.1 to 3.7 s, for ~20 MB more operator RSS.
 """
 
 from __future__ import annotations
@@ -18,13 +24,14 @@ import ctypes
 
 from agent.transfer.schedule import CHUNK
 
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers
 THRESHOLD = CHUNK + 64 * 1024
+TRIM = 32 * 1024 * 1024
 _pinned: list[bool] = []
 
 
 def pin_mmap_threshold() -> None:
-    """Pin glibc's mmap threshold for this process (once; a no-op without glibc)."""
+    """Pin glibc's mmap and trim thresholds for this process (once; a no-op without glibc)."""
     if _pinned:
         return
     _pinned.append(True)
@@ -33,3 +40,4 @@ def pin_mmap_threshold() -> None:
     except (OSError, AttributeError):
         return
     mallopt(M_MMAP_THRESHOLD, THRESHOLD)
+    mallopt(M_TRIM_THRESHOLD, TRIM)
