@@ -6,7 +6,13 @@ write and read sizes the binding handles best (256 KiB), and reports the wall ti
 the CPU of each side. `tests/bench/transfer.py` runs it beside tree (a) so the ceiling is
 measured in the same session as swjob, rsync and tar.
 
-    python tests/bench/iroh_floor.py [--mib 1024] [--streams 4]
+With `--land DIR` the receiver also writes what it reads into one file per stream under
+DIR (each piece `os.pwrite`n at its offset by a thread, as swjob's writers do): the floor of
+a push that lands its bytes, which a file transfer cannot go below either. Writing into
+the page cache is not free: 0.2-0.4 s of kernel CPU a GiB here when the pages were just
+freed, 1.6-2.5 s when the VM's host had reclaimed them (a bare write loop, twice in a row).
+
+    python tests/bench/iroh_floor.py [--mib 1024] [--streams 4] [--land DIR]
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def _receive(ticket: str, total: int, streams: int) -> None:
+async def _receive(ticket: str, total: int, streams: int, land: Path | None) -> None:
     from agent import endpoint
     from agent.protocol import XFER_ALPN
 
@@ -39,14 +45,27 @@ async def _receive(ticket: str, total: int, streams: int) -> None:
     conn = await ep.connect(endpoint.addr_from_ticket(ticket), XFER_ALPN)
     started = _cpu_s()
 
-    async def drain() -> object:
+    async def drain(index: int) -> object:
         bi = await conn.accept_bi()
         reader, got = bi.recv(), 0
+        fd = os.open(land / f"s{index}.bin", os.O_WRONLY | os.O_CREAT, 0o600) if land else -1
+        writing: asyncio.Future[int] | None = None
         while got < total // streams:
-            got += len(await reader.read_exact(PIECE))
+            piece = await reader.read_exact(PIECE)
+            if fd >= 0:  # one write in flight per stream while the next piece is read
+                if writing is not None:
+                    await writing
+                writing = asyncio.ensure_future(asyncio.to_thread(os.pwrite, fd, piece, got))
+            got += len(piece)
+        if writing is not None:
+            await writing
+        if fd >= 0:
+            os.close(fd)
         return bi
 
-    bis = await asyncio.gather(*(drain() for _ in range(streams)))
+    if land:
+        land.mkdir(parents=True, exist_ok=True)
+    bis = await asyncio.gather(*(drain(i) for i in range(streams)))
     cpu = _cpu_s() - started
     await bis[0].send().write_all(b"k")
     await bis[0].send().finish()
@@ -57,12 +76,13 @@ async def _receive(ticket: str, total: int, streams: int) -> None:
     await ep.close()
 
 
-async def _send(total: int, streams: int) -> dict[str, float]:
+async def _send(total: int, streams: int, land: Path | None) -> dict[str, float]:
     from agent import endpoint
 
     ep = await endpoint.bind(accept=True)
     cmd = [sys.executable, str(HERE), "--receive", endpoint.ticket_of(ep)]
     cmd += ["--mib", str(total // MiB), "--streams", str(streams)]
+    cmd += ["--land", str(land)] if land else []
     receiver = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         conn = await (await (await ep.accept_next()).accept()).connect()
@@ -88,11 +108,12 @@ async def _send(total: int, streams: int) -> dict[str, float]:
     return {"s": seconds, "send_cpu": cpu, "recv_cpu": json.loads(out)["cpu_s"]}
 
 
-def run(mib: int, streams: int) -> dict[str, float]:
-    """One measurement in fresh processes (loopback, no relay)."""
+def run(mib: int, streams: int, land: Path | None = None) -> dict[str, float]:
+    """One measurement in fresh processes (loopback, no relay), landing under `land` if given."""
     env = dict(os.environ, SWJOB_IROH_RELAY="disabled", SWJOB_IROH_BIND="127.0.0.1:0")
     env["PYTHONPATH"] = str(HERE.parents[2])
     cmd = [sys.executable, str(HERE), "--send", "--mib", str(mib), "--streams", str(streams)]
+    cmd += ["--land", str(land)] if land else []
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=600)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -101,16 +122,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--streams", type=int, default=4)
+    parser.add_argument("--land", type=Path, help="also write the bytes into files under LAND")
     parser.add_argument("--send", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--receive", metavar="TICKET", help=argparse.SUPPRESS)
     args = parser.parse_args()
     total = args.mib * MiB
     if args.receive:
-        asyncio.run(_receive(args.receive, total, args.streams))
+        asyncio.run(_receive(args.receive, total, args.streams, args.land))
     elif args.send:
-        print(json.dumps(asyncio.run(_send(total, args.streams))))
+        print(json.dumps(asyncio.run(_send(total, args.streams, args.land))))
     else:
-        print(json.dumps(run(args.mib, args.streams)))
+        print(json.dumps(run(args.mib, args.streams, args.land)))
 
 
 if __name__ == "__main__":

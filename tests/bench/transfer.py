@@ -5,10 +5,12 @@ venv's site-packages. Each tool runs `--reps` times (medians reported) on loopba
 and tree (c) again over a 100 Mbit veth between two network namespaces (tbf-shaped)
 against `rsync -az`. swjob's operator and agent run as separate processes and
 report their peak RSS. Tree (a) also gets an "iroh floor" row: the same bytes over bare
-iroh streams (tests/bench/iroh_floor.py), the ceiling the binding allows. The "× ref"
-column holds each loopback row against that floor and each shaped-link row against
-rsync -az, both measured in the same run. Needs root (netns, apt-get, a throwaway sshd,
-a loop mount).
+iroh streams (tests/bench/iroh_floor.py), the ceiling the binding allows, and a
+"floor+land" row: the same, the receiver writing the bytes into files on the node disk,
+the ceiling of any push that lands them. The "× ref" column holds each loopback row
+against the bare floor and each shaped-link row against rsync -az, both measured in the
+same run; a line under the table holds swjob against the landing floor. Needs root
+(netns, apt-get, a throwaway sshd, a loop mount).
 
 Every tool lands on a "node disk": a fresh journaled ext4 in a sparse file, loop-mounted
 under the work dir. The dev machine's own ext4 runs without a journal, and there the
@@ -211,10 +213,12 @@ def run_cmd(cmd: list[str], ns: str | None) -> dict[str, float]:
     return {"s": time.perf_counter() - started}
 
 
-def iroh_floor(size: int) -> dict[str, float]:
+def iroh_floor(size: int, land: Path | None = None) -> dict[str, float]:
     """The same bytes over bare iroh streams (no files, hashing or framing): the binding's
-    ceiling for swjob, in the op/agent CPU columns as sender/receiver."""
+    ceiling for swjob, in the op/agent CPU columns as sender/receiver. With `land`, the
+    receiver also writes them into files there: the ceiling of any push that lands them."""
     cmd = [sys.executable, str(HERE.parent / "iroh_floor.py"), "--mib", str(size >> 20)]
+    cmd += ["--land", str(land)] if land else []
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     return {"s": got["s"], "op_cpu": got["send_cpu"], "agent_cpu": got["recv_cpu"]}
@@ -401,6 +405,7 @@ def bench_loopback(
         }
         if kind == "a":
             tools["iroh floor"] = lambda: iroh_floor(size)
+            tools[LANDING_FLOOR] = lambda: iroh_floor(size, dst)
         if kind == "c":
             tools["rsync -az"] = lambda: rsync(ssh, "127.0.0.1", src, dst, True, None)
         rows = [(kind, "loopback", n, size, m) for n, m in measure(tools, reps, dst).items()]
@@ -409,10 +414,11 @@ def bench_loopback(
 
 
 def bench_tiny(kind: str, src: Path, size: int, dst: Path) -> list[tuple]:
-    """swjob (and the floor for tree a) only: what keeps the bench's own code running in CI."""
+    """swjob (and the floors for tree a) only: what keeps the bench's own code running in CI."""
     tools = {"swjob": lambda: run_swjob(src, dst, False)}
     if kind == "a":
         tools["iroh floor"] = lambda: iroh_floor(size)
+        tools[LANDING_FLOOR] = lambda: iroh_floor(size, dst)
     return [(kind, "loopback", n, size, m) for n, m in measure(tools, 1, dst).items()]
 
 
@@ -434,6 +440,7 @@ _COLUMNS = (("op_rss", 10, 0), ("agent_rss", 13, 0), ("op_cpu", 9, 1), ("agent_c
 # what each tree's swjob row is held against, per link: the binding's floor on loopback,
 # rsync -az over the shaped link
 REFERENCE = {"loopback": "iroh floor", "100 Mbit": "rsync -az"}
+LANDING_FLOOR = "floor+land"  # the floor writing what it reads into files on the node disk
 
 
 def _ratios(rows: list[tuple]) -> dict[tuple[str, str, str], float]:
@@ -468,6 +475,10 @@ def print_table(rows: list[tuple]) -> None:
         "\n× ref: median seconds over the same run's iroh floor (loopback) or rsync -az "
         "(100 Mbit); RSS: peak (VmHWM) of the operator and agent processes"
     )
+    seconds = {(kind, name): m["s"] for kind, link, name, _, m in rows if link == "loopback"}
+    if ("a", LANDING_FLOOR) in seconds and ("a", "swjob") in seconds:
+        landing = seconds[("a", "swjob")] / seconds[("a", LANDING_FLOOR)]
+        print(f"tree a: swjob at {landing:.2f}× the landing floor ({LANDING_FLOOR})")
     print(f"reproduce: python {' '.join(sys.argv)}")
 
 
