@@ -14,8 +14,10 @@ saves more memory but costs ~15 % more CPU in page faults). Elsewhere than glibc
 Pinning the mmap threshold also freezes glibc's trim threshold at 128 KiB, so the heap
 was handed back to the OS after nearly every chunk and faulted in again for the next:
 on a VM whose host reclaims freed guest memory, each fresh page costs a host fault too.
-Keeping up to `TRIM` of free heap cut a 1 GiB push (tree a, loopback) from 4.75 to
-4.40 s and the operator's CPU from 4.1 to 3.7 s, for ~20 MB more operator RSS.
+Keeping up to `TRIM` (two chunks) of free heap cut the operator's CPU in a 1 GiB push
+(tree a, loopback) from 4.1-4.25 to 3.7 s. More buys little and costs memory: each
+packing thread's arena may keep that much, and at 32 MiB the operator's peak RSS on a
+site-packages push (tree c) rose from ~155 to 191-206 MB; at 8 MiB, 166-176 MB.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from agent.transfer.schedule import CHUNK
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers
 THRESHOLD = CHUNK + 64 * 1024
-TRIM = 32 * 1024 * 1024
+TRIM = 2 * CHUNK
 _pinned: list[bool] = []
 
 
