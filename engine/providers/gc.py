@@ -104,15 +104,20 @@ def _from_row(
 ) -> Orphan:
     instance_id = str(row["id"])
     label = row.get("label")
-    mine = [e.entry for e in entries if e.instance_id == instance_id or e.label == label]
+    rows = [e for e in entries if e.instance_id == instance_id or e.label == label]
+    mine = [e.entry for e in rows]
     operator = operator_of(label)
     foreign = operator if operator not in (None, operator_id()) and not mine else None
+    # Vast's start_date is null until the instance starts (created, loading): since then
+    # it has billed for its disk, from when our ledger saw it created
+    created = [e.created_at for e in rows if e.created_at is not None]
+    born = row.get("start_date") or min(created, default=now)
     return Orphan(
         pool=pool.name,
         run_id=run_id_of(label),
         instance_id=instance_id,
         status=row.get("actual_status") or "unknown",
-        billing_s=max(0.0, now - float(row.get("start_date") or now)),
+        billing_s=max(0.0, now - float(born)),
         price_per_hour=row.get("dph_total"),
         entries=tuple(mine),
         abandoned=run_id_of(label) in abandoned,

@@ -9,6 +9,11 @@ today: then the backoff is ours), and each retry is reported through `on_retry` 
 engine can record it. Errors leave as `VastApiError` with one sanitized line: the
 API key is never part of a message (it would only ever be in a request header, but
 server text is redacted for it anyway, and exception chains are cut).
+
+Instances are read from Vast's answers as they are, not through the SDK's
+`show_instance(s)`: those compute a `duration` from `start_date`, which Vast sends as
+null for an instance that has not started yet (created, loading), and raise TypeError
+on it — every listing of the account failed while one of its instances was loading.
 """
 
 from __future__ import annotations
@@ -108,6 +113,48 @@ def resolve_key(api_key_env: str | None) -> str | None:
     return None
 
 
+PAGE_LIMIT = 25  # the v1 instance list's page size (the SDK's own)
+
+
+class _Sdk:
+    """The SDK client, with the instance lookups that tolerate what Vast sends (above);
+    every other call is the SDK's own."""
+
+    def __init__(self, sdk: Any) -> None:
+        self._sdk = sdk
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sdk, name)
+
+    def show_instances(self) -> list[dict[str, Any]]:
+        """Every instance of the account: the v1 list, paged by `next_token` as the SDK's
+        `show_instances` pages it, rows as Vast sent them."""
+        params: dict[str, Any] = {
+            "select_filters": {},
+            "order_by": [{"col": "id", "dir": "asc"}],
+            "limit": PAGE_LIMIT,
+        }
+        rows: list[dict[str, Any]] = []
+        while True:
+            page = self._sdk.show_instances_v1(dict(params))
+            rows.extend(_stripped(row) for row in page.get("instances") or [])
+            if not page.get("next_token"):
+                return rows
+            params["after_token"] = page["next_token"]
+
+    def show_instance(self, instance_id: int) -> dict[str, Any] | None:
+        """One instance, None when Vast says `{"instances": null}` (gone)."""
+        response = self._sdk.client.get(f"/instances/{instance_id}/", query_args={"owner": "me"})
+        response.raise_for_status()
+        row = response.json()["instances"]
+        return None if row is None else _stripped(row)
+
+
+def _stripped(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's text values without surrounding blanks, as the SDK hands them out."""
+    return {k: v.strip() if isinstance(v, str) else v for k, v in row.items()}
+
+
 class VastApi:
     def __init__(
         self,
@@ -124,7 +171,7 @@ class VastApi:
         except RuntimeError:
             raise VastApiError("no Vast.ai API key (set VAST_API_KEY or the pool's key)") from None
         sdk.client.timeout = policy.timeout_s
-        self._sdk = sdk
+        self._sdk = _Sdk(sdk)
         self._redact = Redactor([sdk.client.api_key or ""])
         self._policy = policy
         self._on_retry = on_retry
@@ -143,7 +190,8 @@ class VastApi:
         if isinstance(exc, requests.ConnectionError | requests.Timeout):
             kind = "timed out" if isinstance(exc, requests.Timeout) else "could not connect"
             return VastApiError(f"Vast.ai {what}: {kind}", transient=True)
-        return VastApiError(f"Vast.ai {what}: {type(exc).__name__}")
+        said = self._redact(" ".join(str(exc).split()))[:200]  # redact, then cut
+        return VastApiError(f"Vast.ai {what}: {type(exc).__name__}" + (f": {said}" if said else ""))
 
     def refusal(self, what: str, answer: Any) -> VastApiError | None:
         """A 200 whose body says `success: false` (Vast's own async client checks it): the

@@ -62,6 +62,28 @@ async def test_an_accepted_destroy_still_listed_is_confirmed_in_the_background(
     assert alerts == []
 
 
+async def test_an_instance_vast_has_not_started_is_watched_and_torn_down(api: StandIn) -> None:
+    """Vast shows a created/loading instance with `start_date: null`, on which the SDK's
+    own `show_instance` raises TypeError: its boot was not seen, and a teardown whose
+    destroy was accepted but still listed failed on that TypeError instead of being
+    confirmed in the background."""
+    api.cloud.faults.unstarted_null_start = True
+    alerts: list[str] = []
+    vast, handle = await _rented(api, alerts, poll_s=0.05, confirm_every_s=0.1)
+    watch = asyncio.create_task(vast.node_exited(handle))
+    await eventually_async(
+        lambda: any(handle.node_id in p for m, p, _, _ in api.requests if m == "GET"),
+        10,
+        "a look at the loading instance",
+    )
+    api.cloud.faults.destroy_lag_s = 0.5
+    await vast.teardown(handle)
+    await eventually_async(lambda: Ledger().open_entries() == [], 10, "the destroy confirmed")
+    assert api.cloud.instances == {} and alerts == []
+    reason = await asyncio.wait_for(watch, 10)
+    assert reason == f"Vast.ai instance {handle.node_id} was destroyed"
+
+
 async def test_a_destroy_never_confirmed_alarms_after_the_confirmation_window(
     api: StandIn,
 ) -> None:

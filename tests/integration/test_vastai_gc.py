@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 
 import pytest
 
@@ -134,3 +135,20 @@ async def test_an_instance_labelled_later_through_the_sdk_is_found(api, pools) -
     assert (orphan.run_id, orphan.instance_id) == ("run-late", str(instance))
     done = await destroy_orphans([orphan], pools, Ledger(), retry=FAST)
     assert (done.destroyed, done.problems) == (1, [])
+
+
+def test_cli_gc_lists_and_collects_an_instance_vast_has_not_started(api, pools) -> None:
+    """Vast lists a created/loading instance with `start_date: null`; the SDK's own
+    `show_instances` subtracts it from the time (TypeError) and gc said only
+    "show instances: TypeError". It is listed, judged and collected like any other."""
+    api.cloud.faults.never_start = True  # loading for ever
+    api.cloud.faults.unstarted_null_start = True
+    instance = asyncio.run(leak(api, "run-crashed"))
+    time.sleep(0.3)
+    [orphan] = asyncio.run(find_orphans(pools, Ledger(), set(), retry=FAST))
+    assert orphan.billing_s >= 0.3  # since the ledger saw it created: Vast gives no start
+    out = io.StringIO()
+    assert cli_gc(pools, yes=True, out=out, retry=FAST) == 0, out.getvalue()
+    listed = [line for line in out.getvalue().splitlines() if f"instance {instance}" in line]
+    assert listed and "run-crashed" in listed[0] and "loading" in listed[0], out.getvalue()
+    assert api.cloud.instances == {} and Ledger().open_entries() == []

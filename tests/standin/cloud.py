@@ -84,6 +84,7 @@ class Faults:
     container_destroy_refused: bool = False  # a container key may stop, not destroy
     refuse_low_bids: bool = False  # a bid under the minimum answers 400, instance left stopped
     bid_war: float = 0.0  # minimum bids rise by this at create (outbid since the search)
+    unstarted_null_start: bool = False  # start_date is null until the instance first runs
 
     def take(self, name: str) -> bool:
         left = getattr(self, name)
@@ -108,9 +109,12 @@ class Instance:
     intended: str = "running"
     container_key: str = field(default_factory=lambda: "ck-" + secrets.token_hex(16))
     bid: float | None = None  # $/h bid of an interruptible instance (create's `price`)
+    null_until_run: bool = False  # Vast lists a created/loading instance with start_date null
+    ran: bool = False
 
     def row(self) -> dict[str, Any]:
-        """The instance as the API lists it (the SDK needs start_date and extra_env)."""
+        """The instance as the API lists it (the SDK's own show_instance(s) compute with
+        start_date and extra_env; Vast sends start_date null before the instance starts)."""
         if self.status is None and time.time() >= self.loading_at:
             self.loading()
         if self.status == "running" and self.process and self.process.poll() is not None:
@@ -138,7 +142,7 @@ class Instance:
             "disk_space": self.request["disk"],
             "onstart": self.request["onstart"],
             "extra_env": [[k, v] for k, v in self.request["env"].items()],
-            "start_date": self.start_date,
+            "start_date": None if self.null_until_run and not self.ran else self.start_date,
             "ssh_host": "ssh1.example.invalid",
             "ssh_port": 20000 + self.id % 1000,
         }
@@ -150,6 +154,7 @@ class Instance:
 
     def running(self) -> None:
         self.status = "running"
+        self.ran = True
         self.status_msg = f"success, running {self.request['image']}"
 
 
@@ -186,6 +191,7 @@ class Cloud:
             root = self.root / f"instance-{self._next_id}"
             inst = Instance(self._next_id, offer, request, root, label=request.get("label"))
             inst.bid = request.get("price")
+            inst.null_until_run = self.faults.unstarted_null_start
             if self.faults.bid_war:
                 offer["min_bid"] += self.faults.bid_war
             self.instances[inst.id] = inst
