@@ -14,6 +14,9 @@ Instances are read from Vast's answers as they are, not through the SDK's
 `show_instance(s)`: those compute a `duration` from `start_date`, which Vast sends as
 null for an instance that has not started yet (created, loading), and raise TypeError
 on it — every listing of the account failed while one of its instances was loading.
+An answer the SDK cannot read (a search without `offers`, a body that is not JSON) is
+said as such, with what it held, masked and cut to one line — not as the KeyError it
+raised.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +117,14 @@ def resolve_key(api_key_env: str | None) -> str | None:
     return None
 
 
+class NotUnderstood(Exception):
+    """Vast answered, and the answer is not what the SDK reads (its `response`)."""
+
+    def __init__(self, response: requests.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
 PAGE_LIMIT = 25  # the v1 instance list's page size (the SDK's own)
 
 
@@ -122,9 +134,34 @@ class _Sdk:
 
     def __init__(self, sdk: Any) -> None:
         self._sdk = sdk
+        self._answers = threading.local()  # each call runs in a thread of its own
+        client = sdk.client
+        for verb in ("get", "post", "put", "delete"):
+            setattr(client, verb, self._kept(getattr(client, verb)))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sdk, name)
+
+    def _kept(self, send: Callable[..., requests.Response]) -> Callable[..., requests.Response]:
+        def kept(*args: Any, **kwargs: Any) -> requests.Response:
+            response = send(*args, **kwargs)
+            self._answers.last = response
+            return response
+
+        return kept
+
+    def answer(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """The SDK's `method`. When Vast answered and reading that answer failed (a key
+        the SDK expects is missing, a body that is not JSON), `NotUnderstood` holds it."""
+        self._answers.last = None
+        try:
+            return getattr(self, method)(*args, **kwargs)
+        except (requests.HTTPError, requests.ConnectionError, requests.Timeout):
+            raise
+        except Exception as exc:
+            if self._answers.last is None:
+                raise
+            raise NotUnderstood(self._answers.last) from exc
 
     def show_instances(self) -> list[dict[str, Any]]:
         """Every instance of the account: the v1 list, paged by `next_token` as the SDK's
@@ -187,11 +224,26 @@ class VastApi:
             if status == 429:
                 error.retry_after = _retry_after(exc.response)
             return error
+        if isinstance(exc, NotUnderstood):
+            return self._not_understood(what, exc.response)
         if isinstance(exc, requests.ConnectionError | requests.Timeout):
             kind = "timed out" if isinstance(exc, requests.Timeout) else "could not connect"
             return VastApiError(f"Vast.ai {what}: {kind}", transient=True)
         said = self._redact(" ".join(str(exc).split()))[:200]  # redact, then cut
         return VastApiError(f"Vast.ai {what}: {type(exc).__name__}" + (f": {said}" if said else ""))
+
+    def _not_understood(self, what: str, response: requests.Response) -> VastApiError:
+        """An answer the SDK could not read: Vast's refusal if it is one (`success: false`
+        in a 200), else what it held, on one line, the key masked."""
+        try:
+            refused = self.refusal(what, response.json())
+        except ValueError:
+            refused = None
+        if refused is not None:
+            return refused
+        held = self._redact(" ".join(response.text.split()))[:200] or "nothing"  # then cut
+        status = response.status_code
+        return VastApiError(f"Vast.ai {what}: answer not understood (HTTP {status}: {held})")
 
     def refusal(self, what: str, answer: Any) -> VastApiError | None:
         """A 200 whose body says `success: false` (Vast's own async client checks it): the
@@ -206,7 +258,7 @@ class VastApi:
     async def once(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         """One attempt; failures leave as VastApiError (with `transient` set)."""
         try:
-            return await asyncio.to_thread(getattr(self._sdk, method), *args, **kwargs)
+            return await asyncio.to_thread(self._sdk.answer, method, *args, **kwargs)
         except Exception as exc:
             raise self._classify(what, exc) from None
 

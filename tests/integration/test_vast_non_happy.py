@@ -126,6 +126,30 @@ async def test_a_create_refused_in_a_200_is_an_error_with_vasts_message(api: Sta
     assert Ledger().open_entries() == [] and api.cloud.instances == {}
 
 
+async def test_a_search_answer_without_offers_is_said_not_understood(api: StandIn) -> None:
+    """The SDK takes `offers` from the search's answer (KeyError without it: the run failed
+    with "search offers: KeyError"). Vast's own search always sends `offers` (empty when
+    nothing matches): an answer without it is not "no offers", it is one we do not
+    understand — said in one line with what it held, the key masked, nothing rented."""
+    vast = provider(api, gpu_pool(), [])
+    api.cloud.faults.search_answer = {"success": True, "note": f"for {api.api_key}"}
+    with pytest.raises(ProvisionError) as raised:
+        await vast.provision(bootstrap())
+    said = str(raised.value)
+    assert said.startswith("Vast.ai search offers: answer not understood"), said
+    assert '"note"' in said and "***" in said and api.api_key not in said, said
+    assert "KeyError" not in said and "\n" not in said
+
+    api.cloud.faults.search_answer = "down for maintenance"  # not JSON at all
+    with pytest.raises(ProvisionError, match=r"not understood \(HTTP 200: down for maint"):
+        await vast.provision(bootstrap())
+
+    api.cloud.faults.search_answer = {"success": False, "error": "bad_query", "msg": "no"}
+    with pytest.raises(ProvisionError, match=r"^Vast.ai search offers: refused \(no\)$"):
+        await vast.provision(bootstrap())
+    assert Ledger().open_entries() == [] and api.cloud.instances == {}
+
+
 async def test_a_destroy_refused_in_a_200_is_retried_then_said(api: StandIn) -> None:
     """Vast's CLI reads a destroy answered 200 without `success` as refused (it prints the
     msg): it is retried like a failed call, and one refused for good is a teardown error

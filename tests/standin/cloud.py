@@ -85,6 +85,7 @@ class Faults:
     refuse_low_bids: bool = False  # a bid under the minimum answers 400, instance left stopped
     bid_war: float = 0.0  # minimum bids rise by this at create (outbid since the search)
     unstarted_null_start: bool = False  # start_date is null until the instance first runs
+    search_answer: dict[str, Any] | str | None = None  # the next search answers 200 with this
 
     def take(self, name: str) -> bool:
         left = getattr(self, name)
