@@ -380,12 +380,12 @@ class VastProvider:
         try:
             await self._destroy(instance)
         except VastApiError as exc:
-            message = (
+            # said once, by whoever tore it down (a run's persistent alert, gc's report):
+            # an alert here as well printed it twice
+            raise TeardownError(
                 f"could not confirm that Vast.ai instance {instance} is destroyed ({exc}); "
                 f"it may still be billing: run `swjob gc`"
-            )
-            self._alert(message)
-            raise TeardownError(message) from None
+            ) from None
         rows = self._release(instance)
         if await self._gone_now(instance):
             await self._close_rows(rows)

@@ -9,6 +9,7 @@ from pathlib import Path
 from engine.state.paths import state_dir
 from tests.standin.server import StandIn
 from tests.support.cli import Cli, swjob
+from tests.support.vast import POOLS_FILE
 from tests.support.waiting import eventually
 
 POOLS = """
@@ -59,3 +60,22 @@ def test_an_engine_warning_is_one_swjob_line_said_once(tmp_path: Path) -> None:
     assert warned == [f"swjob: {kept}: unreadable, left as it is: {JSON_ERROR}"], done.stderr
     assert done.stderr.splitlines() == warned, done.stderr  # stdout says `no run …`
     assert kept.exists()  # left as it is
+
+
+def test_a_teardown_never_confirmed_is_warned_of_once(
+    tmp_path: Path, api: StandIn, clis: Callable[..., Cli]
+) -> None:
+    """Every destroy is refused, so the instance stays listed: `swjob run` says once that
+    it could not confirm the node destroyed. The provider used to say it twice — as an
+    alert, and as the teardown error the run then raised as its persistent alert."""
+    api.cloud.faults.destroy_refusals = 1_000
+    (tmp_path / "pools.toml").write_text(POOLS_FILE)
+    (tmp_path / "job.toml").write_text('[job]\nname = "hi"\nrun = "echo hi"\n')
+    cli = clis("run", "job.toml", "--pool", "gpu", "--pools", "pools.toml", cwd=tmp_path)
+    cli.wait(100)
+    out = cli.output()
+    api.cloud.faults.destroy_refusals = 0
+    for instance in list(api.cloud.instances):
+        api.cloud.destroy(instance)
+    warned = [line for line in out.splitlines() if "could not confirm" in line]
+    assert len(warned) == 1 and "may still be billing" in warned[0], out

@@ -170,7 +170,7 @@ async def test_destroy_that_never_succeeds_raises_loudly_and_keeps_the_ledger_ro
     with pytest.raises(TeardownError) as failure:
         await vast.teardown(handle)
     assert handle.node_id in str(failure.value) and "swjob gc" in str(failure.value)
-    assert handle.node_id in alerts[-1] and "billing" in alerts[-1]
+    assert not any("billing" in a for a in alerts)  # the error says it, once: not an alert too
     [entry] = Ledger().open_entries()
     assert entry.instance_id == handle.node_id
     api.cloud.faults.destroy_never = False
