@@ -587,8 +587,9 @@ class Engine:
     async def orphans(self) -> list[Orphan]:
         """Nodes billing without a live run (Vast.ai labels and ledger rows), for `swjob gc`
         and the board's collect action. Runs not yet finished are never orphans: they
-        belong to a live engine or await recovery. Raises VastApiError when an account
-        cannot be listed."""
+        belong to a live engine or await recovery, and nor are instances whose destroy
+        was asked for lately (Vast lists them until it settles). Raises VastApiError when
+        an account cannot be listed."""
         if not self._rents_nodes():
             return []
         for pool in self.config.pools:
@@ -596,7 +597,8 @@ class Engine:
         from engine.providers.gc import find_orphans
 
         owned, abandoned = self._ownership()
-        return await find_orphans(self.config.pools, Ledger(), owned, abandoned=abandoned)
+        found = await find_orphans(self.config.pools, Ledger(), owned, abandoned=abandoned)
+        return [o for o in found if not o.settling]  # being destroyed: not billing unowned
 
     def _ownership(self) -> tuple[set[str], set[str]]:
         """(runs some live engine drives, unfinished runs nobody drives). The first are

@@ -9,7 +9,10 @@ leaves a row). A node is an orphan when no live engine drives its run
 collected its run is marked FAILED by the caller. Open ledger rows whose instance no
 longer exists are stale: collecting them only closes the row. On an account shared
 with other operators, an instance whose label names another operator and that our
-ledger does not know is listed read-only: never destroyed by us.
+ledger does not know is listed read-only: never destroyed by us. Vast's destroy is
+eventually consistent: an instance whose destroy swjob asked for (its ledger row says
+when) stays listed a while — for `CONFIRM_FOR_S` it is said to be being destroyed and
+left to Vast, not an orphan to destroy again; still listed past that, it is one.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from engine.jobs.pools import Pool, PoolFileError, PoolSet
 from engine.providers.base import NodeHandle, TeardownError
 from engine.providers.vast_api import RetryPolicy, VastApiError
 from engine.providers.vast_boot import operator_of, run_id_of
-from engine.providers.vastai import CREATE_SETTLE_S, VastProvider, make_api
+from engine.providers.vastai import CONFIRM_FOR_S, CREATE_SETTLE_S, VastProvider, make_api
 from engine.state.identity import operator_id
 from engine.state.ledger import Ledger, LedgerEntry
 from engine.state.locked import StateNotWritten
@@ -44,6 +47,17 @@ class Orphan:
     entries: tuple[int, ...] = ()  # ledger rows that close when it is gone
     abandoned: bool = False  # its run never finished and no live engine drives it
     foreign: str | None = None  # another operator's id: listed, never destroyed by us
+    destroy_asked_s: float | None = None  # how long ago swjob asked Vast to destroy it
+
+    @property
+    def settling(self) -> bool:
+        """Its destroy was asked for lately: Vast has yet to stop listing it."""
+        return self.destroy_asked_s is not None and self.destroy_asked_s < CONFIRM_FOR_S
+
+    @property
+    def collectable(self) -> bool:
+        """Ours to destroy: not another operator's, not already being destroyed."""
+        return not self.foreign and not self.settling
 
     def describe(self) -> str:
         hours = self.billing_s / 3600
@@ -51,6 +65,12 @@ class Orphan:
         price = f" at ${self.price_per_hour:.3f}/h" if self.price_per_hour else ""
         if self.status == GONE:
             return f"ledger row of run {self.run_id} (pool {self.pool}): no instance exists"
+        if self.settling:
+            return (
+                f"instance {self.instance_id} (pool {self.pool}, run {self.run_id}, "
+                f"{self.status}): being destroyed — asked {_ago(self.destroy_asked_s)} ago, "
+                "Vast lists it until the destroy settles"
+            )
         line = (
             f"instance {self.instance_id} (pool {self.pool}, run {self.run_id}, "
             f"{self.status}): billing for {hours:.2f} h{price}{cost}"
@@ -59,7 +79,14 @@ class Orphan:
             return f"{line} — operator {self.foreign}'s, not ours: left alone"
         if self.abandoned:
             return f"{line} — its run is abandoned: `swjob attach {self.run_id}` carries it on"
+        if self.destroy_asked_s is not None:
+            return f"{line} — its destroy, asked {_ago(self.destroy_asked_s)} ago, did not take"
         return line
+
+
+def _ago(seconds: float | None) -> str:
+    seconds = seconds or 0.0
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 @dataclass
@@ -112,6 +139,7 @@ def _from_row(
     # it has billed for its disk, from when our ledger saw it created
     created = [e.created_at for e in rows if e.created_at is not None]
     born = row.get("start_date") or min(created, default=now)
+    asked = [e.destroy_requested_at for e in rows if e.destroy_requested_at is not None]
     return Orphan(
         pool=pool.name,
         run_id=run_id_of(label),
@@ -122,6 +150,7 @@ def _from_row(
         entries=tuple(mine),
         abandoned=run_id_of(label) in abandoned,
         foreign=foreign,
+        destroy_asked_s=now - max(asked) if asked else None,
     )
 
 
@@ -214,7 +243,7 @@ async def _destroy(
     retry: RetryPolicy | None,
     claims: RunClaims | None,
 ) -> Collection:
-    ours = [orphan for orphan in orphans if not orphan.foreign]
+    ours = [orphan for orphan in orphans if orphan.collectable]
     done = Collection(asked=len(ours))
     errors = done.problems
     for orphan in ours:
@@ -270,9 +299,10 @@ def cli_gc(
         return 0
     for orphan in orphans:
         print(f"  {orphan.describe()}", file=out)
-    ours = [o for o in orphans if not o.foreign]
+    ours = [o for o in orphans if o.collectable]
     if not ours:
-        print("none of them is ours to destroy", file=out)
+        settling = any(o.settling for o in orphans)
+        print("nothing to destroy" if settling else "none of them is ours to destroy", file=out)
         return 0
     if not yes and not _confirmed(ask, f"destroy {len(ours)} orphan(s)? [y/N] ", out):
         print("nothing destroyed", file=out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -12,7 +13,8 @@ from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
 from engine.providers.gc import GONE, cli_gc, destroy_orphans, find_orphans
 from engine.state.ledger import Ledger
 from tests.standin.server import PAGE_CAP, StandIn
-from tests.support.vast import FAST, bootstrap, gpu_pool, provider
+from tests.support.cli import swjob, swjob_run
+from tests.support.vast import FAST, POOLS_FILE, bootstrap, gpu_pool, provider
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -152,3 +154,85 @@ def test_cli_gc_lists_and_collects_an_instance_vast_has_not_started(api, pools) 
     listed = [line for line in out.getvalue().splitlines() if f"instance {instance}" in line]
     assert listed and "run-crashed" in listed[0] and "loading" in listed[0], out.getvalue()
     assert api.cloud.instances == {} and Ledger().open_entries() == []
+
+
+def test_gc_right_after_a_run_says_its_settling_destroy_and_leaves_it(api, tmp_path) -> None:
+    """A clean `swjob run` on Vast: its destroy was accepted, but Vast lists the instance a
+    while longer (eventually consistent). `swjob gc` right after called it an orphan
+    "billing for 0.00 h" and `--yes` destroyed it again. It is said to be being destroyed
+    (the ledger records the destroy asked) and left to Vast; an instance truly left behind
+    is still listed and collected."""
+    api.cloud.faults.destroy_lag_s = 120
+    (tmp_path / "pools.toml").write_text(POOLS_FILE)
+    (tmp_path / "job.toml").write_text('[job]\nname = "hi"\nrun = "echo hi"\n')
+    code, out = swjob_run(tmp_path, tmp_path / "job.toml", "--pool", "gpu", "--pools", "pools.toml")
+    assert code == 0, out
+    [settling] = api.cloud.instances  # destroyed, still listed
+    api.cloud.faults.never_start = True
+    left = asyncio.run(leak(api, "run-crashed"))
+
+    done = swjob("gc", "--yes", "--pools", "pools.toml", cwd=tmp_path)
+    shown = done.stdout + done.stderr
+    [about_settling] = [line for line in shown.splitlines() if f"instance {settling} " in line]
+    assert "being destroyed" in about_settling and "billing" not in about_settling, shown
+    [about_left] = [line for line in shown.splitlines() if f"instance {left} " in line]
+    assert "run-crashed" in about_left and "billing for" in about_left, shown
+    assert done.returncode == 0 and "collected 1 of 1" in shown, shown
+    deletes = [p for m, p, _, _ in api.requests if m == "DELETE" and f"/{settling}/" in p]
+    assert len(deletes) == 1, "gc asked again for a destroy already asked"
+    assert int(left) in api.cloud.vanishing  # its destroy asked (and settling, too)
+
+    api.cloud.vanishing.update({settling: 0.0, int(left): 0.0})  # Vast catches up
+    done = swjob("gc", "--yes", "--pools", "pools.toml", cwd=tmp_path)  # closes its row
+    assert done.returncode == 0 and api.cloud.instances == {}, done.stdout
+    assert Ledger().open_entries() == []
+
+
+async def test_a_destroy_asked_long_ago_and_still_listed_is_an_orphan_again(
+    api, pools, monkeypatch
+) -> None:
+    """Settling has an end: still listed past the confirmation window, the destroy did not
+    take — the instance is an orphan again, said so, and collected."""
+    from engine.providers import gc
+
+    api.cloud.faults.never_start = True
+    instance = await leak(api, "run-done")
+    ledger = Ledger()
+    [row] = ledger.open_entries()
+    ledger.record_destroy_requested(row.entry)
+    [orphan] = await find_orphans(pools, ledger, set(), retry=FAST)
+    assert orphan.settling and not orphan.collectable and "being destroyed" in orphan.describe()
+    done = await destroy_orphans([orphan], pools, ledger, retry=FAST)
+    assert done.asked == 0 and int(instance) in api.cloud.instances
+    out = io.StringIO()
+    await asyncio.to_thread(cli_gc, pools, yes=True, out=out, ledger=ledger, retry=FAST)
+    assert out.getvalue().splitlines()[-1] == "nothing to destroy", out.getvalue()
+
+    monkeypatch.setattr(gc, "CONFIRM_FOR_S", 0.0)  # the window is over
+    [orphan] = await find_orphans(pools, ledger, set(), retry=FAST)
+    assert orphan.collectable and "did not take" in orphan.describe(), orphan.describe()
+    done = await destroy_orphans([orphan], pools, ledger, retry=FAST)
+    assert (done.destroyed, done.problems) == (1, []) and api.cloud.instances == {}
+
+
+async def test_the_engine_start_up_check_does_not_call_a_settling_destroy_an_orphan(
+    api, make_engine
+) -> None:
+    from engine.report import events as ev
+    from tests.support.tap import Tap
+
+    api.cloud.faults.never_start = True
+    settling = await leak(api, "run-done")
+    left = await leak(api, "run-crashed")
+    ledger = Ledger()
+    [row] = [e for e in ledger.open_entries() if e.instance_id == settling]
+    ledger.record_destroy_requested(row.entry)
+    tap = Tap(await make_engine(gpu_pool(max_nodes=10)))  # before its check has run
+
+    def alert_about(instance: str) -> Callable[[ev.Event], bool]:
+        return lambda e: isinstance(e, ev.Alert) and f"instance {instance} " in e.message
+
+    await tap.until(alert_about(left))  # the listing is in order: `settling` came first
+    assert not any(alert_about(settling)(e) for _, e in tap.seen), tap.seen
+    for instance in (settling, left):
+        api.cloud.destroy(int(instance))
