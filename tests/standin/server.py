@@ -6,7 +6,8 @@ It implements the endpoints swjob's provider calls — search offers, create
 on every request, request bodies of the right shape. Faults are injected through
 `StandIn.cloud.faults` (5xx, 429, lost create answers, a 400 with Vast's message, a
 create refused in a 200 (`success: false`), a 404 for gone instances, a destroy that
-stays listed for a while). Interruptible offers: a `bid` search lists offers with a
+stays listed for a while, a search answered 200 without `offers`, `start_date` null
+until an instance first runs). Interruptible offers: a `bid` search lists offers with a
 `min_bid`; a create with a `price` is a bid (under
 the minimum the instance is created stopped, and with `refuse_low_bids` the create
 also answers 400); `cloud.preempt(id)` stops an instance as an outbid would. A container's scoped
@@ -168,10 +169,10 @@ class StandIn:
             retry = {"Retry-After": f"{after:g}"} if after is not None else {}
             raise _Reply(429, faults.rate_limit_body, retry)
 
-    def _search(self, body: Any, _q: Any) -> dict[str, Any]:
+    def _search(self, body: Any, _q: Any) -> dict[str, Any] | str:
         answer, self.cloud.faults.search_answer = self.cloud.faults.search_answer, None
         if answer is not None:  # a 200 that is not a list of offers
-            return answer  # type: ignore[return-value]  # a str goes as text/plain
+            return answer  # a str goes as text/plain
         offers = self.cloud.rentable()
         if isinstance(body, dict) and body.get("type") == "bid":  # the interruptible market
             offers = [o for o in offers if o.get("min_bid") is not None]
