@@ -3,8 +3,10 @@
 `step(state, event) -> Outcome` never performs I/O: the orchestrator runs the
 commands it returns and feeds what it observes back in. The table below is the
 spec's table, row by row, plus the guards for "no setup" and "no workspace" and
-two observations the spec leaves implicit: a failed setup (SetupFailed) and the
-provider's confirmation that the node is gone (NodeTornDown), which ends the run.
+three observations the spec leaves implicit: a failed setup (SetupFailed), the
+provider's confirmation that the node is gone (NodeTornDown), which ends the run, and an
+adopter finding a run that was still queued for a node when its operator died
+(QueuedRunAdopted), which asks for the node again.
 
 Events that are not valid in a state change nothing and are reported as ignored,
 never raised: a late heartbeat or a duplicate exit must not crash a run.
@@ -107,6 +109,14 @@ class NodeTornDown:
 
 
 @dataclass(frozen=True)
+class QueuedRunAdopted:
+    """An engine adopted a run whose operator died while the run waited in PENDING for a
+    slot of its pool: no node was ever asked for (no handle, no boot step, no trace at the
+    provider), so nothing can be rejoined — and nothing leaks. The run is provisioned now,
+    from the start, as its operator would have done once a slot freed."""
+
+
+@dataclass(frozen=True)
 class InternalError:
     """Carrying out a command raised something nobody expected: the run must still end."""
 
@@ -125,6 +135,7 @@ Event = (
     | NodeLost
     | OperatorStop
     | NodeTornDown
+    | QueuedRunAdopted
     | InternalError
 )
 
@@ -253,6 +264,8 @@ ACTIVE: tuple[tuple[JobState, Phase], ...] = (
 
 TABLE: tuple[Row, ...] = (
     Row((None, NEW), JobSubmitted, (ProvisionNode(),), (P, PROV)),
+    # its operator died while the run waited for a slot: the adopter asks for the node
+    Row((P, PROV), QueuedRunAdopted, (ProvisionNode(),), (P, PROV)),
     Row((P, PROV), NodeReady, (MaterializeWorkspace(),), (R, MAT), _workspace),
     Row((P, PROV), NodeReady, (RunSetup(),), (R, SETUP), _no_ws_setup),
     Row((P, PROV), NodeReady, (RunJob(),), (R, RUN), _no_ws_no_setup),

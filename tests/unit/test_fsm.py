@@ -23,6 +23,7 @@ ALL_EVENTS: list[fsm.Event] = [
     fsm.NodeLost("no heartbeat for 10 s"),
     fsm.OperatorStop(),
     fsm.NodeTornDown(),
+    fsm.QueuedRunAdopted(),
     fsm.InternalError("internal error: OSError: boom"),
 ]
 
@@ -40,6 +41,20 @@ def test_job_submitted_provisions_a_node() -> None:
     assert (out.state.state, out.state.phase) == (S.PENDING, P.PROVISIONING)
     assert names(out) == ["ProvisionNode"]
     assert out.state.has_workspace and not out.state.has_setup
+
+
+@pytest.mark.parametrize(("setup", "workspace"), itertools.product((True, False), repeat=2))
+def test_a_queued_run_adopted_after_its_operator_died_provisions_its_node(
+    setup: bool, workspace: bool
+) -> None:
+    """Still waiting for a slot when its operator died (no node was ever asked for): the
+    adopter provisions it, from PENDING as a fresh run would; nothing fails, nothing else."""
+    queued = at(S.PENDING, P.PROVISIONING, setup=setup, workspace=workspace)
+    out = fsm.step(queued, fsm.QueuedRunAdopted())
+    assert not out.ignored and names(out) == ["ProvisionNode"]
+    assert out.state == queued  # still PENDING, provisioning; no reason, no exit code
+    ready = fsm.step(out.state, fsm.NodeReady())  # and from there the run goes on as ever
+    assert ready.state.state is S.RUNNING
 
 
 def test_node_ready_materializes_the_workspace() -> None:
