@@ -335,7 +335,9 @@ class Engine:
             provider.adopt(handle)
         else:
             handle = await self._find_node(provider, run_id)
-        self._launch(self._recovered_driver(view, saved, pool, handle))
+        events = read_events(view.run_dir / "events.jsonl")
+        queued = handle is None and await self._still_queued(provider, run_id, events)
+        self._launch(self._recovered_driver(view, saved, pool, handle, events, queued=queued))
         return True
 
     async def _adoptable_pool(
@@ -423,11 +425,28 @@ class Engine:
             self.alert(f"could not look up the node of run {run_id}: {exc} — run `swjob gc`")
             return None
 
+    async def _still_queued(self, provider: Provider, run_id: str, events: list[ev.Event]) -> bool:
+        """recovery.still_queued; a provider that cannot tell (its ledger unreadable) leaves
+        the run to be failed as one whose node may exist, and says why."""
+        try:
+            return await recovery.still_queued(provider, run_id, events)
+        except Exception as exc:
+            self.alert(f"could not tell whether run {run_id} was still queued: {one_line(exc)}")
+            return False
+
     def _recovered_driver(
-        self, view: RunView, saved: dict[str, Any], pool: Pool, handle: NodeHandle | None
+        self,
+        view: RunView,
+        saved: dict[str, Any],
+        pool: Pool,
+        handle: NodeHandle | None,
+        events: list[ev.Event],
+        *,
+        queued: bool = False,
     ) -> RunDriver:
+        """A driver carrying on `view` from its `events`; `queued`: it was still waiting for
+        a slot of its pool when its operator died (recovery.still_queued)."""
         job, fault = recovery.recovered_job(view, saved)
-        events = read_events(view.run_dir / "events.jsonl")
         self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
         keys = {k: saved[k] for k in ("token", "reattach_key") if saved.get(k)}
         attempt = attempts.from_record(saved.get("attempt"))
@@ -443,14 +462,15 @@ class Engine:
         driver.session.heartbeat_s = recovery.node_heartbeat(saved, driver.session.heartbeat_s)
         driver.session.last_seq = max(saved.get("last_seq", 0), recovery.last_node_seq(events))
         driver.resume(recovery.fsm_state_of(events, job), handle)
-        driver.start_work(recovery.continue_run(driver, fault))
+        driver.start_work(recovery.continue_run(driver, fault, queued=queued))
         if saved.get("agent_ticket") and saved.get("reattach_key"):
             driver.start_work(
                 reclaim.until_joined(
                     self._endpoint, driver.session, saved["agent_ticket"], saved["reattach_key"]
                 )
             )
-        driver.publish(ev.Alert(run_id=view.run_id, message="recovered after operator restart"))
+        said = recovery.QUEUED_RESTART if queued and fault is None else recovery.RECOVERED
+        driver.publish(ev.Alert(run_id=view.run_id, message=said))
         return driver
 
     def _provider(self, pool: Pool) -> Provider:

@@ -139,6 +139,12 @@ class Provider(Protocol):
         between the create call and writing the answer down), or None."""
         ...
 
+    async def may_have_node(self, run_id: str) -> bool:
+        """False only when no node was ever asked for `run_id` — no trace of one is left
+        (a ledger intent, a node directory): its run never left the pool's queue, and an
+        adopter may provision it from the start. When unsure, True."""
+        ...
+
     async def teardown(self, handle: NodeHandle) -> None:
         """Destroy the node. Idempotent; raises TeardownError when it could not confirm."""
         ...

@@ -149,6 +149,12 @@ class LocalProvider:
                 return handle
         return None
 
+    async def may_have_node(self, run_id: str) -> bool:
+        """A node's directory, named after its run, is made before its agent starts and
+        removed once the node is gone: without one, no node of `run_id` exists."""
+        nodes = cache_dir().joinpath("nodes")
+        return any(nodes.glob(f"local-{glob.escape(run_id)}-*"))
+
     async def node_exited(self, handle: NodeHandle) -> str:
         node = self._nodes.get(handle.node_id)
         if node is None:

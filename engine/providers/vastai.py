@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import contextvars
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -355,6 +356,14 @@ class VastProvider:
             if entry.instance_id in (None, handle.node_id):
                 self._adopted[handle.node_id] = entry.entry
         return handle
+
+    async def may_have_node(self, run_id: str) -> bool:
+        """Every create is preceded by its intent in the ledger: a run without a row (open
+        or closed) never had an instance asked for. An unreadable ledger cannot tell."""
+        try:
+            return bool(await asyncio.to_thread(self._ledger.entries_of, run_id))
+        except (sqlite3.Error, OSError):
+            return True
 
     def adopt(self, handle: NodeHandle) -> None:
         """A node an earlier engine process rented: teardown closes its ledger row too (no

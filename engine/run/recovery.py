@@ -9,6 +9,12 @@ run's log holds), and re-issues the command that was in flight — push, pull,
 teardown — each of which is safe to repeat. A node that does not rejoin within the
 run's node-loss deadline (sooner, when the provider sees it gone) is lost: the run is
 FAILED "node lost" and the node torn down through the provider.
+
+A run whose operator died while it was still queued for a slot of its pool (PENDING,
+no node ever asked for) has nothing to rejoin and nothing that could leak: the adopter
+starts it, as its operator would have once a slot freed. A run that got any further
+without its node's handle on record (the operator died mid-provision) is FAILED, since
+its node may exist and must not be rented twice.
 """
 
 from __future__ import annotations
@@ -21,13 +27,19 @@ from typing import TYPE_CHECKING, Any
 from agent.protocol import Step
 from engine.jobs.jobspec import JobFileError, JobSpec, load_job
 from engine.jobs.pools import Pool
-from engine.providers.base import heartbeat_for, silence_for
+from engine.providers.base import Provider, heartbeat_for, silence_for
 from engine.report import events as ev
 from engine.report.views import RunView
 from engine.run import fsm
 
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
+
+
+RECOVERED = "recovered after operator restart"
+QUEUED_RESTART = "operator restarted while the run was queued: starting it now"
+"""What an adopter says (instead of "recovered after operator restart") of a run it found
+still waiting for a slot of its pool."""
 
 
 def job_digest(path: Path) -> str:
@@ -80,19 +92,38 @@ def fsm_state_of(events: list[ev.Event], job: JobSpec) -> fsm.FsmState:
     return state
 
 
+async def still_queued(provider: Provider, run_id: str, events: list[ev.Event]) -> bool:
+    """True when `run_id` was waiting for a slot of its pool when its operator died: PENDING
+    in provisioning, not one boot step or node on record, and no trace of a node asked for
+    it at its provider (a ledger intent, a node directory). Any sign that a node may have
+    been asked for keeps the run off this path (call it only when no node was found)."""
+    transitions = [e for e in events if isinstance(e, ev.Transition)]
+    if not transitions or (transitions[-1].to_state, transitions[-1].to_phase) != (
+        fsm.JobState.PENDING.value,
+        fsm.Phase.PROVISIONING.value,
+    ):
+        return False
+    if any(isinstance(e, ev.Boot | ev.Node) for e in events):
+        return False
+    return not await provider.may_have_node(run_id)
+
+
 def last_node_seq(events: list[ev.Event]) -> int:
     replayable = (ev.Log, ev.GpuMetrics)
     return max((e.node_seq or 0 for e in events if isinstance(e, replayable)), default=0)
 
 
-async def continue_run(driver: RunDriver, fault: str | None) -> None:
-    """Re-issue whatever the run was doing when the previous engine died."""
+async def continue_run(driver: RunDriver, fault: str | None, *, queued: bool = False) -> None:
+    """Re-issue whatever the run was doing when the previous engine died; `queued`: it was
+    still waiting for a slot of its pool (still_queued)."""
     state = driver.fsm_state
     terminal = state.state is not None and state.state.terminal
     if fault is not None and not terminal:
         driver.post(fsm.NodeFault(fault))
     elif state.phase is fsm.Phase.NEW:  # indexed, never begun: nothing was asked for yet
         driver.begin()
+    elif queued and driver.handle is None:  # no node was asked for yet: queue for one now
+        driver.post(fsm.QueuedRunAdopted())
     elif driver.handle is None and not terminal:
         driver.post(fsm.NodeFault("operator restarted before the node was provisioned"))
     elif driver.handle is None or state.phase is fsm.Phase.TEARDOWN:

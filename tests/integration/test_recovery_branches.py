@@ -1,7 +1,9 @@
 """The branches of recovery: the operator's process dies at a precise moment (it kills
 itself with SIGKILL from inside the code path), and a new engine adopts the run.
 
-- before the node was provisioned: nothing to carry on, the run is FAILED;
+- while the run was queued for a slot (no node asked for): the adopter starts it;
+- after its node was asked for, before its handle was recorded (a node directory made,
+  no agent in it): its node may exist, so the run is FAILED, never provisioned twice;
 - half way through the workspace push (MATERIALIZING): the push is issued again;
 - half way through the output pull (COLLECTING): the pull is issued again;
 - the job file changed or is gone while the operator was away: the run is FAILED (a
@@ -23,6 +25,7 @@ import pytest
 
 from engine.jobs.pools import load_pools
 from engine.report.datastream import read_events
+from engine.run.recovery import QUEUED_RESTART
 from engine.state.paths import cache_dir
 from tests.integration.test_crash_recovery import crashed_run  # noqa: F401 (a fixture)
 from tests.support.processes import pid_alive
@@ -50,13 +53,22 @@ def dying(progress):
 """
 
 PATCHES = {
-    "provisioning": """
+    "queued": """
 from engine.providers import local
 
 async def provision(self, bootstrap):
-    die("DIED before provisioning")
+    die("DIED while queued")  # before the pool had a slot: no node was asked for
 
 local.LocalProvider.provision = provision
+""",
+    "provisioning": """
+from engine.providers import local
+
+async def start(self, bootstrap):
+    local.node_root(f"local-{bootstrap.run_id}-dead").mkdir(parents=True)
+    die("DIED while provisioning")  # its node's directory made, its agent not started
+
+local.LocalProvider._start = start
 """,
     "push": """
 from engine.run import runsupport
@@ -101,11 +113,52 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-async def test_killed_before_the_node_was_provisioned_fails_the_run(tmp_path: Path) -> None:
+def alerts(run_dir: Path) -> list[str]:
+    return [e.message for e in read_events(run_dir / "events.jsonl") if e.kind == "alert"]
+
+
+async def test_killed_while_queued_the_adopter_starts_the_run(tmp_path: Path) -> None:
     job = tmp_path / "job.toml"
     job.write_text('[job]\nname = "crashy"\nrun = "echo ran"\n')
     runs = tmp_path / "swjob-runs"
-    assert "DIED before provisioning" in die_at("provisioning", job, runs)
+    assert "DIED while queued" in die_at("queued", job, runs)
+    run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
+    assert phases(run_dir)[-1] == "provisioning"
+    view = await recover(runs, load_pools(None), run_dir.name)
+    assert view.state == "COMPLETED", view.reason
+    assert (run_dir / "logs" / "run.log").read_text().splitlines() == ["ran"]  # once
+    said = alerts(run_dir)
+    assert said == [QUEUED_RESTART], said  # said once, and not as a recovery of a node
+    causes = [e.cause for e in read_events(run_dir / "events.jsonl") if e.kind == "transition"]
+    assert causes[:3] == ["JobSubmitted", "QueuedRunAdopted", "NodeReady"], causes
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "COMPLETED"
+    assert list(cache_dir().glob("nodes/*")) == []
+
+
+async def test_killed_while_queued_with_its_job_file_changed_the_run_is_failed(
+    tmp_path: Path,
+) -> None:
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nname = "crashy"\nrun = "echo ran"\n')
+    runs = tmp_path / "swjob-runs"
+    assert "DIED while queued" in die_at("queued", job, runs)
+    job.write_text('[job]\nname = "crashy"\nrun = "echo other"\n')
+    run_dir = only_run_dir(runs, "crashy")
+    view = await recover(runs, load_pools(None), run_dir.name)
+    assert view.state == "FAILED"
+    assert view.reason == (
+        "could not resume after operator restart: job file changed while the operator was away"
+    )
+    assert QUEUED_RESTART not in alerts(run_dir)  # it was not started: not said to be
+    assert not (run_dir / "logs" / "run.log").exists()
+    assert list(cache_dir().glob("nodes/*")) == []
+
+
+async def test_killed_after_its_node_was_asked_for_fails_the_run(tmp_path: Path) -> None:
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nname = "crashy"\nrun = "echo ran"\n')
+    runs = tmp_path / "swjob-runs"
+    assert "DIED while provisioning" in die_at("provisioning", job, runs)
     run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
     assert phases(run_dir)[-1] == "provisioning"
     view = await recover(runs, load_pools(None), run_dir.name)
@@ -113,7 +166,7 @@ async def test_killed_before_the_node_was_provisioned_fails_the_run(tmp_path: Pa
     assert view.reason == "operator restarted before the node was provisioned"
     assert json.loads((run_dir / "run.json").read_text())["state"] == "FAILED"
     assert not (run_dir / "logs" / "run.log").exists()  # nothing ran anywhere
-    assert list(cache_dir().glob("nodes/*")) == []
+    assert [p.name for p in cache_dir().glob("nodes/*")] == [f"local-{run_dir.name}-dead"]
 
 
 async def test_killed_mid_push_the_push_is_issued_again(tmp_path: Path) -> None:

@@ -289,3 +289,25 @@ async def test_nothing_is_rented_when_the_node_could_not_install_the_agent(api) 
     with pytest.raises(ProvisionError, match="set agent_install in the pool"):
         await vast.provision(bootstrap())
     assert api.requests == [] and Ledger().open_entries() == []
+
+
+async def test_a_node_may_exist_for_a_run_once_its_intent_is_in_the_ledger(api) -> None:
+    """What an adopter asks of a run it finds PENDING without a node: one still queued for a
+    slot has no ledger row, so no instance was ever asked for it; any row, open or closed,
+    says one was (it must not be rented twice)."""
+    api.cloud.faults.never_start = True
+    vast = provider(api, gpu_pool(), [])
+    assert not await vast.may_have_node("run-1")
+    handle = await vast.provision(bootstrap("run-1"))
+    assert await vast.may_have_node("run-1") and not await vast.may_have_node("run-2")
+    await vast.teardown(handle)
+    assert await vast.may_have_node("run-1")  # its row is closed: asked for all the same
+
+
+async def test_an_unreadable_ledger_cannot_say_that_no_node_was_asked_for(api) -> None:
+    vast = provider(api, gpu_pool(), [])
+    path = Ledger().path
+    for stale in path.parent.glob(path.name + "*"):
+        stale.unlink()
+    path.write_bytes(b"not a database, " * 512)
+    assert await vast.may_have_node("run-1")
