@@ -11,11 +11,14 @@ tell what is left of the step from an unrelated group that got the same number
 
 The job runs as the same user and may put anything at that path: another format, a
 FIFO, a directory, a link to /dev/zero. `read` returns None for whatever is not exactly
-a record this module wrote, without blocking and without reading more than a line.
+a record this module wrote, without blocking and without reading more than a line;
+`write` follows no link the job planted (at the path or as its directory): it never
+writes through one into a file the job chose.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -47,6 +50,35 @@ class StepRecord:
 
     def line(self) -> str:
         return json.dumps(asdict(self)) + "\n"
+
+
+def write(path: Path, record: StepRecord) -> None:
+    """Put `record` at `path`, mode 0600, following no link: a fresh file (O_EXCL, under a
+    random name) in `path`'s directory, opened without following that directory if it is
+    a link, is renamed over `path` — which replaces whatever is there, a planted link
+    included, and leaves its target untouched. A reader sees the old record or the new
+    one, never half of one. Raises OSError (nothing is left behind then)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    folder = os.open(path.parent, flags)
+    try:
+        temp = f".{path.name}.{secrets.token_hex(8)}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temp, flags, 0o600, dir_fd=folder)
+        try:
+            try:
+                os.fchmod(fd, 0o600)  # whatever the umask
+                data = record.line().encode()
+                while data:
+                    data = data[os.write(fd, data) :]
+            finally:
+                os.close(fd)
+            os.replace(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=folder)
+            raise
+    finally:
+        os.close(folder)
 
 
 def read(path: Path) -> StepRecord | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from agent import procgroup, shell, subreaper
+from agent import procgroup, shell, steprecord, subreaper
 from agent.lines import LineSplitter, LogBatcher, StepLog
 from agent.protocol import AgentEvent, NodeFault, Step, StepExited, StepStarted, Stream
 from agent.redact import Redactor
@@ -218,7 +218,7 @@ class Supervisor:
             record = StepRecord(run.pgid, run.marker, run.started)
             try:
                 self._pgid_file.parent.mkdir(parents=True, exist_ok=True)
-                self._pgid_file.write_text(record.line())
+                steprecord.write(self._pgid_file, record)  # through no link the job planted
             except OSError as exc:
                 log.warning("cannot write %s: %s", self._pgid_file, exc.strerror or exc)
 

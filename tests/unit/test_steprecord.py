@@ -74,3 +74,38 @@ def test_what_is_not_a_small_regular_file_is_no_record(tmp_path: Path) -> None:
     for name in ("fifo", "dir", "link", "long", "missing"):
         assert steprecord.read(tmp_path / name) is None, name
     assert steprecord.read(good) is not None  # positive control
+
+
+def test_a_record_is_written_0600_over_a_link_planted_at_its_path(tmp_path: Path) -> None:
+    """The job, as the same user, links the record's path to a file of its choice: the
+    record replaces the link; the file it pointed at is not written (nor made)."""
+    precious, gone = tmp_path / "precious", tmp_path / "not-there"
+    precious.write_text("keep me\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    record = StepRecord(4242, MARKER, 1.5)
+    for target in (precious, gone):
+        path = state / "step.pgid"
+        path.unlink(missing_ok=True)
+        path.symlink_to(target)
+        steprecord.write(path, record)
+        assert not path.is_symlink() and steprecord.read(path) == record
+        assert path.stat().st_mode & 0o777 == 0o600
+    assert precious.read_text() == "keep me\n" and not gone.exists()
+    assert [p.name for p in state.iterdir()] == ["step.pgid"]  # no temporary file left
+
+
+def test_a_record_is_not_written_through_a_linked_directory(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "state").symlink_to(elsewhere)
+    with pytest.raises(OSError):
+        steprecord.write(tmp_path / "state" / "step.pgid", StepRecord(4242, MARKER, 1.5))
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_record_over_a_directory_fails_and_leaves_nothing(tmp_path: Path) -> None:
+    (tmp_path / "step.pgid").mkdir()
+    with pytest.raises(OSError):
+        steprecord.write(tmp_path / "step.pgid", StepRecord(4242, MARKER, 1.5))
+    assert [p.name for p in tmp_path.iterdir()] == ["step.pgid"]

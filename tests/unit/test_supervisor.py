@@ -192,6 +192,27 @@ async def test_stop_kills_tree_including_term_ignoring_child(
     assert not sup.busy
 
 
+async def test_the_step_record_is_not_written_through_a_link_the_job_planted(
+    sup: Supervisor, rec: Recorder, tmp_path: Path
+) -> None:
+    """A previous step (same user) left a link at the record's path to a file of its
+    choice: the next step's record replaces the link; that file is untouched."""
+    target = tmp_path / "target"
+    target.write_text("the job's file\n")
+    pgid_file = tmp_path / "state" / "step.pgid"
+    pgid_file.parent.mkdir()
+    pgid_file.symlink_to(target)
+    await sup.start(Step.RUN, "sleep 1000", {})
+    started = rec.events[0]
+    assert isinstance(started, StepStarted)
+    assert not pgid_file.is_symlink()
+    record = steprecord.read(pgid_file)
+    assert record is not None and record.pgid == started.pid
+    assert target.read_text() == "the job's file\n"
+    await sup.stop(0.3)
+    assert not pgid_file.exists() and target.read_text() == "the job's file\n"
+
+
 async def test_leftover_children_die_with_the_step(sup: Supervisor, rec: Recorder) -> None:
     await run_step(sup, rec, "sleep 1000 & echo pid $!; exit 0")
     pid = int(rec.lines()[0].split()[1])
