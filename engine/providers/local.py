@@ -5,8 +5,8 @@ pool's `orphan_timeout_s` stops its job and removes it itself); teardown ends th
 (SIGTERM, which makes it stop its job; then SIGKILL after a grace period), kills what is
 left of the job if the agent died without doing so (agent/procgroup.py
 `kill_recorded_step_now`), and removes the directory.
-The pool's `max_nodes` bounds how many nodes exist at once; further runs wait in
-PENDING until a slot frees.
+The pool's `max_nodes` bounds how many nodes exist at once, adopted ones included
+(engine/providers/slots.py); further runs wait in PENDING until a slot frees.
 
 A local node is as bare as a rented one (engine/providers/localspawn.py), inside a node
 directory only the operator can enter. Its agent is forked by the operator's fork server
@@ -31,6 +31,7 @@ from pathlib import Path
 from engine.providers.base import Bootstrap, NodeHandle, Preempted, ProvisionError
 from engine.providers.forkserver import ForkedAgent, ForkServerGone, until_gone
 from engine.providers.localspawn import fork_server, log, node_base_env, node_root, spawn_agent
+from engine.providers.slots import Slots
 from engine.report import scope
 from engine.report.events import BootPhase
 from engine.state.paths import cache_dir
@@ -84,19 +85,19 @@ class LocalProvider:
         """`launcher` prefixes the agent's command line (it must exec in place, so the pid
         stays the agent's — e.g. `ip netns exec NS` puts nodes behind their own link: its
         agents are started afresh, not forked); `agent_env` adds to the agent's environment."""
-        self._slots = asyncio.Semaphore(max_nodes)
+        self._slots = Slots(max_nodes)
         self._nodes: dict[str, _LocalNode] = {}
         self._stop_grace_s = stop_grace_s
         self._launcher = list(launcher)
         self._agent_env = dict(agent_env or {})
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
-        await self._slots.acquire()
+        await self._slots.take()
         try:
             scope.boot_reached(BootPhase.SLOT_TAKEN)  # queueing ends, booting begins
             return await self._start(bootstrap)
         except BaseException:
-            self._slots.release()
+            self._slots.give_back()
             raise
 
     async def _start(self, bootstrap: Bootstrap) -> NodeHandle:
@@ -127,11 +128,13 @@ class LocalProvider:
         )
 
     def adopt(self, handle: NodeHandle) -> None:
-        """Take back a node an earlier engine process started (crash recovery). It does not
-        count against max_nodes: refusing to own a running node would be worse."""
+        """Take back a node an earlier engine process started (crash recovery). It takes a
+        slot of max_nodes without waiting for one (refusing to own a running node would be
+        worse), so the runs queued here wait for it too."""
         pid = handle.offer.get("pid")
-        if isinstance(pid, int):
+        if isinstance(pid, int) and handle.node_id not in self._nodes:
             self._nodes[handle.node_id] = _LocalNode(pid, node_root(handle.node_id), None)
+            self._slots.hold()
 
     async def find_node(self, run_id: str) -> NodeHandle | None:
         """The node of `run_id` if its agent runs though its pid was never written down:
@@ -178,8 +181,7 @@ class LocalProvider:
             _kill_orphan_step(node.root)
             shutil.rmtree(node.root, ignore_errors=True)
         finally:
-            if not node.adopted:
-                self._slots.release()
+            self._slots.give_back()
 
 
 async def _fork(root: Path, args: list[str], env: dict[str, str]) -> ForkedAgent | None:

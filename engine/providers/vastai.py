@@ -46,6 +46,7 @@ from engine.providers.base import (
     ProvisionError,
     TeardownError,
 )
+from engine.providers.slots import Slots
 from engine.providers.vast_api import RetryPolicy, VastApi, VastApiError
 from engine.providers.vast_boot import label_for, onstart_command
 from engine.providers.vast_status import BootWatch, boot_poll_s
@@ -114,8 +115,9 @@ class VastProvider:
         self._confirm_every_s = confirm_every_s
         self._confirm_for_s = confirm_for_s
         self._confirming: dict[str, asyncio.Task[None]] = {}
-        self._slots = asyncio.Semaphore(pool.max_nodes)
+        self._slots = Slots(pool.max_nodes)
         self._adopted: dict[str, int] = {}
+        self._holding: set[str] = set()  # adopted instances that took a slot
         self._entries: dict[str, int] = {}  # instance id → ledger entry
         self._api: VastApi | None = None
 
@@ -130,15 +132,15 @@ class VastProvider:
     # ---- provision ----------------------------------------------------------------------
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
-        await self._slots.acquire()
+        await self._slots.take()
         try:
             scope.boot_reached(BootPhase.SLOT_TAKEN)  # queueing ends, booting begins
             return await self._provision(bootstrap)
         except VastApiError as exc:
-            self._slots.release()
+            self._slots.give_back()
             raise ProvisionError(str(exc)) from None
         except BaseException:
-            self._slots.release()
+            self._slots.give_back()
             raise
 
     async def _provision(self, bootstrap: Bootstrap) -> NodeHandle:
@@ -355,6 +357,7 @@ class VastProvider:
         for entry in mine:
             if entry.instance_id in (None, handle.node_id):
                 self._adopted[handle.node_id] = entry.entry
+        self._hold(handle.node_id)
         return handle
 
     async def may_have_node(self, run_id: str) -> bool:
@@ -366,9 +369,9 @@ class VastProvider:
             return True
 
     def adopt(self, handle: NodeHandle) -> None:
-        """A node an earlier engine process rented: teardown closes its ledger row too (no
-        pool slot is taken for it; refusing to own a billing node would be worse). What the
-        handle lacks of its price and birth, the ledger row supplies."""
+        """A node an earlier engine process rented: teardown closes its ledger row too. It
+        takes a pool slot without waiting for one (refusing to own a billing node would be
+        worse). What the handle lacks of its price and birth, the ledger row supplies."""
         for entry in self._ledger.open_entries():
             if entry.instance_id == handle.node_id:
                 self._adopted[handle.node_id] = entry.entry
@@ -376,6 +379,14 @@ class VastProvider:
                     handle.created_at = entry.created_at
                 if handle.price_per_hour is None:
                     handle.price_per_hour = entry.price_per_hour
+        self._hold(handle.node_id)
+
+    def _hold(self, instance: str) -> None:
+        """An adopted instance takes a slot of max_nodes without waiting for one, so the
+        runs queued here wait for it too (engine/providers/slots.py)."""
+        if instance not in self._entries and instance not in self._holding:
+            self._holding.add(instance)
+            self._slots.hold()
 
     def check_can_tear_down(self) -> None:
         """Destroying an instance takes the account's API key: without it, say so."""
@@ -409,7 +420,10 @@ class VastProvider:
         entry = self._entries.pop(instance, None)
         if entry is not None:
             rows.append(entry)
-            self._slots.release()
+            self._slots.give_back()
+        if instance in self._holding:
+            self._holding.discard(instance)
+            self._slots.give_back()
         adopted = self._adopted.pop(instance, None)
         if adopted is not None:
             rows.append(adopted)

@@ -311,3 +311,20 @@ async def test_an_unreadable_ledger_cannot_say_that_no_node_was_asked_for(api) -
         stale.unlink()
     path.write_bytes(b"not a database, " * 512)
     assert await vast.may_have_node("run-1")
+
+
+async def test_an_adopted_instance_holds_its_pool_slot_until_it_is_destroyed(api) -> None:
+    """A restarted engine adopts the running instance of a one-node pool: a run queued
+    there rents its instance only once the adopted one is destroyed."""
+    api.cloud.faults.never_start = True
+    first = await provider(api, gpu_pool(max_nodes=1), []).provision(bootstrap("run-1"))
+    vast = provider(api, gpu_pool(max_nodes=1), [])  # the restarted engine's
+    vast.adopt(NodeHandle("vastai", first.node_id))
+    queued = asyncio.ensure_future(vast.provision(bootstrap("run-2")))
+    await asyncio.sleep(0.5)
+    assert not queued.done() and len(api.cloud.instances) == 1
+    await vast.teardown(NodeHandle("vastai", first.node_id))
+    second = await asyncio.wait_for(queued, 30)
+    assert len(api.cloud.instances) == 1  # the adopted one is gone, the new one is up
+    await vast.teardown(second)
+    assert api.cloud.instances == {} and Ledger().open_entries() == []
