@@ -32,11 +32,11 @@ def test_a_run_queued_when_its_console_was_killed_is_started_by_attach(
     tmp_path: Path, clis: Callable[..., Cli]
 ) -> None:
     release = tmp_path / "release"
-    job = waiting_job(tmp_path / "job", "queued", release)
+    job = waiting_job(tmp_path / "job", "held", release)
     pools = tmp_path / "pools.toml"
     pools.write_text('[pools.one]\nprovider = "local"\nmax_nodes = 1\n')
     term = console(tmp_path, str(job), str(job), "--pool", "one", "--pools", str(pools))
-    root = tmp_path / "runs" / "queued"
+    root = tmp_path / "runs" / "held"
     try:
         term.wait_for(lambda text: "RUNNING" in text and "queued" in text, timeout=60)
         runs = sorted(root.iterdir())
