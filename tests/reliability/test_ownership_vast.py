@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -194,12 +195,17 @@ def test_gc_leaves_the_intent_of_a_create_still_in_flight_for_the_adopter(
     once: the intent has no instance yet, but Vast answers the create after the kill.
     gc closed that row as gone, so the adopter found no node, failed the run and left
     the instance billing; the row is now left open, and `swjob attach` finds the
-    instance through it and ends the run with its node destroyed."""
-    api.cloud.faults.create_delay_s = 2.0
+    instance through it and ends the run with its node destroyed. The create is held
+    until gc has run: with a fixed delay, a loaded machine started gc after Vast had
+    answered, and gc rightly destroyed the instance it then found."""
+    api.cloud.faults.create_gate = gate = threading.Event()
     pools = tmp_path / "pools.toml"
     pools.write_text(POOLS)
-    killed_while_creating(api, clis, tmp_path, pools)
-    collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path)
+    try:
+        killed_while_creating(api, clis, tmp_path, pools)
+        collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path)
+    finally:
+        gate.set()  # Vast answers the create now (and never holds the stand-in past the test)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     assert len(Ledger().open_entries()) == 1, collected.stdout  # left for the adopter
     eventually(lambda: len(api.cloud.instances) == 1, what="the create answered")

@@ -72,6 +72,7 @@ class Faults:
     never_start: bool = False  # instances stay "loading" and never run their command
     vanish_at_create: set[int] = field(default_factory=set)  # offer ids rented away
     create_delay_s: float = 0.0  # a slow create call
+    create_gate: threading.Event | None = None  # creates answer only once the test sets it
     lose_create_answers: int = 0  # the next N creates succeed but answer 502
     destroy_failures: int = 0  # the next N destroys answer 500
     destroy_never: bool = False  # every destroy answers 500

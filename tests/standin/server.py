@@ -187,6 +187,8 @@ class StandIn:
         if soft is not None:  # a refusal in a 200 (Vast's own async client checks `success`)
             return soft
         time.sleep(self.cloud.faults.create_delay_s)
+        if (gate := self.cloud.faults.create_gate) is not None:
+            gate.wait(60)  # a create in flight for as long as the test needs, under any load
         inst = self.cloud.create(int(offer_id), body)
         if inst is None:
             raise _no_such(f"Instance type by id {offer_id} is not available.")
