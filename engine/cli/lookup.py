@@ -1,6 +1,6 @@
-"""A run named on the command line (`swjob logs|attach|shell|forward RUN`): by id or by a
-unique prefix of it, read from a store opened only for the lookup, and the one message
-every such command gives when nothing matches."""
+"""A run named on the command line (`swjob logs|attach|shell|forward RUN`): by id, a
+unique start of it, or the short id the console shows, read from a store opened only for
+the lookup, and the one message every such command gives when nothing matches."""
 
 from __future__ import annotations
 
@@ -17,4 +17,4 @@ def find_run(run_ref: str) -> RunView | None:
 
 
 def no_such_run(run_ref: str) -> str:
-    return f"no run {run_ref!r} (or the prefix is not unique)"
+    return f"no run {run_ref!r} (or more than one run matches it)"

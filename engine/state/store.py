@@ -302,10 +302,19 @@ class Store:
         return list(self._parsed.values())
 
     def find(self, run_ref: str) -> RunView | None:
-        """A run by id or unique id prefix."""
+        """A run by id, by a unique start of it, or by the unique random part that ends it,
+        which is what the console's id column shows (`6e80cbe3` of `20261204-061502-6e80cbe3`):
+        a user copies the id they see."""
+        found = self._only("substr(run_id, 1, ?) = ?", (len(run_ref), run_ref), run_ref)
+        if found is None and run_ref:
+            ending = (-len(run_ref) - 1, f"-{run_ref}")
+            found = self._only("substr(run_id, ?) = ?", ending, run_ref)
+        return found
+
+    def _only(self, where: str, args: tuple[Any, ...], run_ref: str) -> RunView | None:
+        """The run `run_ref` names exactly, else the one run matching `where`, else None."""
         rows = self._db.execute(
-            "SELECT view FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY created DESC",
-            (len(run_ref), run_ref),
+            f"SELECT view FROM runs WHERE {where} ORDER BY created DESC", args
         ).fetchall()
         exact = [r for r in rows if RunView.model_validate_json(r[0]).run_id == run_ref]
         chosen = exact or (rows if len(rows) == 1 else [])
