@@ -354,12 +354,15 @@ class SwjobApp(App[None]):
         self.push_screen(OrphansScreen(self.engine.orphans), self._collect)
 
     def _collect(self, orphans: list[Orphan] | None) -> None:
-        if orphans:
+        if orphans and any(o.collectable for o in orphans):
             self._destroy(orphans)
 
     @work(group="orphans", exclusive=True, exit_on_error=False, description="collect orphans")
     async def _destroy(self, orphans: list[Orphan]) -> None:
-        self.notify(f"destroying {len(orphans)} orphaned node(s)…", title="collect")
+        """Destroy the listed orphans that are ours; the toast after says which went and
+        which were left (another operator's, being destroyed) and why."""
+        ours = sum(o.collectable for o in orphans)
+        self.notify(f"destroying {ours} orphaned node(s)…", title="collect")
         collecting = self.engine.collect_orphans(orphans)
         try:
             done = await calls.call(
@@ -368,11 +371,8 @@ class SwjobApp(App[None]):
         except calls.CallError as exc:  # how many went is not known: the board rechecks
             self.notify(f"collect: {exc}", severity="error")
         else:
-            if done.problems:
-                lines = "\n".join(done.problems)
-                self.notify(f"{done.summary()}\n{lines}", severity="error")
-            else:
-                self.notify(f"{done.summary()}: nothing left billing", title="collect")
+            severity = "error" if done.problems else "information"
+            self.notify(done.report(), title="collect", severity=severity)
         await self._recheck_orphans()
 
     async def _recheck_orphans(self) -> None:

@@ -59,6 +59,22 @@ class Orphan:
         """Ours to destroy: not another operator's, not already being destroyed."""
         return not self.foreign and not self.settling
 
+    @property
+    def name(self) -> str:
+        """What it is, in a few words: its instance (and run), or its ledger row."""
+        if self.status == GONE or self.instance_id is None:
+            return f"ledger row of run {self.run_id}"
+        return f"instance {self.instance_id} (run {self.run_id})"
+
+    @property
+    def why_left(self) -> str | None:
+        """Why collecting leaves it alone, or None when it is ours to collect."""
+        if self.foreign:
+            return f"operator {self.foreign}'s, not ours"
+        if self.settling:
+            return "being destroyed: Vast lists it until the destroy settles"
+        return None
+
     def describe(self) -> str:
         hours = self.billing_s / 3600
         cost = f", ≈ ${hours * self.price_per_hour:.2f}" if self.price_per_hour else ""
@@ -98,9 +114,22 @@ class Collection:
     asked: int
     destroyed: int = 0
     problems: list[str] = field(default_factory=list)
+    collected: list[str] = field(default_factory=list)  # the name of each one destroyed
+    left: list[str] = field(default_factory=list)  # each one not ours to destroy, and why
 
     def summary(self) -> str:
         return f"collected {self.destroyed} of {self.asked}"
+
+    def report(self) -> str:
+        """What was destroyed, what was left alone and why, and what went wrong: a line
+        each (the console's toast after collecting)."""
+        lines = [self.summary() + (f": {', '.join(self.collected)}" if self.collected else "")]
+        if self.left:
+            lines.append(f"left {len(self.left)}: " + "; ".join(self.left))
+        lines.extend(self.problems)
+        if not self.left and not self.problems:
+            lines.append("nothing left billing")
+        return "\n".join(lines)
 
 
 class RunClaims(Protocol):
@@ -226,8 +255,9 @@ async def destroy_orphans(
     claims: RunClaims | None = None,
 ) -> Collection:
     """Destroy (verified) every orphan instance of ours and close its ledger rows; another
-    operator's are skipped. An abandoned run is claimed first and settled once its node is
-    gone; one adopted since it was listed is left alone, and said so."""
+    operator's, and one being destroyed already, are left (`Collection.left` says why).
+    An abandoned run is claimed first and settled once its node is gone; one adopted
+    since it was listed is left alone, and said so."""
     try:
         return await _destroy(orphans, pools, ledger, server_url, retry, claims)
     finally:
@@ -245,6 +275,7 @@ async def _destroy(
 ) -> Collection:
     ours = [orphan for orphan in orphans if orphan.collectable]
     done = Collection(asked=len(ours))
+    done.left = [f"{o.name} — {o.why_left}" for o in orphans if not o.collectable]
     errors = done.problems
     for orphan in ours:
         claimed = orphan.abandoned and claims is not None and orphan.run_id is not None
@@ -263,6 +294,7 @@ async def _destroy(
                 errors.append(str(exc))
                 continue
         done.destroyed += 1
+        done.collected.append(orphan.name)
         try:
             for entry in orphan.entries:
                 await asyncio.to_thread(ledger.record_destroyed, entry)

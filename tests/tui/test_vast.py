@@ -76,6 +76,55 @@ async def test_x_lists_orphans_and_collects_them_after_confirmation(engine, api,
         assert isinstance(app.screen, BoardScreen)
 
 
+async def test_collect_counts_only_our_nodes_and_says_what_it_left(engine, api, orphan) -> None:
+    """Another operator's instance on the same account is listed read-only. The dialog
+    offered "collect all 2" though collecting skips it; it now counts only ours, says what
+    it leaves, and after collecting says what went and what was left and why. With only
+    theirs listed, `y` is disabled and the dialog says why."""
+    offer = api.cloud.rentable()[0]["id"]
+    body = {"image": "x", "disk": 10, "env": {}, "onstart": None}
+    theirs = api.cloud.create(offer, body | {"label": "swjob:0badc0de:run-theirs"})
+    assert theirs is not None
+    try:
+        await _collect_beside(engine, api, orphan, theirs.id)
+    finally:
+        api.cloud.destroy(theirs.id)
+
+
+async def _collect_beside(engine: Engine, api: StandIn, orphan: str, theirs: int) -> None:
+    app = SwjobApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await pilot.press("x")
+        screen = app.screen
+        assert isinstance(screen, OrphansScreen)
+        await until(pilot, lambda: screen.found is not None)
+        shown = screen_text(app)
+        assert f"instance {orphan}" in shown and f"instance {theirs}" in shown
+        assert "collect all" not in shown and "collect 2" not in shown, shown
+        assert "y/enter collect 1, leaves 1 operator 0badc0de's, not ours" in shown, shown
+
+        await pilot.press("y")
+        done = f"collected 1 of 1: instance {orphan} (run run-crashed)"
+        await until(pilot, lambda: any(done in t for t in toasts(app)))
+        [said] = [t for t in toasts(app) if done in t]
+        left = f"left 1: instance {theirs} (run run-theirs) — operator 0badc0de's, not ours"
+        assert left in said and "nothing left billing" not in said, said
+        assert set(api.cloud.instances) == {theirs} and Ledger().open_entries() == []
+
+        await pilot.press("x")  # only theirs is left: nothing to collect, y does nothing
+        screen = app.screen
+        assert isinstance(screen, OrphansScreen)
+        await until(pilot, lambda: screen.found is not None)
+        shown = screen_text(app)
+        assert "nothing here is ours to collect: 1 operator 0badc0de's, not ours" in shown
+        assert "y/enter collect" not in shown, shown
+        await pilot.press("y", "enter")
+        assert app.screen is screen and set(api.cloud.instances) == {theirs}
+        await pilot.press("escape")
+        assert isinstance(app.screen, BoardScreen)
+
+
 async def test_an_account_that_cannot_be_listed_is_said_in_the_modal(
     engine, api, monkeypatch
 ) -> None:

@@ -2,7 +2,10 @@
 
 Listing asks the provider's accounts, so it runs in a worker while the modal says
 so; destroying is the app's job (a worker that outlives this modal), so the modal
-only answers with the orphans the operator agreed to destroy.
+only answers with the orphans listed when the operator agreed. Collecting destroys only
+ours (`Orphan.collectable`): another operator's instance, or one already being
+destroyed, is left. So the key counts only those it destroys, says how many it leaves,
+and when none is ours it is disabled and says why.
 """
 
 from __future__ import annotations
@@ -38,8 +41,29 @@ def describe(orphans: list[Orphan]) -> Text:
     return text
 
 
+def keys(found: list[Orphan]) -> str:
+    """The dialog's keys for what was found: what `y` destroys and what it leaves."""
+    ours = [o for o in found if o.collectable]
+    left = _counted([o.why_left or "" for o in found if not o.collectable])
+    if ours:
+        leaves = f", leaves {left}" if left else ""
+        return f"[b]y[/]/enter collect {len(ours)}{leaves} · [b]n[/]/esc cancel"
+    if found:
+        return f"nothing here is ours to collect: {left} · [b]n[/]/esc close"
+    return "[b]n[/]/esc close"
+
+
+def _counted(reasons: list[str]) -> str:
+    """One part per reason, with how many: `1 operator 0badc0de's, not ours`."""
+    tally: dict[str, int] = {}
+    for reason in reasons:
+        tally[reason] = tally.get(reason, 0) + 1
+    return "; ".join(f"{n} {reason}" for reason, n in tally.items())
+
+
 class OrphansScreen(ModalScreen["list[Orphan] | None"]):
-    """`y`/enter destroys every listed node, `n`/esc cancels; nothing is destroyed unasked."""
+    """`y`/enter destroys the listed nodes that are ours, `n`/esc cancels; nothing is
+    destroyed unasked, and `y` is disabled while nothing listed is ours to destroy."""
 
     BINDINGS = [
         Binding("y", "answer(True)", "Destroy them", id="swjob.orphans.answer_true"),
@@ -80,8 +104,18 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
     def show(self, found: list[Orphan]) -> None:
         self.found = found
         self.query_one("#found", Static).update(describe(found))
-        keys = f"[b]y[/]/enter collect all {len(found)} · " if found else ""
-        self.query_one("#orphan-keys", Label).update(f"{keys}[b]n[/]/esc cancel")
+        self.query_one("#orphan-keys", Label).update(keys(found))
+        self.refresh_bindings()
+
+    def _ours(self) -> bool:
+        return any(o.collectable for o in self.found or [])
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`y`/enter is shown disabled (dimmed, does nothing) while what is listed is none
+        of ours to destroy; with nothing listed it closes the dialog, as `n` does."""
+        if action == "answer" and parameters == (True,) and self.found and not self._ours():
+            return None
+        return True
 
     def action_answer(self, destroy: bool) -> None:
-        self.dismiss(self.found if destroy and self.found else None)
+        self.dismiss(self.found if destroy and self._ours() else None)
