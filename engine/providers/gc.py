@@ -7,12 +7,18 @@ leaves a row). A node is an orphan when no live engine drives its run
 (engine/state/ownership.py): a run that never finished but whose owner died is
 *abandoned* — listed with the hint to carry it on (`swjob attach RUN`), and when
 collected its run is marked FAILED by the caller. Open ledger rows whose instance no
-longer exists are stale: collecting them only closes the row. On an account shared
-with other operators, an instance whose label names another operator and that our
-ledger does not know is listed read-only: never destroyed by us. Vast's destroy is
+longer exists are stale: collecting them closes the row, and when the row's run is
+abandoned and its node existed, ends that run FAILED too — its node is confirmed gone,
+whoever destroyed it (the run's dead owner, or an earlier gc whose destroy Vast took a
+while to settle). On an account shared with other operators, an instance whose label
+names another operator and that our ledger does not know is listed read-only: never
+destroyed by us. Vast's destroy is
 eventually consistent: an instance whose destroy swjob asked for (its ledger row says
 when) stays listed a while — for `CONFIRM_FOR_S` it is said to be being destroyed and
-left to Vast, not an orphan to destroy again; still listed past that, it is one.
+left to Vast, not an orphan to destroy again; still listed past that, it is one. A
+destroy gc asks for itself is held to the same rule: an instance Vast still lists after
+it is being destroyed, not collected — its rows stay open (marked destroy asked) and its
+run unfinished until a later gc sees it gone.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from engine.jobs.pools import Pool, PoolFileError, PoolSet
-from engine.providers.base import NodeHandle, TeardownError
+from engine.providers.base import TeardownError
 from engine.providers.vast_api import RetryPolicy, VastApiError
 from engine.providers.vast_boot import operator_of, run_id_of
 from engine.providers.vastai import CONFIRM_FOR_S, CREATE_SETTLE_S, VastProvider, make_api
@@ -60,6 +66,11 @@ class Orphan:
         return not self.foreign and not self.settling
 
     @property
+    def ends_run(self) -> bool:
+        """Collecting it ends its run FAILED: the run is abandoned and had this node."""
+        return self.abandoned and self.run_id is not None and self.instance_id is not None
+
+    @property
     def name(self) -> str:
         """What it is, in a few words: its instance (and run), or its ledger row."""
         if self.status == GONE or self.instance_id is None:
@@ -80,7 +91,10 @@ class Orphan:
         cost = f", ≈ ${hours * self.price_per_hour:.2f}" if self.price_per_hour else ""
         price = f" at ${self.price_per_hour:.3f}/h" if self.price_per_hour else ""
         if self.status == GONE:
-            return f"ledger row of run {self.run_id} (pool {self.pool}): no instance exists"
+            line = f"ledger row of run {self.run_id} (pool {self.pool}): no instance exists"
+            if self.ends_run:
+                return f"{line} — its run is abandoned: collecting ends it FAILED"
+            return line
         if self.settling:
             return (
                 f"instance {self.instance_id} (pool {self.pool}, run {self.run_id}, "
@@ -116,9 +130,16 @@ class Collection:
     problems: list[str] = field(default_factory=list)
     collected: list[str] = field(default_factory=list)  # the name of each one destroyed
     left: list[str] = field(default_factory=list)  # each one not ours to destroy, and why
+    settling: list[str] = field(default_factory=list)  # destroy accepted, still listed
 
     def summary(self) -> str:
-        return f"collected {self.destroyed} of {self.asked}"
+        line = f"collected {self.destroyed} of {self.asked}"
+        if self.settling:
+            line += (
+                f", {len(self.settling)} being destroyed ({', '.join(self.settling)}: Vast "
+                "still lists it; a later `swjob gc` confirms it gone)"
+            )
+        return line
 
     def report(self) -> str:
         """What was destroyed, what was left alone and why, and what went wrong: a line
@@ -127,7 +148,7 @@ class Collection:
         if self.left:
             lines.append(f"left {len(self.left)}: " + "; ".join(self.left))
         lines.extend(self.problems)
-        if not self.left and not self.problems:
+        if not self.left and not self.problems and not self.settling:
             lines.append("nothing left billing")
         return "\n".join(lines)
 
@@ -136,7 +157,7 @@ class RunClaims(Protocol):
     """Holds abandoned runs while their nodes are destroyed (engine/run/abandon.py)."""
 
     def take(self, run_id: str) -> bool: ...
-    async def settle(self, run_id: str) -> str | None: ...
+    async def settle(self, run_id: str, found_gone: bool = False) -> str | None: ...
     def release(self) -> None: ...
 
 
@@ -183,7 +204,7 @@ def _from_row(
     )
 
 
-def _unlisted(entry: LedgerEntry, pools: PoolSet, now: float) -> Orphan:
+def _unlisted(entry: LedgerEntry, pools: PoolSet, now: float, abandoned: set[str]) -> Orphan:
     """A ledger row whose instance no account listing shows: gone, if its pool's account
     was listed; unverifiable if that pool is no longer configured."""
     listed = entry.pool in pools and pools.get(entry.pool or "").provider == "vastai"
@@ -194,6 +215,7 @@ def _unlisted(entry: LedgerEntry, pools: PoolSet, now: float) -> Orphan:
         status=GONE if listed else UNVERIFIABLE,
         billing_s=0.0 if entry.created_at is None else now - entry.created_at,
         entries=(entry.entry,),
+        abandoned=entry.run_id in abandoned,
     )
 
 
@@ -231,7 +253,7 @@ async def find_orphans(
         and e.provider == "vastai"
         and not _maybe_creating(e, abandoned or set(), now, retry or RetryPolicy())
     ]
-    return orphans + [_unlisted(e, pools, now) for e in unlisted]
+    return orphans + [_unlisted(e, pools, now, abandoned or set()) for e in unlisted]
 
 
 def _maybe_creating(
@@ -278,21 +300,27 @@ async def _destroy(
     done.left = [f"{o.name} — {o.why_left}" for o in orphans if not o.collectable]
     errors = done.problems
     for orphan in ours:
-        claimed = orphan.abandoned and claims is not None and orphan.run_id is not None
+        claimed = orphan.ends_run and claims is not None
         if claimed and not claims.take(orphan.run_id):
             errors.append(
-                f"instance {orphan.instance_id} left alone: run {orphan.run_id} was adopted "
+                f"{orphan.name} left alone: run {orphan.run_id} was adopted "
                 "by another swjob process since it was listed"
             )
             continue
+        found_gone = True  # its node was gone before this gc asked anything
         if orphan.status != GONE and orphan.instance_id is not None:
             try:
                 pool = pools.get(orphan.pool)
                 provider = VastProvider(pool, ledger, server_url=server_url, retry=retry)
-                await provider.teardown(NodeHandle(provider.name, orphan.instance_id))
+                gone = await provider.destroy(orphan.instance_id)
             except (TeardownError, VastApiError, PoolFileError) as exc:
                 errors.append(str(exc))
                 continue
+            if not gone:  # accepted, still listed: rows and run wait until it is seen gone
+                done.settling.append(orphan.name)
+                await _destroy_asked(orphan, ledger, errors)
+                continue
+            found_gone = False
         done.destroyed += 1
         done.collected.append(orphan.name)
         try:
@@ -300,9 +328,18 @@ async def _destroy(
                 await asyncio.to_thread(ledger.record_destroyed, entry)
         except StateNotWritten as exc:  # its node is gone: the next gc closes the rows
             errors.append(f"{orphan.describe()}: destroyed, but its ledger row is open: {exc}")
-        if claimed and (unrecorded := await claims.settle(orphan.run_id)):
+        if claimed and (unrecorded := await claims.settle(orphan.run_id, found_gone)):
             errors.append(unrecorded)
     return done
+
+
+async def _destroy_asked(orphan: Orphan, ledger: Ledger, errors: list[str]) -> None:
+    """Mark its rows destroy-asked: the next gc says it is being destroyed, not billing."""
+    try:
+        for entry in orphan.entries:
+            await asyncio.to_thread(ledger.record_destroy_requested, entry)
+    except StateNotWritten as exc:
+        errors.append(f"{orphan.name}: its destroy asked, but not in its ledger row: {exc}")
 
 
 def cli_gc(

@@ -397,6 +397,20 @@ class VastProvider:
 
     async def teardown(self, handle: NodeHandle) -> None:
         instance = handle.node_id
+        gone = await self.destroy(instance)
+        rows = self._release(instance)
+        if gone:
+            await self._close_rows(rows)
+        else:  # accepted, still listed: Vast catches up in its own time
+            for row in rows:
+                await self._note(self._ledger.record_destroy_requested, row)
+            self._confirm_in_background(instance, rows)
+
+    async def destroy(self, instance: str) -> bool:
+        """Ask Vast to destroy `instance`, then look once: True when Vast no longer lists
+        it, False when the destroy was accepted and Vast still lists it (eventually
+        consistent: it settles in its own time). Its ledger rows are the caller's. Raises
+        TeardownError when the destroy was not accepted."""
         try:
             await self._destroy(instance)
         except VastApiError as exc:
@@ -406,13 +420,7 @@ class VastProvider:
                 f"could not confirm that Vast.ai instance {instance} is destroyed ({exc}); "
                 f"it may still be billing: run `swjob gc`"
             ) from None
-        rows = self._release(instance)
-        if await self._gone_now(instance):
-            await self._close_rows(rows)
-        else:  # accepted, still listed: Vast catches up in its own time
-            for row in rows:
-                await self._note(self._ledger.record_destroy_requested, row)
-            self._confirm_in_background(instance, rows)
+        return await self._gone_now(instance)
 
     def _release(self, instance: str) -> list[int]:
         """Forget the instance (freeing its pool slot); returns its open ledger rows."""

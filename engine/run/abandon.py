@@ -2,7 +2,9 @@
 
 A run whose owner died stays unfinished until an adopter takes it over
 (engine/state/ownership.py). When gc destroys its node instead, the run must end too —
-FAILED, "abandoned: destroyed by gc" — everywhere a reader looks: the store (`swjob
+FAILED, "abandoned: destroyed by gc" (or, when gc finds its node already gone — its
+dead owner's destroy, or an earlier gc's, that Vast took a while to settle —
+"abandoned: its node is gone, found by gc") — everywhere a reader looks: the store (`swjob
 runs`, the board), events.jsonl (`swjob attach`, the timeline) and run.json. The
 run's lease is taken before its node is destroyed and held until the run is closed,
 so no adopter can race gc; a run adopted in the meantime is left out.
@@ -25,6 +27,7 @@ from engine.state.locked import StateNotWritten
 from engine.state.store import Store
 
 REASON = "abandoned: destroyed by gc"
+GONE_REASON = "abandoned: its node is gone, found by gc"
 
 
 class Claims:
@@ -44,14 +47,16 @@ class Claims:
         self._leases[run_id] = lease
         return True
 
-    async def settle(self, run_id: str) -> str | None:
-        """The run's node is gone: close the run as FAILED and give its lease up. Returns
-        what could not be recorded (one line), else None."""
+    async def settle(self, run_id: str, found_gone: bool = False) -> str | None:
+        """The run's node is gone (destroyed by this gc, or `found_gone` already): close the
+        run as FAILED and give its lease up. Returns what could not be recorded (one
+        line), else None."""
         lease = self._leases.pop(run_id, None)
         if lease is None:
             return None
         try:
-            return await mark_abandoned(self._store, run_id)
+            reason = GONE_REASON if found_gone else REASON
+            return await mark_abandoned(self._store, run_id, reason)
         finally:
             lease.release(finished=True)
 
@@ -62,7 +67,7 @@ class Claims:
         self._leases.clear()
 
 
-async def mark_abandoned(store: Store, run_id: str) -> str | None:
+async def mark_abandoned(store: Store, run_id: str, reason: str = REASON) -> str | None:
     """Record the end of an unfinished run whose node gc destroyed (caller holds its lease):
     its events first, then its index row and run.json, in that order and all on the
     writer thread (engine/report/appender.py), so a slow disk or another process holding
@@ -86,9 +91,9 @@ async def mark_abandoned(store: Store, run_id: str) -> str | None:
                 to_state="FAILED",
                 from_phase=before.phase or "new",
                 to_phase="done",
-                reason=REASON,
+                reason=reason,
             ),
-            ev.Finished(run_id=run_id, state="FAILED", reason=REASON),
+            ev.Finished(run_id=run_id, state="FAILED", reason=reason),
         )
     ]
     await stream.close_run(run_id)

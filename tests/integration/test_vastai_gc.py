@@ -11,9 +11,12 @@ import pytest
 
 from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
 from engine.providers.gc import GONE, cli_gc, destroy_orphans, find_orphans
+from engine.run.abandon import GONE_REASON
 from engine.state.ledger import Ledger
+from engine.state.store import Store
 from tests.standin.server import PAGE_CAP, StandIn
 from tests.support.cli import swjob, swjob_run
+from tests.support.runs import run_json, unfinished_run
 from tests.support.vast import FAST, POOLS_FILE, bootstrap, gpu_pool, provider
 
 pytestmark = pytest.mark.timeout(60)
@@ -175,12 +178,15 @@ def test_gc_right_after_a_run_says_its_settling_destroy_and_leaves_it(api, tmp_p
     shown = done.stdout + done.stderr
     [about_settling] = [line for line in shown.splitlines() if f"instance {settling} " in line]
     assert "being destroyed" in about_settling and "billing" not in about_settling, shown
-    [about_left] = [line for line in shown.splitlines() if f"instance {left} " in line]
+    [about_left] = [line for line in shown.splitlines() if f"  instance {left} " in line]
     assert "run-crashed" in about_left and "billing for" in about_left, shown
-    assert done.returncode == 0 and "collected 1 of 1" in shown, shown
+    # its destroy accepted, Vast still lists it: being destroyed, not yet collected
+    assert done.returncode == 0 and "collected 0 of 1, 1 being destroyed" in shown, shown
     deletes = [p for m, p, _, _ in api.requests if m == "DELETE" and f"/{settling}/" in p]
     assert len(deletes) == 1, "gc asked again for a destroy already asked"
     assert int(left) in api.cloud.vanishing  # its destroy asked (and settling, too)
+    [row] = [e for e in Ledger().open_entries() if e.instance_id == left]
+    assert row.destroy_requested_at is not None  # the next gc says it is being destroyed
 
     api.cloud.vanishing.update({settling: 0.0, int(left): 0.0})  # Vast catches up
     done = swjob("gc", "--yes", "--pools", "pools.toml", cwd=tmp_path)  # closes its row
@@ -236,3 +242,58 @@ async def test_the_engine_start_up_check_does_not_call_a_settling_destroy_an_orp
     assert not any(alert_about(settling)(e) for _, e in tap.seen), tap.seen
     for instance in (settling, left):
         api.cloud.destroy(int(instance))
+
+
+def test_gc_fails_an_abandoned_run_once_its_settling_node_is_seen_gone(api, tmp_path) -> None:
+    """Two runs whose owners died, on Vast with its destroy lagging: A's owner had asked
+    its node's destroy, B's node gc destroys. While Vast lists them, gc says they are being
+    destroyed and leaves the runs be. Then Vast stops listing them, and gc closed their
+    ledger rows through "no instance exists" without ending the runs: unfinished for
+    good, with nothing left to find them by. They are FAILED, saying why."""
+    api.cloud.faults.destroy_lag_s = 120
+    api.cloud.faults.never_start = True
+    (tmp_path / "pools.toml").write_text(POOLS_FILE)
+    a_dir = unfinished_run(tmp_path / "runs", "run-a")
+    b_dir = unfinished_run(tmp_path / "runs", "run-b")
+    a, b = asyncio.run(leak(api, "run-a")), asyncio.run(leak(api, "run-b"))
+    ledger = Ledger()
+    [a_row] = [e for e in ledger.open_entries() if e.instance_id == a]
+    ledger.record_destroy_requested(a_row.entry)  # A's owner asked, then died
+    assert api.cloud.destroy(int(a)) and int(a) in api.cloud.instances
+
+    def gc() -> str:
+        done = swjob("gc", "--yes", "--pools", "pools.toml", cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    def unfinished() -> set[str]:
+        store = Store()
+        try:
+            return {view.run_id for view, _ in store.unfinished()}
+        finally:
+            store.close()
+
+    shown = gc()  # A being destroyed, left; B destroyed by gc, still listed
+    assert f"instance {a} (pool gpu, run run-a, loading): being destroyed" in shown, shown
+    assert "collected 0 of 1, 1 being destroyed (instance " + b in shown, shown
+    assert unfinished() == {"run-a", "run-b"} and not (a_dir / "run.json").exists()
+    assert not (b_dir / "run.json").exists(), "a run ended before its node was seen gone"
+
+    shown = gc()  # both still listed: both being destroyed, nothing asked again
+    assert shown.count("being destroyed — asked") == 2 and "nothing to destroy" in shown, shown
+    deletes = [p for m, p, _, _ in api.requests if m == "DELETE"]
+    assert deletes == [f"/api/v0/instances/{b}/"], deletes  # A's owner asked A's
+    assert unfinished() == {"run-a", "run-b"} and len(ledger.open_entries()) == 2
+
+    api.cloud.vanishing.update({int(a): 0.0, int(b): 0.0})  # Vast catches up
+    shown = gc()
+    for run_id in ("run-a", "run-b"):
+        said = f"ledger row of run {run_id} (pool gpu): no instance exists — its run is abandoned"
+        assert said in shown, shown
+    assert "collected 2 of 2" in shown and ledger.open_entries() == [], shown
+    assert unfinished() == set() and api.cloud.instances == {}
+    for run_dir in (a_dir, b_dir):
+        assert (run_json(run_dir)["state"], run_json(run_dir)["reason"]) == (
+            "FAILED",
+            GONE_REASON,
+        )
