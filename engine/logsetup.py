@@ -9,6 +9,11 @@ at exit was said twice. So:
   stderr, and a traceback or an escape sequence from a peer is not for their terminal.
 - `swjob-tui`: a private file in the state dir (0600, appended, rotated at `MAX_BYTES`),
   never the screen; after the app, the console says where it is if anything went there.
+  Two consoles share that file: each line is written, and the file rotated, only under
+  an exclusive lock (flock on `.swjob-tui.log.lock` beside it), and a console whose file
+  another rotated away reopens the new one before writing. Rotating on its own, each
+  wrote on into the file the other had renamed, rotated it again (files past `MAX_BYTES`,
+  a fresh one renamed away) and lost lines.
 
 A message said again (every open of the run index reads the same unreadable kept row,
 the adoption scan retries the same run) is written once a process. WARNING and above
@@ -18,6 +23,8 @@ values (redacted in its events, and never logged).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import logging.handlers
 import os
@@ -85,23 +92,86 @@ def _install(handler: logging.Handler, formatter: logging.Formatter) -> None:
 
 class _PrivateFile(logging.handlers.RotatingFileHandler):
     """A rotated log file only the operator can read, whatever the umask: created 0600,
-    and tightened when an older one is found with more bits. Counts what it wrote; a
-    failed write is dropped quietly (logging's default prints a traceback to stderr,
-    which is the app's screen)."""
+    and tightened when an older one is found with more bits. Shared by every console of
+    the state dir: a line is written (one `write` of the whole line, O_APPEND) and the
+    file rotated only under the lock file's flock, after following a rotation another
+    process made. Counts what it wrote; a failed write is dropped quietly (logging's
+    default prints a traceback to stderr, which is the app's screen)."""
 
     def __init__(self, path: Path) -> None:
         self.written = 0
-        super().__init__(path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        self._lock_fd = os.open(path.with_name(f".{path.name}.lock"), flags, 0o600)
+        try:
+            os.fchmod(self._lock_fd, 0o600)
+            super().__init__(path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
 
     def _open(self) -> IO[Any]:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(self.baseFilename, flags, 0o600)
         os.fchmod(fd, 0o600)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Called under the handler's own lock (one thread at a time in this process);
+        the flock keeps the other processes out."""
         self.written += 1
-        super().emit(record)
+        try:
+            data = (self.format(record) + self.terminator).encode("utf-8", "backslashreplace")
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                self._follow()
+                size = os.fstat(self._fd()).st_size
+                if self.maxBytes > 0 and size and size + len(data) > self.maxBytes:
+                    self.doRollover()
+                self._write(data)
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        except Exception:
+            self.handleError(record)
+
+    def _fd(self) -> int:
+        if self.stream is None:
+            self.stream = self._open()
+        return self.stream.fileno()
+
+    def _follow(self) -> None:
+        """Reopen the file by its name when another process rotated ours away."""
+        try:
+            current = os.stat(self.baseFilename)
+        except FileNotFoundError:
+            current = None
+        if self.stream is not None:
+            held = os.fstat(self.stream.fileno())
+            if current is not None and (held.st_dev, held.st_ino) == (
+                current.st_dev,
+                current.st_ino,
+            ):
+                return
+            with contextlib.suppress(OSError):
+                self.stream.close()
+            self.stream = None
+        self.stream = self._open()
+
+    def _write(self, data: bytes) -> None:
+        """The whole line, by the file descriptor (never half in a buffer)."""
+        fd = self._fd()
+        while data:
+            data = data[os.write(fd, data) :]
+
+    def close(self) -> None:
+        """Closed once for good: a second close (logging's at exit) must not close a
+        descriptor number reused since."""
+        try:
+            super().close()
+        finally:
+            lock_fd, self._lock_fd = self._lock_fd, -1
+            if lock_fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(lock_fd)
 
     def handleError(self, record: logging.LogRecord) -> None:
         self.written -= 1
