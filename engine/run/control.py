@@ -194,12 +194,23 @@ class NodeSession:
                 await asyncio.sleep(self.heartbeat_s)
 
     async def _watch(self) -> None:
+        """Post the loss once the node has been silent past the deadline. Silence counts
+        only while this process ran: one stopped (Ctrl-Z, SIGSTOP) or starved could read
+        none of the heartbeats the node sent meanwhile, so a watchdog tick that comes late
+        moves the last-heard mark on by its lateness (the node gets that time back)."""
+        tick = min(self.heartbeat_s, self.deadline_s / 4)
+        woke = time.monotonic()
         while not self.closed:
-            silent = time.monotonic() - self._last_heard
+            now = time.monotonic()
+            late = now - woke - tick
+            if late > tick:  # this process did not run for a while: not the node's silence
+                self._last_heard = min(self._last_heard + late, now)
+            woke = now
+            silent = now - self._last_heard
             if silent > self.deadline_s:
                 self._on_lost(f"no heartbeat for {self.deadline_s:g} s")  # "0.5 s", not "0 s"
                 return
-            await asyncio.sleep(min(self.heartbeat_s, self.deadline_s / 4))
+            await asyncio.sleep(tick)
 
     async def close(self) -> None:
         self.closed = True
