@@ -15,6 +15,11 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# A wait that comes back this much later than asked means this process did not run
+# meanwhile (Ctrl-Z, SIGSTOP, a starved machine): the bytes that sat unread then are no
+# stall of the transfer, so the transfer gets a whole `stall_s` from when it runs again.
+PAUSED_S = 0.5
+
 
 class Stalled(Exception):
     """No byte moved for the stall deadline; the transfer was cancelled."""
@@ -37,9 +42,13 @@ class StallGuard:
                 left = self.stall_s - (time.monotonic() - self._last)
                 if left <= 0:
                     raise Stalled(f"no bytes moved for {self.stall_s:g} s")
+                asked = time.monotonic()
                 done, _ = await asyncio.wait({task}, timeout=left)
                 if done:
                     return task.result()
+                now = time.monotonic()
+                if now - asked - left > PAUSED_S:  # this process did not run: the clock restarts
+                    self._last = now
         finally:
             if not task.done():
                 task.cancel()

@@ -8,16 +8,18 @@ the node is gone. The run carries on: the node is not torn down under a healthy 
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import Cli
 from tests.support.processes import pid_alive
-from tests.support.runs import agent_pid, only_run_dir, run_json, waiting_job
+from tests.support.runs import agent_pid, events, only_run_dir, run_json, waiting_job
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(90)
@@ -59,4 +61,47 @@ def test_an_operator_stopped_past_the_node_deadline_carries_its_run_on(
         f"`swjob run` stopped (SIGSTOP) {PAUSED_S:g} s mid-run, node deadline {DEADLINE_S:g} s",
         None,
         "resumed, the node rejoined, the run COMPLETED",
+    )
+
+
+def test_an_operator_stopped_mid_collection_past_the_stall_deadline_still_collects(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """Stopped while an output of 200 MB comes back, for longer than the pool's
+    `collect_stall_s`: the bytes the node sent meanwhile sat unread, which is no stall of
+    the transfer. The output lands whole and verified."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text('[pools.local]\nprovider = "local"\ncollect_stall_s = 1\n')
+    project = tmp_path / "big"
+    project.mkdir()
+    job = project / "job.toml"
+    job.write_text(
+        '[job]\nname = "big"\nrun = "head -c 200000000 /dev/urandom > big.bin"\n'
+        'workspace = { workdir = "." }\noutputs = ["big.bin"]\n'
+    )
+    runs = tmp_path / "runs"
+    cli = clis("run", str(job), "--runs-dir", str(runs), "--pools", str(pools), cwd=tmp_path)
+    eventually(lambda: cli.has_printed("→ CollectOutputs"), 60, "collection started")
+    cli.signal(signal.SIGSTOP)
+    stopped = datetime.now(UTC)
+    try:
+        time.sleep(PAUSED_S)
+    finally:
+        cli.signal(signal.SIGCONT)
+    code = cli.wait(60)
+    out = cli.output()
+    run_dir = only_run_dir(runs, "big")
+    collected = next(
+        e for e in events(run_dir) if getattr(e, "cause", "") == "OutputsCollected"
+    )
+    assert collected.ts > stopped, "collection was over before the operator was stopped"
+    assert code == 0, out
+    assert "collection stalled" not in out and "missing outputs" not in out, out
+    assert (run_dir / "outputs" / "big.bin").stat().st_size == 200_000_000
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert [f["verified"] for f in manifest["files"]] == [True], manifest
+    record_fault(
+        f"`swjob run` stopped (SIGSTOP) {PAUSED_S:g} s mid-collection, collect_stall_s 1",
+        None,
+        "resumed, the 200 MB output landed verified",
     )
