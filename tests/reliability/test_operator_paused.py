@@ -91,9 +91,7 @@ def test_an_operator_stopped_mid_collection_past_the_stall_deadline_still_collec
     code = cli.wait(60)
     out = cli.output()
     run_dir = only_run_dir(runs, "big")
-    collected = next(
-        e for e in events(run_dir) if getattr(e, "cause", "") == "OutputsCollected"
-    )
+    collected = next(e for e in events(run_dir) if getattr(e, "cause", "") == "OutputsCollected")
     assert collected.ts > stopped, "collection was over before the operator was stopped"
     assert code == 0, out
     assert "collection stalled" not in out and "missing outputs" not in out, out
