@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ the file; what acts on it in the engine waits for that too (`appender.written`),
 operator killed right after leaves a journal that says what was under way."""
 
 DEFAULT_QUEUE = 10_000
+
+log = logging.getLogger("swjob.engine")
 
 
 class Subscription:
@@ -90,12 +93,15 @@ class Datastream:
         self._files: dict[str, AppendFile] = {}
         self._seq: dict[str, int] = {}
         self._held: deque[_Held] = deque()  # in publish order, the first not yet on file
+        self._paths: dict[str, Path] = {}
+        self._unwritten: set[str] = set()  # runs whose event log a write failed on (said once)
 
     def open_run(self, run_id: str, path: Path) -> None:
         """Start (or continue, after recovery) the run's event log; seq resumes after the last."""
         self._seq[run_id] = last_seq(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = self._files[run_id] = open_append(path)
+        self._paths[run_id] = path
         if _torn(path):
             handle.write("\n")  # end a line torn by a crash so the next event stands alone
 
@@ -103,7 +109,10 @@ class Datastream:
         """Close the run's event log once every event published so far is on it."""
         handle = self._files.pop(run_id, None)
         if handle is not None:
-            await handle.aclose()
+            try:
+                await handle.aclose()
+            except OSError as exc:
+                self._not_written(run_id, exc)
 
     def publish(self, event: Event) -> Event:
         """Stamp the event with the run's next sequence number, persist it, fan it out
@@ -115,19 +124,34 @@ class Datastream:
         handle = self._files.get(event.run_id)
         if handle is not None:
             line = logbudget.dump(event) if isinstance(event, Log) else event.model_dump_json()
-            handle.write(line + "\n")
+            try:
+                handle.write(line + "\n")
+            except OSError as exc:  # its disk full, its dir gone: the run is still driven
+                self._not_written(event.run_id, exc)
             if not isinstance(event, STREAMED):
                 self._hold(handle, held)
         self._held.append(held)
         self._fan_out()
         return event
 
+    def _not_written(self, run_id: str, exc: OSError) -> None:
+        """A write to the run's event log failed. Publishing goes on — the run must still
+        be driven to its end and its node torn down, and its subscribers (the printed
+        run, the console) still see every event — and the user is told once a run."""
+        if run_id not in self._unwritten:
+            self._unwritten.add(run_id)
+            path = self._paths.get(run_id, "events.jsonl")
+            log.warning("run %s: %s is missing events: %s", run_id, path, exc)
+
     def _hold(self, handle: AppendFile, held: _Held) -> None:
         """Fan `held` out only once its line is on the file."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop to call back on: wait here
-            handle.flush()
+            try:
+                handle.flush()
+            except OSError as exc:
+                self._not_written(held.event.run_id, exc)
             return
 
         def on_file() -> None:
@@ -156,7 +180,11 @@ class Datastream:
         """Close every event log (waiting for their events to be on them) and end every
         subscription."""
         while self._files:
-            self._files.popitem()[1].close()
+            run_id, handle = self._files.popitem()
+            try:
+                handle.close()
+            except OSError as exc:
+                self._not_written(run_id, exc)
         for held in self._held:  # all on their files now; the writer's calls are not in yet
             held.on_file = True
         self._fan_out()
