@@ -75,5 +75,9 @@ def write_manifest(
     body: dict[str, Any] = {"complete": complete, "files": files}
     body |= {"missing": [redact(m) for m in result.missing], "refused": result.refused}
     tmp = run_dir / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(body, indent=2) + "\n")
+    try:
+        tmp.write_text(json.dumps(body, indent=2) + "\n")
+    except OSError:  # its disk full: no half-written scratch file is left beside the run
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, run_dir / "manifest.json")

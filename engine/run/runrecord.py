@@ -176,6 +176,10 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> Path:
     """Atomically write `summary` as the run's run.json: a reader never sees half of it."""
     path = run_dir / "run.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    try:
+        tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    except OSError:  # its disk full: no half-written scratch file is left beside the run
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     return path

@@ -57,7 +57,8 @@ def test_a_landing_disk_filled_mid_collection_ends_the_run_and_tears_the_node_do
         landed = sorted((run_dir / "outputs").rglob("*")) if (run_dir / "outputs").exists() else []
         for path in landed:  # whatever is under its final name is whole
             assert path.stat().st_size == SIZE, (path, path.stat().st_size)
-        assert not [p for p in run_dir.rglob("*") if "swjob-" in p.name]
+        scratch = [p for p in run_dir.rglob("*") if "swjob-" in p.name or p.suffix == ".tmp"]
+        assert not scratch, scratch
         manifest_file = run_dir / "manifest.json"
         if manifest_file.exists() and manifest_file.stat().st_size:
             manifest = json.loads(manifest_file.read_text())
