@@ -53,7 +53,7 @@ from engine.state import identity, ownership, spill
 from engine.state.indexwrites import IndexWrites, Unwritten
 from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
-from engine.state.private import set_private_umask
+from engine.state.private import foreign_dir, set_private_umask
 from engine.state.store import Store
 
 if TYPE_CHECKING:
@@ -224,6 +224,9 @@ class Engine:
             self._leases[run_id] = lease
         attempt = attempt or attempts.first_attempt(run_id, pool_def)
         run_dir = (self.config.runs_dir / job.name / run_id).absolute()
+        if (foreign := foreign_dir(run_dir)) is not None:  # another user could swap it
+            self._leases.pop(run_id).release(finished=fresh)
+            raise SubmitError(f"{foreign}: swjob lands no run where another user can move it")
         try:
             run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, a read-only disk: nothing started yet

@@ -41,3 +41,25 @@ def private_dir(path: Path) -> Path:
             file=sys.stderr,
         )
     return path
+
+
+def foreign_dir(path: Path) -> str | None:
+    """Why another local user could move or replace `path` or a directory above it —
+    one they own (or their link), or one everyone may write that is not sticky — or None.
+    Whatever swjob wrote below such a directory could be swapped for that user's own,
+    and its next files (a run's outputs) land where they read. `path` need not exist:
+    its existing ancestors are checked, as written and as links resolve them."""
+    me = os.geteuid()
+    for place in (*_existing(path), *_existing(path.resolve())):
+        info = place.lstat()
+        if info.st_uid not in (me, 0):
+            return f"{place}: belongs to another user (uid {info.st_uid})"
+        shared = info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX
+        if stat.S_ISDIR(info.st_mode) and shared:
+            return f"{place}: writable by every user (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def _existing(path: Path) -> list[Path]:
+    path = path.absolute()
+    return [p for p in (path, *path.parents) if os.path.lexists(p)]
