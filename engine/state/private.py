@@ -34,6 +34,9 @@ def private_dir(path: Path) -> Path:
     except OSError as exc:  # a file in the way, a read-only disk: say which path, once
         problem = f"cannot keep swjob's files here: {exc.strerror or exc}"
         raise UnusableDirError(f"{path}: {problem}") from None
+    if (owner := path.stat().st_uid) != os.geteuid():  # its owner could read or plant keys
+        problem = f"belongs to another user (uid {owner}); swjob keeps its files only in yours"
+        raise UnusableDirError(f"{path}: {problem}")
     if mode & 0o077:
         os.chmod(path, 0o700)
         print(

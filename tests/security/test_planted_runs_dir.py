@@ -72,3 +72,19 @@ def test_a_link_another_user_planted_in_the_runs_dir_is_refused(tmp_path: Path) 
     _theirs(runs / "hello")
     _refused(tmp_path, shared)
     assert list(loot.iterdir()) == []
+
+
+def test_a_state_dir_another_user_owns_is_refused(tmp_path: Path) -> None:
+    """The state dir holds the engine's iroh key and every run's join token: one whose
+    owner is someone else could be read back (they can chmod it) or seeded with a key
+    they know. Tightening its mode is not enough; swjob will not use it."""
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    _theirs(state)
+    (tmp_path / "job.toml").write_text(JOB)
+    done = swjob("run", "job.toml", cwd=tmp_path, env={"SWJOB_STATE_DIR": str(state)})
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert f"{state}: belongs to another user (uid {OTHER})" in out, out
+    assert list(state.iterdir()) == []
