@@ -208,9 +208,14 @@ def _attach(args: argparse.Namespace) -> int:
     import asyncio
 
     from engine.cli.follow import attach
-    from engine.jobs.pools import load_pools
+    from engine.jobs.pools import BUILTIN_LOCAL, PoolFileError, PoolSet, load_pools
 
-    return asyncio.run(attach(args.run, load_pools(args.pools)))
+    try:
+        pools = load_pools(args.pools)
+    except PoolFileError as exc:  # the run keeps its pool: a broken file leaves no node behind
+        print(f"warning: {exc}; the run goes on with the pool it keeps", file=sys.stderr)
+        pools = PoolSet({"local": BUILTIN_LOCAL})
+    return asyncio.run(attach(args.run, pools))
 
 
 def _runs(args: argparse.Namespace) -> int:
