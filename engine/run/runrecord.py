@@ -7,6 +7,7 @@ on its own and the driver only decides "what happens next".
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from datetime import UTC, datetime
@@ -18,6 +19,8 @@ from engine.report import events as ev
 from engine.report.appender import AppendFile, open_append
 from engine.report.boot import boot_timeline, provisioning_start
 from engine.report.views import RunView
+
+log = logging.getLogger("swjob.engine")
 
 
 class PhaseClock:
@@ -81,6 +84,7 @@ class LogFiles:
         self._dir = logs_dir
         self._dir.mkdir(parents=True, exist_ok=True)
         self._files: dict[Step, AppendFile] = {}
+        self._unwritten: set[Step] = set()
 
     def path(self, step: Step) -> Path:
         return self._dir / f"{step.value}.log"
@@ -94,7 +98,19 @@ class LogFiles:
 
     def write(self, step: Step, lines: list[LogLine]) -> None:
         """Queued, not written here: the disk may be slow (engine/report/appender.py)."""
-        self.open(step).write("".join(f"{line.text}\n" for line in lines))
+        handle = self.open(step)
+        try:
+            handle.write("".join(f"{line.text}\n" for line in lines))
+        except OSError as exc:  # an earlier write failed (its disk full): the run goes on
+            self._not_written(step, exc)
+
+    def _not_written(self, step: Step, exc: OSError) -> None:
+        """Lines of `step` did not reach its log. Said once a step; nothing else stops:
+        the lines are still published (printed, in the console) and the run driven on —
+        a raise here dropped the node's batch and ended the run's bookkeeping early."""
+        if step not in self._unwritten:
+            self._unwritten.add(step)
+            log.warning("%s is missing lines: %s", self.path(step), exc)
 
     def restore(self, events: list[ev.Event]) -> None:
         """Rewrite each step's log from the run's datastream, before an adopted run goes on.
@@ -119,11 +135,19 @@ class LogFiles:
     def close(self) -> None:
         """Close the logs once all their lines are on them (blocks: see `aclose`)."""
         while self._files:
-            self._files.popitem()[1].close()
+            step, handle = self._files.popitem()
+            try:
+                handle.close()
+            except OSError as exc:
+                self._not_written(step, exc)
 
     async def aclose(self) -> None:
         while self._files:
-            await self._files.popitem()[1].aclose()
+            step, handle = self._files.popitem()
+            try:
+                await handle.aclose()
+            except OSError as exc:  # raised here, the run never published its Finished
+                self._not_written(step, exc)
 
 
 def _sync_summary(view: RunView) -> dict[str, Any] | None:

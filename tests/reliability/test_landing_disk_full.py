@@ -71,3 +71,30 @@ def test_a_landing_disk_filled_mid_collection_ends_the_run_and_tears_the_node_do
         None,
         f"run ended (exit {code}), node torn down, {len(landed)} of 3 outputs landed whole",
     )
+
+
+def test_a_landing_disk_full_from_the_start_still_ends_the_run(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """Full before the run starts: its step log's writes fail too, and closing that log
+    raised at the run's end, so its verdict was never published (the operator hung after
+    `NodeTornDown`). The run ends, says what was not written, and its node is gone."""
+    project = tmp_path / "full"
+    project.mkdir()
+    (project / "job.toml").write_text(
+        '[job]\nname = "full"\nrun = "echo hi; echo hi > out.txt"\noutputs = ["out.txt"]\n'
+    )
+    runs = tmp_path / "runs"
+    with tmpfs(runs, "1m") as disk:
+        disk.fill()
+        cli = clis("run", str(project / "job.toml"), "--runs-dir", str(runs), cwd=tmp_path)
+        try:
+            code = cli.wait(30)
+        finally:
+            disk.free_up()
+    out = cli.output()
+    assert code == 1, out
+    assert "run | hi" in out and "logs/run.log is missing lines: [Errno 28]" in out, out
+    assert "FAILED" in out and "No space left on device" in out, out
+    assert "Task exception was never retrieved" not in out, out
+    record_fault("operator's landing disk full before the run", None, f"run ended (exit {code})")
