@@ -42,6 +42,8 @@ FORKED = " (forked, imports done)"
 FORK_ANSWER_S = 20.0
 """The longest a node waits for the fork server (its first answer follows its imports,
 slow on a loaded machine) before its agent is started afresh."""
+ORPHANED = 5
+"""The agent's exit code once it gave up on its operator (agent/node.py, ExitCode)."""
 
 
 class _LocalNode:
@@ -163,7 +165,10 @@ class LocalProvider:
         if node is None:
             return "node is gone"
         code = await node.wait()
-        return "agent process exited" + (f" with code {code}" if code is not None else "")
+        said = "agent process exited" + (f" with code {code}" if code is not None else "")
+        if code == ORPHANED:  # it gave up on its operator (one stopped past the timeout)
+            said += " (orphaned: no operator within the pool's orphan_timeout_s)"
+        return said
 
     async def preemption(self, handle: NodeHandle) -> Preempted | None:
         """This machine never takes a node back."""

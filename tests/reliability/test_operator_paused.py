@@ -103,3 +103,42 @@ def test_an_operator_stopped_mid_collection_past_the_stall_deadline_still_collec
         None,
         "resumed, the 200 MB output landed verified",
     )
+
+
+def test_an_operator_stopped_past_the_orphan_timeout_says_its_node_gave_up(
+    tmp_path: Path, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """Stopped past the pool's `orphan_timeout_s` too: the node rightly gave up on its
+    operator (job stopped, agent gone), and the run's one line says that — not a bare
+    exit code the user has to look up."""
+    from agent.node import ExitCode
+    from engine.providers.local import ORPHANED
+
+    assert ORPHANED == ExitCode.ORPHANED
+    pools = tmp_path / "pools.toml"
+    pools.write_text(
+        f'[pools.local]\nprovider = "local"\nnode_lost_after_s = {DEADLINE_S}\n'
+        "orphan_timeout_s = 1\n"
+    )
+    job = waiting_job(tmp_path / "given-up", "given-up", tmp_path / "never")
+    runs = tmp_path / "runs"
+    cli = clis("run", str(job), "--runs-dir", str(runs), "--pools", str(pools), cwd=tmp_path)
+    run_dir = only_run_dir(runs, "given-up")
+    eventually(lambda: cli.has_printed("run | line 3"), 30, "the job running")
+    node = agent_pid(run_dir)
+    cli.signal(signal.SIGSTOP)
+    try:
+        eventually(lambda: not pid_alive(node), 30, "the orphaned node giving up")
+    finally:
+        cli.signal(signal.SIGCONT)
+    assert cli.wait(30) == 1, cli.output()
+    reason = run_json(run_dir)["reason"]
+    assert reason == (
+        "node lost: agent process exited with code 5 "
+        "(orphaned: no operator within the pool's orphan_timeout_s)"
+    ), reason
+    record_fault(
+        "`swjob run` stopped past the pool's orphan timeout",
+        None,
+        "the node gave up; FAILED, reason says orphaned",
+    )
