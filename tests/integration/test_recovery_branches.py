@@ -117,12 +117,18 @@ def alerts(run_dir: Path) -> list[str]:
     return [e.message for e in read_events(run_dir / "events.jsonl") if e.kind == "alert"]
 
 
-async def test_killed_while_queued_the_adopter_starts_the_run(tmp_path: Path) -> None:
+def echo_killed_at(where: str, said: str, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A job printing `ran`, driven by an engine that SIGKILLs itself at `where` after
+    printing `said`: its job file, the runs dir and the run's dir."""
     job = tmp_path / "job.toml"
     job.write_text('[job]\nname = "crashy"\nrun = "echo ran"\n')
     runs = tmp_path / "swjob-runs"
-    assert "DIED while queued" in die_at("queued", job, runs)
-    run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
+    assert said in die_at(where, job, runs)
+    return job, runs, only_run_dir(runs, "crashy")
+
+
+async def test_killed_while_queued_the_adopter_starts_the_run(tmp_path: Path) -> None:
+    _, runs, run_dir = echo_killed_at("queued", "DIED while queued", tmp_path)
     assert phases(run_dir)[-1] == "provisioning"
     view = await recover(runs, load_pools(None), run_dir.name)
     assert view.state == "COMPLETED", view.reason
@@ -138,12 +144,8 @@ async def test_killed_while_queued_the_adopter_starts_the_run(tmp_path: Path) ->
 async def test_killed_while_queued_with_its_job_file_changed_the_run_is_failed(
     tmp_path: Path,
 ) -> None:
-    job = tmp_path / "job.toml"
-    job.write_text('[job]\nname = "crashy"\nrun = "echo ran"\n')
-    runs = tmp_path / "swjob-runs"
-    assert "DIED while queued" in die_at("queued", job, runs)
+    job, runs, run_dir = echo_killed_at("queued", "DIED while queued", tmp_path)
     job.write_text('[job]\nname = "crashy"\nrun = "echo other"\n')
-    run_dir = only_run_dir(runs, "crashy")
     view = await recover(runs, load_pools(None), run_dir.name)
     assert view.state == "FAILED"
     assert view.reason == (
@@ -155,11 +157,7 @@ async def test_killed_while_queued_with_its_job_file_changed_the_run_is_failed(
 
 
 async def test_killed_after_its_node_was_asked_for_fails_the_run(tmp_path: Path) -> None:
-    job = tmp_path / "job.toml"
-    job.write_text('[job]\nname = "crashy"\nrun = "echo ran"\n')
-    runs = tmp_path / "swjob-runs"
-    assert "DIED while provisioning" in die_at("provisioning", job, runs)
-    run_dir = only_run_dir(tmp_path / "swjob-runs", "crashy")
+    _, runs, run_dir = echo_killed_at("provisioning", "DIED while provisioning", tmp_path)
     assert phases(run_dir)[-1] == "provisioning"
     view = await recover(runs, load_pools(None), run_dir.name)
     assert view.state == "FAILED"
