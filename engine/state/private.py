@@ -30,11 +30,12 @@ def private_dir(path: Path) -> Path:
     tightened to 0700 when it exists with group/world bits (said on stderr, once)."""
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        mode = stat.S_IMODE(path.stat().st_mode)
+        info = path.stat()
     except OSError as exc:  # a file in the way, a read-only disk: say which path, once
         problem = f"cannot keep swjob's files here: {exc.strerror or exc}"
         raise UnusableDirError(f"{path}: {problem}") from None
-    if (owner := path.stat().st_uid) != os.geteuid():  # its owner could read or plant keys
+    mode = stat.S_IMODE(info.st_mode)
+    if (owner := info.st_uid) != os.geteuid():  # its owner could read or plant keys
         problem = f"belongs to another user (uid {owner}); swjob keeps its files only in yours"
         raise UnusableDirError(f"{path}: {problem}")
     if mode & 0o077:
