@@ -28,6 +28,8 @@ import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from agent.fdio import write_all
+
 STEP_ENV = "SWJOB_STEP_ID"  # a fresh value per step, inherited by everything it starts
 MAX_BYTES = 256  # a record is under 100 bytes
 _MARKER = re.compile(rf"{STEP_ENV}=[0-9a-f]{{16}}")
@@ -67,9 +69,7 @@ def write(path: Path, record: StepRecord) -> None:
         try:
             try:
                 os.fchmod(fd, 0o600)  # whatever the umask
-                data = record.line().encode()
-                while data:
-                    data = data[os.write(fd, data) :]
+                write_all(fd, record.line().encode())
             finally:
                 os.close(fd)
             os.replace(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder)

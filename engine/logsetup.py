@@ -32,6 +32,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from agent.fdio import write_all
 from engine.errors import UnusableDirError, one_line
 from engine.report.printable import visible
 from engine.state.paths import state_dir
@@ -158,9 +159,7 @@ class _PrivateFile(logging.handlers.RotatingFileHandler):
 
     def _write(self, data: bytes) -> None:
         """The whole line, by the file descriptor (never half in a buffer)."""
-        fd = self._fd()
-        while data:
-            data = data[os.write(fd, data) :]
+        write_all(self._fd(), data)
 
     def close(self) -> None:
         """Closed once for good: a second close (logging's at exit) must not close a

@@ -19,6 +19,7 @@ import os
 import stat
 from pathlib import Path
 
+from agent.fdio import pwrite_all, write_all
 from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.safety import check_link_target, check_relpath, link_stays_inside
 from agent.transfer.zeros import all_zero
@@ -26,14 +27,6 @@ from agent.transfer.zeros import all_zero
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 SPARSE_BLOCK = 64 * 1024  # zero runs this long and aligned are left as holes
 _PART_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _pwrite_all(fd: int, view: memoryview, offset: int) -> int:
-    """Write all of `view` at `offset` (a pwrite may write less than asked)."""
-    done = 0
-    while done < len(view):
-        done += os.pwrite(fd, view[done:], offset + done)
-    return done
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -121,9 +114,7 @@ class Lander:
         tmp = self._tmp(rel, "tmp")
         fd = os.open(tmp, _WRITE_FLAGS, 0o600)
         try:
-            view, done = memoryview(data), 0
-            while done < len(data):
-                done += os.write(fd, view[done:])
+            write_all(fd, data)
             self._seal(fd, mode, mtime_ns)
         except BaseException:
             os.unlink(tmp)  # a full disk must not leave half a file behind
@@ -150,7 +141,7 @@ class Lander:
             if start < end and not all_zero(view[start:end]):
                 continue  # this block joins the run of data before it
             if run < start:  # a hole (or the end) closes the run [run, start)
-                written += _pwrite_all(fd, view[run : min(start, len(data))], offset + run)
+                written += pwrite_all(fd, view[run : min(start, len(data))], offset + run)
             run = end
         return written
 

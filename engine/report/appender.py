@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.fdio import write_all
+
 log = logging.getLogger("swjob.engine")
 
 _BATCH = 4096
@@ -210,9 +212,7 @@ def _write_all(handle: AppendFile, data: bytes) -> None:
     if handle.closed or handle.error is not None:
         return
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(handle.fd, view) :]
+        write_all(handle.fd, data)
     except OSError as exc:
         handle.error = exc
 
