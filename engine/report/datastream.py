@@ -24,6 +24,7 @@ from pathlib import Path
 from engine.report import appender, logbudget
 from engine.report.appender import AppendFile, open_append
 from engine.report.events import Cost, Event, GpuMetrics, Log, TransferProgress, parse_event
+from engine.report.warnonce import WarnOnce
 
 STREAMED = (Log, TransferProgress, GpuMetrics, Cost)
 """The kinds a run publishes many of: fanned out as soon as nothing is held before them.
@@ -94,7 +95,7 @@ class Datastream:
         self._seq: dict[str, int] = {}
         self._held: deque[_Held] = deque()  # in publish order, the first not yet on file
         self._paths: dict[str, Path] = {}
-        self._unwritten: set[str] = set()  # runs whose event log a write failed on (said once)
+        self._unwritten = WarnOnce(log)  # runs whose event log a write failed on
 
     def open_run(self, run_id: str, path: Path) -> None:
         """Start (or continue, after recovery) the run's event log; seq resumes after the last."""
@@ -138,10 +139,8 @@ class Datastream:
         """A write to the run's event log failed. Publishing goes on — the run must still
         be driven to its end and its node torn down, and its subscribers (the printed
         run, the console) still see every event — and the user is told once a run."""
-        if run_id not in self._unwritten:
-            self._unwritten.add(run_id)
-            path = self._paths.get(run_id, "events.jsonl")
-            log.warning("run %s: %s is missing events: %s", run_id, path, exc)
+        path = self._paths.get(run_id, "events.jsonl")
+        self._unwritten.warn(run_id, "run %s: %s is missing events: %s", run_id, path, exc)
 
     def _hold(self, handle: AppendFile, held: _Held) -> None:
         """Fan `held` out only once its line is on the file."""

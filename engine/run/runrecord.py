@@ -19,6 +19,7 @@ from engine.report import events as ev
 from engine.report.appender import AppendFile, open_append
 from engine.report.boot import boot_timeline, provisioning_start
 from engine.report.views import RunView
+from engine.report.warnonce import WarnOnce
 
 log = logging.getLogger("swjob.engine")
 
@@ -84,7 +85,7 @@ class LogFiles:
         self._dir = logs_dir
         self._dir.mkdir(parents=True, exist_ok=True)
         self._files: dict[Step, AppendFile] = {}
-        self._unwritten: set[Step] = set()
+        self._unwritten = WarnOnce(log)  # steps whose log a write failed on
 
     def path(self, step: Step) -> Path:
         return self._dir / f"{step.value}.log"
@@ -108,9 +109,7 @@ class LogFiles:
         """Lines of `step` did not reach its log. Said once a step; nothing else stops:
         the lines are still published (printed, in the console) and the run driven on —
         a raise here dropped the node's batch and ended the run's bookkeeping early."""
-        if step not in self._unwritten:
-            self._unwritten.add(step)
-            log.warning("%s is missing lines: %s", self.path(step), exc)
+        self._unwritten.warn(step, "%s is missing lines: %s", self.path(step), exc)
 
     def restore(self, events: list[ev.Event]) -> None:
         """Rewrite each step's log from the run's datastream, before an adopted run goes on.
