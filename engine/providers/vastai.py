@@ -61,7 +61,10 @@ if TYPE_CHECKING:
 URL_ENV = "SWJOB_VAST_URL"
 CREATE_TRIES = 3  # offers tried when the best ones are rented away under us
 SEARCH_LIMIT = 20
-DEAD_STATUSES = {"exited", "offline", "stopped"}
+# Not "offline" (nor "unknown"): Vast computes those from the host's missed heartbeats to
+# its own servers, while the container may run on and its agent still talk to us. Whether
+# the node is lost is the agent's silence to judge (the pool's node_lost_after_s).
+DEAD_STATUSES = {"exited", "stopped"}
 STOPPED_KEYS = ("cur_state", "next_state", "intended_status")  # all "stopped": preempted
 CONFIRM_FOR_S = 900.0  # how long an accepted destroy may stay listed before we alarm
 CONFIRM_EVERY_S = 15.0

@@ -239,3 +239,26 @@ async def test_a_container_key_acts_only_on_its_own_instance(api: StandIn) -> No
     assert int(mine.node_id) not in api.cloud.instances
     await vast.teardown(mine)
     await vast.teardown(other)
+
+
+async def test_a_host_vast_lists_offline_is_not_a_dead_node(api: StandIn) -> None:
+    """Vast computes "offline" when a host misses heartbeats to its servers; the container
+    may run on (and its agent talk to us). Polls that see it go on watching; the node is
+    not given up, and is seen destroyed when it is."""
+    vast, handle = await _rented(api, [], poll_s=0.05)
+    instance = int(handle.node_id)
+    api.cloud.go_offline(instance)
+    seen_at = len(api.requests)
+    watch = asyncio.create_task(vast.node_exited(handle))
+
+    def looked_twice() -> bool:
+        later = api.requests[seen_at:]
+        return sum(m == "GET" and f"/instances/{instance}/" in p for m, p, *_ in later) >= 2
+
+    await eventually_async(looked_twice, 10, "two looks at the offline instance")
+    assert not watch.done(), watch.result()  # an offline listing did not end the watch
+    api.cloud.go_offline(instance, offline=False)
+    api.cloud.destroy(instance)
+    reason = await asyncio.wait_for(watch, 10)
+    assert reason == f"Vast.ai instance {instance} was destroyed"
+    await vast.teardown(handle)

@@ -70,6 +70,7 @@ class Faults:
     schedule_s: float = 0.0  # actual_status null: the host has not begun to load the image
     boot_delay_s: float = 0.0  # then "loading" (the image pull) this long, then "running"
     never_start: bool = False  # instances stay "loading" and never run their command
+    pull_error: str | None = None  # the image pull fails: "loading" for ever, this status_msg
     vanish_at_create: set[int] = field(default_factory=set)  # offer ids rented away
     create_delay_s: float = 0.0  # a slow create call
     create_gate: threading.Event | None = None  # creates answer only once the test sets it
@@ -113,6 +114,7 @@ class Instance:
     bid: float | None = None  # $/h bid of an interruptible instance (create's `price`)
     null_until_run: bool = False  # Vast lists a created/loading instance with start_date null
     ran: bool = False
+    offline: bool = False  # the host lost touch with Vast: listed "offline", container runs on
 
     def row(self) -> dict[str, Any]:
         """The instance as the API lists it (the SDK's own show_instance(s) compute with
@@ -126,7 +128,7 @@ class Instance:
             "id": self.id,
             "machine_id": o["machine_id"],
             "host_id": o["host_id"],
-            "actual_status": self.status,
+            "actual_status": "offline" if self.offline else self.status,
             "intended_status": self.intended,
             "cur_state": self.intended,
             "next_state": self.intended,
@@ -202,8 +204,9 @@ class Cloud:
                 inst.status_msg = f"bid {inst.bid:g} is below the minimum bid {offer['min_bid']:g}"
                 return inst
         inst.loading_at = inst.start_date + self.faults.schedule_s
-        if self.faults.never_start:
-            inst.loading()  # a pull that never ends
+        if self.faults.never_start or self.faults.pull_error:
+            inst.loading()  # a pull that never ends, or fails
+            inst.status_msg = self.faults.pull_error or inst.status_msg
         else:
             boot_s = self.faults.schedule_s + self.faults.boot_delay_s
             timer = threading.Timer(boot_s, self._boot, args=(inst,))
@@ -277,6 +280,12 @@ class Cloud:
     def preempt(self, instance_id: int) -> None:
         """A higher bid takes the machine: Vast stops the interruptible instance on its own."""
         self.stop(instance_id, status_msg="outbid: a higher bid took the machine")
+
+    def go_offline(self, instance_id: int, offline: bool = True) -> None:
+        """The host loses (or regains) its connection to Vast: Vast computes "offline" from
+        its missing heartbeats, while the container itself may well run on."""
+        with self.lock:
+            self.instances[instance_id].offline = offline
 
     def low_bid(self, instance: Instance) -> bool:
         """The create bid under the offer's minimum (the instance was left stopped)."""
