@@ -22,6 +22,10 @@ BOOT_POLL_ENV = "SWJOB_VAST_BOOT_POLL_S"
 BOOT_POLL_S = 2.0
 STATUS_MSG_MAX = 200
 _STEPS = {"loading": BootPhase.IMAGE_LOADING, "running": BootPhase.CONTAINER_RUNNING}
+# Docker's own words when it could not pull the image or start its container (Vast shows
+# them as the status_msg of an instance left "created"/"loading": "Error response from
+# daemon: pull access denied for …", "… OCI runtime create failed: …"). It will not run.
+_START_FAILED = ("Error response from daemon", "OCI runtime create failed")
 
 
 def boot_poll_s() -> float:
@@ -43,6 +47,13 @@ class BootWatch:
     def done(self) -> bool:
         """The container runs: nothing more to see here (the agent reports the rest)."""
         return BootPhase.CONTAINER_RUNNING in self._seen
+
+    def start_failed(self, row: dict[str, Any]) -> str | None:
+        """Docker's error, when this listing says the container could not be started."""
+        said = str(row.get("status_msg") or "").strip()
+        if self.done or row.get("actual_status") == "running":
+            return None
+        return said[:STATUS_MSG_MAX] if any(m in said for m in _START_FAILED) else None
 
     def observe(self, row: dict[str, Any]) -> list[tuple[BootPhase, str | None]]:
         """The steps this listing newly shows, with Vast's status message as the detail."""

@@ -526,6 +526,8 @@ class VastProvider:
                 return f"Vast.ai instance {instance} was destroyed"
             for step, detail in boot.observe(row):
                 scope.boot_reached(step, detail)
+            if (failed := boot.start_failed(row)) is not None:
+                return f"Vast.ai instance {instance} could not start its image: {failed}"
             taken = self._taken_back(instance, row)
             if taken is not None:
                 return taken

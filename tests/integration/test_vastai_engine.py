@@ -95,3 +95,23 @@ async def test_a_teardown_never_confirmed_leaves_the_node_unconfirmed_not_gone(
     assert row.instance_id == view.node.node_id
     api.cloud.faults.destroy_never = False
     api.cloud.destroy(int(view.node.node_id))  # the test's own cleanup, as gc would
+
+
+async def test_an_image_vast_cannot_pull_fails_the_run_with_dockers_words_at_once(
+    engine, api, make_job, monkeypatch
+) -> None:
+    """Vast leaves the instance loading with docker's error as its status_msg: the run
+    fails with it at the next poll, not after the pool's 60 s boot deadline as a bare
+    'did not join', and the instance is destroyed."""
+    monkeypatch.setenv("SWJOB_VAST_BOOT_POLL_S", "0.1")
+    denied = (
+        "Error response from daemon: pull access denied for nosuch/image, repository does "
+        "not exist or may require 'docker login'"
+    )
+    api.cloud.faults.pull_error = denied
+    run_id = await engine.submit(make_job(run="true"), "gpu")
+    view = await asyncio.wait_for(engine.wait(run_id), 20)
+    assert view.state == "FAILED" and denied in (view.reason or ""), view.reason
+    assert "could not start its image" in (view.reason or ""), view.reason
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
+    assert Ledger().open_entries() == []
