@@ -180,10 +180,13 @@ class _Sdk:
             params["after_token"] = page["next_token"]
 
     def show_instance(self, instance_id: int) -> dict[str, Any] | None:
-        """One instance, None when Vast says `{"instances": null}` (gone)."""
+        """One instance, None when Vast says it is gone: `{"instances": null}` or an empty
+        `{"instances": []}` (a list holds the instance's row, if it is still there)."""
         response = self._sdk.client.get(f"/instances/{instance_id}/", query_args={"owner": "me"})
         response.raise_for_status()
         row = response.json()["instances"]
+        if isinstance(row, list):
+            row = next((r for r in row if r.get("id") == instance_id), None)
         return None if row is None else _stripped(row)
 
 

@@ -8,7 +8,7 @@ An offer rented away in the meantime → the next one. A create whose answer was
 provider looks for an instance carrying this run's label and adopts it.
 
 Teardown: destroy (retried with backoff; `no_such_instance` counts as done), then
-verify with show_instance — `{"instances": null}` and a 404 both mean gone. Vast's
+verify with show_instance — `{"instances": null}`, `[]` and a 404 all mean gone. Vast's
 destroy is eventually consistent: an accepted destroy may stay listed for minutes, so
 the run is not held up and no "may still be billing" alarm is raised; the ledger row
 is marked destroy-requested, stays open, and a background task keeps confirming (and

@@ -28,8 +28,11 @@ async def _rented(api: StandIn, alerts: list[str], **kwargs: float):
     return vast, await vast.provision(bootstrap())
 
 
-async def test_a_404_for_a_gone_instance_means_gone(api: StandIn) -> None:
-    api.cloud.faults.gone_404 = True
+@pytest.mark.parametrize("answer", ["gone_404", "gone_empty"])
+async def test_a_404_or_an_empty_list_for_a_gone_instance_means_gone(
+    api: StandIn, answer: str
+) -> None:
+    setattr(api.cloud.faults, answer, True)
     alerts: list[str] = []
     vast, handle = await _rented(api, alerts, poll_s=0.05)
     watch = asyncio.create_task(vast.node_exited(handle))
@@ -39,7 +42,7 @@ async def test_a_404_for_a_gone_instance_means_gone(api: StandIn) -> None:
     await vast.teardown(handle)  # confirmed at once: the 404 is the answer, not an error
     assert Ledger().open_entries() == [] and alerts == []
     shows = [p for m, p, _, _ in api.requests if m == "GET" and handle.node_id in p]
-    assert shows, "the lookup was really made (and answered 404)"
+    assert shows, "the lookup was really made (and answered 404 or [])"
 
 
 async def test_an_accepted_destroy_still_listed_is_confirmed_in_the_background(

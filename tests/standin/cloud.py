@@ -80,6 +80,7 @@ class Faults:
     destroy_refusals: int = 0  # the next N destroys answer 200 `success: false`, undone
     stop_refusals: int = 0  # the next N stops answer 200 `success: false`, undone
     gone_404: bool = False  # looking up a gone instance answers 404 (not {"instances": null})
+    gone_empty: bool = False  # ... answers 200 {"instances": []}
     destroy_lag_s: float = 0.0  # an accepted destroy stays listed this long (eventual)
     create_refusal: str | None = None  # the next create answers 400 invalid_args with this msg
     create_soft_refusal: dict[str, Any] | None = None  # the next create answers 200 with this

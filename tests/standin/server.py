@@ -5,8 +5,8 @@ It implements the endpoints swjob's provider calls — search offers, create
 `next_token`), label, destroy — and checks them as the real API would: a Bearer key
 on every request, request bodies of the right shape. Faults are injected through
 `StandIn.cloud.faults` (5xx, 429, lost create answers, a 400 with Vast's message, a
-create refused in a 200 (`success: false`), a 404 for gone instances, a destroy that
-stays listed for a while, a search answered 200 without `offers`, `start_date` null
+create refused in a 200 (`success: false`), a 404 or an empty list for gone instances,
+a destroy that stays listed for a while, a search answered 200 without `offers`, `start_date` null
 until an instance first runs). Interruptible offers: a `bid` search lists offers with a
 `min_bid`; a create with a `price` is a bid (under
 the minimum the instance is created stopped, and with `refuse_low_bids` the create
@@ -205,6 +205,8 @@ class StandIn:
             inst = self.cloud.instances.get(int(instance_id))
             if inst is None and self.cloud.faults.gone_404:
                 raise _Reply(404, {"success": False, "error": "no_such_instance", "msg": "gone"})
+            if inst is None and self.cloud.faults.gone_empty:
+                return {"instances": []}
             return {"instances": inst.row() if inst else None}
 
     def _list(self, _b: Any, q: dict[str, list[str]]) -> dict[str, Any]:
