@@ -26,6 +26,7 @@ _STEPS = {"loading": BootPhase.IMAGE_LOADING, "running": BootPhase.CONTAINER_RUN
 # them as the status_msg of an instance left "created"/"loading": "Error response from
 # daemon: pull access denied for …", "… OCI runtime create failed: …"). It will not run.
 _START_FAILED = ("Error response from daemon", "OCI runtime create failed")
+_NOT_STARTED = (None, "created", "loading")
 
 
 def boot_poll_s() -> float:
@@ -51,8 +52,8 @@ class BootWatch:
     def start_failed(self, row: dict[str, Any]) -> str | None:
         """Docker's error, when this listing says the container could not be started."""
         said = str(row.get("status_msg") or "").strip()
-        if self.done or row.get("actual_status") == "running":
-            return None
+        if self.done or row.get("actual_status") not in _NOT_STARTED:
+            return None  # a dead one (exited, stopped) is said as such, with the same words
         return said[:STATUS_MSG_MAX] if any(m in said for m in _START_FAILED) else None
 
     def observe(self, row: dict[str, Any]) -> list[tuple[BootPhase, str | None]]:
