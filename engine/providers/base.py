@@ -160,6 +160,11 @@ class Provider(Protocol):
         `Preempted` when the provider itself took the node back."""
         ...
 
+    async def why_not_joined(self, handle: NodeHandle) -> str | None:
+        """One look at a node whose agent did not join in time: what the provider can say
+        of it (one line, for the boot timeout's reason), or None."""
+        ...
+
     async def preemption(self, handle: NodeHandle) -> Preempted | None:
         """One look: did the provider take the node back? None when it did not (or has no
         such thing). Asked when the node went silent, to tell a preempted node from a dead one."""

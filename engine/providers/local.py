@@ -170,6 +170,10 @@ class LocalProvider:
             said += " (orphaned: no operator within the pool's orphan_timeout_s)"
         return said
 
+    async def why_not_joined(self, handle: NodeHandle) -> str | None:
+        """Nothing to add: an agent process that ended is said by node_exited."""
+        return None
+
     async def preemption(self, handle: NodeHandle) -> Preempted | None:
         """This machine never takes a node back."""
         return None

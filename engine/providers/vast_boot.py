@@ -25,6 +25,7 @@ from engine.state.identity import operator_id
 
 LABEL_PREFIX = "swjob:"
 NODE_ROOT = '"$HOME/swjob"'  # expanded on the node, hence not shell-quoted
+AGENT_LOG = "$HOME/swjob/agent.log"  # what the install and the agent print, on the node
 _PIP = (
     "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet "
     "--disable-pip-version-check --no-input --no-warn-conflicts"

@@ -48,7 +48,7 @@ from engine.providers.base import (
 )
 from engine.providers.slots import Slots
 from engine.providers.vast_api import RetryPolicy, VastApi, VastApiError
-from engine.providers.vast_boot import label_for, onstart_command
+from engine.providers.vast_boot import AGENT_LOG, label_for, onstart_command
 from engine.providers.vast_status import BootWatch, boot_poll_s
 from engine.report import scope
 from engine.report.events import BootPhase
@@ -534,6 +534,27 @@ class VastProvider:
             status = row.get("actual_status")
             if status in DEAD_STATUSES:
                 return f"Vast.ai instance {instance} is {status}" + _said(row)
+
+    async def why_not_joined(self, handle: NodeHandle) -> str | None:
+        """What Vast lists of an instance whose agent never joined: still coming up (and
+        what it is doing), or running — then its on-start could not start the agent, which
+        it installs with the image's python3 (uv or pip): a bare image has none. The
+        install's output is in the instance's agent.log (vast_boot)."""
+        instance = handle.node_id
+        try:
+            row = await self.api().once(f"show instance {instance}", "show_instance", int(instance))
+        except VastApiError:
+            return None
+        if row is None:
+            return None
+        status = row.get("actual_status")
+        if status != "running":
+            return f"Vast.ai instance {instance} is {status or 'being provisioned'}" + _said(row)
+        return (
+            f"Vast.ai instance {instance} runs, but its agent never joined: the on-start "
+            "command installs it with the image's python3 (uv or pip), which an image "
+            f"without them cannot do; its output is in {AGENT_LOG} on the instance"
+        )
 
     async def preemption(self, handle: NodeHandle) -> Preempted | None:
         """One look at the instance: was it taken back? (A failed look raises.)"""

@@ -52,6 +52,7 @@ from engine.run.teardown import destroy
 SHUTDOWN_TIMEOUT_S = 5.0
 REASON_MAX = 300
 CANCEL_WAIT_S = 3.0
+WHY_NOT_JOINED_S = 10.0  # one provider look at a node that did not join
 
 
 class RunDriver:
@@ -258,8 +259,13 @@ class RunDriver:
         timeout_s = self.pool.boot_timeout_s
         if await self.await_join(timeout_s, ev.NodeState.READY):
             self.post(fsm.NodeReady())
-        else:
-            self.post(fsm.NodeFault(f"boot timeout: node did not join within {timeout_s:g} s"))
+            return
+        said = f"boot timeout: node did not join within {timeout_s:g} s"
+        with contextlib.suppress(Exception):  # what the provider sees of it, if it can say
+            async with asyncio.timeout(WHY_NOT_JOINED_S):
+                if why := await self._provider.why_not_joined(self.handle):
+                    said += f" ({self.redact(why)})"
+        self.post(fsm.NodeFault(said))
 
     async def await_join(self, timeout_s: float, state: ev.NodeState) -> bool:
         """Watch the node (liveness) and wait for its agent to join; False on timeout."""

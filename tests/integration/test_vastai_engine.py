@@ -62,6 +62,7 @@ async def test_an_instance_that_never_boots_fails_the_run_and_is_destroyed(
     run_id = await engine.submit(make_job(run="true"), "slow")
     view = await asyncio.wait_for(engine.wait(run_id), 30)
     assert view.state == "FAILED" and "2" in (view.reason or "")
+    assert "is loading" in (view.reason or "")  # what Vast lists of it, in the reason
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []
 
@@ -113,5 +114,24 @@ async def test_an_image_vast_cannot_pull_fails_the_run_with_dockers_words_at_onc
     view = await asyncio.wait_for(engine.wait(run_id), 20)
     assert view.state == "FAILED" and denied in (view.reason or ""), view.reason
     assert "could not start its image" in (view.reason or ""), view.reason
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
+    assert Ledger().open_entries() == []
+
+
+async def test_an_image_without_python_fails_the_boot_saying_why_the_agent_never_joined(
+    engine, api, make_job
+) -> None:
+    """A bare image (no python3, no pip, no uv): the container runs, the on-start cannot
+    install the agent. The boot timeout's reason says the instance runs but its agent never
+    joined, what the on-start needs, and where its log is — not only 'did not join'."""
+    api.cloud.faults.boot_delay_s = 0.0
+    api.cloud.image_has_python = False
+    api.cloud.image_has_uv = False
+    run_id = await engine.submit(make_job(run="true"), "slow")
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    reason = view.reason or ""
+    assert view.state == "FAILED" and "did not join within 2 s" in reason, reason
+    assert "runs, but its agent never joined" in reason and "python3" in reason, reason
+    assert "swjob/agent.log" in reason, reason
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []

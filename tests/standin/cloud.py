@@ -16,7 +16,9 @@ The image's programs are the host venv's `python3` and `swjob-agent`, and `uv` w
 image ships it (`Cloud.image_has_uv`, as many ML images do, if uv is installed next to
 this interpreter): the on-start install then checks the already-installed agent in
 ~20 ms instead of pip's ~0.8 s of CPU, once per instance the suite boots. A test that
-times or needs pip's branch turns it off.
+times or needs pip's branch turns it off. A bare image (`Cloud.image_has_python` off, as
+CUDA base images are) has neither: only a shell and the few tools its PATH lists, none of
+the host's.
 """
 
 from __future__ import annotations
@@ -38,15 +40,21 @@ from typing import Any
 HERE = Path(__file__).parent
 HOST_ENV = ("SWJOB_IROH_RELAY", "SWJOB_IROH_BIND")  # the "host network" of the stand-in
 IMAGE_PROGRAMS = ("python3", "python", "swjob-agent")
+BARE_TOOLS = ("bash", "sh", "mkdir", "date", "cat", "sleep")  # a bare image's own
 
 
-def image_bin(root: Path, with_uv: bool) -> Path:
+def image_bin(root: Path, with_uv: bool, with_python: bool = True) -> Path:
     """A directory of the image's programs: each runs the host venv's own (a wrapper, not a
-    link: a venv's python finds its packages only when started by its own path)."""
+    link: a venv's python finds its packages only when started by its own path). A bare
+    image's holds only links to a shell and a few tools."""
     venv_bin = Path(sys.executable).parent
-    programs = [*IMAGE_PROGRAMS, *(["uv"] if with_uv else [])]
+    programs = [*(IMAGE_PROGRAMS if with_python else ()), *(["uv"] if with_uv else [])]
     bin_dir = root / "image-bin"
     bin_dir.mkdir()
+    for tool in () if with_python else BARE_TOOLS:
+        found = shutil.which(tool)
+        assert found, f"the stand-in's bare image needs {tool} on this machine"
+        (bin_dir / tool).symlink_to(found)
     for name in programs:
         if (venv_bin / name).exists():
             wrapper = bin_dir / name
@@ -171,6 +179,7 @@ class Cloud:
         self.destroyed: list[int] = []
         self.faults = Faults()
         self.image_has_uv = True  # see the module's docstring
+        self.image_has_python = True
         self.lock = threading.RLock()
         self._next_id = 7000
         self._boots: list[threading.Timer] = []
@@ -222,9 +231,10 @@ class Cloud:
             home = inst.root / "root"
             home.mkdir(parents=True)
             (inst.root / "onstart.sh").write_text(inst.request["onstart"] or "true")
-            programs = image_bin(inst.root, self.image_has_uv)
+            programs = image_bin(inst.root, self.image_has_uv, self.image_has_python)
+            system = ":/usr/local/bin:/usr/bin:/bin" if self.image_has_python else ""
             env = {
-                "PATH": f"{programs}:/usr/local/bin:/usr/bin:/bin",
+                "PATH": f"{programs}{system}",
                 "HOME": str(home),
                 "LANG": "C.UTF-8",
                 **{k: os.environ[k] for k in HOST_ENV if k in os.environ},
