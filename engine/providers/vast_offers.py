@@ -126,17 +126,20 @@ def price_paid(pool: Pool, offer: dict[str, Any]) -> float | None:
 
 
 def takes_bid(pool: Pool, offer: dict[str, Any]) -> bool:
-    """A bid below the offer's minimum would only buy a stopped instance."""
+    """A bid below the offer's minimum would only buy a stopped instance; a fraction of a
+    price Vast lists as null is no bid at all."""
     bid = bid_for(pool, offer)
-    return bid is None or bid >= _num(offer.get("min_bid") or 0)
+    return bid is None or (math.isfinite(bid) and bid >= _num(offer.get("min_bid") or 0))
 
 
-def no_bid_reason(pool: Pool) -> str:
-    """One line for a fractional bid that no matching offer accepts."""
+def no_bid_reason(pool: Pool, found: list[dict[str, Any]]) -> str:
+    """One line for a fractional bid that none of the matching offers `found` accepts."""
+    said = f"no Vast.ai offer for pool {pool.name!r} takes its bid: bid_fraction"
+    if not any(math.isfinite(_num(o.get("dph_total"))) for o in found):
+        return f"{said}: no matching offer lists the on-demand price (dph_total) to bid on"
     return (
-        f"no Vast.ai offer for pool {pool.name!r} takes its bid: bid_fraction "
-        f"{pool.bid_fraction:g} of the on-demand price is below every matching offer's "
-        "minimum bid"
+        f"{said} {pool.bid_fraction:g} of the on-demand price is below every matching "
+        "offer's minimum bid"
     )
 
 
@@ -190,9 +193,11 @@ def offer_facts(offer: dict[str, Any]) -> dict[str, str | float | int | None]:
 def describe(offer: dict[str, Any]) -> str:
     """The offer in one line, for the boot timeline: `offer 103: 1× RTX 3090, $0.220/h, US`."""
     where = f", {offer['geolocation']}" if offer.get("geolocation") else ""
+    price = _num(offer.get("dph_total"))  # Vast may list it as null: not $0
     return (
-        f"offer {offer.get('id')}: {offer.get('num_gpus')}× {offer.get('gpu_name')}, "
-        f"${float(offer.get('dph_total') or 0):.3f}/h{where}"
+        f"offer {offer.get('id')}: {offer.get('num_gpus')}× {offer.get('gpu_name') or 'GPU'}, "
+        + (f"${price:.3f}/h" if math.isfinite(price) else "price not listed")
+        + where
     )
 
 

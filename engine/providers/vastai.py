@@ -165,7 +165,7 @@ class VastProvider:
         if found:
             taking = [o for o in found if offers.takes_bid(self._pool, o)]
             if not taking:
-                raise ProvisionError(offers.no_bid_reason(self._pool))
+                raise ProvisionError(offers.no_bid_reason(self._pool, found))
             return taking
         culprits = [c for c in clauses if await self._query([x for x in clauses if x is not c])]
         raise ProvisionError(offers.no_offer_reason(self._pool.name, clauses, culprits))

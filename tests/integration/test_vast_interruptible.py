@@ -192,3 +192,17 @@ async def test_a_silent_node_is_preempted_only_when_vast_says_so(api: StandIn) -
         assert isinstance(taken, fsm.NodePreempted) and "outbid" in taken.reason
     finally:
         await vast.teardown(handle)
+
+
+async def test_offers_vast_lists_without_a_price_take_no_fractional_bid(api: StandIn) -> None:
+    """Vast may list `dph_total` as null: a fraction of it is no bid. It was an infinite one,
+    which the SDK could not even send ('Out of range float values are not JSON
+    compliant'); now no such offer is rented, and the reason says why."""
+    for offer in api.cloud.offers.values():
+        offer["dph_total"] = None
+    pool = gpu_pool("spot", **BID, selection={"reliability_min": 0.98})  # no price cap
+    with pytest.raises(ProvisionError) as refused:
+        await provider(api, pool, []).provision(bootstrap())
+    assert "no matching offer lists the on-demand price (dph_total)" in str(refused.value)
+    assert not [p for m, p, *_ in api.requests if m == "PUT" and "/asks/" in p]
+    assert Ledger().entries_of("run-1") == []

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.timeout(90)
 
 @pytest.fixture
 async def engine(api: StandIn, make_engine: EngineFactory) -> Engine:
-    return await make_engine(gpu_pool(), gpu_pool("slow", boot_timeout_s=2.0))
+    uncapped = gpu_pool("uncapped", selection={"reliability_min": 0.98})  # no price cap
+    return await make_engine(gpu_pool(), gpu_pool("slow", boot_timeout_s=2.0), uncapped)
 
 
 async def test_a_job_runs_end_to_end_on_a_rented_instance(engine, api, make_job, capfd) -> None:
@@ -135,3 +136,20 @@ async def test_an_image_without_python_fails_the_boot_saying_why_the_agent_never
     assert "swjob/agent.log" in reason, reason
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []
+
+
+async def test_a_job_runs_when_vast_lists_price_gpu_and_ssh_as_null(engine, api, make_job) -> None:
+    """Vast may list an offer's and an instance's dph_total, gpu_name, place, ssh and ports
+    as null: the job still runs, its node's price is unknown (not $0), and it is torn down."""
+    for offer in api.cloud.offers.values():
+        offer.update(dph_total=None, gpu_name=None, geolocation=None)
+    api.cloud.faults.null_listing = True
+    job = make_job(run="echo ran > out.txt", outputs=["out.txt"])
+    run_id = await engine.submit(job, "uncapped")  # a price cap would filter them out
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert (view.run_dir / "outputs/out.txt").read_text() == "ran\n"
+    assert view.node is not None and view.node.price_per_hour is None
+    summary = json.loads((view.run_dir / "run.json").read_text())
+    assert summary["node"]["offer"]["gpu_name"] is None and summary["node"]["offer"]["dph"] is None
+    assert api.cloud.instances == {} and Ledger().open_entries() == []

@@ -40,6 +40,10 @@ from typing import Any
 HERE = Path(__file__).parent
 HOST_ENV = ("SWJOB_IROH_RELAY", "SWJOB_IROH_BIND")  # the "host network" of the stand-in
 IMAGE_PROGRAMS = ("python3", "python", "swjob-agent")
+NULLABLE = (  # fields Vast may list as null on an instance (other tools guard them)
+    "dph_total", "gpu_name", "geolocation", "status_msg",
+    "ssh_host", "ssh_port", "public_ipaddr", "ports",
+)  # fmt: skip
 BARE_TOOLS = ("bash", "sh", "mkdir", "date", "cat", "sleep")  # a bare image's own
 
 
@@ -96,6 +100,7 @@ class Faults:
     refuse_low_bids: bool = False  # a bid under the minimum answers 400, instance left stopped
     bid_war: float = 0.0  # minimum bids rise by this at create (outbid since the search)
     unstarted_null_start: bool = False  # start_date is null until the instance first runs
+    null_listing: bool = False  # instance rows list price, GPU, place and ssh as null
     search_answer: dict[str, Any] | str | None = None  # the next search answers 200 with this
 
     def take(self, name: str) -> bool:
@@ -124,6 +129,7 @@ class Instance:
     null_until_run: bool = False  # Vast lists a created/loading instance with start_date null
     ran: bool = False
     offline: bool = False  # the host lost touch with Vast: listed "offline", container runs on
+    nulls: bool = False  # listed with NULLABLE as null (`Faults.null_listing`)
 
     def row(self) -> dict[str, Any]:
         """The instance as the API lists it (the SDK's own show_instance(s) compute with
@@ -133,7 +139,7 @@ class Instance:
         if self.status == "running" and self.process and self.process.poll() is not None:
             self.status = "exited"
         o = self.offer
-        return {
+        row = {
             "id": self.id,
             "machine_id": o["machine_id"],
             "host_id": o["host_id"],
@@ -158,7 +164,10 @@ class Instance:
             "start_date": None if self.null_until_run and not self.ran else self.start_date,
             "ssh_host": "ssh1.example.invalid",
             "ssh_port": 20000 + self.id % 1000,
+            "public_ipaddr": "198.51.100.7",
+            "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": "41022"}]},
         }
+        return row | dict.fromkeys(NULLABLE) if self.nulls else row
 
     def loading(self) -> None:
         """The host pulls the image (status texts here are illustrative, not Vast's own)."""
@@ -206,6 +215,7 @@ class Cloud:
             inst = Instance(self._next_id, offer, request, root, label=request.get("label"))
             inst.bid = request.get("price")
             inst.null_until_run = self.faults.unstarted_null_start
+            inst.nulls = self.faults.null_listing
             if self.faults.bid_war:
                 offer["min_bid"] += self.faults.bid_war
             self.instances[inst.id] = inst

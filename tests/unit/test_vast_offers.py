@@ -110,6 +110,12 @@ def test_offer_facts_and_disk_rounding() -> None:
     facts = vo.offer_facts(offer)
     assert facts["dph"] == 0.4 and facts["offer_id"] == 9 and facts["geolocation"] == "Sweden, SE"
     assert vo.disk_gb(None) == 1 and vo.disk_gb(1000) == 1 and vo.disk_gb(1001) == 2
+    assert vo.describe(offer) == "offer 9: 1× RTX 4090, $0.400/h, Sweden, SE"
+
+
+def test_an_offer_vast_lists_with_null_price_and_gpu_is_not_described_as_free() -> None:
+    offer = {"id": 9, "num_gpus": 1, "gpu_name": None, "dph_total": None, "geolocation": None}
+    assert vo.describe(offer) == "offer 9: 1× GPU, price not listed"
 
 
 def test_no_offer_reason_names_culprits_or_says_none_alone() -> None:
