@@ -3,7 +3,8 @@
 The instance's on-start command installs the agent (the requirement from
 agent_source: the pool's `agent_install`, else this very build) with `--no-deps`, then
 only the agent's own closure (agent/closure.py, pinned to the operator's versions) —
-with `uv` when the image has it, else pip — and starts `swjob-agent` in the
+with `uv` when the image has it, else pip — and starts the agent (`python3 -m agent`,
+the `swjob-agent` script's module: found whatever the container's PATH) in the
 background with the run's bootstrap and the node-clock times the install began and
 ended (the agent reports them when it joins: the "agent installed" step of the boot
 timeline). The join token is NOT in
@@ -32,6 +33,10 @@ _PIP = (
 )
 # uv resolves and installs several times faster than pip; images built for ML often ship it.
 _UV = "uv pip install --quiet --python python3 --break-system-packages"
+# The agent as a module of the python3 it was installed for, not the `swjob-agent` script:
+# that lands in the interpreter's scripts dir, which the container's PATH may leave out
+# (a `pip --user` install, a python3 outside the image's PATH dirs).
+_AGENT = "python3 -m agent"
 _NOW = "date +%s.%N"  # the node's clock around the install: the agent reports both times
 
 
@@ -78,6 +83,6 @@ def onstart_command(bootstrap: Bootstrap, agent_install: str) -> str:
     install = install_command(agent_install, agent_closure())
     return (
         f"mkdir -p {NODE_ROOT} && cd {NODE_ROOT} && "
-        f"( started=$({_NOW}); {{ {install}; }} && exec swjob-agent {args} --root {NODE_ROOT} "
+        f"( started=$({_NOW}); {{ {install}; }} && exec {_AGENT} {args} --root {NODE_ROOT} "
         f'--installed "$started" "$({_NOW})" ) >> agent.log 2>&1 &'
     )

@@ -12,9 +12,9 @@ iroh settings (loopback only in tests), so the real `swjob-agent` joins for real
 Like on Vast, each container gets `CONTAINER_ID` and a `CONTAINER_API_KEY` scoped to
 its own instance (server.py refuses it for anything else).
 
-The image's programs are the host venv's `python3` and `swjob-agent`, and `uv` when the
-image ships it (`Cloud.image_has_uv`, as many ML images do, if uv is installed next to
-this interpreter): the on-start install then checks the already-installed agent in
+The image's programs are the host venv's `python3`, and `uv` when the image ships it
+(`Cloud.image_has_uv`, as many ML images do, if uv is installed next to this
+interpreter): the on-start install then checks the already-installed agent in
 ~20 ms instead of pip's ~0.8 s of CPU, once per instance the suite boots. A test that
 times or needs pip's branch turns it off. A bare image (`Cloud.image_has_python` off, as
 CUDA base images are) has neither: only a shell and the few tools its PATH lists, none of
@@ -39,7 +39,10 @@ from typing import Any
 
 HERE = Path(__file__).parent
 HOST_ENV = ("SWJOB_IROH_RELAY", "SWJOB_IROH_BIND")  # the "host network" of the stand-in
-IMAGE_PROGRAMS = ("python3", "python", "swjob-agent")
+# Not `swjob-agent`: an image has none. The install puts it in that python's own scripts
+# directory (here the host venv's bin), which need not be on the container's PATH (a
+# `pip --user` install, a python3 whose scripts dir the image's PATH leaves out).
+IMAGE_PROGRAMS = ("python3", "python")
 NULLABLE = (  # fields Vast may list as null on an instance (other tools guard them)
     "dph_total", "gpu_name", "geolocation", "status_msg",
     "ssh_host", "ssh_port", "public_ipaddr", "ports",
