@@ -69,6 +69,11 @@ def agent_install_for(pool: Pool) -> str:
     return found
 
 
+def python_needed() -> str:
+    """What the agent needs of a node's python3: this build's Requires-Python (`>=3.11`)."""
+    return metadata.metadata("swjob").get("Requires-Python") or "any version"
+
+
 def agent_closure() -> list[str]:
     """The agent's distributions and everything they require, each pinned to the version
     installed here: a node runs the libraries this operator tested with, and installs

@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from engine.providers import vast_offers as offers
-from engine.providers.agent_source import agent_install_for
+from engine.providers.agent_source import agent_install_for, python_needed
 from engine.providers.base import (
     Bootstrap,
     NodeHandle,
@@ -538,8 +538,8 @@ class VastProvider:
     async def why_not_joined(self, handle: NodeHandle) -> str | None:
         """What Vast lists of an instance whose agent never joined: still coming up (and
         what it is doing), or running — then its on-start could not start the agent, which
-        it installs with the image's python3 (uv or pip): a bare image has none. The
-        install's output is in the instance's agent.log (vast_boot)."""
+        it installs with the image's python3 (uv or pip): a bare image has none, an older
+        python3 cannot. The install's output is in the instance's agent.log (vast_boot)."""
         instance = handle.node_id
         try:
             row = await self.api().once(f"show instance {instance}", "show_instance", int(instance))
@@ -552,8 +552,8 @@ class VastProvider:
             return f"Vast.ai instance {instance} is {status or 'being provisioned'}" + _said(row)
         return (
             f"Vast.ai instance {instance} runs, but its agent never joined: the on-start "
-            "command installs it with the image's python3 (uv or pip), which an image "
-            f"without them cannot do; its output is in {AGENT_LOG} on the instance"
+            f"installs it with the image's python3 ({python_needed()}, with pip or uv), "
+            f"which this image may lack; its output is in {AGENT_LOG} on the instance"
         )
 
     async def preemption(self, handle: NodeHandle) -> Preempted | None:
