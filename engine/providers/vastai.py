@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import itertools
 import os
 import sqlite3
 import time
@@ -266,19 +267,29 @@ class VastProvider:
 
     async def _create(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
         """Create, retrying transient failures, but only after checking that the lost
-        answer did not in fact create our instance (a second create would leak one)."""
-        for attempt in range(self._policy.attempts - 1):
+        answer did not in fact create our instance (a second create would leak one). A
+        retry refused because the offer is rented may have been refused for our own lost
+        create, answered since: that instance is ours, not a reason to rent the next offer."""
+        lost: VastApiError | None = None  # a create whose answer was lost
+        for attempt in itertools.count():
+            refused: _OfferGone | None = None
             try:
                 return await self._create_once(offer, bootstrap, label)
-            except VastApiError as error:
-                if not error.transient:
+            except _OfferGone as gone:
+                if lost is None:
                     raise
-                adopted = await self._find_labelled(label)
-                if adopted is not None:
-                    self._alert(f"{error}; instance {adopted} was created anyway: adopting it")
-                    return adopted
-                await self.api().backoff(error, attempt)
-        return await self._create_once(offer, bootstrap, label)
+                refused = gone
+            except VastApiError as error:
+                if not error.transient or attempt == self._policy.attempts - 1:
+                    raise
+                lost = error
+            adopted = await self._find_labelled(label)
+            if adopted is not None:
+                self._alert(f"{lost}; instance {adopted} was created anyway: adopting it")
+                return adopted
+            if refused is not None:
+                raise refused
+            await self.api().backoff(lost, attempt)
 
     async def _create_once(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
         pool = self._pool

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
 from engine.providers.base import NodeHandle, ProvisionError, TeardownError
+from engine.providers.vast_api import RetryPolicy
 from engine.providers.vast_boot import label_for
+from engine.providers.vastai import VastProvider
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.vast import TOKEN, bootstrap, gpu_pool, provider
@@ -328,3 +331,35 @@ async def test_an_adopted_instance_holds_its_pool_slot_until_it_is_destroyed(api
     assert len(api.cloud.instances) == 1  # the adopted one is gone, the new one is up
     await vast.teardown(second)
     assert api.cloud.instances == {} and Ledger().open_entries() == []
+
+
+async def test_a_retry_refused_because_our_lost_create_rented_the_offer_adopts_that_instance(
+    api,
+) -> None:
+    """The first create is still in flight when its answer is lost (a client timeout): the
+    look for its instance finds none, and the retry goes out. Vast then answers the first
+    (it rents the offer: our instance) and refuses the retry `no_such_ask`. That instance is
+    ours: it is adopted, not left billing while the next offer is rented."""
+    api.cloud.faults.never_start = True
+    first, retry = threading.Event(), threading.Event()
+    api.cloud.faults.create_gates = [first, retry]
+    policy = RetryPolicy(attempts=4, base_s=0.01, max_s=0.05, timeout_s=2.0)
+    vast = VastProvider(gpu_pool(), Ledger(), server_url=api.url, retry=policy)
+
+    def puts() -> list[str]:
+        return [p for m, p, *_ in api.requests if m == "PUT" and "/asks/" in p]
+
+    creating = asyncio.create_task(vast.provision(bootstrap()))
+    try:
+        await eventually_async(lambda: len(puts()) == 2, 10, "the create retried")
+        first.set()  # Vast answers the first create now: its client has given up on it
+        await eventually_async(lambda: len(api.cloud.instances) == 1, 10, "the instance made")
+    finally:
+        first.set()
+        retry.set()  # the retry goes on: the offer is rented, so no_such_ask
+    handle = await asyncio.wait_for(creating, 10)
+    [instance] = api.cloud.instances
+    assert handle.node_id == str(instance), "the instance our lost create made is adopted"
+    assert len(puts()) == 2, "no other offer was rented"
+    await vast.teardown(handle)
+    assert Ledger().open_entries() == []

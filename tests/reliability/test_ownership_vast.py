@@ -198,7 +198,8 @@ def test_gc_leaves_the_intent_of_a_create_still_in_flight_for_the_adopter(
     instance through it and ends the run with its node destroyed. The create is held
     until gc has run: with a fixed delay, a loaded machine started gc after Vast had
     answered, and gc rightly destroyed the instance it then found."""
-    api.cloud.faults.create_gate = gate = threading.Event()
+    gate = threading.Event()
+    api.cloud.faults.create_gates = [gate]
     pools = tmp_path / "pools.toml"
     pools.write_text(POOLS)
     try:

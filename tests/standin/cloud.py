@@ -88,7 +88,8 @@ class Faults:
     pull_error: str | None = None  # the image pull fails: "loading" for ever, this status_msg
     vanish_at_create: set[int] = field(default_factory=set)  # offer ids rented away
     create_delay_s: float = 0.0  # a slow create call
-    create_gate: threading.Event | None = None  # creates answer only once the test sets it
+    create_gates: list[threading.Event] = field(default_factory=list)  # the next creates,
+    # in order, each answered only once the test sets its gate (in flight for as long)
     lose_create_answers: int = 0  # the next N creates succeed but answer 502
     destroy_failures: int = 0  # the next N destroys answer 500
     destroy_never: bool = False  # every destroy answers 500

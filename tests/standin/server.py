@@ -187,7 +187,10 @@ class StandIn:
         if soft is not None:  # a refusal in a 200 (Vast's own async client checks `success`)
             return soft
         time.sleep(self.cloud.faults.create_delay_s)
-        if (gate := self.cloud.faults.create_gate) is not None:
+        with self.cloud.lock:
+            gates = self.cloud.faults.create_gates
+            gate = gates.pop(0) if gates else None
+        if gate is not None:
             gate.wait(60)  # a create in flight for as long as the test needs, under any load
         inst = self.cloud.create(int(offer_id), body)
         if inst is None:
