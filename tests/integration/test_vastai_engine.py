@@ -1,5 +1,6 @@
-"""Whole jobs on a `vastai` pool: the real Engine, the real SDK against the stand-in, and a
-real `swjob-agent` started by the instance's own on-start command, joining over iroh."""
+"""Whole jobs on a `vastai` pool: the real Engine (and `swjob run`), the real SDK against
+the stand-in, and a real agent started by the instance's own on-start command, joining
+over iroh."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 from engine.engine import Engine
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
+from tests.support.cli import swjob
 from tests.support.engines import EngineFactory
-from tests.support.vast import gpu_pool
+from tests.support.vast import POOLS_FILE, gpu_pool
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -117,6 +119,20 @@ async def test_an_image_vast_cannot_pull_fails_the_run_with_dockers_words_at_onc
     assert "could not start its image" in (view.reason or ""), view.reason
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []
+
+
+def test_swjob_run_says_why_an_image_vast_cannot_pull_failed(api, tmp_path, monkeypatch) -> None:
+    """The same through `swjob run`: its FAILED line carries docker's words, no traceback,
+    exit code 1, and the instance is gone."""
+    monkeypatch.setenv("SWJOB_VAST_BOOT_POLL_S", "0.1")
+    api.cloud.faults.pull_error = "Error response from daemon: manifest for img:latest not found"
+    (tmp_path / "pools.toml").write_text(POOLS_FILE)
+    (tmp_path / "job.toml").write_text('[job]\nname = "hi"\nrun = "echo hi"\n')
+    done = swjob("run", "job.toml", "--pool", "gpu", "--pools", "pools.toml", cwd=tmp_path)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "could not start its image: Error response from daemon: manifest for" in out, out
+    assert "Traceback" not in out and api.cloud.instances == {}, out
 
 
 async def test_an_image_without_python_fails_the_boot_saying_why_the_agent_never_joined(
