@@ -23,7 +23,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.state.locked import not_written
+from engine.state.locked import into_wal, not_written
 from engine.state.paths import state_dir
 
 _SCHEMA = """
@@ -73,7 +73,7 @@ class Ledger:
         self.path = path or state_dir() / "ledger.sqlite"
         try:
             with closing(self._connect()) as db:
-                db.execute("PRAGMA journal_mode=WAL")
+                into_wal(db, WRITE_WAIT_S)
                 db.execute(_SCHEMA)
                 have = {row[1] for row in db.execute("PRAGMA table_info(instances)")}
                 for column, kind in _ADDED_COLUMNS.items():

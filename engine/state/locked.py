@@ -9,6 +9,7 @@ neither the file nor the cause; the user needs both to find the culprit.
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 from engine.errors import UnusableDirError, one_line
@@ -30,3 +31,20 @@ def not_written(path: Path, exc: sqlite3.Error) -> StateNotWritten:
     if held_elsewhere(exc):
         return StateNotWritten(f"{path} is locked by another process")
     return StateNotWritten(f"{path}: {one_line(exc)}")
+
+
+def into_wal(db: sqlite3.Connection, wait_s: float) -> None:
+    """Put `db` in WAL mode, waiting at most `wait_s` for another process's lock like any
+    write (then its sqlite3.Error is raised). On a new file sqlite answers the switch
+    "locked" at once, with no busy wait, while another process is creating the same file:
+    two swjobs started together on a fresh state dir, one failed "ledger.sqlite is locked
+    by another process"."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.Error as exc:
+            if not held_elsewhere(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.02)

@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.report.views import RunView
 from engine.state import ownership, spill
-from engine.state.locked import StateNotWritten, not_written
+from engine.state.locked import StateNotWritten, into_wal, not_written
 from engine.state.paths import state_dir
 
 log = logging.getLogger("swjob.engine")
@@ -94,7 +94,7 @@ class Store:
             self.path, WRITE_WAIT_S, isolation_level=None, check_same_thread=not any_thread
         )
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            into_wal(self._db, WRITE_WAIT_S)
             # no fsync per commit (the console's loop waited on it behind a busy disk): in
             # WAL mode a commit survives the process being killed however it dies, and only
             # a power loss can take back the last ones (SQLite: "synchronous=NORMAL")
