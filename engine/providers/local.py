@@ -24,7 +24,7 @@ import secrets
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -83,18 +83,23 @@ class LocalProvider:
         stop_grace_s: float = 10.0,
         launcher: Sequence[str] = (),
         agent_env: Mapping[str, str] | None = None,
+        pool: str | None = None,
+        on_alert: Callable[[str], None] = lambda _message: None,
     ) -> None:
         """`launcher` prefixes the agent's command line (it must exec in place, so the pid
         stays the agent's — e.g. `ip netns exec NS` puts nodes behind their own link: its
-        agents are started afresh, not forked); `agent_env` adds to the agent's environment."""
-        self._slots = Slots(max_nodes)
+        agents are started afresh, not forked); `agent_env` adds to the agent's environment;
+        `pool`: the pool's name, whose `max_nodes` every swjob process then shares, and
+        `on_alert` is told when the other processes hold them all."""
+        self._slots = Slots(max_nodes, pool)
+        self._alert = on_alert
         self._nodes: dict[str, _LocalNode] = {}
         self._stop_grace_s = stop_grace_s
         self._launcher = list(launcher)
         self._agent_env = dict(agent_env or {})
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
-        await self._slots.take()
+        await self._slots.take(self._alert)
         try:
             scope.boot_reached(BootPhase.SLOT_TAKEN)  # queueing ends, booting begins
             return await self._start(bootstrap)

@@ -17,7 +17,9 @@ def make_provider(
 ) -> Provider:
     """`on_alert` receives the provider's one-line reports (retries, skipped offers)."""
     if pool.provider == "local":
-        return LocalProvider(pool.max_nodes, stop_grace_s=stop_grace_s)
+        return LocalProvider(
+            pool.max_nodes, stop_grace_s=stop_grace_s, pool=pool.name, on_alert=on_alert
+        )
     if pool.provider == "vastai":
         from engine.providers.vastai import VastProvider
         from engine.state.ledger import (

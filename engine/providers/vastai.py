@@ -119,7 +119,7 @@ class VastProvider:
         self._confirm_every_s = confirm_every_s
         self._confirm_for_s = confirm_for_s
         self._confirming: dict[str, asyncio.Task[None]] = {}
-        self._slots = Slots(pool.max_nodes)
+        self._slots = Slots(pool.max_nodes, pool.name)
         self._adopted: dict[str, int] = {}
         self._holding: set[str] = set()  # adopted instances that took a slot
         self._entries: dict[str, int] = {}  # instance id → ledger entry
@@ -136,7 +136,7 @@ class VastProvider:
     # ---- provision ----------------------------------------------------------------------
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
-        await self._slots.take()
+        await self._slots.take(self._alert)
         try:
             scope.boot_reached(BootPhase.SLOT_TAKEN)  # queueing ends, booting begins
             return await self._provision(bootstrap)
