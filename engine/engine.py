@@ -638,7 +638,25 @@ class Engine:
         from engine.providers.gc import destroy_orphans
 
         claims = abandon.Claims(self._store) if self._store is not None else None
-        return await destroy_orphans(orphans, self.config.pools, Ledger(), claims=claims)
+        done = await destroy_orphans(orphans, self.config.pools, Ledger(), claims=claims)
+        for orphan in orphans:
+            if orphan.name in done.collected:
+                self._node_collected(orphan)
+        return done
+
+    def _node_collected(self, orphan: Orphan) -> None:
+        """gc destroyed `orphan`: a run this engine drove, whose teardown left that node
+        unconfirmed, is told it is gone (its "may still be billing" alert is settled)."""
+        driver = self._drivers.get(orphan.run_id or "")
+        node = driver.view.node if driver is not None else None
+        if driver is None or node is None or node.node_id != orphan.instance_id:
+            return
+        if node.state == ev.NodeState.UNCONFIRMED:
+            gone = ev.Node(
+                run_id=node.run_id, provider=node.provider, node_id=node.node_id,
+                state=ev.NodeState.GONE,
+            )  # fmt: skip
+            driver.publish(gone)
 
     async def _check_orphans(self) -> None:
         """At start, warn about nodes that bill without a live run (a crash, a lost teardown)."""

@@ -158,6 +158,7 @@ class RunClaims(Protocol):
 
     def take(self, run_id: str) -> bool: ...
     async def settle(self, run_id: str, found_gone: bool = False) -> str | None: ...
+    async def node_gone(self, run_id: str, instance: str) -> str | None: ...
     def release(self) -> None: ...
 
 
@@ -328,8 +329,14 @@ async def _destroy(
                 await asyncio.to_thread(ledger.record_destroyed, entry)
         except StateNotWritten as exc:  # its node is gone: the next gc closes the rows
             errors.append(f"{orphan.describe()}: destroyed, but its ledger row is open: {exc}")
-        if claimed and (unrecorded := await claims.settle(orphan.run_id, found_gone)):
-            errors.append(unrecorded)
+        if claims is not None and orphan.run_id and orphan.instance_id:
+            recording = (
+                claims.settle(orphan.run_id, found_gone)
+                if claimed  # an abandoned run ends; an ended one is told its node is gone
+                else claims.node_gone(orphan.run_id, orphan.instance_id)
+            )
+            if unrecorded := await recording:
+                errors.append(unrecorded)
     return done
 
 

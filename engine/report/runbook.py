@@ -68,6 +68,8 @@ def apply(view: RunView, event: ev.Event) -> RunView:
             changes["transfers"] = {**view.transfers, event.direction.value: event}
         case ev.Node():
             changes["node"] = _node(view, event)
+            if event.state == ev.NodeState.GONE:  # a teardown left unconfirmed, settled by gc:
+                changes["alerts"] = []  # its "may still be billing" no longer holds
         case ev.Boot():
             changes["boot"] = [*view.boot, event]
         case ev.Alert():

@@ -13,15 +13,17 @@ so no adopter can race gc; a run adopted in the meantime is left out.
 from __future__ import annotations
 
 import asyncio
+import json
 from functools import partial
 from pathlib import Path
 
+from engine.errors import one_line
 from engine.report import appender
 from engine.report import events as ev
 from engine.report.datastream import Datastream, read_events
 from engine.report.runbook import fold
 from engine.report.views import RunView
-from engine.run.runrecord import PhaseClock, write_run_json
+from engine.run.runrecord import PhaseClock, write_run_json, write_summary
 from engine.state import ownership
 from engine.state.locked import StateNotWritten
 from engine.state.store import Store
@@ -46,6 +48,10 @@ class Claims:
             return False
         self._leases[run_id] = lease
         return True
+
+    async def node_gone(self, run_id: str, instance: str) -> str | None:
+        """gc destroyed `instance`, the node of `run_id`, a run that has ended."""
+        return await mark_node_gone(self._store, run_id, instance)
 
     async def settle(self, run_id: str, found_gone: bool = False) -> str | None:
         """The run's node is gone (destroyed by this gc, or `found_gone` already): close the
@@ -76,39 +82,86 @@ async def mark_abandoned(store: Store, run_id: str, reason: str = REASON) -> str
     if found is None:
         return None
     view, _ = found
-    path = view.run_dir / "events.jsonl"
-    events = await asyncio.to_thread(read_events, path)
+    events = await asyncio.to_thread(read_events, view.run_dir / "events.jsonl")
     before = fold(events) or view
-    stream = Datastream()
-    stream.open_run(run_id, path)
-    ended = [
-        stream.publish(event)
-        for event in (
-            ev.Transition(
-                run_id=run_id,
-                cause="Abandoned",
-                from_state=before.state if before.state != "PENDING" else None,
-                to_state="FAILED",
-                from_phase=before.phase or "new",
-                to_phase="done",
-                reason=reason,
-            ),
-            ev.Finished(run_id=run_id, state="FAILED", reason=reason),
-        )
-    ]
-    await stream.close_run(run_id)
-    stream.close()
-    after = fold([*events, *ended]) or view
-    assert after.terminal, ended
+    after = await _appended(
+        view,
+        events,
+        ev.Transition(
+            run_id=run_id,
+            cause="Abandoned",
+            from_state=before.state if before.state != "PENDING" else None,
+            to_state="FAILED",
+            from_phase=before.phase or "new",
+            to_phase="done",
+            reason=reason,
+        ),
+        ev.Finished(run_id=run_id, state="FAILED", reason=reason),
+    )
+    assert after.terminal, after
     failed: list[str] = []
     appender.later(partial(_record_end, store.path, after, failed))
     await appender.written()
     return "; ".join(failed) or None
 
 
+async def mark_node_gone(store: Store, run_id: str, instance: str) -> str | None:
+    """Record that gc destroyed the node of an ended run whose teardown could not confirm
+    it gone: the node is gone and the run's "may still be billing" alert is settled — on
+    the board, in `swjob runs` and run.json, where it stayed after the node was collected.
+    Returns what could not be recorded."""
+    view = store.find(run_id)
+    node = view.node if view is not None else None
+    if view is None or view.finished is None or node is None or node.node_id != instance:
+        return None
+    if node.state != ev.NodeState.UNCONFIRMED:
+        return None
+    events = await asyncio.to_thread(read_events, view.run_dir / "events.jsonl")
+    gone = ev.Node(run_id=run_id, provider=node.provider, node_id=instance, state=ev.NodeState.GONE)
+    after = await _appended(view, events, gone)
+    failed: list[str] = []
+    appender.later(partial(_record_settled, store.path, after, failed))
+    await appender.written()
+    return "; ".join(failed) or None
+
+
+async def _appended(view: RunView, events: list[ev.Event], *more: ev.Event) -> RunView:
+    """Append `more` to the run's events.jsonl (after `events`, read from it): the view then."""
+    stream = Datastream()
+    stream.open_run(view.run_id, view.run_dir / "events.jsonl")
+    added = [stream.publish(event) for event in more]
+    await stream.close_run(view.run_id)
+    stream.close()
+    return fold([*events, *added]) or view
+
+
 def _record_end(index: Path, view: RunView, failed: list[str]) -> None:
-    """On the writer thread: the run's row (through a store opened, used and closed here)
-    and its run.json; what fails is added to `failed`."""
+    """On the writer thread: the run's row and its run.json; what fails is added to
+    `failed`."""
+    _save_row(index, view, failed, "marked FAILED")
+    clock = PhaseClock()  # the phases were timed by the dead owner; only the end is ours
+    clock.enter("done")
+    try:
+        write_run_json(view, clock, {"job_file": None})
+    except OSError as exc:
+        failed.append(f"run.json of run {view.run_id} not written: {exc}")
+
+
+def _record_settled(index: Path, view: RunView, failed: list[str]) -> None:
+    """On the writer thread: the run's row, and its node and persistent alerts in its
+    run.json (the rest of which, its owner's timing, stays as written)."""
+    _save_row(index, view, failed, "told its node is gone")
+    try:
+        summary = json.loads((view.run_dir / "run.json").read_text(encoding="utf-8"))
+        summary["node"] = view.node.model_dump(mode="json") if view.node else None
+        summary["persistent_alerts"] = view.alerts
+        write_summary(view.run_dir, summary)
+    except (OSError, ValueError) as exc:
+        failed.append(f"run.json of run {view.run_id} not written: {one_line(exc)}")
+
+
+def _save_row(index: Path, view: RunView, failed: list[str], what: str) -> None:
+    """The run's row, through a store opened, used and closed here."""
     try:
         writes = Store(index)
         try:
@@ -116,10 +169,4 @@ def _record_end(index: Path, view: RunView, failed: list[str]) -> None:
         finally:
             writes.close()
     except StateNotWritten as exc:
-        failed.append(f"run {view.run_id} not marked FAILED in the run index: {exc}")
-    clock = PhaseClock()  # the phases were timed by the dead owner; only the end is ours
-    clock.enter("done")
-    try:
-        write_run_json(view, clock, {"job_file": None})
-    except OSError as exc:
-        failed.append(f"run.json of run {view.run_id} not written: {exc}")
+        failed.append(f"run {view.run_id} not {what} in the run index: {exc}")

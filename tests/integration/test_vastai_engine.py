@@ -170,3 +170,34 @@ async def test_a_job_runs_when_vast_lists_price_gpu_and_ssh_as_null(engine, api,
     summary = json.loads((view.run_dir / "run.json").read_text())
     assert summary["node"]["offer"]["gpu_name"] is None and summary["node"]["offer"]["dph"] is None
     assert api.cloud.instances == {} and Ledger().open_entries() == []
+
+
+async def test_a_node_left_unconfirmed_then_collected_settles_its_runs_alert(
+    engine, api, make_job, monkeypatch
+) -> None:
+    """The teardown could not confirm the node gone; then `x` on the board (or `swjob gc`)
+    destroyed it. The run's "may still be billing: run `swjob gc`" alert stayed in the
+    board's red banner, in `swjob runs` and run.json for good, in this console and every
+    later one: now its node is gone and the alert settled (kept in run.json's history)."""
+    from engine.providers import vastai
+    from engine.state.store import Store
+    from tests.support.vast import FAST
+
+    monkeypatch.setattr(vastai, "RetryPolicy", lambda: FAST)
+    api.cloud.faults.destroy_never = True
+    run_id = await engine.submit(make_job(run="true"), "gpu")
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.node is not None and view.node.state == "unconfirmed" and view.alerts
+    api.cloud.faults.destroy_never = False
+    orphans = await engine.orphans()
+    assert [o.instance_id for o in orphans] == [view.node.node_id]
+    done = await engine.collect_orphans(orphans)
+    assert done.destroyed == 1 and not done.problems, done.report()
+    assert api.cloud.instances == {}
+    for after in (engine.run(run_id), Store().find(run_id)):  # this console, the next one
+        assert after is not None and after.node is not None
+        assert after.alerts == [] and after.node.state == "gone", after
+        assert "may still be billing" in after.all_alerts[0]
+    summary = json.loads((view.run_dir / "run.json").read_text())
+    assert summary["persistent_alerts"] == [] and summary["node"]["state"] == "gone"
+    assert "may still be billing" in summary["alerts"][0] and summary["state"] == "COMPLETED"
