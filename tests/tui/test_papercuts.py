@@ -8,13 +8,24 @@ from datetime import timedelta
 from rich.console import Console
 from textual.containers import VerticalScroll
 
-from tests.tui.conftest import FIXED_NOW, booted, finished, screen_text, toasts, until
+from engine.engine import Engine
+from tests.support.engines import engine_config
+from tests.tui.conftest import (
+    FIXED_NOW,
+    booted,
+    finished,
+    opened_outputs,
+    screen_text,
+    toasts,
+    until,
+)
 from tui.app import SwjobApp
 from tui.screens.detail import DetailScreen
 from tui.screens.help import HelpScreen
 from tui.screens.outputs import OutputsScreen
 from tui.widgets.log_pane import LogPane
 from tui.widgets.log_view import LogView
+from tui.widgets.preview_pane import PreviewPane
 from tui.widgets.timeline import Timeline
 
 SMALL = (80, 24)
@@ -219,3 +230,21 @@ async def test_at_80x24_the_transfer_figures_are_not_cut_off(engine, make_job) -
 
         await until(pilot, lambda: "1/1 files" in pull())
         assert pull().rstrip().endswith("· done"), pull()
+
+
+async def test_outputs_show_verified_when_the_runs_dir_was_given_through_dot_dot(
+    tmp_path, make_job
+) -> None:
+    """`swjob-tui job.toml --runs-dir ../runs` from the job's folder (or a runs dir under a
+    symlink, as /tmp is on macOS): the outputs tree lists files by their resolved path, so
+    every file said "not in manifest", its SHA-256 and verification not shown."""
+    (tmp_path / "jobs").mkdir()
+    engine = Engine(engine_config(tmp_path / "jobs" / ".." / "runs"))
+    job = make_job(run="echo data > a.txt", outputs=["a.txt"])
+    app = SwjobApp(engine, jobs=[job])
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await opened_outputs(pilot, "a.txt")
+        pane = screen.query_one(PreviewPane)
+        await until(pilot, lambda: pane.render_line(0).text.startswith("a.txt"))
+        header = " ".join(pane.render_line(row).text for row in range(3))  # wrapped
+        assert "✓ verified" in header and "not in manifest" not in header, header

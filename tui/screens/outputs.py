@@ -239,11 +239,7 @@ class OutputsScreen(Screen[None]):
         preview takes far longer than a frame (see tui/widgets/preview_pane.py)."""
         lines: LaidOut | None = None
         try:
-            rel = (
-                path.relative_to(self.run.run_dir / "outputs").as_posix()
-                if self._in_outputs(path)
-                else None
-            )
+            rel = path.relative_to(self._outputs()).as_posix() if self._in_outputs(path) else None
             entry = self.manifest.get(self.mask(rel)) if rel else None  # its paths are masked
             with collections_paused():
                 lines = lay_out(preview(path, entry, self.mask), self.app.console, width)
@@ -251,7 +247,13 @@ class OutputsScreen(Screen[None]):
             self.app.call_from_thread(self._rendered, lines)
 
     def _in_outputs(self, path: Path) -> bool:
-        return path.is_relative_to(self.run.run_dir / "outputs")
+        return path.is_relative_to(self._outputs())
+
+    def _outputs(self) -> Path:
+        """The run's outputs/ as the tree names its files: resolved, as Textual's tree lists
+        a folder. A runs dir given as `../runs` (or under a symlink) otherwise matched no
+        file: each said "not in manifest", its verification not shown."""
+        return (self.run.run_dir / "outputs").resolve()
 
     @on(DirectoryTree.FileSelected)
     def _file_selected(self, event: DirectoryTree.FileSelected) -> None:
