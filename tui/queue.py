@@ -8,10 +8,12 @@ the console can say "queued (4 of 4 nodes busy)" and time the wait on its own.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from engine.api import PoolView, RunView
+from engine.api import PoolView, RunView, events
 from tui import format as fmt
 
 
@@ -27,9 +29,17 @@ class Queued:
         return f"queued ({self.busy} of {self.max_nodes} nodes busy) for {wait}"
 
 
-def busy_by_pool(pools: list[PoolView]) -> dict[str, tuple[int, int]]:
-    """Pool name → (nodes up, max_nodes)."""
-    return {pool.name: (len(pool.nodes), pool.max_nodes) for pool in pools}
+def busy_by_pool(pools: list[PoolView], runs: Iterable[RunView] = ()) -> dict[str, tuple[int, int]]:
+    """Pool name → (nodes up, max_nodes): this engine's nodes, and those of `runs` other
+    swjob processes drive (or drove: their owner died) — a pool's max_nodes holds across
+    processes, so a run here waits for those too, and "provisioning" would be a lie."""
+    elsewhere = Counter(
+        run.pool
+        for run in runs
+        if not run.live and run.finished is None and run.node is not None
+        and run.node.state != events.NodeState.GONE
+    )  # fmt: skip
+    return {pool.name: (len(pool.nodes) + elsewhere[pool.name], pool.max_nodes) for pool in pools}
 
 
 def queued(run: RunView, busy: dict[str, tuple[int, int]]) -> Queued | None:

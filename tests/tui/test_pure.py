@@ -203,7 +203,7 @@ def test_board_columns_give_way_by_priority_and_keep_the_figures_on_screen() -> 
 def test_a_run_is_queued_only_while_its_pool_is_full() -> None:
     from datetime import UTC, datetime
 
-    from engine.report.views import PoolView, RunView
+    from engine.report.views import NodeView, PoolView, RunView
     from tui.queue import busy_by_pool, queued
 
     t0 = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
@@ -227,6 +227,14 @@ def test_a_run_is_queued_only_while_its_pool_is_full() -> None:
     assert queued(run, free) is None  # a slot is free: its node is being started
     assert queued(run.model_copy(update={"phase": "materializing"}), full) is None
     assert queued(run.model_copy(update={"live": False}), full) is None  # history: not waiting
+    # max_nodes holds across processes: a node another swjob drives fills a one-node pool
+    node = NodeView(provider="local", node_id="n", pool="local", run_id="o", state="busy", since=t0)
+    theirs = run.model_copy(update={"run_id": "o", "live": False, "state": "RUNNING", "node": node})
+    one = [PoolView(name="local", provider="local", max_nodes=1, summary="")]
+    wait = queued(run, busy_by_pool(one, [theirs]))
+    assert wait is not None and "(1 of 1 nodes busy)" in wait.describe(t0)
+    ended = theirs.model_copy(update={"finished": t0})  # its node is gone with its run
+    assert queued(run, busy_by_pool(one, [ended])) is None
 
 
 def test_log_tail_and_disk_search_read_the_run_log_files(tmp_path: Path) -> None:

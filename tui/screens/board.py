@@ -180,7 +180,7 @@ class BoardScreen(Screen[None]):
         """Pools and the warning banner: a few lines, each redrawn only when what it
         shows changed."""
         pools = self.engine.pools()
-        self._busy = busy_by_pool(pools)
+        self._busy = busy_by_pool(pools, everything)
         self._pools.show(pools)
         self._banner.show(everything, self.feed.orphans)
 

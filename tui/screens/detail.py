@@ -145,7 +145,9 @@ class DetailScreen(Screen[None]):
         if timeline_key(run, self.clock) != self._timeline_shown:
             self._timeline_shown = timeline_key(run, self.clock)
             self.query_one(Timeline).show(run)
-        waiting = queued(run, busy_by_pool(self.engine.pools())) if run.live else None
+        waiting = (
+            queued(run, busy_by_pool(self.engine.pools(), self.engine.runs())) if run.live else None
+        )
         driver = None if self.past else owner(run)
         forwards = forwards_text(self.engine.live.forwards(run.run_id))
         key = render_key(run, self.clock, waiting, driver, forwards)
