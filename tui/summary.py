@@ -74,6 +74,8 @@ def warnings(run: RunView) -> Text:
         text.append(f"\nFAILED: {run.reason}", style="bold red")
     if run.missing_outputs:
         text.append(f"\nmissing outputs: {', '.join(run.missing_outputs)}", style="yellow")
+    if run.outputs_note:
+        text.append(f"\n{run.outputs_note}", style="yellow")
     for alert in run.alerts:
         text.append(f"\n⚠ {alert}", style="bold red")
     return text

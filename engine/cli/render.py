@@ -153,6 +153,8 @@ class RunPrinter:
         if event.missing_outputs:
             missing = ", ".join(event.missing_outputs)
             self.console.print(f"[yellow]missing outputs:[/] {shown(missing)}")
+        if event.outputs_note:
+            self.console.print(f"[yellow]{shown(event.outputs_note)}[/]")
         if self._cost is not None:
             split = cost_split(self._cost.by_phase, self._phases)
             self.console.print(

@@ -177,6 +177,7 @@ class Finished(_Ev):
     exit_code: int | None = None
     reason: str | None = None
     missing_outputs: list[str] = []
+    outputs_note: str | None = None  # why the outputs were not collected, verdict aside
 
 
 Event = Annotated[

@@ -86,6 +86,7 @@ def apply(view: RunView, event: ev.Event) -> RunView:
                 "exit_code": event.exit_code,
                 "reason": event.reason,
                 "missing_outputs": event.missing_outputs,
+                "outputs_note": event.outputs_note,
                 "finished": event.ts,
             }
     return view.model_copy(update=changes)

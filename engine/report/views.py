@@ -68,6 +68,7 @@ class RunView(_View):
     boot: list[Boot] = []  # the node's boot steps as reached (engine/report/boot.py)
     transfers: dict[str, TransferProgress] = {}  # keyed by direction: "push" / "pull"
     missing_outputs: list[str] = []
+    outputs_note: str | None = None  # why the outputs were not collected (run ended)
     cost_dollars: float | None = None
     cost_by_phase: dict[str, float] = {}  # dollars per phase so far (fsm Phase values)
     gpus: list[GpuView] = []  # the node's GPUs as sampled while a step ran

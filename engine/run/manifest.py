@@ -6,9 +6,10 @@ Reasons quote names the job chose, so they pass through the run's redactor.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,20 @@ from typing import Any
 from agent.transfer.receiver import Receiver
 from agent.transfer.sender import CHANGED
 from agent.transfer.walk import Entry
+
+
+class LandingFailed(Exception):
+    """The operator's own disk refused what landed (full, read-only): the outputs are not
+    collected, yet the node did nothing wrong, so the run keeps its exit code's verdict."""
+
+
+@contextlib.contextmanager
+def landing(path: Path) -> Iterator[None]:
+    """An OSError while writing `path` on the operator's disk becomes LandingFailed naming it."""
+    try:
+        yield
+    except OSError as exc:
+        raise LandingFailed(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)
@@ -70,14 +85,16 @@ def write_manifest(
 ) -> None:
     """`complete` is False when the pull failed: the files marked verified landed whole,
     the others did not land at all. A path holding a secret is written masked (the file
-    itself lands under its real name)."""
+    itself lands under its real name). LandingFailed when the disk refuses it: then no
+    manifest is left, never a half-written one."""
     files = [asdict(e) | {"path": redact(e.path)} for e in result.files]
     body: dict[str, Any] = {"complete": complete, "files": files}
     body |= {"missing": [redact(m) for m in result.missing], "refused": result.refused}
-    tmp = run_dir / ".manifest.json.tmp"
-    try:
-        tmp.write_text(json.dumps(body, indent=2) + "\n")
-    except OSError:  # its disk full: no half-written scratch file is left beside the run
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, run_dir / "manifest.json")
+    tmp, final = run_dir / ".manifest.json.tmp", run_dir / "manifest.json"
+    with landing(final):
+        try:
+            tmp.write_text(json.dumps(body, indent=2) + "\n")
+        except OSError:  # its disk full: no half-written scratch file is left beside the run
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, final)

@@ -415,6 +415,7 @@ class RunDriver:
                 exit_code=self._fsm.exit_code,
                 reason=self.view.reason,
                 missing_outputs=self.outputs.get("missing", []),
+                outputs_note=self.outputs.get("note"),
             )
         )
         extra = {

@@ -12,7 +12,13 @@ from engine.run import fsm
 from engine.run.control import NodeGone
 from engine.run.livesync import LiveSync
 from engine.run.stall import Stalled, StallGuard
-from engine.run.transfer import PullResult, TransferError, pull_outputs, push_workspace
+from engine.run.transfer import (
+    LandingFailed,
+    PullResult,
+    TransferError,
+    pull_outputs,
+    push_workspace,
+)
 from engine.state.paths import landing_excludes
 
 if TYPE_CHECKING:
@@ -104,6 +110,8 @@ class Transfers:
             )
         except Stalled as exc:
             return self._not_collected(f"collection stalled: {exc}")
+        except LandingFailed as exc:  # the operator's disk, not the node: the verdict stands
+            return self._not_collected(str(exc))
         except (TransferError, NodeGone) as exc:
             if not best_effort:
                 self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
@@ -136,4 +144,4 @@ class Transfers:
         message = self._d.redact(f"outputs not collected: {why}")
         self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
         self._d.post(fsm.OutputsCollected())
-        return {"missing": [self._d.redact(m) for m in self._d.job.outputs]}
+        return {"missing": [self._d.redact(m) for m in self._d.job.outputs], "note": message}

@@ -16,6 +16,7 @@ first; only then is it recorded ("changed during transfer"), never landed as ver
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -35,14 +36,17 @@ from agent.transfer.server import pages
 from agent.transfer.walk import Entry, walk_tree
 from agent.transfer.wire import FrameReader, StreamEnded
 from engine.run.manifest import (
+    LandingFailed,
     ManifestEntry,
     PullResult,
+    landing,
     manifest_entries,
     worth_another_pass,
     write_manifest,
 )
 
 __all__ = [
+    "LandingFailed",
     "ManifestEntry",
     "PullResult",
     "PushResult",
@@ -323,9 +327,11 @@ async def pull_outputs(
     """Pull the declared outputs into `run_dir/outputs/`, verified, and write manifest.json.
 
     `redact` masks secrets in the refusal messages, the reasons and in manifest.json's
-    paths (they quote names the job chose)."""
+    paths (they quote names the job chose). LandingFailed when the operator's own disk
+    refuses the landing directory or the manifest (an output it refuses is one not landed)."""
     receiver = Receiver(run_dir / "outputs", hash_chunked=True, per_file=True)
-    (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
+    with landing(run_dir / "outputs"):
+        (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []
     listings: list[_Listing] = []
 
@@ -364,8 +370,9 @@ async def pull_outputs(
     except BaseException:
         # failed or stopped: say which outputs landed whole; drop the partial ones' pieces
         receiver.close(discard_partials=True)
-        if listings:
-            write_manifest(run_dir, result(listings[-1], len(listings)), redact, complete=False)
+        if listings:  # the transfer's own error is the one to say; no manifest is no claim
+            with contextlib.suppress(LandingFailed):
+                write_manifest(run_dir, result(listings[-1], len(listings)), redact, complete=False)
         raise
     receiver.close()
     meters[0].finish()
