@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import hmac
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +37,7 @@ from agent.protocol import (
 )
 from engine.report.printable import visible
 from engine.run.liveops import LiveLink
+from engine.run.paused import DeadlinePassed, RunningDeadline
 from engine.run.peergate import PeerGate
 
 log = logging.getLogger("swjob.control")
@@ -79,7 +79,7 @@ class NodeSession:
         self._xfer_ready = asyncio.Event()
         self._conns: list[Any] = []
         self.live = LiveLink()  # shell and port forwarding (engine/run/liveops.py)
-        self._last_heard = time.monotonic()
+        self._silence = RunningDeadline(deadline_s)  # since the node was last heard
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self.closed = False
@@ -145,10 +145,9 @@ class NodeSession:
             raise
 
     async def _wait_for(self, flag: asyncio.Event, get: Callable[[], Any]) -> Any:
-        try:
-            async with asyncio.timeout(self.deadline_s):
-                await flag.wait()
-        except TimeoutError:
+        try:  # in this process's running time: a pause of ours is not the node's absence
+            await RunningDeadline(self.deadline_s).wait(flag.wait())
+        except DeadlinePassed:
             raise NodeGone(f"node not connected for {self.deadline_s:g} s") from None
         value = get()
         if value is None or self.closed:
@@ -163,7 +162,7 @@ class NodeSession:
         task.add_done_callback(self._tasks.discard)
 
     def _heard(self) -> None:
-        self._last_heard = time.monotonic()
+        self._silence.restart()
 
     def _drop(self, channel: Channel) -> None:
         if self._channel is channel:
@@ -196,21 +195,10 @@ class NodeSession:
     async def _watch(self) -> None:
         """Post the loss once the node has been silent past the deadline. Silence counts
         only while this process ran: one stopped (Ctrl-Z, SIGSTOP) or starved could read
-        none of the heartbeats the node sent meanwhile, so a watchdog tick that comes late
-        moves the last-heard mark on by its lateness (the node gets that time back)."""
-        tick = min(self.heartbeat_s, self.deadline_s / 4)
-        woke = time.monotonic()
-        while not self.closed:
-            now = time.monotonic()
-            late = now - woke - tick
-            if late > tick:  # this process did not run for a while: not the node's silence
-                self._last_heard = min(self._last_heard + late, now)
-            woke = now
-            silent = now - self._last_heard
-            if silent > self.deadline_s:
-                self._on_lost(f"no heartbeat for {self.deadline_s:g} s")  # "0.5 s", not "0 s"
-                return
-            await asyncio.sleep(tick)
+        none of the heartbeats the node sent meanwhile (engine/run/paused.py)."""
+        await self._silence.passed()
+        if not self.closed:
+            self._on_lost(f"no heartbeat for {self.deadline_s:g} s")  # "0.5 s", not "0 s"
 
     async def close(self) -> None:
         self.closed = True

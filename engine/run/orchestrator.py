@@ -45,6 +45,7 @@ from engine.run.attempts import Attempt
 from engine.run.bootmarks import BootMarks
 from engine.run.control import NodeGone, NodeSession
 from engine.run.costmeter import CostMeter
+from engine.run.paused import DeadlinePassed, RunningDeadline
 from engine.run.runrecord import LogFiles, PhaseClock, run_summary, write_summary
 from engine.run.runsupport import Transfers
 from engine.run.teardown import destroy
@@ -271,10 +272,9 @@ class RunDriver:
         """Watch the node (liveness) and wait for its agent to join; False on timeout."""
         assert self.handle is not None
         self._watch = asyncio.create_task(self._watch_node(self.handle))
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self.session.joined.wait()
-        except TimeoutError:
+        try:  # in this process's running time: a node that joined while we were stopped
+            await RunningDeadline(timeout_s).wait(self.session.joined.wait())
+        except DeadlinePassed:
             return False
         hello = self.session.hello
         self.remember(endpoint_id=self.session.endpoint_id, agent_ticket=hello and hello.ticket)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.standin.server import StandIn
 from tests.support.cli import Cli
 from tests.support.processes import pid_alive
 from tests.support.runs import agent_pid, events, only_run_dir, run_json, waiting_job
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.timeout(90)
 Start = Callable[..., Cli]
 DEADLINE_S = 1.0
 PAUSED_S = 3.5  # past the node-loss deadline, on both sides, several times over
+BOOT_TIMEOUT_S = 5.0
 
 
 def test_an_operator_stopped_past_the_node_deadline_carries_its_run_on(
@@ -141,4 +143,43 @@ def test_an_operator_stopped_past_the_orphan_timeout_says_its_node_gave_up(
         "`swjob run` stopped past the pool's orphan timeout",
         None,
         "the node gave up; FAILED, reason says orphaned",
+    )
+
+
+def test_an_operator_stopped_past_the_boot_timeout_still_admits_its_node(
+    tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
+) -> None:
+    """Stopped while its rented node boots, for longer than the pool's `boot_timeout_s`:
+    the node came up meanwhile and waited to join, which is no boot timeout. The run
+    completes (it was FAILED "boot timeout: node did not join within 5 s")."""
+    api.cloud.faults.never_start = True  # the image pull ends when the test says
+    pools = tmp_path / "pools.toml"
+    pools.write_text(
+        '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob==0.1.0"\n'
+        f"boot_timeout_s = {BOOT_TIMEOUT_S}\n[pools.gpu.resources]\ngpu_count = 1\n"
+    )
+    release = tmp_path / "release"
+    release.touch()
+    job = waiting_job(tmp_path / "booting", "booting", release)
+    cli = clis(
+        "run", str(job), "--pool", "gpu", "--pools", str(pools),
+        "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path,
+    )  # fmt: skip
+    eventually(lambda: cli.has_printed("image loading"), 30, "the node booting")
+    cli.signal(signal.SIGSTOP)
+    try:
+        (instance,) = api.cloud.instances
+        api.cloud.boot(instance)  # the node comes up and dials its stopped operator
+        time.sleep(BOOT_TIMEOUT_S + PAUSED_S)
+    finally:
+        cli.signal(signal.SIGCONT)
+    code = cli.wait(60)
+    out = cli.output()
+    assert "boot timeout" not in out and code == 0, out
+    assert "run | line 3" in out and "COMPLETED" in out, out
+    record_fault(
+        f"`swjob run` stopped (SIGSTOP) past its boot_timeout_s ({BOOT_TIMEOUT_S:g} s) "
+        "while the node booted",
+        None,
+        "resumed, the node joined, the run COMPLETED",
     )

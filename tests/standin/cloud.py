@@ -238,6 +238,10 @@ class Cloud:
             timer.start()
         return inst
 
+    def boot(self, instance_id: int) -> None:
+        """End the image pull of an instance held by `never_start` now: its command runs."""
+        self._boot(self.instances[instance_id])
+
     def _boot(self, inst: Instance) -> None:
         with self.lock:
             if inst.id not in self.instances:
