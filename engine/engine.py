@@ -594,15 +594,17 @@ class Engine:
     async def wait(self, run_id: str) -> RunView:
         return await asyncio.shield(self._tasks[run_id])
 
-    def alert(self, message: str, orphan: str | None = None) -> None:
+    def alert(self, message: str, orphan: str | None = None, collectable: bool = True) -> None:
         """A warning shown by the TUI and the CLI. Raised while working for a run (a
         provider retrying that run's calls) it is the run's, kept in its run.json; else it
-        is engine-wide. `orphan` names a node found billing without a run."""
+        is engine-wide. `orphan` names a node found billing without a run (`collectable`:
+        one `swjob gc` would destroy)."""
         driver = self._drivers.get(scope.current_run())
         if driver is not None and not driver.view.terminal:
             driver.publish(ev.Alert(run_id=driver.view.run_id, message=message))
             return
-        self.stream.publish(ev.Alert(run_id="", message=message, orphan=orphan))
+        alert = ev.Alert(run_id="", message=message, orphan=orphan, collectable=collectable)
+        self.stream.publish(alert)
 
     def _rents_nodes(self) -> bool:
         return any(p.provider == "vastai" for p in self.config.pools)
@@ -667,9 +669,10 @@ class Engine:
         except Exception as exc:  # whatever broke, the operator hears of it: never silence
             self.alert(f"could not check for orphaned nodes: {one_line(exc)}")
             return
-        for orphan in found:
-            described = orphan.describe()
-            self.alert(f"orphaned node: {described} — run `swjob gc`", orphan=described)
+        for orphan in found:  # one gc leaves alone says why (describe), not "run swjob gc"
+            described, ours = orphan.describe(), orphan.collectable
+            action = " — run `swjob gc`" if ours else ""
+            self.alert(f"orphaned node: {described}{action}", orphan=described, collectable=ours)
 
     # ---- reading -----------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from engine.api import events as ev
 from tui import calls, hangup, live
 from tui.api import Clock, EngineAPI, Subscription
 from tui.commands import ActionCommands
-from tui.feed import Feed
+from tui.feed import Feed, OrphanLine
 from tui.messages import OpenRun, RunFinished, RunsUpdated
 from tui.owners import Owner, owner
 from tui.screens.board import BoardScreen
@@ -385,7 +385,7 @@ class SwjobApp(App[None]):
         except calls.CallError as exc:
             self.notify(str(exc), severity="warning")
             return
-        self.feed.orphans = [o.describe() for o in left]
+        self.feed.orphans = [OrphanLine(o.describe(), o.collectable) for o in left]
 
     def action_help(self) -> None:
         bindings = self.screen.active_bindings

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from engine.api import LogLine, Stream, printable
 from engine.api import events as ev
@@ -55,11 +56,19 @@ class RunLog:
         return list(self.lines)[-missed:]
 
 
+class OrphanLine(NamedTuple):
+    """An orphaned node as the board's banner shows it: described, and whether `x`
+    collects it (not another operator's, say)."""
+
+    text: str
+    collectable: bool
+
+
 class Feed:
     def __init__(self, cap: int = 5000) -> None:
         self.cap = cap
         self.logs: dict[str, RunLog] = {}
-        self.orphans: list[str] = []  # one line per orphaned node, until collected
+        self.orphans: list[OrphanLine] = []  # one per orphaned node, until collected
         self._dirty: set[str] = set()
 
     def log(self, run_id: str) -> RunLog:
@@ -72,7 +81,7 @@ class Feed:
             self.log(event.run_id).extend(lines_of(event.step.value, event.lines))
             return
         if isinstance(event, ev.Alert) and event.orphan:
-            self.orphans.append(event.orphan)
+            self.orphans.append(OrphanLine(event.orphan, event.collectable))
         self._dirty.add(event.run_id)
 
     def mark(self, run_ids: set[str]) -> None:

@@ -148,6 +148,7 @@ class Alert(_Ev):
     message: str
     persistent: bool = False
     orphan: str | None = None  # set on the start-up check's warnings: the node, described
+    collectable: bool = True  # that node is ours to collect here (engine/providers/gc.py)
 
 
 class Cost(_Ev):

@@ -91,10 +91,24 @@ async def test_collect_counts_only_our_nodes_and_says_what_it_left(engine, api, 
         api.cloud.destroy(theirs.id)
 
 
+def banner_line(app: SwjobApp, instance: object) -> str:
+    [line] = [line for line in banner(app).splitlines() if f"instance {instance} " in line]
+    return line
+
+
 async def _collect_beside(engine: Engine, api: StandIn, orphan: str, theirs: int) -> None:
     app = SwjobApp(engine)
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
+        # the banner offered "x to collect" for theirs too, and the start-up warning
+        # "run `swjob gc`": neither collects it
+        await until(pilot, lambda: f"instance {theirs} " in banner(app))
+        await until(pilot, lambda: f"instance {orphan} " in banner(app))
+        assert banner_line(app, orphan).endswith("— x to collect")
+        their_line = banner_line(app, theirs)
+        assert their_line.endswith("operator 0badc0de's, not ours: left alone"), their_line
+        [warned] = [t for t in toasts(app) if f"instance {theirs} " in t]
+        assert "swjob gc" not in warned, warned
         await pilot.press("x")
         screen = app.screen
         assert isinstance(screen, OrphansScreen)
@@ -111,6 +125,8 @@ async def _collect_beside(engine: Engine, api: StandIn, orphan: str, theirs: int
         left = f"left 1: instance {theirs} (run run-theirs) — operator 0badc0de's, not ours"
         assert left in said and "nothing left billing" not in said, said
         assert set(api.cloud.instances) == {theirs} and Ledger().open_entries() == []
+        await until(pilot, lambda: f"instance {orphan} " not in banner(app))
+        assert banner(app) == f"⚠ orphaned node: {their_line.removeprefix('⚠ orphaned node: ')}"
 
         await pilot.press("x")  # only theirs is left: nothing to collect, y does nothing
         screen = app.screen

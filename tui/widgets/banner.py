@@ -11,17 +11,18 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.api import RunView
+from tui.feed import OrphanLine
 
 
-def render_banner(runs: list[RunView], orphans: list[str]) -> Text:
+def render_banner(runs: list[RunView], orphans: list[OrphanLine]) -> Text:
     text = Text()
     for run in runs:
         for alert in run.alerts:
             text.append("⚠ ", style="bold red").append(alert, style="bold red")
             text.append(f"  ({run.job_name} · {run.run_id})\n", style="red")
-    for orphan in orphans:
-        text.append("⚠ orphaned node: ", style="bold yellow").append(orphan)
-        text.append("  — x to collect\n", style="bold")
+    for orphan in orphans:  # one `x` leaves alone already says why
+        text.append("⚠ orphaned node: ", style="bold yellow").append(orphan.text)
+        text.append("  — x to collect\n" if orphan.collectable else "\n", style="bold")
     text.rstrip()
     return text
 
@@ -34,7 +35,7 @@ class Banner(Static):
         self._shown: tuple[object, ...] = ()
         self.display = False
 
-    def show(self, runs: list[RunView], orphans: list[str]) -> None:
+    def show(self, runs: list[RunView], orphans: list[OrphanLine]) -> None:
         flagged = [run for run in runs if run.alerts]
         key = (tuple((r.run_id, tuple(r.alerts)) for r in flagged), tuple(orphans))
         if key == self._shown:
