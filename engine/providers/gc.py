@@ -39,7 +39,7 @@ from engine.state.ledger import Ledger, LedgerEntry
 from engine.state.locked import StateNotWritten
 
 GONE = "gone"
-UNVERIFIABLE = "unverifiable: its pool is no longer configured"
+UNVERIFIABLE = "unverifiable"  # a ledger row whose pool left the pools file
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,9 @@ class Orphan:
 
     @property
     def collectable(self) -> bool:
-        """Ours to destroy: not another operator's, not already being destroyed."""
-        return not self.foreign and not self.settling
+        """Ours to destroy here: not another operator's, not already being destroyed, its
+        pool still configured (the account to destroy it with)."""
+        return self.why_left is None
 
     @property
     def ends_run(self) -> bool:
@@ -84,12 +85,16 @@ class Orphan:
             return f"operator {self.foreign}'s, not ours"
         if self.settling:
             return "being destroyed: Vast lists it until the destroy settles"
+        if self.status == UNVERIFIABLE:
+            return f"its pool {self.pool} is gone from the pools file"
         return None
 
     def describe(self) -> str:
         hours = self.billing_s / 3600
         cost = f", ≈ ${hours * self.price_per_hour:.2f}" if self.price_per_hour else ""
         price = f" at ${self.price_per_hour:.3f}/h" if self.price_per_hour else ""
+        if self.status == UNVERIFIABLE:
+            return f"{self.name}: not collectable here — {self.why_left}"
         if self.status == GONE:
             line = f"ledger row of run {self.run_id} (pool {self.pool}): no instance exists"
             if self.ends_run:
@@ -376,9 +381,8 @@ def cli_gc(
     for orphan in orphans:
         print(f"  {orphan.describe()}", file=out)
     ours = [o for o in orphans if o.collectable]
-    if not ours:
-        settling = any(o.settling for o in orphans)
-        print("nothing to destroy" if settling else "none of them is ours to destroy", file=out)
+    if not ours:  # each line above says why it is left
+        print("nothing to destroy", file=out)
         return 0
     if not yes and not _confirmed(ask, f"destroy {len(ours)} orphan(s)? [y/N] ", out):
         print("nothing destroyed", file=out)

@@ -116,16 +116,28 @@ def test_cli_gc_says_when_the_account_cannot_be_listed(api, pools) -> None:
     assert "HTTP 500" in out.getvalue() and api.api_key not in out.getvalue()
 
 
-async def test_a_ledger_row_of_a_pool_no_longer_configured_is_reported_not_guessed(
-    api, pools
+async def test_a_ledger_row_of_a_pool_no_longer_configured_is_not_collectable_here(
+    api, pools, tmp_path
 ) -> None:
+    """Its instance is on an account no configured pool lists: nothing here can verify or
+    destroy it. It counted as ours to collect, and collecting it was then reported as a
+    problem (`swjob gc --yes` exited 1 with "unknown pool 'retired'"); now it is listed
+    as not collectable here, naming its pool, and gc destroys nothing."""
     ledger = Ledger()
     entry = ledger.record_intent("run-old", "vastai", "swjob:run-old", pool="retired")
     ledger.record_created(entry, "424242")
     [orphan] = await find_orphans(pools, ledger, set(), retry=FAST)
-    assert orphan.status.startswith("unverifiable") and orphan.instance_id == "424242"
-    done = await destroy_orphans([orphan], pools, ledger, retry=FAST)
-    assert done.destroyed == 0 and len(done.problems) == 1 and "retired" in done.problems[0]
+    why = "its pool retired is gone from the pools file"
+    assert not orphan.collectable and orphan.why_left == why, orphan
+    (tmp_path / "pools.toml").write_text(POOLS_FILE)
+    done = await asyncio.to_thread(
+        swjob, "gc", "--yes", "--pools", str(tmp_path / "pools.toml"), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        f"  instance 424242 (run run-old): not collectable here — {why}",
+        "nothing to destroy",
+    ], done.stdout
     assert [e.entry for e in ledger.open_entries()] == [entry]
 
 
