@@ -147,7 +147,8 @@ class LocalProvider:
         """The node of `run_id` if its agent runs though its pid was never written down:
         the operator died between the fork server's answer (the agent had its go) and
         the record. Found by its directory, named after the run, and the agent working
-        in it; adopted, so that it rejoins or is torn down like any recorded node."""
+        in it; adopted, so that it rejoins or is torn down like any recorded node. A
+        directory with nothing in it never had an agent (_remove_if_empty): removed."""
         for root in sorted(cache_dir().joinpath("nodes").glob(f"local-{glob.escape(run_id)}-*")):
             pid = await asyncio.to_thread(_agent_in, root)
             if pid is not None:
@@ -157,6 +158,7 @@ class LocalProvider:
                 )  # fmt: skip
                 self.adopt(handle)
                 return handle
+            _remove_if_empty(root)
         return None
 
     async def may_have_node(self, run_id: str) -> bool:
@@ -236,6 +238,15 @@ def _kill_orphan_step(root: Path) -> None:
         from agent.procgroup import kill_recorded_step_now  # psutil, for this rare case only
 
         kill_recorded_step_now(record)
+
+
+def _remove_if_empty(root: Path) -> None:
+    """Remove a node directory its operator died in before starting the agent (made just
+    before it, _start). An agent's start first makes its agent.log there, so an empty one
+    never had an agent, and none can start in it once it is gone (a fork whose operator
+    died gets no go: agent/forkserver.py). One with anything in it is left as it is."""
+    with contextlib.suppress(OSError):  # not empty, or gone already
+        root.rmdir()
 
 
 def _agent_in(root: Path) -> int | None:

@@ -3,7 +3,8 @@ itself with SIGKILL from inside the code path), and a new engine adopts the run.
 
 - while the run was queued for a slot (no node asked for): the adopter starts it;
 - after its node was asked for, before its handle was recorded (a node directory made,
-  no agent in it): its node may exist, so the run is FAILED, never provisioned twice;
+  no agent in it): its node may exist, so the run is FAILED, never provisioned twice,
+  and the empty directory is removed;
 - half way through the workspace push (MATERIALIZING): the push is issued again;
 - half way through the output pull (COLLECTING): the pull is issued again;
 - the job file changed or is gone while the operator was away: the run is FAILED (a
@@ -64,11 +65,13 @@ local.LocalProvider.provision = provision
     "provisioning": """
 from engine.providers import local
 
-async def start(self, bootstrap):
-    local.node_root(f"local-{bootstrap.run_id}-dead").mkdir(parents=True)
+from engine.report import appender
+
+async def fork(root, args, env):
+    await appender.written()  # its boot under way is on record: a node was asked for
     die("DIED while provisioning")  # its node's directory made, its agent not started
 
-local.LocalProvider._start = start
+local._fork = fork
 """,
     "push": """
 from engine.run import runsupport
@@ -159,12 +162,14 @@ async def test_killed_while_queued_with_its_job_file_changed_the_run_is_failed(
 async def test_killed_after_its_node_was_asked_for_fails_the_run(tmp_path: Path) -> None:
     _, runs, run_dir = echo_killed_at("provisioning", "DIED while provisioning", tmp_path)
     assert phases(run_dir)[-1] == "provisioning"
+    [made] = cache_dir().glob(f"nodes/local-{run_dir.name}-*")  # by the real provider
+    assert not any(made.iterdir())
     view = await recover(runs, load_pools(None), run_dir.name)
     assert view.state == "FAILED"
     assert view.reason == "operator restarted before the node was provisioned"
     assert json.loads((run_dir / "run.json").read_text())["state"] == "FAILED"
     assert not (run_dir / "logs" / "run.log").exists()  # nothing ran anywhere
-    assert [p.name for p in cache_dir().glob("nodes/*")] == [f"local-{run_dir.name}-dead"]
+    assert list(cache_dir().glob("nodes/*")) == []  # its empty directory was left for good
 
 
 async def test_killed_mid_push_the_push_is_issued_again(tmp_path: Path) -> None:
