@@ -2,7 +2,8 @@
 FSM command, the run ends FAILED with one line "internal error: …" and its node — a real
 agent process — is torn down. Faults go in through real seams: a provider subclass, a
 workspace the walk cannot read, run-dir paths the engine cannot write (a directory where a
-log file goes, a file where outputs/ goes)."""
+log file goes). Outputs that cannot land (a file where outputs/ goes) are no internal
+error: the exit code's verdict stands and they are reported not collected."""
 
 from __future__ import annotations
 
@@ -116,14 +117,6 @@ CASES: dict[str, tuple[type[Recording], Prepare, str, str]] = {
     "MaterializeWorkspace-too-deep": (Recording, _too_deep, "true", "internal error: OSError"),
     "RunSetup": (Recording, _log_is_a_dir("setup"), "true", "internal error: IsADirectoryError"),
     "RunJob": (Recording, _log_is_a_dir("run"), "true", "internal error: IsADirectoryError"),
-    "CollectOutputs": (Recording, _outputs_is_a_file, "echo x > o", "internal error: FileExists"),
-    # after a failed run the verdict stands; the abandoned teardown is ordered again
-    "CollectOutputs-best-effort": (
-        Recording,
-        _outputs_is_a_file,
-        "echo x > o; exit 3",
-        "run exited with code 3",
-    ),
 }
 
 
@@ -160,6 +153,30 @@ async def test_an_exception_in_any_command_ends_the_run_and_tears_down(
     assert (ended - raised).total_seconds() < SHUTDOWN_TIMEOUT_S, "teardown waited"
     assert len(provider.handles) == 1 and not any(map(pid_alive, provider.agent_pids()))
     record_fault(f"{case} raises", None, f"FAILED '{view.reason[:70]}', node gone")
+
+
+@pytest.mark.parametrize("code", [0, 3])
+async def test_outputs_that_cannot_land_keep_the_verdict_and_say_why(
+    tmp_path, make_job, record_fault, code: int
+) -> None:
+    """A file where outputs/ goes: it was "FAILED — internal error: FileExistsError" after
+    exit 0. The exit code decides; what could not land is said, naming the path."""
+    job = make_job(run=f"echo x > o; exit {code}", outputs=["o"])
+    provider = Recording()
+    async with engine_with(tmp_path / "runs", grace_s=1.0) as engine:
+        engine._providers["local"] = provider
+        run_id = await engine.submit(job, "local")
+        run_dir = engine.run(run_id).run_dir
+        _outputs_is_a_file(tmp_path, run_dir)  # the driver has not started yet
+        view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert (view.state, view.exit_code) == ("COMPLETED" if code == 0 else "FAILED", code), view
+    assert view.reason == (None if code == 0 else "run exited with code 3"), view.reason
+    assert (
+        view.outputs_note == f"outputs not collected: cannot write {run_dir}/outputs: File exists"
+    )
+    assert view.missing_outputs == ["o"] and not (run_dir / "manifest.json").exists()
+    assert len(provider.handles) == 1 and not any(map(pid_alive, provider.agent_pids()))
+    record_fault(f"outputs/ in the way after exit {code}", None, f"{view.state}, node gone")
 
 
 @pytest.mark.parametrize("times", [1, 99])
