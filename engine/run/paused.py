@@ -3,9 +3,11 @@
 An operator process stopped (Ctrl-Z, SIGSTOP), asleep with its laptop or starved by a
 loaded machine reads nothing meanwhile: the heartbeats, the join or the bytes a node sent
 then wait unread, which is no silence of the node. Such a stretch shows as a wait that
-comes back late, so a `RunningDeadline` waits in short ticks and gives each tick's
-lateness back: the boot timeout, the wait for a node to reconnect, the node-loss watchdog
-and the collection's stall guard all use it.
+comes back late, so a `RunningDeadline` waits in short ticks, and after one that came
+back paused it starts over: the peer backed off while we were away (QUIC retransmits,
+the agent's redial), so what it sends comes a while after we run again. The boot
+timeout, the wait for a node to reconnect, the node-loss watchdog and the collection's
+stall guard all use it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class DeadlinePassed(Exception):
 
 
 class RunningDeadline:
-    """`seconds` of this process's running time from its start or its last `restart()`."""
+    """`seconds` from its start, its last `restart()` or the end of the last pause of this
+    process, whichever came last."""
 
     def __init__(self, seconds: float, tick_s: float = TICK_S) -> None:
         self.seconds = seconds
@@ -57,9 +60,8 @@ class RunningDeadline:
                 done, _ = await asyncio.wait({task}, timeout=wait)
                 if done:
                     return task.result()
-                # a restart() meanwhile (the node heard after a pause) must not go further
-                paused = not_running_s(asked, wait)
-                self._start = min(self._start + paused, time.monotonic())
+                if not_running_s(asked, wait):
+                    self.restart()
             raise DeadlinePassed(f"{self.seconds:g} s passed")
         finally:
             if not task.done():
