@@ -29,6 +29,7 @@ Start = Callable[..., Cli]
 DEADLINE_S = 1.0
 PAUSED_S = 3.5  # past the node-loss deadline, on both sides, several times over
 BOOT_TIMEOUT_S = 5.0
+STALL_S = 2.0
 
 
 def test_an_operator_stopped_past_the_node_deadline_carries_its_run_on(
@@ -73,7 +74,9 @@ def test_an_operator_stopped_mid_collection_past_the_stall_deadline_still_collec
     `collect_stall_s`: the bytes the node sent meanwhile sat unread, which is no stall of
     the transfer. The output lands whole and verified."""
     pools = tmp_path / "pools.toml"
-    pools.write_text('[pools.local]\nprovider = "local"\ncollect_stall_s = 1\n')
+    # the pause is past it; after SIGCONT a whole one runs, and under the full suite's
+    # load a 1 s one was seen to pass before bytes moved again
+    pools.write_text(f'[pools.local]\nprovider = "local"\ncollect_stall_s = {STALL_S:g}\n')
     project = tmp_path / "big"
     project.mkdir()
     job = project / "job.toml"
@@ -101,7 +104,7 @@ def test_an_operator_stopped_mid_collection_past_the_stall_deadline_still_collec
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert [f["verified"] for f in manifest["files"]] == [True], manifest
     record_fault(
-        f"`swjob run` stopped (SIGSTOP) {PAUSED_S:g} s mid-collection, collect_stall_s 1",
+        f"`swjob run` stopped (SIGSTOP) {PAUSED_S:g} s mid-collection, collect_stall_s {STALL_S:g}",
         None,
         "resumed, the 200 MB output landed verified",
     )
