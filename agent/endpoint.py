@@ -15,6 +15,7 @@ from iroh import iroh_ffi
 
 from agent import irohfix  # noqa: F401  (applies the send-path fix on import)
 from agent.protocol import CTL_ALPN, LIVE_ALPN, XFER_ALPN
+from agent.transfer.memory import pin_malloc
 
 RELAY_ENV = "SWJOB_IROH_RELAY"
 BIND_ENV = "SWJOB_IROH_BIND"
@@ -49,6 +50,7 @@ async def bind(
     its resume service); `port` asks for the same UDP port as last time, so a node
     that knows only our old direct address can find us again without a relay.
     """
+    pin_malloc()  # before the binding's runtime starts its threads (their arenas)
     bind_uniffi_loop()
     preset = iroh_ffi.preset_n0() if relays_enabled() else iroh_ffi.preset_n0_disable_relay()
     options = iroh_ffi.EndpointOptions(

@@ -47,7 +47,7 @@ from agent.transfer.chunkdata import CRC_MAX, chunk_data, read_back
 from agent.transfer.compress import decompress
 from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.landing import Lander
-from agent.transfer.memory import pin_mmap_threshold
+from agent.transfer.memory import pin_malloc
 from agent.transfer.safety import check_relpath
 from agent.transfer.schedule import CHUNK, chunk_count
 from agent.transfer.sender import CHANGED, Changed
@@ -120,7 +120,7 @@ class Receiver:
         self._inflight: set[Future[tuple[int, int, str | None]]] = set()
         self._closed = False
         self.refused: list[str] = []  # links removed at close: they resolved outside the root
-        pin_mmap_threshold()
+        pin_malloc()
 
     def forget_failed(self, paths: Iterable[str] | None = None) -> None:
         """Let failed files (all, or `paths`) be sent again: a new attempt starts."""

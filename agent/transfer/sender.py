@@ -23,7 +23,7 @@ from agent.transfer import wire
 from agent.transfer.chunkdata import crc_of
 from agent.transfer.compress import DEFAULT_LEVEL, Pace, maybe_compress, maybe_compress_parts
 from agent.transfer.errors import TransferError
-from agent.transfer.memory import pin_mmap_threshold
+from agent.transfer.memory import pin_malloc
 from agent.transfer.safety import check_link_target, check_parents, check_relpath, open_for_read
 from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, Item
 from agent.transfer.zeros import all_zero, zero_crc
@@ -270,7 +270,7 @@ async def send_items(
     on_packet: Callable[[Packet], None] = lambda p: None,
 ) -> None:
     """Write the packets for `items`, building the next one while the current one is sent."""
-    pin_mmap_threshold()
+    pin_malloc()
     queue: asyncio.Queue[Packet | BaseException | None] = asyncio.Queue(_QUEUE)
     pace = Pace()
 
