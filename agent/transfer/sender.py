@@ -1,8 +1,10 @@
 """Turning a stream's items into framed packets and writing them, reads overlapped with sends.
 
 Packets are built in a worker thread (file reads, hashing and zstd release the GIL)
-while the previous packet is on the wire; a small queue bounds memory to a few
-packets per stream whatever the tree.
+while the previous packet is on the wire, and no further ahead: a stream holds two
+packets at most whatever the tree, the one being written and the next. (With one more
+waiting its turn, as before, the operator's peak RSS was 15 MB higher on tree a, 13 MB
+on tree c and 19 MB on tree c over 100 Mbit, pushes no faster.)
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, Item
 from agent.transfer.zeros import all_zero, zero_crc
 
 WRITE_PIECE = 1024 * 1024  # the binding sends 1 MiB writes faster than larger ones
-_QUEUE = 1  # packets built ahead of the one being written: bounds memory per stream
 # A stream's batches start this small and double up to BATCH_TARGET: nothing goes out
 # before the first is packed, and four 4 MiB batches packed at once on a loaded machine
 # held a push's first byte back 1-2 s (tree c); starting small, 0.4-0.7 s.
@@ -271,7 +272,7 @@ async def send_items(
 ) -> None:
     """Write the packets for `items`, building the next one while the current one is sent."""
     pin_malloc()
-    queue: asyncio.Queue[Packet | BaseException | None] = asyncio.Queue(_QUEUE)
+    queue: asyncio.Queue[Packet | BaseException | None] = asyncio.Queue(1)
     pace = Pace()
 
     async def produce() -> None:
@@ -284,6 +285,7 @@ async def send_items(
                 packet.pack_s = time.perf_counter() - started
                 target = min(2 * target, BATCH_TARGET)
                 await queue.put(packet)
+                await queue.join()  # the next is built while this one is written, not before
             await queue.put(None)
         except Exception as exc:
             await queue.put(exc)
@@ -292,6 +294,7 @@ async def send_items(
     sent = 0
     try:
         while (packet := await queue.get()) is not None:
+            queue.task_done()
             if isinstance(packet, BaseException):
                 raise packet
             started = time.perf_counter()
