@@ -17,7 +17,9 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from agent.transfer.compress import DEFAULT_LEVEL, Pace, maybe_compress, maybe_c
 from agent.transfer.errors import TransferError
 from agent.transfer.memory import pin_malloc
 from agent.transfer.safety import check_link_target, check_parents, check_relpath, open_for_read
-from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, Item
+from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, STREAMS, Item
 from agent.transfer.zeros import all_zero, zero_crc
 
 WRITE_PIECE = 1024 * 1024  # the binding sends 1 MiB writes faster than larger ones
@@ -35,6 +37,23 @@ WRITE_PIECE = 1024 * 1024  # the binding sends 1 MiB writes faster than larger o
 # before the first is packed, and four 4 MiB batches packed at once on a loaded machine
 # held a push's first byte back 1-2 s (tree c); starting small, 0.4-0.7 s.
 FIRST_BATCH = 256 * 1024
+
+
+PACKER = "swjob-pack"  # the name of the threads packets are built in
+
+
+@cache
+def packers() -> ThreadPoolExecutor:
+    """The threads every stream's packets are built in: one a core, at most one a stream.
+    Each thread keeps its zstd contexts (~3.4 MB at level 6), and asyncio's own pool has
+    up to cores + 4 threads, any of which a stream's next packet may land on: over a
+    push, each of them came to hold contexts of its own. More packers than cores only
+    contend for them, and hold more packets half-built."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return ThreadPoolExecutor(min(STREAMS, cores or 1), thread_name_prefix=PACKER)
+
+
+os.register_at_fork(after_in_child=packers.cache_clear)  # a child has none of the threads
 
 
 @dataclass
@@ -243,6 +262,15 @@ def build_packet(
     return packet, i
 
 
+def _timed_build(*args: Any) -> tuple[Packet, int]:
+    """`build_packet(*args)` in a packer thread; `pack_s` is the time it took there, not
+    counting its wait for a free packer (the pace would read that as slow packing)."""
+    started = time.perf_counter()
+    packet, end = build_packet(*args)
+    packet.pack_s = time.perf_counter() - started
+    return packet, end
+
+
 async def write_parts(write: Callable[[bytes], Awaitable[None]], parts: list[bytes]) -> None:
     """Write `parts` in pieces of at most WRITE_PIECE bytes, small parts coalesced; a part
     of a fitting size is written as it is (no copy)."""
@@ -279,10 +307,8 @@ async def send_items(
         i, target = 0, FIRST_BATCH
         try:
             while i < len(items):
-                started = time.perf_counter()
-                build = (build_packet, root, items, i, pace.level, target)
-                packet, i = await asyncio.to_thread(*build)
-                packet.pack_s = time.perf_counter() - started
+                build = (_timed_build, root, items, i, pace.level, target)
+                packet, i = await asyncio.get_running_loop().run_in_executor(packers(), *build)
                 target = min(2 * target, BATCH_TARGET)
                 await queue.put(packet)
                 await queue.join()  # the next is built while this one is written, not before

@@ -6,12 +6,23 @@ threads first allocate and last as long as it does.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="glibc's arenas")
+from agent.transfer.schedule import STREAMS
+from agent.transfer.sender import PACKER
+from engine.run.transfer import push_workspace
+from tests.integration.transfer_harness import loopback_pair
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="glibc's arenas"),
+    pytest.mark.timeout(60),
+]
 
 ARENAS = """
 import asyncio, ctypes, os, tempfile, threading
@@ -54,3 +65,17 @@ def test_a_bound_process_keeps_one_malloc_arena_for_all_its_threads() -> None:
         [sys.executable, "-c", ARENAS], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.split() == ["heaps", "1"], out.stdout + out.stderr
+
+
+async def test_a_push_packs_in_one_thread_a_core_at_most_one_a_stream(tmp_path: Path) -> None:
+    """Packets are built in the packers' threads, never more than cores or streams: each
+    thread keeps its own zstd contexts (several MB at level 6)."""
+    src, node = tmp_path / "src", tmp_path / "node"
+    for d in range(4):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(48):  # ~24 MiB of text: several 4 MiB runs for every stream
+            (src / f"d{d}" / f"f{i}.py").write_bytes(b"def f%d(x):\n    return x\n" % i * 5000)
+    async with loopback_pair(node) as link:
+        await push_workspace(link, src, [], lambda p: None)
+    packers = [t for t in threading.enumerate() if t.name.startswith(PACKER)]
+    assert 1 <= len(packers) <= min(STREAMS, len(os.sched_getaffinity(0)))
