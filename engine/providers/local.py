@@ -46,6 +46,11 @@ ORPHANED = 5
 """The agent's exit code once it gave up on its operator (agent/node.py, ExitCode)."""
 
 
+def run_of(node_id: str) -> str:
+    """The run a local node is for: its id is `local-<run id>-<4 hex>`."""
+    return node_id.removeprefix("local-")[:-5]
+
+
 class _LocalNode:
     """An agent process: forked by our fork server, our child, or (after an engine
     restart) adopted by pid."""
@@ -99,12 +104,12 @@ class LocalProvider:
         self._agent_env = dict(agent_env or {})
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
-        await self._slots.take(self._alert)
+        await self._slots.take(bootstrap.run_id, self._alert)
         try:
             scope.boot_reached(BootPhase.SLOT_TAKEN)  # queueing ends, booting begins
             return await self._start(bootstrap)
         except BaseException:
-            self._slots.give_back()
+            self._slots.give_back(bootstrap.run_id)
             raise
 
     async def _start(self, bootstrap: Bootstrap) -> NodeHandle:
@@ -141,7 +146,7 @@ class LocalProvider:
         pid = handle.offer.get("pid")
         if isinstance(pid, int) and handle.node_id not in self._nodes:
             self._nodes[handle.node_id] = _LocalNode(pid, node_root(handle.node_id), None)
-            self._slots.hold()
+            self._slots.hold(run_of(handle.node_id))
 
     async def find_node(self, run_id: str) -> NodeHandle | None:
         """The node of `run_id` if its agent runs though its pid was never written down:
@@ -197,7 +202,7 @@ class LocalProvider:
             _kill_orphan_step(node.root)
             shutil.rmtree(node.root, ignore_errors=True)
         finally:
-            self._slots.give_back()
+            self._slots.give_back(run_of(handle.node_id))
 
 
 async def _fork(root: Path, args: list[str], env: dict[str, str]) -> ForkedAgent | None:

@@ -9,24 +9,32 @@ adopts a pool's running node and the run that was queued behind it starts that r
 only once the node is gone.
 
 Across processes a slot is a lock file of the pool (`<state dir>/slots/pool-<name>/<i>`)
-held with flock by the process whose node it is: the OS drops it when that process dies
-however it dies, so an adopter claims it again for the node it takes over. A process
-whose pool slots are all held elsewhere waits, looking again every SHARED_POLL_S. Before
-this, `max_nodes` held within one process only: two `swjob run` on a one-node Vast.ai
-pool rented two instances at once.
+held with flock by the process whose node it is, and naming the run the node is for. The
+OS drops the lock when that process dies, however it dies, but the node may live on (a
+`kill -9`'d `swjob run` leaves its node running for an adopter): a slot whose file names
+a run the run index still lists as unfinished stays taken until that run ends — adopted
+and carried to its end, or settled by `swjob gc` — and the adopter locks that very file
+again for the node it takes over. A process whose pool slots are all taken elsewhere
+waits, looking again every SHARED_POLL_S, and says once why. Before, `max_nodes` held
+within one process only: two `swjob run` on a one-node Vast.ai pool rented two instances
+at once; and a dead operator's node was not counted at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
+import os
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
 
+from agent.fdio import write_all
 from engine.state.paths import state_dir
+from engine.state.store import run_unfinished
 
 SHARED_POLL_S = 0.5
 
@@ -45,28 +53,39 @@ class Slots:
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._pool = pool
         self._shared = pool_slots(pool) if pool is not None else None
-        self._claims: list[BinaryIO] = []  # slot files this process holds, one per node
-        self._unclaimed = 0  # nodes counted with no slot file (adopted past the limit)
+        # run → the slot files it holds: files, not descriptors, so an engine dropped
+        # without tearing down (a test's, a crashed one's) lets its locks go with it
+        self._claims: dict[str, list[BinaryIO]] = {}
+        self._unclaimed: set[str] = set()  # runs counted with no slot file (adopted past the limit)
 
     @property
     def used(self) -> int:
         return self._used
 
-    async def take(self, say: Callable[[str], None] = lambda _message: None) -> None:
-        """Wait for a free slot (after those already waiting here) and take it; `say` is
-        told once when every slot is held by other processes (none of them here)."""
+    async def take(self, run_id: str, say: Callable[[str], None] = lambda _message: None) -> None:
+        """Wait for a free slot for `run_id`'s node (after those already waiting here) and
+        take it; `say` is told once when every slot is taken by other processes' nodes."""
         await self._take_here()
         try:
-            if not self._claim():
-                say(
-                    f"pool {self._pool}: all {self._limit} of its nodes (max_nodes) are "
-                    "held by other swjob processes; waiting for one"
-                )
-                while not self._claim():
+            if (orphans := self._claim(run_id)) is not None:
+                say(self._held_elsewhere(orphans))
+                while self._claim(run_id) is not None:
                     await asyncio.sleep(SHARED_POLL_S)
         except BaseException:
             self._give_back_here()
             raise
+
+    def _held_elsewhere(self, orphans: list[str]) -> str:
+        said = (
+            f"pool {self._pool}: all {self._limit} of its nodes (max_nodes) are held by "
+            "other swjob processes"
+        )
+        if orphans:
+            said += (
+                f", {len(orphans)} by a run whose swjob process died ({', '.join(orphans)}): "
+                "`swjob attach RUN` carries it to its end, `swjob gc` collects its node"
+            )
+        return said + "; waiting for one"
 
     async def _take_here(self) -> None:
         if self._used < self._limit and not self._waiting:
@@ -84,18 +103,25 @@ class Slots:
             if waiter in self._waiting:
                 self._waiting.remove(waiter)
 
-    def hold(self) -> None:
-        """Count an adopted node: never waits, may go past the limit."""
+    def hold(self, run_id: str) -> None:
+        """Count an adopted node of `run_id`: never waits, may go past the limit. The slot
+        file its dead operator held (naming the run) is locked again if there is one."""
         self._used += 1
-        if not self._claim():
-            self._unclaimed += 1
+        if not self._reclaim(run_id) and self._claim(run_id) is not None:
+            self._unclaimed.add(run_id)
 
-    def give_back(self) -> None:
-        """A node is gone (or was never made): its slot goes to the longest waiting."""
-        if self._unclaimed:
-            self._unclaimed -= 1
-        elif self._claims:
-            self._claims.pop().close()  # closing drops its flock
+    def give_back(self, run_id: str) -> None:
+        """`run_id`'s node is gone (or was never made): its slot goes to the longest waiting."""
+        held = self._claims.get(run_id)
+        if held:
+            slot = held.pop()
+            if not held:
+                del self._claims[run_id]
+            with contextlib.suppress(OSError):
+                slot.truncate(0)  # names no run: free for anyone
+            slot.close()  # closing drops its flock
+        else:
+            self._unclaimed.discard(run_id)
         self._give_back_here()
 
     def _give_back_here(self) -> None:
@@ -106,18 +132,58 @@ class Slots:
                 self._used += 1
                 waiter.set_result(None)
 
-    def _claim(self) -> bool:
-        """Lock a slot file no process holds; False when all `limit` of them are held."""
+    def _claim(self, run_id: str) -> list[str] | None:
+        """Lock a free slot file for `run_id`: None once one is ours, else the runs of dead
+        operators among those holding the slots (the rest are held by live processes)."""
+        if self._shared is None:
+            return None
+        self._shared.mkdir(mode=0o700, parents=True, exist_ok=True)
+        orphans = []
+        for index in range(self._limit):
+            fd = _locked(self._shared / str(index))
+            if fd is None:
+                continue  # a live process's node
+            named = _named(fd)
+            if named and named != run_id and run_unfinished(named):
+                orphans.append(named)
+                os.close(fd)
+                continue
+            self._keep(run_id, fd)
+            return None
+        return orphans
+
+    def _reclaim(self, run_id: str) -> bool:
+        """Lock the slot file naming `run_id` (its dead operator's), wherever it is."""
         if self._shared is None:
             return True
-        self._shared.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for index in range(self._limit):
-            slot = (self._shared / str(index)).open("ab")  # not inherited by children
-            try:
-                fcntl.flock(slot.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                slot.close()
+        for path in self._shared.glob("*") if self._shared.is_dir() else ():
+            fd = _locked(path)
+            if fd is None:
                 continue
-            self._claims.append(slot)
-            return True
+            if _named(fd) == run_id:
+                self._keep(run_id, fd)
+                return True
+            os.close(fd)
         return False
+
+    def _keep(self, run_id: str, fd: int) -> None:
+        slot = os.fdopen(fd, "r+b", buffering=0)
+        slot.truncate(0)
+        write_all(fd, run_id.encode())
+        self._claims.setdefault(run_id, []).append(slot)
+
+
+def _locked(path: Path) -> int | None:
+    """The slot file open and locked, or None when another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _named(fd: int) -> str:
+    """The run a slot file names (empty: none)."""
+    return os.pread(fd, 256, 0).decode("utf-8", "replace").strip()

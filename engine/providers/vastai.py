@@ -122,6 +122,7 @@ class VastProvider:
         self._slots = Slots(pool.max_nodes, pool.name)
         self._adopted: dict[str, int] = {}
         self._holding: set[str] = set()  # adopted instances that took a slot
+        self._run_of: dict[str, str] = {}  # instance → the run whose slot it holds
         self._entries: dict[str, int] = {}  # instance id → ledger entry
         self._api: VastApi | None = None
 
@@ -136,15 +137,15 @@ class VastProvider:
     # ---- provision ----------------------------------------------------------------------
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
-        await self._slots.take(self._alert)
+        await self._slots.take(bootstrap.run_id, self._alert)
         try:
             scope.boot_reached(BootPhase.SLOT_TAKEN)  # queueing ends, booting begins
             return await self._provision(bootstrap)
         except VastApiError as exc:
-            self._slots.give_back()
+            self._slots.give_back(bootstrap.run_id)
             raise ProvisionError(str(exc)) from None
         except BaseException:
-            self._slots.give_back()
+            self._slots.give_back(bootstrap.run_id)
             raise
 
     async def _provision(self, bootstrap: Bootstrap) -> NodeHandle:
@@ -205,6 +206,7 @@ class VastProvider:
                     await self._note(self._ledger.record_destroyed, entry)
             raise
         self._entries[instance_id] = entry
+        self._run_of[instance_id] = bootstrap.run_id
         scope.boot_reached(BootPhase.INSTANCE_CREATED, f"Vast.ai instance {instance_id}")
         return NodeHandle(
             provider=self.name,
@@ -371,7 +373,7 @@ class VastProvider:
         for entry in mine:
             if entry.instance_id in (None, handle.node_id):
                 self._adopted[handle.node_id] = entry.entry
-        self._hold(handle.node_id)
+        self._hold(handle.node_id, run_id)
         return handle
 
     async def may_have_node(self, run_id: str) -> bool:
@@ -386,21 +388,24 @@ class VastProvider:
         """A node an earlier engine process rented: teardown closes its ledger row too. It
         takes a pool slot without waiting for one (refusing to own a billing node would be
         worse). What the handle lacks of its price and birth, the ledger row supplies."""
+        run_id = ""
         for entry in self._ledger.open_entries():
             if entry.instance_id == handle.node_id:
                 self._adopted[handle.node_id] = entry.entry
+                run_id = entry.run_id
                 if handle.created_at is None:
                     handle.created_at = entry.created_at
                 if handle.price_per_hour is None:
                     handle.price_per_hour = entry.price_per_hour
-        self._hold(handle.node_id)
+        self._hold(handle.node_id, run_id)
 
-    def _hold(self, instance: str) -> None:
+    def _hold(self, instance: str, run_id: str) -> None:
         """An adopted instance takes a slot of max_nodes without waiting for one, so the
         runs queued here wait for it too (engine/providers/slots.py)."""
         if instance not in self._entries and instance not in self._holding:
             self._holding.add(instance)
-            self._slots.hold()
+            self._run_of[instance] = run_id
+            self._slots.hold(run_id)
 
     def check_can_tear_down(self) -> None:
         """Destroying an instance takes the account's API key: without it, say so."""
@@ -440,12 +445,13 @@ class VastProvider:
         """Forget the instance (freeing its pool slot); returns its open ledger rows."""
         rows = []
         entry = self._entries.pop(instance, None)
+        run_id = self._run_of.pop(instance, "")
         if entry is not None:
             rows.append(entry)
-            self._slots.give_back()
+            self._slots.give_back(run_id)
         if instance in self._holding:
             self._holding.discard(instance)
-            self._slots.give_back()
+            self._slots.give_back(run_id)
         adopted = self._adopted.pop(instance, None)
         if adopted is not None:
             rows.append(adopted)

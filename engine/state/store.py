@@ -86,6 +86,22 @@ def _stale(kept: _Row, indexed: RunView | None) -> bool:
     )
 
 
+def run_unfinished(run_id: str, path: Path | None = None) -> bool:
+    """Does the run index list `run_id` as not yet ended? Read-only, for another process's
+    run (engine/providers/slots.py: may its node still exist?); True when the index cannot
+    be read, since a node may then exist; False for a run it does not list."""
+    path = path or state_dir() / "runs.sqlite"
+    try:
+        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", WRITE_WAIT_S, uri=True)
+        try:
+            row = db.execute("SELECT terminal FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return path.exists()
+    return row is not None and not row[0]
+
+
 class Store:
     def __init__(self, path: Path | None = None, *, any_thread: bool = False) -> None:
         """`any_thread`: used by a thread other than the one opening it (never by two)."""
