@@ -24,11 +24,14 @@ TICK_S = 1.0
 JITTER_S = 0.1  # lateness a busy event loop gives any wait; not a pause
 
 
-def not_running_s(asked_at: float, wait_s: float) -> float:
+def not_running_s(asked_at: float, wait_s: float, tick_s: float) -> float:
     """How long this process was not running during a wait of `wait_s` asked at monotonic
-    `asked_at`: the wait's lateness, once past twice the wait (less is the loop's jitter)."""
+    `asked_at`: the wait's lateness, once past a whole tick (less is a busy loop's delay).
+    Judged against the tick, not the wait: a deadline's last wait is short, and a loop
+    held up a little longer than it by other work is no pause — counted as one, it put
+    the deadline off again and again on a busy console, which never saw it pass."""
     late = time.monotonic() - asked_at - wait_s
-    return late if late > max(wait_s, JITTER_S) else 0.0
+    return late if late > max(tick_s, JITTER_S) else 0.0
 
 
 class DeadlinePassed(Exception):
@@ -60,7 +63,7 @@ class RunningDeadline:
                 done, _ = await asyncio.wait({task}, timeout=wait)
                 if done:
                     return task.result()
-                if not_running_s(asked, wait):
+                if not_running_s(asked, wait, self._tick):
                     self.restart()
             raise DeadlinePassed(f"{self.seconds:g} s passed")
         finally:
