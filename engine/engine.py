@@ -650,12 +650,14 @@ class Engine:
 
     def _node_collected(self, orphan: Orphan) -> None:
         """gc destroyed `orphan`: a run this engine drove, whose teardown left that node
-        unconfirmed, is told it is gone (its "may still be billing" alert is settled)."""
+        unconfirmed, is told it is gone (its "may still be billing" alert is settled), and
+        its provider frees the node's slot of the pool."""
         driver = self._drivers.get(orphan.run_id or "")
         node = driver.view.node if driver is not None else None
         if driver is None or node is None or node.node_id != orphan.instance_id:
             return
         if node.state == ev.NodeState.UNCONFIRMED:
+            self._provider(driver.pool).forget(node.node_id)  # its max_nodes slot
             gone = ev.Node(
                 run_id=node.run_id, provider=node.provider, node_id=node.node_id,
                 state=ev.NodeState.GONE,

@@ -149,6 +149,12 @@ class Provider(Protocol):
         """Destroy the node. Idempotent; raises TeardownError when it could not confirm."""
         ...
 
+    def forget(self, node_id: str) -> None:
+        """The node was destroyed by someone else (gc, the board's collect) after its
+        teardown here could not confirm it: let go of what this provider still holds for
+        it — its slot of the pool's max_nodes, which every swjob process waits on."""
+        ...
+
     def check_can_tear_down(self) -> None:
         """Raise TeardownError (one line) when this process lacks what destroying a node of
         this pool takes (e.g. the account's API key). Asked before a run is adopted: a

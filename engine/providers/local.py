@@ -190,6 +190,9 @@ class LocalProvider:
         """This machine never takes a node back."""
         return None
 
+    def forget(self, node_id: str) -> None:
+        """Nothing to let go: a local teardown gives its slot back whatever happens."""
+
     def check_can_tear_down(self) -> None:
         """A local node is a process of this user's: ending it needs nothing more."""
 

@@ -407,6 +407,10 @@ class VastProvider:
             self._run_of[instance] = run_id
             self._slots.hold(run_id)
 
+    def forget(self, instance: str) -> None:
+        """gc destroyed the instance and closed its ledger rows: free its pool slot."""
+        self._release(instance)
+
     def check_can_tear_down(self) -> None:
         """Destroying an instance takes the account's API key: without it, say so."""
         try:

@@ -5,12 +5,14 @@ over iroh."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import re
 
 import pytest
 
 from engine.engine import Engine
+from engine.providers.slots import pool_slots
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.cli import swjob
@@ -201,3 +203,9 @@ async def test_a_node_left_unconfirmed_then_collected_settles_its_runs_alert(
     summary = json.loads((view.run_dir / "run.json").read_text())
     assert summary["persistent_alerts"] == [] and summary["node"]["state"] == "gone"
     assert "may still be billing" in summary["alerts"][0] and summary["state"] == "COMPLETED"
+    # and its slot of the pool is free, for every swjob process waiting on the pool
+    slots = list(pool_slots("gpu").iterdir())
+    assert slots and all(path.read_text() == "" for path in slots), slots
+    for path in slots:
+        with path.open("rb") as slot:
+            fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)  # not held
