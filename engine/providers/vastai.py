@@ -273,6 +273,7 @@ class VastProvider:
         retry refused because the offer is rented may have been refused for our own lost
         create, answered since: that instance is ours, not a reason to rent the next offer."""
         lost: VastApiError | None = None  # a create whose answer was lost
+        lost_at = 0.0
         for attempt in itertools.count():
             refused: _OfferGone | None = None
             try:
@@ -284,8 +285,12 @@ class VastProvider:
             except VastApiError as error:
                 if not error.transient or attempt == self._policy.attempts - 1:
                     raise
-                lost = error
-            adopted = await self._find_labelled(label)
+                lost, lost_at = error, time.time()
+            # refused: our lost create may be what rented the offer, and Vast's listing
+            # catches up in its own time — look until that create's answer is surely in
+            settled_at = lost_at + CREATE_SETTLE_S if refused is not None else 0.0
+            row = await self._labelled_row_by(label, settled_at)
+            adopted = str(row["id"]) if row else None
             if adopted is not None:
                 self._alert(f"{lost}; instance {adopted} was created anyway: adopting it")
                 return adopted
@@ -330,10 +335,6 @@ class VastProvider:
         url = self._server_url or os.environ.get(URL_ENV)
         return ("--on-orphan", "destroy-instance", *(("--vast-url", url) if url else ()))
 
-    async def _find_labelled(self, label: str) -> str | None:
-        row = await self._labelled_row(label)
-        return str(row["id"]) if row else None
-
     async def _created_row(self, intent: LedgerEntry) -> dict[str, Any] | None:
         """The instance carrying the label of `intent`'s run. Its create may have been sent
         just before the engine that sent it died, and Vast may still answer it: until that
@@ -341,6 +342,10 @@ class VastProvider:
         look again, rather than leave one that appears later billing unowned."""
         label = intent.label or label_for(intent.run_id)
         settled_at = intent.intent_at + self._policy.timeout_s + CREATE_SETTLE_S
+        return await self._labelled_row_by(label, settled_at)
+
+    async def _labelled_row_by(self, label: str, settled_at: float) -> dict[str, Any] | None:
+        """The instance carrying `label`, looked for again until epoch `settled_at`."""
         while (row := await self._labelled_row(label)) is None and time.time() < settled_at:
             await asyncio.sleep(min(LOOK_AGAIN_S, settled_at - time.time()))
         return row

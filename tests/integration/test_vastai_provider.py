@@ -333,14 +333,17 @@ async def test_an_adopted_instance_holds_its_pool_slot_until_it_is_destroyed(api
     assert api.cloud.instances == {} and Ledger().open_entries() == []
 
 
+@pytest.mark.parametrize("list_lag_s", [0.0, 1.0])
 async def test_a_retry_refused_because_our_lost_create_rented_the_offer_adopts_that_instance(
-    api,
+    api, list_lag_s
 ) -> None:
     """The first create is still in flight when its answer is lost (a client timeout): the
     look for its instance finds none, and the retry goes out. Vast then answers the first
     (it rents the offer: our instance) and refuses the retry `no_such_ask`. That instance is
-    ours: it is adopted, not left billing while the next offer is rented."""
+    ours: it is adopted, not left billing while the next offer is rented — also when Vast
+    lists it only a while after (its listing is eventually consistent)."""
     api.cloud.faults.never_start = True
+    api.cloud.faults.list_lag_s = list_lag_s
     first, retry = threading.Event(), threading.Event()
     api.cloud.faults.create_gates = [first, retry]
     policy = RetryPolicy(attempts=4, base_s=0.01, max_s=0.05, timeout_s=2.0)

@@ -98,6 +98,7 @@ class Faults:
     gone_404: bool = False  # looking up a gone instance answers 404 (not {"instances": null})
     gone_empty: bool = False  # ... answers 200 {"instances": []}
     destroy_lag_s: float = 0.0  # an accepted destroy stays listed this long (eventual)
+    list_lag_s: float = 0.0  # a created instance shows in the list only this long after
     create_refusal: str | None = None  # the next create answers 400 invalid_args with this msg
     create_soft_refusal: dict[str, Any] | None = None  # the next create answers 200 with this
     container_destroy_refused: bool = False  # a container key may stop, not destroy

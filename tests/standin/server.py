@@ -219,7 +219,12 @@ class StandIn:
         limit = min(int(params.get("limit", 25)), PAGE_CAP)
         start = int(params.get("after_token") or 0)
         with self.cloud.lock:
-            rows = [i.row() for _, i in sorted(self.cloud.instances.items())]
+            listed_from = time.time() - self.cloud.faults.list_lag_s  # eventual consistency
+            rows = [
+                i.row()
+                for _, i in sorted(self.cloud.instances.items())
+                if i.start_date <= listed_from
+            ]
         page = rows[start : start + limit]
         more = start + limit < len(rows)
         token = str(start + limit) if more else None
