@@ -186,7 +186,16 @@ class _Sdk:
         response.raise_for_status()
         row = response.json()["instances"]
         if isinstance(row, list):
-            row = next((r for r in row if r.get("id") == instance_id), None)
+            if not row:
+                return None
+            # a listing that does not hold this instance says nothing of it: gone is only
+            # what Vast says is gone, or a teardown could confirm a node still billing
+            matching = (
+                r for r in row if isinstance(r, dict) and str(r.get("id")) == str(instance_id)
+            )
+            row = next(matching, None)
+            if row is None:
+                raise NotUnderstood(response)
         return None if row is None else _stripped(row)
 
 

@@ -45,12 +45,15 @@ async def test_a_404_or_an_empty_list_for_a_gone_instance_means_gone(
     assert shows, "the lookup was really made (and answered 404 or [])"
 
 
+@pytest.mark.parametrize("as_list", [False, True])
 async def test_an_accepted_destroy_still_listed_is_confirmed_in_the_background(
-    api: StandIn,
+    api: StandIn, as_list: bool
 ) -> None:
     """The destroy is accepted but the instance stays listed for 1.5 s: teardown returns at
     once without a 'may still be billing' alarm; the ledger row stays open (destroy
-    requested) until the instance is seen gone, then closes."""
+    requested) until the instance is seen gone, then closes. Also when the lookup answers
+    a list holding its row with the id as text: that is the instance, not 'gone'."""
+    api.cloud.faults.show_as_list = as_list
     alerts: list[str] = []
     vast, handle = await _rented(api, alerts, confirm_every_s=0.1)
     api.cloud.faults.destroy_lag_s = 1.5

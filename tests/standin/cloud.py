@@ -97,6 +97,7 @@ class Faults:
     stop_refusals: int = 0  # the next N stops answer 200 `success: false`, undone
     gone_404: bool = False  # looking up a gone instance answers 404 (not {"instances": null})
     gone_empty: bool = False  # ... answers 200 {"instances": []}
+    show_as_list: bool = False  # looking one up answers a list of its row, the id as text
     destroy_lag_s: float = 0.0  # an accepted destroy stays listed this long (eventual)
     list_lag_s: float = 0.0  # a created instance shows in the list only this long after
     create_refusal: str | None = None  # the next create answers 400 invalid_args with this msg

@@ -210,6 +210,8 @@ class StandIn:
                 raise _Reply(404, {"success": False, "error": "no_such_instance", "msg": "gone"})
             if inst is None and self.cloud.faults.gone_empty:
                 return {"instances": []}
+            if inst is not None and self.cloud.faults.show_as_list:
+                return {"instances": [{**inst.row(), "id": str(inst.id)}]}
             return {"instances": inst.row() if inst else None}
 
     def _list(self, _b: Any, q: dict[str, list[str]]) -> dict[str, Any]:
