@@ -26,6 +26,13 @@ _STEPS = {"loading": BootPhase.IMAGE_LOADING, "running": BootPhase.CONTAINER_RUN
 # them as the status_msg of an instance left "created"/"loading": "Error response from
 # daemon: pull access denied for …", "… OCI runtime create failed: …"). It will not run.
 _START_FAILED = ("Error response from daemon", "OCI runtime create failed")
+# ... unless they say the registry or the network was only slow or busy: Vast's host pulls
+# again by itself, and failing the run then would end a boot that was about to go on.
+_PULL_RETRIED = (
+    "toomanyrequests", "timeout", "timed out", "TLS handshake", "connection reset",
+    "connection refused", "unexpected EOF", "temporary failure", "Service Unavailable",
+    "Bad Gateway", "Gateway Time", "Internal Server Error",
+)  # fmt: skip
 _NOT_STARTED = (None, "created", "loading")
 
 
@@ -54,7 +61,11 @@ class BootWatch:
         said = str(row.get("status_msg") or "").strip()
         if self.done or row.get("actual_status") not in _NOT_STARTED:
             return None  # a dead one (exited, stopped) is said as such, with the same words
-        return said[:STATUS_MSG_MAX] if any(m in said for m in _START_FAILED) else None
+        if not any(m in said for m in _START_FAILED):
+            return None
+        if any(m.lower() in said.lower() for m in _PULL_RETRIED):
+            return None  # a passing failure: the boot timeout still bounds it
+        return said[:STATUS_MSG_MAX]
 
     def observe(self, row: dict[str, Any]) -> list[tuple[BootPhase, str | None]]:
         """The steps this listing newly shows, with Vast's status message as the detail."""
