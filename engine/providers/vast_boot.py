@@ -3,7 +3,7 @@
 The instance's on-start command installs the agent (the requirement from
 agent_source: the pool's `agent_install`, else this very build) with `--no-deps`, then
 only the agent's own closure (agent/closure.py, pinned to the operator's versions) —
-with `uv` when the image has it, else pip — and starts the agent (`python3 -m agent`,
+with `uv` when the image has it, else pip — and starts the agent (`python3 -P -m agent`,
 the `swjob-agent` script's module: found whatever the container's PATH) in the
 background with the run's bootstrap and the node-clock times the install began and
 ended (the agent reports them when it joins: the "agent installed" step of the boot
@@ -35,8 +35,10 @@ _PIP = (
 _UV = "uv pip install --quiet --python python3 --break-system-packages"
 # The agent as a module of the python3 it was installed for, not the `swjob-agent` script:
 # that lands in the interpreter's scripts dir, which the container's PATH may leave out
-# (a `pip --user` install, a python3 outside the image's PATH dirs).
-_AGENT = "python3 -m agent"
+# (a `pip --user` install, a python3 outside the image's PATH dirs). `-P` (3.11+, which the
+# agent needs anyway) keeps the working directory off sys.path: an `agent/` folder there
+# must not stand in for the installed package.
+_AGENT = "python3 -P -m agent"
 _NOW = "date +%s.%N"  # the node's clock around the install: the agent reports both times
 
 

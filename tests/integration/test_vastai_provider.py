@@ -38,7 +38,7 @@ async def test_rents_the_cheapest_matching_offer_with_label_env_and_command(api)
     assert path == "/api/v0/asks/103/"
     assert body["label"] == label_for("run-a") and body["env"] == {"SWJOB_JOIN_TOKEN": TOKEN}
     assert body["image"].startswith("pytorch/pytorch") and body["disk"] == 40
-    assert TOKEN not in body["onstart"] and "python3 -m agent --run-id run-a" in body["onstart"]
+    assert TOKEN not in body["onstart"] and "python3 -P -m agent --run-id run-a" in body["onstart"]
     assert "swjob==0.1.0" in body["onstart"]
     [entry] = Ledger().open_entries()
     assert (entry.run_id, entry.instance_id, entry.pool) == ("run-a", handle.node_id, "gpu")
