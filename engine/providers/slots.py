@@ -76,13 +76,19 @@ class Slots:
             raise
 
     def _held_elsewhere(self, orphans: list[str]) -> str:
-        said = (
-            f"pool {self._pool}: all {self._limit} of its nodes (max_nodes) are held by "
-            "other swjob processes"
+        ours = sum(map(len, self._claims.values()))
+        many = (
+            f"all {self._limit} of its nodes"
+            if not ours
+            else (f"{self._limit - ours} of its {self._limit} nodes")
         )
+        said = f"pool {self._pool}: {many} (max_nodes) are held by other swjob processes"
         if orphans:
+            whose = (
+                "a run whose swjob process" if len(orphans) == 1 else "runs whose swjob processes"
+            )
             said += (
-                f", {len(orphans)} by a run whose swjob process died ({', '.join(orphans)}): "
+                f", {len(orphans)} by {whose} died ({', '.join(orphans)}): "
                 "`swjob attach RUN` carries it to its end, `swjob gc` collects its node"
             )
         return said + "; waiting for one"
