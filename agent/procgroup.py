@@ -50,11 +50,21 @@ def group_alive(pgid: int) -> bool:
 
 def _live_processes() -> list[psutil.Process] | None:
     """Every live (non-zombie) process but this one, or None when this machine does not
-    let us list processes (our own pid missing from the list means we are blind)."""
+    let us list processes (our own pid missing from the list means we are blind).
+
+    Each one is looked up afresh, not through `psutil.process_iter`: that keeps the
+    Process it made for a pid from one call to the next, with the start time of whatever
+    had the pid then, so a step's escapee that got a recycled pid read as started before
+    the step and was skipped — left running (a test saw it under the full suite's churn)."""
     me, found, seen_self = os.getpid(), [], False
     try:
-        for process in psutil.process_iter(["status", "create_time"]):
-            if process.pid == me:
+        for pid in psutil.pids():
+            try:
+                process = psutil.Process(pid)
+                process.info = process.as_dict(["status", "create_time"])
+            except psutil.NoSuchProcess:
+                continue  # ended meanwhile
+            if pid == me:
                 seen_self = True
             elif process.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
                 found.append(process)

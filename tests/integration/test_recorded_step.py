@@ -184,3 +184,39 @@ def test_a_file_that_is_no_record_kills_nothing(tmp_path: Path, step: Step, clea
     write_record(root, step.record().line())
     CLEANUPS[cleanup](root)
     assert step.leader.wait(10) == -9
+
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def _spawn_at(
+    pid: int, after: float, argv: list[str], cwd: Path, marker: str
+) -> subprocess.Popen[str]:
+    """A new session whose leader gets `pid` again, started later than `after` on psutil's
+    clock (the kernel hands out ns_last_pid + 1, and another process may fork in between;
+    a start within the same clock tick reads the same: a few tries)."""
+    for _ in range(200):
+        NS_LAST_PID.write_text(str(pid - 1))
+        process = session(argv, cwd, marker)
+        if process.pid == pid and procgroup.started_at(pid) > after:
+            return process
+        reap(process)
+    pytest.fail(f"pid {pid} was not handed out again")
+
+
+@pytest.mark.skipif(not os.access(NS_LAST_PID, os.W_OK), reason="needs ns_last_pid (root)")
+def test_an_escapee_with_a_recycled_pid_is_found_by_its_marker(tmp_path: Path) -> None:
+    """The agent lists processes on every step's way out. An escapee whose pid an earlier
+    listing saw on another process must still be found: psutil's process_iter kept that
+    process's start time for the pid, so the escapee read as older than its step."""
+    before = session(["sleep", "60"], tmp_path, None)
+    pid, started = before.pid, procgroup.started_at(before.pid)
+    assert pid in [p.pid for p in procgroup._live_processes() or []]  # listed: pid seen
+    reap(before)
+    marker = new_marker()
+    escapee = _spawn_at(pid, started, ["sleep", "60"], tmp_path, marker)
+    try:
+        since = procgroup.started_at(escapee.pid)  # the step started no later
+        assert procgroup.marked(marker, since) == [pid]
+    finally:
+        reap(escapee)
