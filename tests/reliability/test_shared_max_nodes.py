@@ -17,32 +17,44 @@ POOLS = '[pools.local]\nprovider = "local"\nmax_nodes = 1\n'
 HELD = "pool local: all 1 of its nodes (max_nodes) are held by other swjob processes"
 
 
+class OnePool:
+    """`swjob run`s of waiting jobs on one local pool of one node, in one runs dir; the
+    first is running its job when made."""
+
+    def __init__(self, tmp_path: Path, clis: Callable[..., Cli]) -> None:
+        self.tmp, self.clis = tmp_path, clis
+        self.pools, self.runs = tmp_path / "pools.toml", tmp_path / "runs"
+        self.pools.write_text(POOLS)
+        self.first = self.run("first")
+        self.first_dir = only_run_dir(self.runs, "first")
+        log = self.first_dir / "logs" / "run.log"
+        eventually(lambda: log.exists() and "line 3" in log.read_text(), 60, "first runs")
+
+    def release(self, name: str) -> Path:
+        return self.tmp / f"release-{name}"
+
+    def run(self, name: str) -> Cli:
+        job = waiting_job(self.tmp / name, name, self.release(name))
+        argv = ("run", str(job), "--pools", str(self.pools), "--runs-dir", str(self.runs))
+        return self.clis(*argv, cwd=self.tmp)
+
+
 def test_a_second_swjob_run_waits_for_the_one_node_another_process_holds(
     tmp_path: Path, clis: Callable[..., Cli]
 ) -> None:
-    pools = tmp_path / "pools.toml"
-    pools.write_text(POOLS)
-    runs = tmp_path / "runs"
-
-    def run(name: str, release: Path) -> Cli:
-        job = waiting_job(tmp_path / name, name, release)
-        return clis("run", str(job), "--pools", str(pools), "--runs-dir", str(runs), cwd=tmp_path)
-
-    first_release, second_release = tmp_path / "release-first", tmp_path / "release-second"
-    first = run("first", first_release)
-    first_log = only_run_dir(runs, "first") / "logs" / "run.log"
-    eventually(lambda: first_log.exists() and "line 3" in first_log.read_text(), 60, "first runs")
-    second_release.touch()  # the second run ends as soon as it gets a node
-    second = run("second", second_release)
-    second_dir = only_run_dir(runs, "second")
+    pool = OnePool(tmp_path, clis)
+    pool.release("second").touch()  # the second run ends as soon as it gets a node
+    second = pool.run("second")
+    second_dir = only_run_dir(pool.runs, "second")
     eventually(
         lambda: HELD in second.output() or (second_dir / "logs" / "run.log").exists(),
         60, "the second run waiting, or running",
     )  # fmt: skip
     assert HELD in second.output(), f"two nodes of a one-node pool:\n{second.output()}"
+    first = pool.first
     assert len(node_dirs()) == 1 and first.proc.poll() is None and second.proc.poll() is None
 
-    first_release.touch()
+    pool.release("first").touch()
     assert first.wait(60) == 0, first.output()
     assert second.wait(60) == 0, second.output()
     assert run_json(second_dir)["state"] == "COMPLETED"
@@ -56,24 +68,12 @@ def test_a_dead_operators_node_keeps_its_slot_until_its_run_is_carried_to_its_en
     but its node runs on. Another `swjob run` must not start a second node beside it: it
     waits, naming the abandoned run and what ends it, and gets the slot once `swjob attach`
     has carried that run to its end."""
-    pools = tmp_path / "pools.toml"
-    pools.write_text(POOLS)
-    runs = tmp_path / "runs"
-
-    def run(name: str, release: Path) -> Cli:
-        job = waiting_job(tmp_path / name, name, release)
-        return clis("run", str(job), "--pools", str(pools), "--runs-dir", str(runs), cwd=tmp_path)
-
-    first_release, second_release = tmp_path / "release-first", tmp_path / "release-second"
-    first = run("first", first_release)
-    first_dir = only_run_dir(runs, "first")
-    first_log = first_dir / "logs" / "run.log"
-    eventually(lambda: first_log.exists() and "line 3" in first_log.read_text(), 60, "first runs")
-    first.kill9()  # its node (the agent process) runs on, alone
-    second_release.touch()
-    second = run("second", second_release)
-    second_dir = only_run_dir(runs, "second")
-    said = f"by a run whose swjob process died ({first_dir.name})"
+    pool = OnePool(tmp_path, clis)
+    pool.first.kill9()  # its node (the agent process) runs on, alone
+    pool.release("second").touch()
+    second = pool.run("second")
+    second_dir = only_run_dir(pool.runs, "second")
+    said = f"by a run whose swjob process died ({pool.first_dir.name})"
     eventually(
         lambda: said in second.output() or (second_dir / "logs" / "run.log").exists(),
         60, "the second run waiting, or running",
@@ -82,12 +82,12 @@ def test_a_dead_operators_node_keeps_its_slot_until_its_run_is_carried_to_its_en
     assert "`swjob attach RUN` carries it to its end" in second.output()
     assert len(node_dirs()) == 1 and second.proc.poll() is None
 
-    attach = clis("attach", first_dir.name, "--pools", str(pools), cwd=tmp_path)
+    attach = clis("attach", pool.first_dir.name, "--pools", str(pool.pools), cwd=tmp_path)
     eventually(lambda: "line 3" in attach.output(), 60, "the first run adopted")
     assert len(node_dirs()) == 1 and second.proc.poll() is None  # the adopter holds the slot
-    first_release.touch()
+    pool.release("first").touch()
     assert attach.wait(60) == 0, attach.output()
-    assert run_json(first_dir)["state"] == "COMPLETED"
+    assert run_json(pool.first_dir)["state"] == "COMPLETED"
     assert second.wait(60) == 0, second.output()
     assert run_json(second_dir)["state"] == "COMPLETED"
     assert node_dirs() == []
