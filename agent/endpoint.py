@@ -50,7 +50,7 @@ async def bind(
     its resume service); `port` asks for the same UDP port as last time, so a node
     that knows only our old direct address can find us again without a relay.
     """
-    pin_malloc()  # before the binding's runtime starts its threads (their arenas)
+    pin_malloc()
     bind_uniffi_loop()
     preset = iroh_ffi.preset_n0() if relays_enabled() else iroh_ffi.preset_n0_disable_relay()
     options = iroh_ffi.EndpointOptions(

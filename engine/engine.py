@@ -24,7 +24,7 @@ from iroh.iroh_ffi import IrohError
 from pydantic import ValidationError
 
 from agent import endpoint as iroh_endpoint
-from agent.transfer.memory import pin_malloc
+from agent.transfer.memory import pin_malloc, share_one_arena
 from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
@@ -124,7 +124,8 @@ class Engine:
     # ---- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        pin_malloc()  # before this process starts threads: they share one arena
+        pin_malloc()
+        share_one_arena()  # before this process starts threads: they share one arena
         # opened off the loop: an index another process holds before it is in WAL mode
         # makes the open wait for the lock (then fail, naming the file)
         self._store = await asyncio.to_thread(Store, any_thread=True)

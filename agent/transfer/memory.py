@@ -26,13 +26,14 @@ file read's bytes, a compressed payload), so arenas of their own buy them nothin
 one (`ARENAS`) the operator's peak RSS fell from 144 to 119 MB on tree a, from 167 to
 154 MB on tree c (loopback) and from 187 to 170 MB over 100 Mbit, its CPU no higher
 (medians of 3, taking turns). A thread that has its arena keeps it, so the cap is set
-before a process starts threads: `Engine.start`, and `endpoint.bind` before the binding's
-runtime starts its own (set after them, it saved nothing on tree a).
+before the operator starts threads (`Engine.start`, ahead of the binding's runtime; set
+after them, it saved nothing on tree a). The agent keeps glibc's arenas (`share_one_arena`).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 
 from agent.transfer.schedule import CHUNK
 
@@ -40,19 +41,34 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # glibc's mallopt 
 THRESHOLD = CHUNK + 64 * 1024
 TRIM = 2 * CHUNK
 ARENAS = 1  # new threads share the existing arenas
-_pinned: list[bool] = []
+_pinned: set[str] = set()
 
 
 def pin_malloc() -> None:
-    """Pin glibc's mmap and trim thresholds and cap its arenas for this process (once; a
-    no-op without glibc)."""
-    if _pinned:
+    """Pin glibc's mmap and trim thresholds for this process (once; a no-op without glibc)."""
+    mallopt = _mallopt()
+    if mallopt is None or "thresholds" in _pinned:
         return
-    _pinned.append(True)
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
+    _pinned.add("thresholds")
     mallopt(M_MMAP_THRESHOLD, THRESHOLD)
     mallopt(M_TRIM_THRESHOLD, TRIM)
+
+
+def share_one_arena() -> None:
+    """Cap glibc's arenas for this process: the operator's, whose peak memory in a push is
+    a goal. Not the agent's: its writer threads land bytes outside the GIL, where one
+    arena would have them wait on each other's allocations on a many-core node (on these
+    2 cores its CPU in a 1 GiB push was 5.2 s either way)."""
+    mallopt = _mallopt()
+    if mallopt is None or "arenas" in _pinned:
+        return
+    _pinned.add("arenas")
     mallopt(M_ARENA_MAX, ARENAS)
+
+
+def _mallopt() -> Callable[[int, int], int] | None:
+    """glibc's `mallopt`, or None elsewhere (macOS, musl: nothing to tune)."""
+    try:
+        return ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return None

@@ -95,8 +95,10 @@ class _Link:
 
 async def _operator_main(src: Path, dst: Path, node_ns: str | None) -> None:
     from agent import endpoint
+    from agent.transfer.memory import share_one_arena
     from engine.run.transfer import push_workspace
 
+    share_one_arena()  # as the operator's Engine.start does
     ep = await endpoint.bind(accept=True)
     cmd = [sys.executable, str(HERE), "--agent", endpoint.ticket_of(ep), str(dst)]
     env = dict(os.environ, SWJOB_IROH_BIND=f"{IP_NODE}:0" if node_ns else "127.0.0.1:0")
