@@ -149,13 +149,15 @@ async def test_cli_submits_jobs_given_on_the_command_line(engine) -> None:
         await until(pilot, lambda: not app.is_running)
 
 
-async def test_outputs_browser_masks_a_secret_in_a_file_name(engine, make_job) -> None:
-    """The file lands under its real name, the tree and the preview show ***,
-    and the preview still finds the file's manifest entry (recorded masked)."""
+async def test_outputs_browser_masks_a_secret_in_a_file_name_and_its_content(
+    engine, make_job
+) -> None:
+    """The file lands under its real name and with its real content; the tree and the
+    preview show *** for the secret in both, and the preview still finds the file's
+    manifest entry (recorded masked)."""
     secret = "Zq7xW-4f0c9e41b7a2-kP3vY"
-    job = make_job(
-        name="masked", env={"TOKEN": secret}, run='echo hi > "o-$TOKEN.txt"', outputs=["o-*"]
-    )
+    run = 'echo "token=$TOKEN" > "o-$TOKEN.txt"'
+    job = make_job(name="masked", env={"TOKEN": secret}, run=run, outputs=["o-*"])
     app = SwjobApp(engine, jobs=[job])
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
@@ -165,8 +167,10 @@ async def test_outputs_browser_masks_a_secret_in_a_file_name(engine, make_job) -
         tree = app.screen.query_one(DirectoryTree)
         await until(pilot, lambda: "o-***.txt" in tree_labels(tree))
         await until(pilot, lambda: "verified" in screen_text(app))
+        await until(pilot, lambda: "token=***" in screen_text(app))
         assert secret not in screen_text(app) and secret not in " ".join(tree_labels(tree))
-    assert (engine.run(run_id).run_dir / "outputs" / f"o-{secret}.txt").read_text() == "hi\n"
+    landed = engine.run(run_id).run_dir / "outputs" / f"o-{secret}.txt"
+    assert landed.read_text() == f"token={secret}\n"
     # a past run (no live driver): the mask comes from its job file via the run index
     store = Store()
     try:

@@ -104,17 +104,21 @@ def _tail_jsonl(path: Path) -> str:
     return printable("\n".join(lines), lines=True)
 
 
-def body(path: Path) -> RenderableType:
-    """What the file holds, rendered for its kind."""
+def body(path: Path, mask: Mask = str) -> RenderableType:
+    """What the file holds, rendered for its kind, with the job's secrets masked: an output
+    that holds one (a config dump, a log) must not put it on the screen, where screenshots
+    and shoulders see it. The file itself keeps it."""
     if path.suffix == ".jsonl":
-        tail = _tail_jsonl(path)
+        tail = mask(_tail_jsonl(path))
         return Group(Text(f"last {JSONL_TAIL} lines", style="dim"), Syntax(tail, "json"))
     text = _read_text(path)
     if text is None:
         return Text("binary file — no preview", style="dim italic")
+    text = mask(text)
     if path.suffix == ".json":
-        try:
-            return Syntax(json.dumps(json.loads(text), indent=2), "json", line_numbers=True)
+        try:  # masked again once laid out: json.dumps may write a secret as it was not read
+            pretty = json.dumps(json.loads(text), indent=2)
+            return Syntax(mask(pretty), "json", line_numbers=True)
         except ValueError:
             pass
     return Syntax(text, lexer_for(path.name, text), line_numbers=True, word_wrap=False)
@@ -142,7 +146,7 @@ def _alias(lexer: Lexer) -> str:
 
 
 def preview(path: Path, entry: dict[str, Any] | None, mask: Mask = str) -> RenderableType:
-    """`mask` hides the job's secrets in the name (the file's content is its data)."""
+    """`mask` hides the job's secrets, in the name and in what the file holds."""
     if path.is_dir():
         return Text(f"{printable(mask(path.name))}/", style="bold")
-    return Group(facts(path, entry, mask), Text(""), body(path))
+    return Group(facts(path, entry, mask), Text(""), body(path, mask))
