@@ -31,6 +31,7 @@ from engine.run.forward import LOOPBACK
 from engine.run.liveops import OPEN_TIMEOUT_S, LiveRequest, LiveStream, LiveUnavailable
 from engine.state import ownership
 from engine.state.paths import state_dir
+from engine.state.wholefile import replace_whole
 
 HANDSHAKE_TIMEOUT_S = 10.0
 MAX_LINE = 64 * 1024
@@ -73,12 +74,7 @@ class LiveAccess:
         assert self._server is not None
         port = self._server.sockets[0].getsockname()[1]
         body = json.dumps({"port": port, "token": self._token, "pid": os.getpid()})
-        path = _access_file(run_id)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(body)
-        os.replace(tmp, path)
+        replace_whole(_access_file(run_id), body)
         self._published.add(run_id)
 
     def withdraw(self, run_id: str) -> None:

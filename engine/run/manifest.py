@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from agent.transfer.receiver import Receiver
 from agent.transfer.sender import CHANGED
 from agent.transfer.walk import Entry
+from engine.state.wholefile import replace_whole
 
 
 class LandingFailed(Exception):
@@ -90,11 +90,6 @@ def write_manifest(
     files = [asdict(e) | {"path": redact(e.path)} for e in result.files]
     body: dict[str, Any] = {"complete": complete, "files": files}
     body |= {"missing": [redact(m) for m in result.missing], "refused": result.refused}
-    tmp, final = run_dir / ".manifest.json.tmp", run_dir / "manifest.json"
+    final = run_dir / "manifest.json"
     with landing(final):
-        try:
-            tmp.write_text(json.dumps(body, indent=2) + "\n")
-        except OSError:  # its disk full: no half-written scratch file is left beside the run
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, final)
+        replace_whole(final, json.dumps(body, indent=2) + "\n")

@@ -20,6 +20,7 @@ from engine.report.appender import AppendFile, open_append
 from engine.report.boot import boot_timeline, provisioning_start
 from engine.report.views import RunView
 from engine.report.warnonce import WarnOnce
+from engine.state.wholefile import replace_whole
 
 log = logging.getLogger("swjob.engine")
 
@@ -197,12 +198,4 @@ def run_summary(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> dict
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> Path:
     """Atomically write `summary` as the run's run.json: a reader never sees half of it."""
-    path = run_dir / "run.json"
-    tmp = path.with_suffix(".json.tmp")
-    try:
-        tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    except OSError:  # its disk full: no half-written scratch file is left beside the run
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
-    return path
+    return replace_whole(run_dir / "run.json", json.dumps(summary, indent=2) + "\n")

@@ -16,11 +16,12 @@ while the index is still held the console and `swjob attach` adopt a run from it
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import stat
 from pathlib import Path
+
+from engine.state.wholefile import replace_whole
 
 log = logging.getLogger("swjob.engine")
 
@@ -39,18 +40,7 @@ def keep(index: Path, rows: dict[str, str]) -> Path:
     where.mkdir(mode=0o700, exist_ok=True)
     os.chmod(where, 0o700)  # made with other users' bits (by hand, or an older umask)
     for run_id, text in rows.items():
-        temp = where / f".{run_id}.tmp"
-        try:
-            # a new file, never one left there: its mode would stay, a symlink be followed
-            temp.unlink(missing_ok=True)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(temp, where / f"{run_id}{SUFFIX}")
-        except OSError:
-            with contextlib.suppress(OSError):
-                temp.unlink()  # a disk full: no half a row left behind
-            raise
+        replace_whole(where / f"{run_id}{SUFFIX}", text, temp=where / f".{run_id}.tmp")
     return where
 
 
