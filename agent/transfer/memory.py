@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
+from functools import cache
 
 from agent.transfer.schedule import CHUNK
 
@@ -41,29 +42,24 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # glibc's mallopt 
 THRESHOLD = CHUNK + 64 * 1024
 TRIM = 2 * CHUNK
 ARENAS = 1  # new threads share the existing arenas
-_pinned: set[str] = set()
 
 
+@cache
 def pin_malloc() -> None:
     """Pin glibc's mmap and trim thresholds for this process (once; a no-op without glibc)."""
-    mallopt = _mallopt()
-    if mallopt is None or "thresholds" in _pinned:
-        return
-    _pinned.add("thresholds")
-    mallopt(M_MMAP_THRESHOLD, THRESHOLD)
-    mallopt(M_TRIM_THRESHOLD, TRIM)
+    if (mallopt := _mallopt()) is not None:
+        mallopt(M_MMAP_THRESHOLD, THRESHOLD)
+        mallopt(M_TRIM_THRESHOLD, TRIM)
 
 
+@cache
 def share_one_arena() -> None:
     """Cap glibc's arenas for this process: the operator's, whose peak memory in a push is
     a goal. Not the agent's: its writer threads land bytes outside the GIL, where one
     arena would have them wait on each other's allocations on a many-core node (on these
     2 cores its CPU in a 1 GiB push was 5.2 s either way)."""
-    mallopt = _mallopt()
-    if mallopt is None or "arenas" in _pinned:
-        return
-    _pinned.add("arenas")
-    mallopt(M_ARENA_MAX, ARENAS)
+    if (mallopt := _mallopt()) is not None:
+        mallopt(M_ARENA_MAX, ARENAS)
 
 
 def _mallopt() -> Callable[[int, int], int] | None:
