@@ -56,7 +56,6 @@ class Slots:
         # run → the slot files it holds: files, not descriptors, so an engine dropped
         # without tearing down (a test's, a crashed one's) lets its locks go with it
         self._claims: dict[str, list[BinaryIO]] = {}
-        self._unclaimed: set[str] = set()  # runs counted with no slot file (adopted past the limit)
 
     @property
     def used(self) -> int:
@@ -77,12 +76,8 @@ class Slots:
 
     def _held_elsewhere(self, orphans: list[str]) -> str:
         ours = sum(map(len, self._claims.values()))
-        many = (
-            f"all {self._limit} of its nodes"
-            if not ours
-            else (f"{self._limit - ours} of its {self._limit} nodes")
-        )
-        said = f"pool {self._pool}: {many} (max_nodes) are held by other swjob processes"
+        many = f"{self._limit - ours} of its {self._limit}" if ours else f"all {self._limit} of its"
+        said = f"pool {self._pool}: {many} nodes (max_nodes) are held by other swjob processes"
         if orphans:
             whose = (
                 "a run whose swjob process" if len(orphans) == 1 else "runs whose swjob processes"
@@ -113,8 +108,8 @@ class Slots:
         """Count an adopted node of `run_id`: never waits, may go past the limit. The slot
         file its dead operator held (naming the run) is locked again if there is one."""
         self._used += 1
-        if not self._reclaim(run_id) and self._claim(run_id) is not None:
-            self._unclaimed.add(run_id)
+        if not self._reclaim(run_id):
+            self._claim(run_id)  # past the limit, it holds no file: counted here alone
 
     def give_back(self, run_id: str) -> None:
         """`run_id`'s node is gone (or was never made): its slot goes to the longest waiting."""
@@ -126,8 +121,6 @@ class Slots:
             with contextlib.suppress(OSError):
                 slot.truncate(0)  # names no run: free for anyone
             slot.close()  # closing drops its flock
-        else:
-            self._unclaimed.discard(run_id)
         self._give_back_here()
 
     def _give_back_here(self) -> None:
