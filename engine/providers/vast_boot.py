@@ -25,8 +25,9 @@ from engine.providers.base import Bootstrap
 from engine.state.identity import operator_id
 
 LABEL_PREFIX = "swjob:"
-NODE_ROOT = '"$HOME/swjob"'  # expanded on the node, hence not shell-quoted
-AGENT_LOG = "$HOME/swjob/agent.log"  # what the install and the agent print, on the node
+NODE_DIR = "$HOME/swjob"  # expanded on the node, hence not shell-quoted
+NODE_ROOT = f'"{NODE_DIR}"'
+AGENT_LOG = f"{NODE_DIR}/agent.log"  # what the install and the agent print, on the node
 _PIP = (
     "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet "
     "--disable-pip-version-check --no-input --no-warn-conflicts"

@@ -91,12 +91,10 @@ def run_unfinished(run_id: str, path: Path | None = None) -> bool:
     run (engine/providers/slots.py: may its node still exist?); True when the index cannot
     be read, since a node may then exist; False for a run it does not list."""
     path = path or state_dir() / "runs.sqlite"
+    uri = f"{path.absolute().as_uri()}?mode=ro"
     try:
-        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", WRITE_WAIT_S, uri=True)
-        try:
+        with contextlib.closing(sqlite3.connect(uri, WRITE_WAIT_S, uri=True)) as db:
             row = db.execute("SELECT terminal FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        finally:
-            db.close()
     except sqlite3.Error:
         return path.exists()
     return row is not None and not row[0]
