@@ -10,6 +10,7 @@ and when none is ours it is disabled and says why.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -55,10 +56,7 @@ def keys(found: list[Orphan]) -> str:
 
 def _counted(reasons: list[str]) -> str:
     """One part per reason, with how many: `1 operator 0badc0de's, not ours`."""
-    tally: dict[str, int] = {}
-    for reason in reasons:
-        tally[reason] = tally.get(reason, 0) + 1
-    return "; ".join(f"{n} {reason}" for reason, n in tally.items())
+    return "; ".join(f"{n} {reason}" for reason, n in Counter(reasons).items())
 
 
 class OrphansScreen(ModalScreen["list[Orphan] | None"]):
