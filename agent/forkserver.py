@@ -92,9 +92,17 @@ def _answer(line: bytes, agent_main: AgentMain) -> None:
         _say({"error": f"bad request: {type(exc).__name__}"})
         return
     wait_go, give_go = os.pipe()
+    home = os.getcwd()
     try:
+        # forked in its node directory: from the first instant its pid exists it works
+        # there, as an adopter finds a node whose pid was never recorded (by the agent
+        # working in its directory, engine/providers/local.py); a chdir after the go came
+        # too late for one scheduled late, and the adopter took the empty directory for
+        # one no agent ever had
+        os.chdir(root)
         pid = os.fork()
     except OSError as exc:
+        os.chdir(home)
         os.close(wait_go)
         os.close(give_go)
         _say({"error": f"fork failed: {exc.strerror}"})
@@ -102,6 +110,7 @@ def _answer(line: bytes, agent_main: AgentMain) -> None:
     if pid == 0:
         os.close(give_go)
         _become_agent(wait_go, argv, env, root, agent_main)
+    os.chdir(home)
     os.close(wait_go)
     try:
         os.write(give_go, GO if _say({"pid": pid}) else NOBODY)
