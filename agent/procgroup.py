@@ -22,6 +22,8 @@ import psutil
 from agent import steprecord
 
 POLL_S = 0.02
+EXEC_SETTLE_S = 0.5  # how long an empty environment may be one caught inside execve
+EXEC_SETTLE_POLL_S = 0.005
 
 
 def signal_group(pgid: int, sig: int) -> None:
@@ -124,16 +126,28 @@ def marked(marker: str, since: float = 0.0) -> list[int]:
     marker made for this step."""
     name, _, value = marker.partition("=")
     found = []
+    settled_by = time.monotonic() + EXEC_SETTLE_S
     for process in _live_processes() or ():
         started = process.info.get("create_time")
         if started is not None and started < since:
             continue
         try:
-            if process.environ().get(name) == value:
+            if _environ(process, settled_by).get(name) == value:
                 found.append(process.pid)
         except (psutil.Error, OSError):
             continue  # gone, or not ours to read
     return found
+
+
+def _environ(process: psutil.Process, settled_by: float) -> dict[str, str]:
+    """`process`'s start-up environment. One that reads empty is read again until the
+    monotonic time `settled_by`: a process inside execve reads so (its parent has already
+    been told the exec succeeded, the kernel has not yet laid out the new stack), and an
+    escapee the job launched at that moment would otherwise be left running. A process
+    started with no environment at all (`env -i`) costs one wait per call, not one each."""
+    while not (environ := process.environ()) and time.monotonic() < settled_by:
+        time.sleep(EXEC_SETTLE_POLL_S)
+    return environ
 
 
 def _signal_pids(pids: list[int], sig: int) -> None:
@@ -149,18 +163,19 @@ def kill_marked_now(marker: str, since: float = 0.0) -> None:
 
 async def terminate_marked(marker: str, grace: float, since: float = 0.0) -> list[int]:
     """TERM every process carrying `marker` (started since `since`), KILL what is left
-    after `grace`; the pids found."""
-    escaped = marked(marker, since)
+    after `grace`; the pids found. The search reads every young process's environment
+    (and may wait out an exec): a thread's work, not the agent's event loop's."""
+    escaped = await asyncio.to_thread(marked, marker, since)
     if not escaped:
         return []
     _signal_pids(escaped, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while (left := marked(marker, since)) and time.monotonic() < deadline:
+    while (left := await asyncio.to_thread(marked, marker, since)) and time.monotonic() < deadline:
         await asyncio.sleep(POLL_S)
     while left:
         _signal_pids(left, signal.SIGKILL)
         await asyncio.sleep(POLL_S)
-        left = marked(marker, since)
+        left = await asyncio.to_thread(marked, marker, since)
     return escaped
 
 
