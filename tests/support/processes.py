@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
@@ -49,9 +50,19 @@ def fork_servers(parent: int) -> list[int]:
     with contextlib.suppress(psutil.NoSuchProcess):
         for child in psutil.Process(parent).children():
             with contextlib.suppress(psutil.Error):
-                if "--fork-server" in child.cmdline():
+                if "--fork-server" in _command_line(child):
                     found.append(child.pid)
     return found
+
+
+def _command_line(process: psutil.Process, settle_s: float = 5.0) -> list[str]:
+    """`process`'s arguments. A child just started reads none for a moment (Popen returns
+    once its exec is past the point of no return, before the kernel has laid out its new
+    stack): read again until it has some, as a loaded machine may take a while."""
+    deadline = time.monotonic() + settle_s
+    while not (argv := process.cmdline()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return argv
 
 
 def kill_own_fork_server() -> None:
