@@ -132,8 +132,8 @@ async def test_the_spinner_of_the_step_in_progress_turns(engine, make_job) -> No
             now[0] += timedelta(seconds=0.25)  # a quarter second: within the same second
             await until(pilot, lambda: frame() not in seen)
             seen.add(frame())
-        v = engine.run(run_id)
-        print("DIAG", v.state, v.phase, getattr(v,'reason',None), v)
+        view = engine.run(run_id)
+        assert view.stoppable, f"ended under the test: {view.state} {view.reason} {view.node}"
         await engine.stop(run_id)
         await finished(app, run_id)
 
