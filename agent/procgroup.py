@@ -143,9 +143,12 @@ def _environ(process: psutil.Process, settled_by: float) -> dict[str, str]:
     """`process`'s start-up environment. One that reads empty is read again until the
     monotonic time `settled_by`: a process inside execve reads so (its parent has already
     been told the exec succeeded, the kernel has not yet laid out the new stack), and an
-    escapee the job launched at that moment would otherwise be left running. A process
-    started with no environment at all (`env -i`) costs one wait per call, not one each."""
+    escapee the job launched at that moment would otherwise be left running. Only a
+    process that shows no arguments either is waited for, and all of them together for
+    EXEC_SETTLE_S at most: one started with no environment (`env -i`) costs nothing."""
     while not (environ := process.environ()) and time.monotonic() < settled_by:
+        if process.cmdline():  # laid out (with its arguments), maybe since the first read
+            return process.environ()
         time.sleep(EXEC_SETTLE_POLL_S)
     return environ
 
