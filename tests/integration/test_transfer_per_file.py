@@ -26,20 +26,25 @@ from tests.support.disks import tmpfs
 
 pytestmark = pytest.mark.timeout(90)
 
-# Rewrites the file in place forever, each version one byte value, in two halves: between
-# the two writes the file is torn (half new, half old) — what must never land as verified.
-# A new version every millisecond or so, not a busy loop: on a loaded machine the
-# scheduler starves a busy writer for longer than the sender's settle time (it then
-# pauses mid-rewrite, which no reader can tell from a file written that way), while a
-# writer that sleeps is woken promptly.
+# Rewrites the file in place forever, each version one byte value at the start of each
+# half: between the two writes the file is torn (half new, half old) — what must never
+# land as verified. A new version every millisecond or so, not a busy loop, and at a
+# real-time priority where it may have one (root, as CI runs): a writer the scheduler
+# starves for longer than the sender's settle time pauses mid-rewrite, which no reader
+# can tell from a file written that way (the full suite on 2 cores starved the earlier
+# writer, which rewrote both 10 MiB halves of each version, about once in 5 runs).
 WRITER = """
 import os, sys, time
 path, size = sys.argv[1], int(sys.argv[2])
+try:
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+except (AttributeError, PermissionError):
+    pass  # not allowed here: an ordinary process, starved now and then on a busy machine
 fd, half, i = os.open(path, os.O_RDWR), size // 2, 0
 print("writing", flush=True)
 while True:
     i += 1
-    block = bytes([i % 251]) * half
+    block = bytes([i % 251]) * 4096
     os.pwrite(fd, block, 0)
     os.pwrite(fd, block, half)
     time.sleep(0.001)
