@@ -45,7 +45,7 @@ async def test_gpu_sparkline_on_the_board_and_bars_in_the_detail(
     engine, make_job, tmp_path, monkeypatch
 ) -> None:
     fake_gpu.install("busy-2gpu.txt", tmp_path / "gpu-bin", monkeypatch)
-    app = SwjobApp(engine, jobs=[make_job(name="gpu", run="sleep 30")])
+    app = SwjobApp(engine, jobs=[make_job(name="gpu", run="sleep 300")])
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
         run_id = engine.runs()[0].run_id
@@ -86,7 +86,7 @@ async def test_p_forwards_a_port_listed_in_the_detail(engine, make_job) -> None:
 
 
 async def test_bang_says_when_the_console_cannot_step_aside(engine, make_job) -> None:
-    app = SwjobApp(engine, jobs=[make_job(name="sh", run="sleep 30")])
+    app = SwjobApp(engine, jobs=[make_job(name="sh", run="sleep 300")])
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
         run_id = engine.runs()[0].run_id
