@@ -115,7 +115,7 @@ async def test_a_capped_log_says_lines_were_dropped_and_search_finds_them_on_dis
 
 async def test_the_spinner_of_the_step_in_progress_turns(engine, make_job) -> None:
     now = [FIXED_NOW]
-    app = SwjobApp(engine, jobs=[make_job(name="sleeper", run="sleep 30")], clock=lambda: now[0])
+    app = SwjobApp(engine, jobs=[make_job(name="sleeper", run="sleep 300")], clock=lambda: now[0])
     async with app.run_test(size=SMALL) as pilot:
         await booted(pilot)
         run_id = engine.runs()[0].run_id
