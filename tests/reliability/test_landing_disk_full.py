@@ -65,13 +65,17 @@ def test_a_landing_disk_filled_mid_collection_ends_the_run_and_tears_the_node_do
         scratch = [p for p in run_dir.rglob("*") if "swjob-" in p.name or p.suffix == ".tmp"]
         assert not scratch, scratch
         manifest_file = run_dir / "manifest.json"
-        if manifest_file.exists() and manifest_file.stat().st_size:
+        written = manifest_file.exists() and manifest_file.stat().st_size > 0
+        if written:
             manifest = json.loads(manifest_file.read_text())
             verified = {f["path"] for f in manifest["files"] if f["verified"]}
             assert verified <= {p.name for p in landed}, manifest
         assert code == 0 and "internal error" not in out, out  # the exit code decides
         if len(landed) < 3:  # never as if every output landed
-            assert out.endswith(not_collected(run_dir) + "\n"), out
+            # the manifest meets the full disk, or finds room once a refused output's part
+            # file is gone (the fill's timing decides): either way what is missing is said
+            said = f"{3 - len(landed)} of 3 files did not land" if written else None
+            assert (said or not_collected(run_dir)) in out, out
     record_fault(
         "operator's landing disk filled by another program mid-collection",
         None,
