@@ -86,18 +86,46 @@ def _stale(kept: _Row, indexed: RunView | None) -> bool:
     )
 
 
+_UNREADABLE = (ValueError, KeyError, TypeError, IndexError)
+"""What reading a kept file that is not a row raises (spill.Unreadable is a ValueError)."""
+
+
+def _kept_row(index: Path, run_id: str) -> _Row | None:
+    """The run's row kept beside `index`, None when it has none (or it was written in
+    meanwhile); one of _UNREADABLE when its file is not a row of that run."""
+    text = spill.read(index, run_id)
+    if text is None:
+        return None
+    row = _Row.from_json(text)
+    if row.view.run_id != run_id:
+        raise ValueError(f"it holds run {row.view.run_id}")
+    return row
+
+
 def run_unfinished(run_id: str, path: Path | None = None) -> bool:
     """Does the run index list `run_id` as not yet ended? Read-only, for another process's
     run (engine/providers/slots.py: may its node still exist?); True when the index cannot
-    be read, since a node may then exist; False for a run it does not list."""
+    be read, since a node may then exist; False for a run it does not list.
+
+    A run's row kept beside the index (engine/state/spill.py) counts when it is newer than
+    the index's: a run left running while the index was held is known only by it, and
+    its slot read free once its process had gone — a second node was rented beside it."""
     path = path or state_dir() / "runs.sqlite"
     uri = f"{path.absolute().as_uri()}?mode=ro"
     try:
         with contextlib.closing(sqlite3.connect(uri, WRITE_WAIT_S, uri=True)) as db:
-            row = db.execute("SELECT terminal FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            found = db.execute(
+                "SELECT terminal, view FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
     except sqlite3.Error:
         return path.exists()
-    return row is not None and not row[0]
+    with contextlib.suppress(*_UNREADABLE):  # not a row (the index's opener says so)
+        kept = _kept_row(path, run_id)
+        if kept is not None:
+            indexed = RunView.model_validate_json(found[1]) if found else None
+            if not _stale(kept, indexed):
+                return kept.view.finished is None
+    return found is not None and not found[0]
 
 
 class Store:
@@ -238,17 +266,11 @@ class Store:
     def _kept_row(self, run_id: str) -> _Row | None:
         """The run's kept row, None when it has none or it is unreadable (said, left)."""
         try:
-            text = spill.read(self.path, run_id)
-            if text is None:  # written in by another process meanwhile
-                return None
-            row = _Row.from_json(text)
-            if row.view.run_id != run_id:
-                raise ValueError(f"it holds run {row.view.run_id}")
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            return _kept_row(self.path, run_id)
+        except _UNREADABLE as exc:
             where = spill.folder(self.path) / f"{run_id}{spill.SUFFIX}"
             log.warning("%s: unreadable, left as it is: %s", where, exc)
             return None
-        return row
 
     def _indexed(self, run_id: str) -> RunView | None:
         """The run's summary as the index holds it now."""

@@ -12,7 +12,10 @@ import pytest
 
 from engine.providers.slots import Slots, pool_slots
 from engine.report.views import RunView
+from engine.state import ownership, spill, store
+from engine.state.locked import StateNotWritten
 from engine.state.store import Store
+from tests.support.sqlitelock import locked
 
 AT = datetime(2026, 12, 4, 8, 0, tzinfo=UTC)
 
@@ -89,22 +92,30 @@ def _left_by_a_dead_operator(pool: str, index: int, run_id: str) -> None:
     (folder / str(index)).write_text(run_id)
 
 
-def _indexed(run_id: str, state: str, finished: datetime | None) -> None:
-    store = Store()
-    store.save(
-        RunView(
-            run_id=run_id,
-            job_name="j",
-            pool="p",
-            state=state,
-            phase="run",
-            created=AT,
-            updated=AT,
-            finished=finished,
-            run_dir=Path("/runs/j") / run_id,
-        )
-    )
-    store.close()
+def _view(run_id: str, state: str, finished: datetime | None, updated: datetime = AT) -> RunView:
+    return RunView(
+        run_id=run_id, job_name="j", pool="p", state=state, phase="run", created=AT,
+        updated=updated, finished=finished, run_dir=Path("/runs/j") / run_id,
+    )  # fmt: skip
+
+
+def _indexed(run_id: str, state: str, finished: datetime | None, updated: datetime = AT) -> None:
+    index = Store()
+    index.save(_view(run_id, state, finished, updated))
+    index.close()
+
+
+def _kept_as_the_index_was_held(run_id: str) -> Path:
+    """The run's row as an engine leaves it that closed (`l` at the console's quit: the
+    run left running) while another process held the index: kept beside it, not in it."""
+    ours = Store()
+    with locked(ours.path):
+        with pytest.raises(StateNotWritten):
+            ours.save(_view(run_id, "RUNNING", None))
+        ours.keep_unwritten()
+    ours.close()
+    assert spill.kept(ours.path) == [run_id]
+    return ours.path
 
 
 async def test_a_slot_a_dead_operators_unfinished_run_names_stays_taken() -> None:
@@ -130,6 +141,43 @@ async def test_a_slot_naming_a_run_that_has_ended_is_free() -> None:
     """A run settled since its operator died (by `swjob gc`, say): its node is gone."""
     _indexed("ended-run", "FAILED", AT)
     _left_by_a_dead_operator("p", 0, "ended-run")
+    taker = Slots(1, "p")
+    await asyncio.wait_for(taker.take("new-run"), 1)
+    taker.give_back("new-run")
+
+
+async def test_a_slot_naming_a_run_known_only_by_its_kept_row_stays_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its process quit leaving it running while another process held the index: its row
+    never got in, and the slot read free — a second node was started beside the live one."""
+    monkeypatch.setattr(store, "WRITE_WAIT_S", 0.05)  # a held lock fails a save at once
+    index = _kept_as_the_index_was_held("left-run")
+    _left_by_a_dead_operator("p", 0, "left-run")
+    said: list[str] = []
+    taker = Slots(1, "p")
+    with locked(index):  # still held: the row is known by its file alone
+        waiting = asyncio.ensure_future(taker.take("new-run", said.append))
+        await asyncio.sleep(0.1)
+        assert not waiting.done(), "a second node beside the left run's"
+        assert said and "by a run whose swjob process died (left-run)" in said[0], said
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+
+
+async def test_a_slot_naming_a_run_whose_kept_row_the_index_has_overtaken_is_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its kept row is stale: an adopter carried the run to its end, which the index holds."""
+    monkeypatch.setattr(store, "WRITE_WAIT_S", 0.05)
+    index = _kept_as_the_index_was_held("left-run")
+    adopter = ownership.acquire("left-run")  # its lease: the file is not written in under it
+    assert adopter is not None
+    _indexed("left-run", "COMPLETED", AT.replace(hour=9), AT.replace(hour=9))
+    adopter.release(finished=True)
+    assert spill.kept(index) == ["left-run"]
+    _left_by_a_dead_operator("p", 0, "left-run")
     taker = Slots(1, "p")
     await asyncio.wait_for(taker.take("new-run"), 1)
     taker.give_back("new-run")
