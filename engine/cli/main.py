@@ -272,14 +272,15 @@ def _gc(args: argparse.Namespace) -> int:
 
     store = Store()
     try:  # an unfinished run is owned while a live engine holds its lease; else abandoned
-        unfinished = {view.run_id for view, _ in store.unfinished()}
         owned = ownership.owned(store.path)
+        abandoned = {v.run_id: v.pool for v, _ in store.unfinished() if v.run_id not in owned}
         return cli_gc(
             load_pools(args.pools),
             yes=args.yes,
             out=sys.stdout,
             live_run_ids=owned,
-            abandoned=unfinished - owned,
+            abandoned=set(abandoned),
+            abandoned_pools=abandoned,
             claims=Claims(store),
         )
     finally:

@@ -18,7 +18,8 @@ when) stays listed a while — for `CONFIRM_FOR_S` it is said to be being destro
 left to Vast, not an orphan to destroy again; still listed past that, it is one. A
 destroy gc asks for itself is held to the same rule: an instance Vast still lists after
 it is being destroyed, not collected — its rows stay open (marked destroy asked) and its
-run unfinished until a later gc sees it gone.
+run unfinished until a later gc sees it gone. The abandoned runs of local pools, whose
+nodes are processes of this machine, are found and ended by engine/providers/gc_local.py.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, Protocol, TextIO
 
 from engine.jobs.pools import Pool, PoolFileError, PoolSet
 from engine.providers.base import TeardownError
+from engine.providers.gc_local import collect_local_orphans, find_local_orphans
 from engine.providers.vast_api import RetryPolicy, VastApiError
 from engine.providers.vast_boot import operator_of, run_id_of
 from engine.providers.vastai import CONFIRM_FOR_S, CREATE_SETTLE_S, VastProvider, make_api
@@ -361,12 +363,17 @@ def cli_gc(
     *,
     live_run_ids: set[str] | None = None,
     abandoned: set[str] | None = None,
+    abandoned_pools: dict[str, str] | None = None,
     claims: RunClaims | None = None,
     ask: Callable[[str], str] = input,
     ledger: Ledger | None = None,
     retry: RetryPolicy | None = None,
+    stop_grace_s: float = 10.0,
 ) -> int:
-    """`swjob gc`: list orphans with how long each has been billing, destroy ours on yes."""
+    """`swjob gc`: list orphans with how long each has been billing, destroy ours on yes.
+    `abandoned_pools` (run → pool) are the abandoned runs whose local nodes are looked
+    for too (engine/providers/gc_local.py; collected only with `claims`)."""
+
     ledger = ledger or Ledger()
     live = live_run_ids or set()
     try:
@@ -375,19 +382,29 @@ def cli_gc(
     except VastApiError as exc:
         print(f"swjob gc: {exc}", file=out)
         return 1
-    if not orphans:
+    local = asyncio.run(find_local_orphans(pools, abandoned_pools or {}))
+    if not orphans and not local:
         print("no orphaned nodes", file=out)
         return 0
-    for orphan in orphans:
+    for orphan in [*orphans, *local]:
         print(f"  {orphan.describe()}", file=out)
     ours = [o for o in orphans if o.collectable]
-    if not ours:  # each line above says why it is left
+    ours_local = [o for o in local if o.collectable] if claims is not None else []
+    if not ours and not ours_local:  # each line above says why it is left
         print("nothing to destroy", file=out)
         return 0
-    if not yes and not _confirmed(ask, f"destroy {len(ours)} orphan(s)? [y/N] ", out):
+    question = f"destroy {len(ours) + len(ours_local)} orphan(s)? [y/N] "
+    if not yes and not _confirmed(ask, question, out):
         print("nothing destroyed", file=out)
         return 0
-    done = asyncio.run(destroy_orphans(ours, pools, ledger, retry=retry, claims=claims))
+
+    async def collect() -> Collection:
+        done = await destroy_orphans(ours, pools, ledger, retry=retry, claims=claims)
+        if claims is not None:
+            await collect_local_orphans(ours_local, claims, done, stop_grace_s)
+        return done
+
+    done = asyncio.run(collect())
     for problem in done.problems:
         print(f"swjob gc: {problem}", file=out)
     print(done.summary(), file=out)

@@ -154,13 +154,8 @@ class LocalProvider:
         the record. Found by its directory, named after the run, and the agent working
         in it; adopted, so that it rejoins or is torn down like any recorded node. A
         directory with nothing in it never had an agent (_remove_if_empty): removed."""
-        for root in sorted(cache_dir().joinpath("nodes").glob(f"local-{glob.escape(run_id)}-*")):
-            pid = await asyncio.to_thread(_agent_in, root)
-            if pid is not None:
-                handle = NodeHandle(
-                    provider=self.name, node_id=root.name, offer={"pid": pid},
-                    created_at=root.stat().st_mtime,
-                )  # fmt: skip
+        for root in node_roots(run_id):
+            if (handle := await running_node(root)) is not None:
                 self.adopt(handle)
                 return handle
             _remove_if_empty(root)
@@ -169,8 +164,7 @@ class LocalProvider:
     async def may_have_node(self, run_id: str) -> bool:
         """A node's directory, named after its run, is made before its agent starts and
         removed once the node is gone: without one, no node of `run_id` exists."""
-        nodes = cache_dir().joinpath("nodes")
-        return any(nodes.glob(f"local-{glob.escape(run_id)}-*"))
+        return bool(node_roots(run_id))
 
     async def node_exited(self, handle: NodeHandle) -> str:
         node = self._nodes.get(handle.node_id)
@@ -206,6 +200,24 @@ class LocalProvider:
             shutil.rmtree(node.root, ignore_errors=True)
         finally:
             self._slots.give_back(run_of(handle.node_id))
+
+
+def node_roots(run_id: str) -> list[Path]:
+    """The directories of `run_id`'s nodes on this machine (`local-<run id>-<4 hex>`)."""
+    return sorted(cache_dir().joinpath("nodes").glob(f"local-{glob.escape(run_id)}-*"))
+
+
+async def running_node(root: Path) -> NodeHandle | None:
+    """The node whose agent works in `root`, if one does (its pid found, not recorded)."""
+    pid = await asyncio.to_thread(_agent_in, root)
+    try:
+        born = root.stat().st_mtime
+    except OSError:  # removed meanwhile: its agent gave up
+        return None
+    if pid is None:
+        return None
+    return NodeHandle(provider=LocalProvider.name, node_id=root.name, offer={"pid": pid},
+                      created_at=born)  # fmt: skip
 
 
 async def _fork(root: Path, args: list[str], env: dict[str, str]) -> ForkedAgent | None:
