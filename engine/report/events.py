@@ -178,7 +178,8 @@ class Finished(_Ev):
     exit_code: int | None = None
     reason: str | None = None
     missing_outputs: list[str] = []
-    outputs_note: str | None = None  # why the outputs were not collected, verdict aside
+    outputs_note: str | None = None  # why outputs were not collected (or landed without a
+    # manifest: which landed whole), verdict aside
 
 
 Event = Annotated[

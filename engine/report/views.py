@@ -68,7 +68,8 @@ class RunView(_View):
     boot: list[Boot] = []  # the node's boot steps as reached (engine/report/boot.py)
     transfers: dict[str, TransferProgress] = {}  # keyed by direction: "push" / "pull"
     missing_outputs: list[str] = []
-    outputs_note: str | None = None  # why the outputs were not collected (run ended)
+    outputs_note: str | None = None  # why outputs were not collected, or which landed whole
+    # without a manifest (run ended)
     cost_dollars: float | None = None
     cost_by_phase: dict[str, float] = {}  # dollars per phase so far (fsm Phase values)
     gpus: list[GpuView] = []  # the node's GPUs as sampled while a step ran

@@ -33,6 +33,15 @@ def landing(path: Path) -> Iterator[None]:
         raise LandingFailed(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+class ManifestNotWritten(LandingFailed):
+    """Every output was pulled, and those `result` marks verified lie whole in outputs/,
+    but manifest.json could not be written: they are collected all the same."""
+
+    def __init__(self, why: str, result: PullResult) -> None:
+        super().__init__(why)
+        self.result = result
+
+
 @dataclass(frozen=True)
 class ManifestEntry:
     path: str

@@ -14,6 +14,7 @@ from engine.run.livesync import LiveSync
 from engine.run.stall import Stalled, StallGuard
 from engine.run.transfer import (
     LandingFailed,
+    ManifestNotWritten,
     PullResult,
     TransferError,
     pull_outputs,
@@ -110,6 +111,8 @@ class Transfers:
             )
         except Stalled as exc:
             return self._not_collected(f"collection stalled: {exc}")
+        except ManifestNotWritten as exc:
+            return self._without_manifest(exc.result, str(exc))
         except LandingFailed as exc:  # the operator's disk, not the node: the verdict stands
             return self._not_collected(str(exc))
         except (TransferError, NodeGone) as exc:
@@ -117,6 +120,9 @@ class Transfers:
                 self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
                 return {}
             return self._not_collected(str(exc))
+        return self._collected(result)
+
+    def _collected(self, result: PullResult) -> dict[str, Any]:
         summary: dict[str, Any] = {"files": len(result.files), "bytes": result.bytes}
         redact = self._d.redact
         if result.not_landed:
@@ -130,6 +136,27 @@ class Transfers:
         # a declared output that matched nothing may hold a secret: shown masked, as in
         # manifest.json
         return {"missing": [redact(m) for m in result.missing], "summary": summary}
+
+    def _without_manifest(self, result: PullResult, why: str) -> dict[str, Any]:
+        """Pulled, but manifest.json could not be written: the outputs that landed whole
+        (each verified against its SHA-256 as it landed) are collected, named in the note
+        and, with their digests, in run.json — saying none were collected listed them all
+        as missing. Those that did not land are missing, as in an incomplete pull."""
+        verified = {e.path: e.sha256 for e in result.files if e.verified}
+        if not verified:
+            return self._not_collected(why)
+        redact = self._d.redact
+        collected = self._collected(result)
+        collected["summary"]["verified"] = {redact(path): sha for path, sha in verified.items()}
+        collected["missing"] += [redact(e.path) for e in result.not_landed]
+        names = list(verified)
+        shown = ", ".join(names[:5]) + (f", … {len(names) - 5} more" if len(names) > 5 else "")
+        note = redact(
+            f"outputs landed without a manifest ({why}): {len(names)} of {len(result.files)} "
+            f"files landed whole, verified by SHA-256: {shown} (listed in run.json)"
+        )
+        self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=note))
+        return {**collected, "note": note}
 
     def _alert_incomplete(self, result: PullResult) -> None:
         """Loud, because the run may still be COMPLETED (the exit code decides): say what did

@@ -38,6 +38,7 @@ from agent.transfer.wire import FrameReader, StreamEnded
 from engine.run.manifest import (
     LandingFailed,
     ManifestEntry,
+    ManifestNotWritten,
     PullResult,
     landing,
     manifest_entries,
@@ -48,6 +49,7 @@ from engine.run.manifest import (
 __all__ = [
     "LandingFailed",
     "ManifestEntry",
+    "ManifestNotWritten",
     "PullResult",
     "PushResult",
     "TransferError",
@@ -328,7 +330,8 @@ async def pull_outputs(
 
     `redact` masks secrets in the refusal messages, the reasons and in manifest.json's
     paths (they quote names the job chose). LandingFailed when the operator's own disk
-    refuses the landing directory or the manifest (an output it refuses is one not landed)."""
+    refuses the landing directory (an output it refuses is one not landed);
+    ManifestNotWritten, carrying what landed, when it refuses the manifest."""
     receiver = Receiver(run_dir / "outputs", hash_chunked=True, per_file=True)
     with landing(run_dir / "outputs"):
         (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
@@ -377,5 +380,8 @@ async def pull_outputs(
     receiver.close()
     meters[0].finish()
     pulled = result(listing, attempts)
-    write_manifest(run_dir, pulled, redact)
+    try:
+        write_manifest(run_dir, pulled, redact)
+    except LandingFailed as exc:  # what landed whole stays collected: said so, not lost
+        raise ManifestNotWritten(str(exc), pulled) from None
     return pulled

@@ -8,6 +8,7 @@ among the outputs is refused by the node (as root, chmod 000 would not stop a re
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from tests.support.cli import swjob
 from tests.support.disks import tmpfs
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -54,3 +56,40 @@ def test_exit_0_with_outputs_that_cannot_land_is_completed_and_says_so(
         f"COMPLETED, CLI exit 0 with 'outputs incomplete: 2 of 3' ({took:.1f} s)",
         "the 2 outputs, named with reasons",
     )
+
+
+def test_outputs_that_landed_whole_are_named_when_the_manifest_cannot_be_written(
+    tmp_path: Path, clis
+) -> None:
+    """Every output lands, verified, then manifest.json cannot be written (here a directory
+    stands in its way; a full disk does the same): the run said "outputs not collected"
+    and listed every output as missing, though each lay whole in outputs/. Now the landed
+    ones are named as landed, with their SHA-256 in run.json, and the one that never
+    existed on the node is the only one missing."""
+    release = tmp_path / "release"
+    (tmp_path / "job.toml").write_text(
+        f'[job]\nname = "nomanifest"\nrun = "echo one > a.txt; echo two > b.txt; '
+        f'echo waiting; while [ ! -e {release} ]; do sleep 0.1; done"\n'
+        'outputs = ["a.txt", "b.txt", "never.txt"]\n'
+    )
+    cli = clis("run", "job.toml", cwd=tmp_path)
+    eventually(lambda: cli.has_printed("run | waiting"), 60, "the job running")
+    [run_dir] = (tmp_path / "swjob-runs" / "nomanifest").iterdir()
+    (run_dir / "manifest.json").mkdir()  # in the way of the manifest's rename
+    release.touch()
+    assert cli.wait(60) == 0, cli.output()
+    out = cli.output()
+    why = f"cannot write {run_dir}/manifest.json: Is a directory"
+    said = (
+        f"outputs landed without a manifest ({why}): 2 of 2 files landed whole, "
+        "verified by SHA-256: a.txt, b.txt (listed in run.json)"
+    )
+    assert out.splitlines()[-2:] == ["missing outputs: never.txt", said], out
+    assert "outputs not collected" not in out, out
+    assert (run_dir / "outputs" / "a.txt").read_text() == "one\n"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["state"] == "COMPLETED" and record["missing_outputs"] == ["never.txt"]
+    assert record["outputs"]["verified"] == {
+        "a.txt": hashlib.sha256(b"one\n").hexdigest(),
+        "b.txt": hashlib.sha256(b"two\n").hexdigest(),
+    }

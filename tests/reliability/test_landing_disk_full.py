@@ -74,8 +74,14 @@ def test_a_landing_disk_filled_mid_collection_ends_the_run_and_tears_the_node_do
         if len(landed) < 3:  # never as if every output landed
             # the manifest meets the full disk, or finds room once a refused output's part
             # file is gone (the fill's timing decides): either way what is missing is said
-            said = f"{3 - len(landed)} of 3 files did not land" if written else None
-            assert (said or not_collected(run_dir)) in out, out
+            if written:
+                assert f"{3 - len(landed)} of 3 files did not land" in out, out
+            elif not landed:
+                assert out.endswith(not_collected(run_dir) + "\n"), out
+            else:  # those that landed whole named, never as if every one did
+                names = ", ".join(sorted(p.name for p in landed))
+                said = f"{len(landed)} of 3 files landed whole, verified by SHA-256: {names} ("
+                assert said in out.splitlines()[-1], out
     record_fault(
         "operator's landing disk filled by another program mid-collection",
         None,
