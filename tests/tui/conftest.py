@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from textual.app import App
 from textual.pilot import Pilot
 
 from engine.engine import Engine
@@ -95,6 +96,11 @@ def screen_text(app: SwjobApp) -> str:
     """What the terminal shows, as text (from the SVG export: entities and nbsp undone)."""
     svg = app.export_screenshot()
     return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+
+
+def screen_rows(app: App[object]) -> list[str]:
+    """What the terminal shows, row by row as laid out (every column, spaces included)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
 
 
 def toasts(app: SwjobApp) -> list[str]:

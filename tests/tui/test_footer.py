@@ -13,7 +13,8 @@ from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets._footer import FooterKey
 
-from tests.tui.conftest import until
+from tests.tui.conftest import booted, screen_rows, until
+from tui.app import SwjobApp
 from tui.widgets.footer import COMPACT_BELOW, Footer
 
 
@@ -97,3 +98,47 @@ async def test_a_change_that_leaves_the_keys_as_they_were_keeps_them_mounted() -
         screen.refresh_bindings()
         await until(pilot, lambda: set(footer.query(FooterKey)).isdisjoint(before))
         assert not next(key for key in footer.query(FooterKey) if key.key == "b").disabled
+
+
+async def test_a_narrow_footer_ends_in_whole_keys_and_the_palette_key(engine, make_job) -> None:
+    """At 40 columns the board's keys ran under the palette key, docked right: "Submit s"
+    showed a key cut in two, and the palette key's margin showed a hidden key through it
+    ("▏^p palettep"). Now the keys that do not fit wholly are hidden, and the palette key
+    ends the footer."""
+    app = SwjobApp(engine, jobs=[make_job(name="hello", run="echo hi")])
+    async with app.run_test(size=(40, 10)) as pilot:
+        await booted(pilot)
+        footer = app.screen.query_one(Footer)
+        shown = "l Logs / Filter n Submit"
+        ending = "▏^p palette"
+
+        def bottom() -> str:
+            return screen_rows(app)[-1][: footer.size.width]
+
+        await until(pilot, lambda: bottom().startswith(shown + " ") and bottom().endswith(ending))
+        assert bottom() == shown.ljust(footer.size.width - len(ending)) + ending
+
+
+@pytest.mark.parametrize("widths", [(12,), (30,), (45, 60), (60, 45), (30, 120, 30)])
+async def test_every_key_shown_is_whole_at_any_narrow_width(widths: tuple[int, ...]) -> None:
+    """Each key shown reads whole where it stands, none under the palette key; as many
+    as fit are shown, also after the terminal is resized."""
+    app = KeysApp()
+    async with app.run_test(size=(widths[0], 5)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, KeysScreen))
+        footer = app.screen.query_one(Footer)
+        await until(pilot, lambda: "a" in {key.key for key in footer.query(FooterKey)})
+        for width in widths:
+            await pilot.resize_terminal(width, 5)
+            await until(pilot, lambda width=width: footer.size.width == width)
+            await pilot.pause()
+            keys = [key for key in footer.query(FooterKey) if key.display]
+            row = screen_rows(app)[-1]
+            for key in keys:
+                label = f"{key.key_display} {key.description}"
+                assert row[key.region.x : key.region.right].strip(" ▏") == label, (label, row)
+            palette = [key for key in keys if key.has_class("-command-palette")]
+            edge = palette[0].region.x if palette else width
+            shown = [key for key in keys if key not in palette]
+            assert all(key.region.right <= edge for key in shown), row
+            assert len(shown) == min(8, (edge + 1) // 8), row  # "a Key a" and a space each

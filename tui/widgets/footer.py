@@ -13,6 +13,12 @@ Most of those changes leave the keys as they were (the cursor moved to another r
 same state, the focus went to a pane with the same keys): then the keys are left mounted
 rather than removed and built again identical, a restyling and a relayout of the footer
 spared for nothing on screen changing.
+
+On a terminal too narrow for every key (40 columns), Textual lets the keys run under
+the command palette's key, docked right: a key cut in two showed beside it, and the
+column of margin it kept on its right showed the hidden keys through ("▏^p palettep").
+The palette key sits flush right here, and the keys that do not fit wholly beside it
+are hidden, so the footer ends in whole keys.
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ COMPACT_BELOW = 100  # columns: the detail's keys need 85 in the roomy style
 
 
 class Footer(TextualFooter):
+    DEFAULT_CSS = """
+    Footer.-compact FooterKey.-command-palette {
+        margin-right: 0;
+    }
+    """
     _composed_from: Any = None
 
     def _keys_from(self) -> Any:
@@ -58,6 +69,31 @@ class Footer(TextualFooter):
         if keys is not None and keys == self._composed_from:
             return  # the keys shown are already these
         await super().recompose()
+        self._fit_after_layout()
 
     def on_resize(self, event: events.Resize) -> None:
         self.compact = event.size.width < COMPACT_BELOW
+        self._fit_after_layout()
+
+    def _fit_after_layout(self) -> None:
+        """Show every key, then, once they are laid out, hide those that do not fit."""
+        for child in self.children:
+            child.display = True
+        self.call_after_refresh(self._hide_what_does_not_fit)
+
+    def _hide_what_does_not_fit(self) -> None:
+        """Hide, from the first that does not fit wholly left of the palette key (docked
+        right), every key in order: the footer ends in whole keys."""
+        palette = [child for child in self.children if child.has_class("-command-palette")]
+        width = self.content_size.width
+        room = width - sum(key.virtual_region_with_margin.width for key in palette)
+        if room < 0:  # not even the palette key fits: the keys get the room
+            room = width
+            for key in palette:
+                key.display = False
+        cut = False
+        for child in self.children:
+            if child in palette:
+                continue
+            cut = cut or child.virtual_region.right > room  # its margin may go under
+            child.display = not cut
