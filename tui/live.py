@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -48,6 +47,8 @@ class ForwardScreen(ModalScreen[tuple[int, int] | None]):
     """Asks which node port to forward (and, optionally, to which local port)."""
 
     BINDINGS = [
+        # before the port field's own enter (not shown), so that the footer names it
+        Binding("enter", "forward", "Forward", priority=True, id="swjob.forward.forward"),
         Binding("escape", "cancel", "Cancel", id="swjob.forward.cancel"),
     ]
 
@@ -61,12 +62,10 @@ class ForwardScreen(ModalScreen[tuple[int, int] | None]):
             yield Label("node port, then optionally a local port (e.g. 6006 or 8888 9000)")
             yield Input(placeholder="6006", id="ports")
             yield Label("", id="problem")
-            yield Label("[b]enter[/] forward · [b]esc[/] cancel", classes="keys")
-        yield Footer()  # this dialog's keys, over the screen's below
+        yield Footer(alternatives=True)  # this dialog's keys, over the screen's below
 
-    @on(Input.Submitted)
-    def _submitted(self, event: Input.Submitted) -> None:
-        parsed = parse_ports(event.value)
+    def action_forward(self) -> None:
+        parsed = parse_ports(self.query_one("#ports", Input).value)
         if isinstance(parsed, str):
             self.query_one("#problem", Label).update(parsed)
             return

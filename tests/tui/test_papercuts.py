@@ -211,7 +211,7 @@ async def test_at_80x24_the_footer_keeps_help_and_quit_and_a_dialog_shows_its_ow
         def footer() -> str:
             return screen_text(app).rstrip().splitlines()[-1]
 
-        for key, keys in (("question_mark", "esc Close"), ("n", "esc Cancel")):
+        for key, keys in (("question_mark", "esc/?/q Close"), ("n", "esc Cancel")):
             await pilot.press(key)  # a dialog's own keys, not the board's under it
             await until(pilot, lambda keys=keys: keys in footer())
             assert "Logs" not in footer()

@@ -116,7 +116,7 @@ async def _collect_beside(engine: Engine, api: StandIn, orphan: str, theirs: int
         shown = screen_text(app)
         assert f"instance {orphan}" in shown and f"instance {theirs}" in shown
         assert "collect all" not in shown and "collect 2" not in shown, shown
-        assert "y/enter collect 1, leaves 1 operator 0badc0de's, not ours" in shown, shown
+        assert "collecting destroys 1, leaves 1 operator 0badc0de's, not ours" in shown, shown
 
         await pilot.press("y")
         done = f"collected 1 of 1: instance {orphan} (run run-crashed)"
@@ -134,7 +134,7 @@ async def _collect_beside(engine: Engine, api: StandIn, orphan: str, theirs: int
         await until(pilot, lambda: screen.found is not None)
         shown = screen_text(app)
         assert "nothing here is ours to collect: 1 operator 0badc0de's, not ours" in shown
-        assert "y/enter collect" not in shown, shown
+        assert "collecting destroys" not in shown, shown
         await pilot.press("y", "enter")
         assert app.screen is screen and set(api.cloud.instances) == {theirs}
         await pilot.press("escape")

@@ -96,7 +96,7 @@ class HelpScreen(ModalScreen[None]):
             yield Label("Keys (greyed: not available now) · ctrl+p: every command", classes="title")
             with VerticalScroll():
                 yield Static(self.table)
-        yield Footer()  # this dialog's keys, over the screen's below
+        yield Footer(alternatives=True)  # this dialog's keys, over the screen's below
 
     def on_mount(self) -> None:
         self.query_one(VerticalScroll).focus()  # arrows, page keys and j/k scroll the list

@@ -47,8 +47,7 @@ class ConfirmStopScreen(ModalScreen[bool]):
         with Vertical(classes="dialog"):
             yield Label(f"Stop {self.run.job_name} ({self.run.run_id})?", classes="title")
             yield Label(stop_consequence(self.run))
-            yield Label("[b]y[/]/enter stop · [b]n[/]/esc cancel", classes="keys")
-        yield Footer()  # this dialog's keys, over the screen's below
+        yield Footer(alternatives=True)  # this dialog's keys, over the screen's below
 
     def action_answer(self, stop: bool) -> None:
         self.dismiss(stop)
@@ -78,10 +77,10 @@ class QuitScreen(ModalScreen[str | None]):
                 "after the console exits."
             )
             with Horizontal(classes="buttons"):
-                yield Button("Stop all and tear down (s)", id="stop", variant="error")
-                yield Button("Leave running (l)", id="leave", variant="warning")
-                yield Button("Cancel (esc)", id="cancel")
-        yield Footer()  # this dialog's keys, over the screen's below
+                yield Button("Stop all and tear down", id="stop", variant="error")
+                yield Button("Leave running", id="leave", variant="warning")
+                yield Button("Cancel", id="cancel")
+        yield Footer(alternatives=True)  # this dialog's keys, over the screen's below
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:

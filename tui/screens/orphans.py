@@ -42,16 +42,17 @@ def describe(orphans: list[Orphan]) -> Text:
     return text
 
 
-def keys(found: list[Orphan]) -> str:
-    """The dialog's keys for what was found: what `y` destroys and what it leaves."""
+def outcome(found: list[Orphan]) -> str:
+    """What collecting does with what was found: what `y` destroys and what it leaves
+    (its keys are the footer's)."""
     ours = [o for o in found if o.collectable]
     left = _counted([o.why_left or "" for o in found if not o.collectable])
     if ours:
         leaves = f", leaves {left}" if left else ""
-        return f"[b]y[/]/enter collect {len(ours)}{leaves} · [b]n[/]/esc cancel"
+        return f"collecting destroys {len(ours)}{leaves}"
     if found:
-        return f"nothing here is ours to collect: {left} · [b]n[/]/esc close"
-    return "[b]n[/]/esc close"
+        return f"nothing here is ours to collect: {left}"
+    return ""
 
 
 def _counted(reasons: list[str]) -> str:
@@ -82,8 +83,8 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
             yield Label("Orphaned nodes: billing without a live run", classes="title")
             with VerticalScroll():
                 yield Static("listing provider accounts and the instance ledger…", id="found")
-            yield Label("[b]n[/]/esc cancel", id="orphan-keys", classes="keys")
-        yield Footer()  # this dialog's keys, over the screen's below
+            yield Label("", id="outcome", classes="outcome").set_styles("display: none;")
+        yield Footer(alternatives=True)  # this dialog's keys, over the screen's below
 
     def on_mount(self) -> None:
         self._list()
@@ -102,7 +103,9 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
     def show(self, found: list[Orphan]) -> None:
         self.found = found
         self.query_one("#found", Static).update(describe(found))
-        self.query_one("#orphan-keys", Label).update(keys(found))
+        said = self.query_one("#outcome", Label)
+        said.update(outcome(found))
+        said.display = bool(outcome(found))
         self.refresh_bindings()
 
     def _ours(self) -> bool:

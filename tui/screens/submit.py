@@ -104,8 +104,8 @@ class SubmitScreen(ModalScreen[str | None]):
             yield Static("", id="plan")
             with Horizontal(classes="buttons"):
                 yield Button("Submit", id="submit", variant="primary")
-                yield Button("Cancel (esc)", id="cancel")
-        yield Footer()  # this dialog's keys, over the screen's below
+                yield Button("Cancel", id="cancel")
+        yield Footer(alternatives=True)  # this dialog's keys, over the screen's below
 
     def on_mount(self) -> None:
         self.query_one("#path", Input).focus()

@@ -19,6 +19,10 @@ the command palette's key, docked right: a key cut in two showed beside it, and 
 column of margin it kept on its right showed the hidden keys through ("▏^p palettep").
 The palette key sits flush right here, and the keys that do not fit wholly beside it
 are hidden, so the footer ends in whole keys.
+
+A dialog's footer is the one place its keys are shown (they were also written in the
+dialog, by hand, and so shown twice): with `alternatives` each key names every key bound
+to its action (`y/enter Stop it`), where Textual shows the first binding's alone.
 """
 
 from __future__ import annotations
@@ -41,6 +45,19 @@ class Footer(TextualFooter):
     """
     _composed_from: Any = None
 
+    def __init__(self, *, alternatives: bool = False) -> None:
+        super().__init__()
+        self.alternatives = alternatives
+
+    def _key_displays(self) -> dict[str, str]:
+        """Each action's keys here as shown, in the bindings' order: `y/enter`."""
+        keys: dict[str, list[str]] = {}
+        for _, binding, _, _ in self.screen.active_bindings.values():
+            shown = keys.setdefault(binding.action, [])
+            if (display := self.app.get_key_display(binding)) not in shown:
+                shown.append(display)
+        return {action: "/".join(shown) for action, shown in keys.items()}
+
     def _keys_from(self) -> Any:
         """Everything Textual's `compose` makes the keys from: the screen's bindings (each
         with whether it is enabled and its tooltip), and the footer's own settings."""
@@ -54,8 +71,10 @@ class Footer(TextualFooter):
 
     def compose(self) -> ComposeResult:
         self._composed_from = self._keys_from()
+        displays = self._key_displays() if self.alternatives and self._bindings_ready else {}
         for widget in super().compose():
             if isinstance(widget, FooterKey):
+                widget.key_display = displays.get(widget.action, widget.key_display)
                 # the value Textual gives it once mounted: the footer's (the palette key
                 # keeps its own), set before it mounts so that nothing changes after
                 palette = widget.has_class("-command-palette")
