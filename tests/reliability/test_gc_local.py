@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.run.abandon import GONE_REASON, REASON
+from engine.state.paths import cache_dir
 from tests.support.cli import Cli, swjob
-from tests.support.processes import node_dirs, pid_alive
+from tests.support.processes import kill_quietly, node_dirs, pid_alive
 from tests.support.runs import agent_pid, only_run_dir, run_json, waiting_job
 from tests.support.waiting import eventually
 
@@ -88,3 +89,27 @@ def test_gc_collects_the_running_node_of_a_dead_operators_local_run(
     ended = run_json(run_dir)
     assert (ended["state"], ended["reason"]) == ("FAILED", REASON)
     assert node_dirs() == []
+
+
+def test_gc_leaves_a_node_directory_without_an_agent_to_swjob_attach(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    """The agent killed too (-9: it removed nothing): its directory proves no node gone —
+    where processes cannot be listed its agent would not be found either, and its job may
+    run on. gc lists it, leaves it, and `swjob attach` settles the run as it says."""
+    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=600)
+    kill_quietly(agent)
+    eventually(lambda: not pid_alive(agent), 10, "the agent gone")
+    [node] = node_dirs()
+    listed = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path)
+    said = f"run {run_dir.name} (pool local): its node directory {cache_dir() / 'nodes' / node}"
+    assert said in listed.stdout and "nothing to destroy" in listed.stdout, listed.stdout
+    assert run_json_state(run_dir) is None
+    attach = swjob("attach", run_dir.name, "--pools", str(pools), cwd=tmp_path)
+    assert run_json_state(run_dir) == "FAILED", attach.stdout + attach.stderr
+    assert node_dirs() == []
+
+
+def run_json_state(run_dir: Path) -> str | None:
+    """The run's final state, None while it has not ended (no run.json yet)."""
+    return run_json(run_dir)["state"] if (run_dir / "run.json").exists() else None
