@@ -8,9 +8,10 @@ writes, with keys, heartbeats and transfers waiting behind them.
 
 So writes are queued to one writer thread for the whole process. One queue keeps the
 order: a file's lines land in the order they were written, and lines of different
-files too (a step log's batch before its Log event in events.jsonl, which adoption
-relies on). Each `write` is whole lines and goes to the file in one `os.write`
-(queued writes to the same file are joined), so a reader never sees a torn line.
+files too (a Log event in events.jsonl before its batch in the step log, so the log
+never shows a line the datastream lacks, which an adopter's node would replay). Each
+`write` is whole lines and goes to the file in one `os.write` (queued writes to the same
+file are joined), so a reader never sees a torn line.
 A write that fails is raised by the file's next `write` or its `close`: the caller
 learns of it one batch late rather than never. `close` returns once everything written
 before it is on the file (in the OS's hands, as a flushed write was before).

@@ -348,10 +348,13 @@ class RunDriver:
         match msg:
             case LogBatch():
                 lines = [self._redacted(line) for line in msg.lines]
-                self.logs.write(msg.step, lines)
+                # the datastream first: the step log then never holds a line events.jsonl
+                # lacks (one writer, in order), so a console that shows the log's tail of a
+                # run whose owner is killed does not see the node replay that line again
                 self.publish(
                     ev.Log(run_id=self.view.run_id, step=msg.step, lines=lines, node_seq=msg.seq)
                 )
+                self.logs.write(msg.step, lines)
                 return
             case GpuMetrics():
                 self._on_gpu(msg)

@@ -115,10 +115,11 @@ class LogFiles:
     def restore(self, events: list[ev.Event]) -> None:
         """Rewrite each step's log from the run's datastream, before an adopted run goes on.
 
-        A batch lands here just before its Log event reaches events.jsonl; an owner killed
-        between the two leaves lines the datastream does not hold, and the node replays
-        them to the adopter (it resumes after the last sequence number in events.jsonl). The
-        datastream is the record, so the files are made to say exactly what it says."""
+        A batch lands here just after its Log event reaches events.jsonl; an owner killed
+        between the two leaves the datastream holding lines the files lack (and an older
+        engine wrote the files first, leaving lines the node then replays: it resumes after
+        the last sequence number in events.jsonl). The datastream is the record, so the
+        files are made to say exactly what it says."""
         by_step: dict[Step, list[str]] = {}
         for event in events:
             if isinstance(event, ev.Log):

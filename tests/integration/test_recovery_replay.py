@@ -5,6 +5,8 @@ early (the exit not replayed yet), it sent the step again and the job ran twice.
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import psutil
 import pytest
 
 from engine.jobs.pools import load_pools
+from engine.report import appender
 from engine.run import recovery
 from tests.support.cli import Cli
 from tests.support.recovery import recover
@@ -47,3 +50,27 @@ async def test_a_long_replay_does_not_run_the_job_again(
     assert counter.read_text() == "ran\n", "the job ran more than once"
     lines = log.read_text().splitlines()
     assert lines == ["start", *(f"line {i}" for i in range(1, FLOOD + 1))]
+
+
+async def test_a_log_line_is_on_record_before_it_is_in_the_step_log(
+    engine, make_job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step log never holds a line events.jsonl lacks: an owner killed between the two
+    writes would otherwise leave a line in the log that the node then replays to the
+    adopter, and a console that showed the log's tail showed it twice (seen under a loaded
+    full suite). Both go through the one writer thread, in the order they are queued."""
+    queued: list[tuple[str, bytes]] = []
+    put = appender._Writer.put
+
+    def spy(self: appender._Writer, item: appender.Item) -> None:
+        handle, data = item
+        if isinstance(data, bytes) and handle is not None:
+            queued.append((os.readlink(f"/proc/self/fd/{handle.fd}"), data))
+        put(self, item)
+
+    monkeypatch.setattr(appender._Writer, "put", spy)
+    job = make_job(run="echo needle-line")
+    view = await asyncio.wait_for(engine.wait(await engine.submit(job, "local")), 60)
+    assert view.state == "COMPLETED", view.reason
+    order = [Path(path).name for path, data in queued if b"needle-line" in data]
+    assert order[:2] == ["events.jsonl", "run.log"], order
