@@ -23,7 +23,7 @@ from tests.support.waiting import eventually
 
 POOLS = (
     '[pools.local]\nprovider = "local"\nmax_nodes = 1\n'
-    "node_lost_after_s = 1\norphan_timeout_s = {orphan_s}\n"
+    "node_lost_after_s = 3\norphan_timeout_s = {orphan_s}\n"
 )
 
 
