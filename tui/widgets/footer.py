@@ -35,6 +35,7 @@ from textual.widgets import Footer as TextualFooter
 from textual.widgets._footer import FooterKey
 
 COMPACT_BELOW = 100  # columns: the detail's keys need 85 in the roomy style
+FIT_TRIES = 20  # refreshes the fit waits for keys just mounted to be placed
 
 
 class Footer(TextualFooter):
@@ -44,6 +45,7 @@ class Footer(TextualFooter):
     }
     """
     _composed_from: Any = None
+    _fit_tries = 0
 
     def __init__(self, *, alternatives: bool = False) -> None:
         super().__init__()
@@ -98,11 +100,21 @@ class Footer(TextualFooter):
         """Show every key, then, once they are laid out, hide those that do not fit."""
         for child in self.children:
             child.display = True
+        self._fit_tries = FIT_TRIES
         self.call_after_refresh(self._hide_what_does_not_fit)
 
     def _hide_what_does_not_fit(self) -> None:
         """Hide, from the first that does not fit wholly left of the palette key (docked
-        right), every key in order: the footer ends in whole keys."""
+        right), every key in order: the footer ends in whole keys.
+
+        Keys just mounted may not be placed yet when the refresh after them comes (a busy
+        loop): without their widths every key read as fitting, and the footer stayed cut
+        under the palette key until the next resize. So the fit waits for their layout."""
+        unplaced = any(c.display and not c.virtual_region.width for c in self.children)
+        if unplaced and self._fit_tries > 0:
+            self._fit_tries -= 1
+            self.call_after_refresh(self._hide_what_does_not_fit)
+            return
         palette = [child for child in self.children if child.has_class("-command-palette")]
         width = self.content_size.width
         room = width - sum(key.virtual_region_with_margin.width for key in palette)
