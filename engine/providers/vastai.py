@@ -4,8 +4,9 @@ Provision: search offers from the pool designation (vast_offers), then for the b
 few: write the ledger intent, create the instance (image, disk, `swjob:<run_id>`
 label, the join token in its env, the on-start command of vast_boot), write the id.
 An offer rented away in the meantime → the next one. A create whose answer was lost
-(timeout, 5xx) may still have created the instance, so before trying again the
-provider looks for an instance carrying this run's label and adopts it.
+(timeout, 5xx) or came without the instance's id may still have created the instance,
+so before trying again the provider looks for an instance carrying this run's label and
+adopts it.
 
 Teardown: destroy (retried with backoff; `no_such_instance` counts as done), then
 verify with show_instance — `{"instances": null}`, `[]` and a 404 all mean gone. Vast's
@@ -326,7 +327,10 @@ class VastProvider:
                 raise _OfferGone(str(error)) from None
             raise
         if not isinstance(answer, dict) or not answer.get("new_contract"):
-            raise _OfferGone(f"Vast.ai {what}: no contract")
+            # Accepted, yet without the instance's id: like a lost answer it may well have
+            # created one, which _create looks for by its label before asking again — read
+            # as the offer rented away, the next offer was rented and this one left billing
+            raise VastApiError(f"Vast.ai {what}: accepted without an instance id", transient=True)
         return str(answer["new_contract"])
 
     def _on_orphan(self) -> tuple[str, ...]:

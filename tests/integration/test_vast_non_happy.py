@@ -268,3 +268,23 @@ async def test_a_host_vast_lists_offline_is_not_a_dead_node(api: StandIn) -> Non
     reason = await asyncio.wait_for(watch, 10)
     assert reason == f"Vast.ai instance {instance} was destroyed"
     await vast.teardown(handle)
+
+
+@pytest.mark.parametrize("list_lag_s", [0.0, 1.0])
+async def test_a_create_answered_without_its_contract_id_rents_one_instance(
+    api: StandIn, list_lag_s: float
+) -> None:
+    """A create answered 200 `success: true` without `new_contract` did create the
+    instance: it was read as the offer rented away, its ledger row closed and the next
+    offer rented under the same label — two instances billing, one of them unseen. Also
+    when Vast lists the new instance only a while later."""
+    api.cloud.faults.contract_missing = 1
+    api.cloud.faults.list_lag_s = list_lag_s
+    alerts: list[str] = []
+    vast = provider(api, gpu_pool(), alerts)
+    handle = await vast.provision(bootstrap())
+    assert list(api.cloud.instances) == [int(handle.node_id)], alerts
+    [row] = Ledger().open_entries()
+    assert row.instance_id == handle.node_id
+    await vast.teardown(handle)
+    assert api.cloud.instances == {} and Ledger().open_entries() == []

@@ -91,6 +91,7 @@ class Faults:
     create_gates: list[threading.Event] = field(default_factory=list)  # the next creates,
     # in order, each answered only once the test sets its gate (in flight for as long)
     lose_create_answers: int = 0  # the next N creates succeed but answer 502
+    contract_missing: int = 0  # the next N creates succeed but answer 200 without new_contract
     destroy_failures: int = 0  # the next N destroys answer 500
     destroy_never: bool = False  # every destroy answers 500
     destroy_refusals: int = 0  # the next N destroys answer 200 `success: false`, undone

@@ -1,19 +1,19 @@
 """A local stand-in of the Vast.ai REST API, for the real `vastai` SDK (`server_url`).
 
-It implements the endpoints swjob's provider calls — search offers, create
-(`PUT /api/v0/asks/<offer>/`), show one instance, list instances (v1, paged with
-`next_token`), label, destroy — and checks them as the real API would: a Bearer key
-on every request, request bodies of the right shape. Faults are injected through
-`StandIn.cloud.faults` (5xx, 429, lost create answers, a 400 with Vast's message, a
-create refused in a 200 (`success: false`), a 404 or an empty list for gone instances,
-a destroy that stays listed for a while, a search answered 200 without `offers`, `start_date` null
-until an instance first runs). Interruptible offers: a `bid` search lists offers with a
-`min_bid`; a create with a `price` is a bid (under
-the minimum the instance is created stopped, and with `refuse_low_bids` the create
-also answers 400); `cloud.preempt(id)` stops an instance as an outbid would. A container's scoped
-key (`CONTAINER_API_KEY`) is accepted only for its own instance. Use it as a context
-manager: it binds a free port on 127.0.0.1, serves from a thread, and on exit destroys
-every instance still alive (recording them in `leaked`) so no process outlives a test.
+It implements the endpoints swjob's provider calls — search offers, create (`PUT
+/api/v0/asks/<offer>/`), show one instance, list instances (v1, paged with `next_token`),
+label, destroy — and checks them as the real API would: a Bearer key on every request,
+request bodies of the right shape. Faults are injected through `StandIn.cloud.faults` (5xx,
+429, lost create answers, a 400 with Vast's message, a create refused in a 200 (`success:
+false`), one accepted without its `new_contract`, a 404 or an empty list for gone instances,
+a destroy that stays listed for a while, a search answered 200 without `offers`,
+`start_date` null until an instance first runs). Interruptible offers: a `bid` search lists
+offers with a `min_bid`; a create with a `price` is a bid (under the minimum the instance is
+created stopped, and with `refuse_low_bids` the create also answers 400);
+`cloud.preempt(id)` stops an instance as an outbid would. A container's scoped key
+(`CONTAINER_API_KEY`) is accepted only for its own instance. Use it as a context manager: it
+binds a free port on 127.0.0.1, serves from a thread, and on exit destroys every instance
+still alive (recording them in `leaked`) so no process outlives a test.
 """
 
 from __future__ import annotations
@@ -199,6 +199,8 @@ class StandIn:
             raise _Reply(400, {"success": False, "error": "invalid_args", "msg": inst.status_msg})
         if self.cloud.faults.take("lose_create_answers"):
             raise _Reply(502, {"success": False, "error": "bad_gateway"})
+        if self.cloud.faults.take("contract_missing"):
+            return {"success": True}
         return {"success": True, "new_contract": inst.id}
 
     def _show(self, _b: Any, q: dict[str, list[str]], instance_id: str) -> dict[str, Any]:
