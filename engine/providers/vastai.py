@@ -377,6 +377,9 @@ class VastProvider:
                     price_per_hour=row.get("dph_total"),
                     created_at=row.get("start_date") or mine[0].intent_at,
                 )
+            else:  # its create's answer is surely in and made none: the intent is settled
+                # (left open, every later start-up warned of an orphan that never existed)
+                await self._close_rows([e.entry for e in mine])
         if handle is None:
             return None
         for entry in mine:

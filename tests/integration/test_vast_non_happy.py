@@ -6,7 +6,9 @@ the container's own key that acts on its instance only."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 import time
 import urllib.error
 import urllib.request
@@ -288,3 +290,25 @@ async def test_a_create_answered_without_its_contract_id_rents_one_instance(
     assert row.instance_id == handle.node_id
     await vast.teardown(handle)
     assert api.cloud.instances == {} and Ledger().open_entries() == []
+
+
+def _intent(run_id: str, age_s: float) -> int:
+    """A ledger intent written `age_s` ago, as an engine killed mid-create left it."""
+    ledger = Ledger()
+    entry = ledger.record_intent(run_id, "vastai", f"swjob:{run_id}", pool="gpu")
+    with contextlib.closing(sqlite3.connect(ledger.path, isolation_level=None)) as db:
+        db.execute("UPDATE instances SET intent_at=? WHERE entry=?", (time.time() - age_s, entry))
+    return entry
+
+
+async def test_an_intent_whose_create_surely_made_nothing_is_closed_by_the_adopter(
+    api: StandIn,
+) -> None:
+    """An engine killed with its create in flight, Vast refusing it after the kill: the
+    adopter waited until the create's answer was surely in, found no instance, and failed
+    the run — but left the intent open, so every later `swjob run` and console warned of
+    an orphaned node that never existed, until the user ran `swjob gc`."""
+    _intent("run-crashed", age_s=120)
+    vast = provider(api, gpu_pool(), [])
+    assert await vast.find_node("run-crashed") is None
+    assert Ledger().open_entries() == []
