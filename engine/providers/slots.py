@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 from agent.fdio import write_all
 from engine.state.paths import state_dir
+from engine.state.planted import refuse_planted
 from engine.state.store import run_unfinished
 
 SHARED_POLL_S = 0.5
@@ -174,6 +175,7 @@ class Slots:
 
 def _locked(path: Path) -> int | None:
     """The slot file open and locked, or None when another process holds it."""
+    refuse_planted(path)  # a link is refused by the open, a fifo only here
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

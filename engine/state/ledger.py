@@ -25,6 +25,7 @@ from pathlib import Path
 
 from engine.state.locked import into_wal, not_written
 from engine.state.paths import state_dir
+from engine.state.planted import SQLITE_SIDECARS, refuse_planted
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS instances (
@@ -71,6 +72,7 @@ _COLUMNS = (
 class Ledger:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or state_dir() / "ledger.sqlite"
+        refuse_planted(self.path, SQLITE_SIDECARS)
         try:
             with closing(self._connect()) as db:
                 into_wal(db, WRITE_WAIT_S)
@@ -87,6 +89,7 @@ class Ledger:
         return sqlite3.connect(self.path, timeout=WRITE_WAIT_S, isolation_level=None)
 
     def _write(self, sql: str, args: tuple[object, ...]) -> int:
+        refuse_planted(self.path, SQLITE_SIDECARS)  # before each write: opened per call
         try:
             with closing(self._connect()) as db:
                 cursor = db.execute(sql, args)

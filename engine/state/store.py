@@ -24,6 +24,7 @@ from engine.report.views import RunView
 from engine.state import ownership, spill
 from engine.state.locked import StateNotWritten, into_wal, not_written
 from engine.state.paths import state_dir
+from engine.state.planted import SQLITE_SIDECARS, refuse_planted
 
 log = logging.getLogger("swjob.engine")
 
@@ -132,6 +133,7 @@ class Store:
     def __init__(self, path: Path | None = None, *, any_thread: bool = False) -> None:
         """`any_thread`: used by a thread other than the one opening it (never by two)."""
         self.path = path or state_dir() / "runs.sqlite"
+        refuse_planted(self.path, SQLITE_SIDECARS)
         self._db = sqlite3.connect(
             self.path, WRITE_WAIT_S, isolation_level=None, check_same_thread=not any_thread
         )

@@ -1,0 +1,72 @@
+"""Something the user's other programs left at a name swjob keeps its state under: a
+symbolic link, a fifo. swjob makes regular files only; anything else is refused in one
+line naming it, before it is opened — never written through, never a traceback.
+
+Seen before: a fifo at runs.sqlite ended `swjob run` in a traceback ("disk I/O error");
+a link at runs.sqlite was opened through (a database it pointed to would have taken
+swjob's rows; anything else said "DatabaseError: file is not a database"); links at the
+sidecars (-wal) went unremarked; a fifo at a pool's slot file failed the run with
+"[Errno 29] Illegal seek", naming no file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from engine.state.ledger import Ledger
+from engine.state.locked import StateNotWritten
+from tests.support.cli import swjob
+
+pytestmark = pytest.mark.timeout(60)
+
+JOB = '[job]\nname = "hello"\nrun = "echo hi > out.txt"\noutputs = ["out.txt"]\n'
+VICTIM_TEXT = "the user's own file\n"
+
+
+def _plant(place: Path, kind: str, victim: Path) -> None:
+    place.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(place)
+    else:
+        place.symlink_to(victim)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("runs.sqlite", "fifo"),
+        ("runs.sqlite", "link"),
+        ("runs.sqlite-wal", "link"),
+        ("slots/pool-local/0", "fifo"),
+    ],
+)
+def test_a_state_file_planted_as_a_link_or_fifo_is_refused_naming_it(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    state = Path(os.environ["SWJOB_STATE_DIR"])
+    state.mkdir(mode=0o700, parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text(VICTIM_TEXT)
+    place = state / name
+    _plant(place, kind, victim)
+    (tmp_path / "job.toml").write_text(JOB)
+    done = swjob("run", "job.toml", cwd=tmp_path)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    what = "fifo" if kind == "fifo" else "symbolic link"
+    assert f"{place}: a {what}, not a file swjob made; move it away" in out, out
+    assert "Traceback" not in out and "Errno" not in out, out
+    assert victim.read_text() == VICTIM_TEXT
+
+
+def test_a_ledger_planted_as_a_link_is_never_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text(VICTIM_TEXT)
+    ledger = Ledger()  # made by swjob; then the user's program swaps a sidecar for a link
+    (ledger.path.parent / "ledger.sqlite-wal").unlink(missing_ok=True)
+    (ledger.path.parent / "ledger.sqlite-wal").symlink_to(victim)
+    with pytest.raises(StateNotWritten, match=r"ledger\.sqlite-wal: a symbolic link"):
+        ledger.record_intent("run-1", "vastai", "swjob:run-1", pool="gpu")
+    assert victim.read_text() == VICTIM_TEXT
