@@ -34,7 +34,7 @@ from urllib.parse import quote
 
 from agent.fdio import write_all
 from engine.state.paths import state_dir
-from engine.state.planted import refuse_planted
+from engine.state.planted import own_subdir, refuse_planted
 from engine.state.store import run_unfinished
 
 SHARED_POLL_S = 0.5
@@ -137,7 +137,7 @@ class Slots:
         operators among those holding the slots (the rest are held by live processes)."""
         if self._shared is None:
             return None
-        self._shared.mkdir(mode=0o700, parents=True, exist_ok=True)
+        own_subdir(own_subdir(self._shared.parent) / self._shared.name)
         orphans = []
         for index in range(self._limit):
             fd = _locked(self._shared / str(index))

@@ -31,6 +31,7 @@ from engine.run.forward import LOOPBACK
 from engine.run.liveops import OPEN_TIMEOUT_S, LiveRequest, LiveStream, LiveUnavailable
 from engine.state import ownership
 from engine.state.paths import state_dir
+from engine.state.planted import own_subdir
 from engine.state.wholefile import replace_whole
 
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -40,8 +41,7 @@ OpenStream = Callable[[str, LiveRequest], Awaitable[LiveStream]]
 
 
 def access_dir() -> Path:
-    path = state_dir() / "live"
-    path.mkdir(mode=0o700, exist_ok=True)
+    path = own_subdir(state_dir() / "live")
     os.chmod(path, 0o700)
     return path
 

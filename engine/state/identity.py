@@ -25,6 +25,8 @@ from typing import IO
 from iroh import iroh_ffi
 
 from engine.state.paths import state_dir
+from engine.state.planted import refuse_planted
+from engine.state.wholefile import replace_whole
 
 SLOTS = 8
 
@@ -42,7 +44,7 @@ class Identity:
 
     def remember_port(self, port: int | None) -> None:
         if port is not None:
-            self._port_file.write_text(str(port))
+            replace_whole(self._port_file, str(port))
 
     def release(self) -> None:
         with contextlib.suppress(OSError):
@@ -54,6 +56,8 @@ def acquire() -> Identity:
     """Take the first free identity slot (creating its key on first use)."""
     root = state_dir()
     for slot in range(SLOTS):
+        for name in ("lock", "key", "port"):  # a fifo here hung the engine's start for good
+            refuse_planted(root / f"engine-{slot}.{name}")
         lock = (root / f"engine-{slot}.lock").open("ab")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -72,7 +76,7 @@ def _key(path: Path) -> bytes:
     except FileNotFoundError:
         pass
     key = iroh_ffi.SecretKey.generate().to_bytes()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(key)
     return key
@@ -88,6 +92,7 @@ def _port(root: Path, slot: int) -> int | None:
 def operator_id() -> str:
     """This operator's id (8 hex digits), created on first use and kept in the state dir."""
     path = state_dir() / "operator-id"
+    refuse_planted(path)
     try:
         found = path.read_text().strip()
         if len(found) == 8:
@@ -96,7 +101,7 @@ def operator_id() -> str:
         pass
     fresh = secrets.token_hex(4)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:  # another process wrote it first: theirs is the one
         return path.read_text().strip()
     with os.fdopen(fd, "w") as handle:

@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import IO
 
 from engine.state import spill
+from engine.state.locked import StateNotWritten
 from engine.state.paths import state_dir
+from engine.state.planted import own_subdir
 
 
 def _lease_path(run_id: str) -> Path:
-    root = state_dir() / "leases"
-    root.mkdir(mode=0o700, exist_ok=True)
-    return root / f"{run_id}.lock"
+    return own_subdir(state_dir() / "leases") / f"{run_id}.lock"
 
 
 class Lease:
@@ -62,7 +62,7 @@ class Lease:
         if self._handle.closed:
             return
         if finished:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, StateNotWritten):
                 _lease_path(self.run_id).unlink()
         with contextlib.suppress(OSError):
             fcntl.flock(self._handle, fcntl.LOCK_UN)

@@ -39,3 +39,20 @@ def refuse_planted(path: Path, suffixes: tuple[str, ...] = ("",)) -> None:
             continue  # absent, or unreadable: the open says which
         if kind is not None:
             raise StateNotWritten(f"{name}: a {kind}, not a file swjob made; move it away")
+
+
+def own_subdir(path: Path) -> Path:
+    """`path`, a directory swjob keeps in its state dir, made 0700 if absent; raises
+    StateNotWritten when something else is there (a file, a link to a directory
+    elsewhere: its lock files would be made wherever it points)."""
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+    except FileExistsError:
+        pass  # not a directory: said below
+    except OSError as exc:
+        raise StateNotWritten(f"{path}: {exc.strerror or exc}") from None
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISDIR(mode):
+        kind = planted(mode) or "file"
+        raise StateNotWritten(f"{path}: a {kind}, not a directory swjob made; move it away")
+    return path

@@ -2,7 +2,10 @@
 symbolic link, a fifo. swjob makes regular files only; anything else is refused in one
 line naming it, before it is opened — never written through, never a traceback.
 
-Seen before: a fifo at runs.sqlite ended `swjob run` in a traceback ("disk I/O error");
+Seen before: a fifo at an engine identity's lock, key or port file hung `swjob run` for
+good; a link at its key had the engine's secret key written into the file it pointed to
+(and at its port file, the port); a file at `leases` or `live` ended `swjob run` in a
+traceback, as a fifo at runs.sqlite did ("disk I/O error");
 a link at runs.sqlite was opened through (a database it pointed to would have taken
 swjob's rows; anything else said "DatabaseError: file is not a database"); links at the
 sidecars (-wal) went unremarked; a fifo at a pool's slot file failed the run with
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.state.identity import operator_id
 from engine.state.ledger import Ledger
 from engine.state.locked import StateNotWritten
 from tests.support.cli import swjob
@@ -29,6 +33,8 @@ def _plant(place: Path, kind: str, victim: Path) -> None:
     place.parent.mkdir(parents=True, exist_ok=True)
     if kind == "fifo":
         os.mkfifo(place)
+    elif kind == "file":
+        place.write_text("")
     else:
         place.symlink_to(victim)
 
@@ -37,8 +43,12 @@ def _plant(place: Path, kind: str, victim: Path) -> None:
     ("name", "kind"),
     [
         ("runs.sqlite", "fifo"),
-        ("runs.sqlite", "link"),
         ("runs.sqlite-wal", "link"),
+        ("engine-0.key", "link"),
+        ("engine-0.lock", "fifo"),
+        ("engine-0.port", "link"),
+        ("leases", "file"),
+        ("slots", "file"),
         ("slots/pool-local/0", "fifo"),
     ],
 )
@@ -55,10 +65,20 @@ def test_a_state_file_planted_as_a_link_or_fifo_is_refused_naming_it(
     done = swjob("run", "job.toml", cwd=tmp_path)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
-    what = "fifo" if kind == "fifo" else "symbolic link"
-    assert f"{place}: a {what}, not a file swjob made; move it away" in out, out
+    what = {"fifo": "a fifo", "file": "a file", "link": "a symbolic link"}[kind]
+    made = "a directory" if kind == "file" else "a file"
+    assert f"{place}: {what}, not {made} swjob made; move it away" in out, out
     assert "Traceback" not in out and "Errno" not in out, out
     assert victim.read_text() == VICTIM_TEXT
+
+
+def test_an_operator_id_planted_as_a_fifo_is_refused_not_waited_on() -> None:
+    """Read on every Vast.ai create (its instance label): a fifo there blocked for good."""
+    state = Path(os.environ["SWJOB_STATE_DIR"])
+    state.mkdir(mode=0o700, parents=True)
+    os.mkfifo(state / "operator-id")
+    with pytest.raises(StateNotWritten, match="operator-id: a fifo"):
+        operator_id()
 
 
 def test_a_ledger_planted_as_a_link_is_never_written_through(tmp_path: Path) -> None:
