@@ -14,7 +14,9 @@ OS drops the lock when that process dies, however it dies, but the node may live
 `kill -9`'d `swjob run` leaves its node running for an adopter): a slot whose file names
 a run the run index still lists as unfinished stays taken until that run ends — adopted
 and carried to its end, or settled by `swjob gc` — and the adopter locks that very file
-again for the node it takes over. A process whose pool slots are all taken elsewhere
+again for the node it takes over. Slot files past the limit count too: a process started
+before the user lowered max_nodes may hold one, and its node is as real as the others.
+A process whose pool slots are all taken elsewhere
 waits, looking again every SHARED_POLL_S, and says once why. Before, `max_nodes` held
 within one process only: two `swjob run` on a one-node Vast.ai pool rented two instances
 at once; and a dead operator's node was not counted at all.
@@ -138,19 +140,37 @@ class Slots:
         if self._shared is None:
             return None
         own_subdir(own_subdir(self._shared.parent) / self._shared.name)
-        orphans = []
-        for index in range(self._limit):
-            fd = _locked(self._shared / str(index))
+        orphans: list[str] = []
+        free: list[int] = []
+        taken = 0
+        for path in self._slot_files():
+            fd = _locked(path)
             if fd is None:
-                continue  # a live process's node
-            named = _named(fd)
-            if named and named != run_id and run_unfinished(named):
+                taken += 1  # a live process's node
+            elif (named := _named(fd)) and named != run_id and run_unfinished(named):
+                taken += 1
                 orphans.append(named)
                 os.close(fd)
-                continue
-            self._keep(run_id, fd)
-            return None
-        return orphans
+            elif path.name.isdigit() and int(path.name) < self._limit:
+                free.append(fd)
+            else:
+                os.close(fd)  # free, past the limit: not one to take
+        claimed = taken < self._limit and bool(free)
+        if claimed:
+            self._keep(run_id, free.pop(0))
+        for fd in free:
+            os.close(fd)
+        return None if claimed else orphans
+
+    def _slot_files(self) -> list[Path]:
+        """The slot files below the limit (made if missing), then any past it: a process
+        started before max_nodes was lowered holds those, and its nodes count as well."""
+        assert self._shared is not None
+        below = [self._shared / str(index) for index in range(self._limit)]
+        past = [
+            p for p in self._shared.iterdir() if p.name.isdigit() and int(p.name) >= self._limit
+        ]
+        return below + sorted(past, key=lambda p: int(p.name))
 
     def _reclaim(self, run_id: str) -> bool:
         """Lock the slot file naming `run_id` (its dead operator's), wherever it is."""

@@ -16,6 +16,7 @@ from engine.state import ownership, spill, store
 from engine.state.locked import StateNotWritten
 from engine.state.store import Store
 from tests.support.sqlitelock import locked
+from tests.support.waiting import eventually_async
 
 AT = datetime(2026, 12, 4, 8, 0, tzinfo=UTC)
 
@@ -181,3 +182,22 @@ async def test_a_slot_naming_a_run_whose_kept_row_the_index_has_overtaken_is_fre
     taker = Slots(1, "p")
     await asyncio.wait_for(taker.take("new-run"), 1)
     taker.give_back("new-run")
+
+
+async def test_a_limit_lowered_while_nodes_run_counts_the_nodes_past_it() -> None:
+    """Two `swjob run`s on a pool of max_nodes = 2 hold slot files 0 and 1; the user lowers
+    max_nodes to 1 and starts a third: it looked at file 0 only, so once the first node
+    was gone it rented one beside the second — two nodes on a pool of one."""
+    first, second = Slots(2, "p"), Slots(2, "p")  # other processes' engines, here in this one
+    await first.take("run-1")
+    await second.take("run-2")
+    first.give_back("run-1")
+    lowered = Slots(1, "p")
+    said: list[str] = []
+    waiting = asyncio.ensure_future(lowered.take("run-3", said.append))
+    await eventually_async(lambda: said or waiting.done(), 5, "its first look")
+    assert not waiting.done(), "a node was rented past the lowered max_nodes"
+    assert said and "all 1 of its nodes (max_nodes) are held by other swjob processes" in said[0]
+    second.give_back("run-2")
+    await asyncio.wait_for(waiting, 5)
+    lowered.give_back("run-3")
