@@ -83,6 +83,7 @@ class NodeSession:
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self.closed = False
+        self._twin_joined = False  # a second agent came with this run's token (refused)
 
     @property
     def facts(self) -> NodeFacts | None:
@@ -97,6 +98,7 @@ class NodeSession:
         if not hmac.compare_digest(hello.token.encode(), self._token.encode()):
             return "wrong join token"
         if self.endpoint_id is not None and self.endpoint_id != remote_id:
+            self._twin_joined = True
             return "join token already used by another node"
         return None
 
@@ -198,7 +200,10 @@ class NodeSession:
         none of the heartbeats the node sent meanwhile (engine/run/paused.py)."""
         await self._silence.passed()
         if not self.closed:
-            self._on_lost(f"no heartbeat for {self.deadline_s:g} s")  # "0.5 s", not "0 s"
+            reason = f"no heartbeat for {self.deadline_s:g} s"  # "0.5 s", not "0 s"
+            if self._twin_joined:  # what a container restart looks like: its on-start again
+                reason += "; another agent had come with this run's join token (a restart?)"
+            self._on_lost(reason)
 
     async def close(self) -> None:
         self.closed = True

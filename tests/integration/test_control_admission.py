@@ -156,3 +156,21 @@ async def test_a_silent_node_is_declared_lost_within_the_deadline(harness: Harne
     took = time.monotonic() - vanished
     assert 0.9 <= took <= 2.5, f"declared lost after {took:.2f} s for a 1 s deadline"
     assert harness.lost[0].startswith("no heartbeat for")
+
+
+async def test_a_node_lost_after_a_second_agent_came_with_its_token_says_so(
+    harness: Harness,
+) -> None:
+    """A Vast.ai container restarts (host reboot): its agent and job die, the on-start runs
+    again and a second agent comes with the run's token, refused as a token used twice.
+    The run was then lost for "no heartbeat" alone, with nothing to tell the operator
+    that the node had restarted (seen with the stand-in restarting a running container)."""
+    harness.session("r1", "tok", deadline_s=1.0)
+    conn, _, _ = await harness.join(await harness.peer(), "r1", "tok")
+    conn.close(0, b"container restarted")
+    _, _, twin = await harness.join(await harness.peer(), "r1", "tok")
+    assert twin == Reject(reason="join token already used by another node")
+    await eventually_async(lambda: harness.lost, 10, "the node declared lost")
+    assert harness.lost == [
+        "no heartbeat for 1 s; another agent had come with this run's join token (a restart?)"
+    ]
