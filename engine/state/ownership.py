@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import IO
 
 from engine.state import spill
-from engine.state.locked import StateNotWritten
 from engine.state.paths import state_dir
 from engine.state.planted import own_subdir
 
@@ -62,7 +61,7 @@ class Lease:
         if self._handle.closed:
             return
         if finished:
-            with contextlib.suppress(OSError, StateNotWritten):
+            with contextlib.suppress(OSError):
                 _lease_path(self.run_id).unlink()
         with contextlib.suppress(OSError):
             fcntl.flock(self._handle, fcntl.LOCK_UN)

@@ -16,6 +16,13 @@ from pathlib import Path
 from agent.transfer.safety import special_kind
 from engine.state.locked import StateNotWritten
 
+
+class Planted(StateNotWritten, OSError):
+    """Something at one of swjob's names that swjob did not make. A StateNotWritten (one
+    line naming it, for whoever says a state file's trouble) and an OSError (for whoever
+    already copes with a lock file that cannot be made: a full disk)."""
+
+
 SQLITE_SIDECARS = ("", "-wal", "-shm", "-journal")  # the files sqlite keeps next to a db
 
 
@@ -29,7 +36,7 @@ def planted(mode: int) -> str | None:
 
 
 def refuse_planted(path: Path, suffixes: tuple[str, ...] = ("",)) -> None:
-    """Raise StateNotWritten when `path` (or `path` + a suffix: a database's sidecars)
+    """Raise Planted when `path` (or `path` + a suffix: a database's sidecars)
     exists as anything but a regular file. An absent one is fine: swjob makes it."""
     for suffix in suffixes:
         name = path.with_name(path.name + suffix)
@@ -38,21 +45,21 @@ def refuse_planted(path: Path, suffixes: tuple[str, ...] = ("",)) -> None:
         except OSError:
             continue  # absent, or unreadable: the open says which
         if kind is not None:
-            raise StateNotWritten(f"{name}: a {kind}, not a file swjob made; move it away")
+            raise Planted(f"{name}: a {kind}, not a file swjob made; move it away")
 
 
 def own_subdir(path: Path) -> Path:
     """`path`, a directory swjob keeps in its state dir, made 0700 if absent; raises
-    StateNotWritten when something else is there (a file, a link to a directory
+    Planted when something else is there (a file, a link to a directory
     elsewhere: its lock files would be made wherever it points)."""
     try:
         path.mkdir(mode=0o700, exist_ok=True)
     except FileExistsError:
         pass  # not a directory: said below
     except OSError as exc:
-        raise StateNotWritten(f"{path}: {exc.strerror or exc}") from None
+        raise Planted(f"{path}: {exc.strerror or exc}") from None
     mode = os.lstat(path).st_mode
     if not stat.S_ISDIR(mode):
         kind = planted(mode) or "file"
-        raise StateNotWritten(f"{path}: a {kind}, not a directory swjob made; move it away")
+        raise Planted(f"{path}: a {kind}, not a directory swjob made; move it away")
     return path

@@ -226,8 +226,7 @@ class Store:
         for run_id in spill.kept(self.path):
             try:
                 lease = ownership.acquire(run_id)
-            except (OSError, StateNotWritten) as exc:  # no lock file can be made (its disk
-                # full, a file in the way of its folder): left for later
+            except OSError as exc:  # no lock file can be made (its disk full): left for later
                 log.warning("run %s: its kept index row waits: %s", run_id, exc)
                 continue
             if lease is None:
