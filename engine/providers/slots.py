@@ -141,26 +141,29 @@ class Slots:
             return None
         own_subdir(own_subdir(self._shared.parent) / self._shared.name)
         orphans: list[str] = []
+        opened: list[int] = []  # closed at the end, but the one kept
         free: list[int] = []
         taken = 0
-        for path in self._slot_files():
-            fd = _locked(path)
-            if fd is None:
-                taken += 1  # a live process's node
-            elif (named := _named(fd)) and named != run_id and run_unfinished(named):
-                taken += 1
-                orphans.append(named)
+        try:
+            for path in self._slot_files():
+                fd = _locked(path)
+                if fd is None:
+                    taken += 1  # a live process's node
+                    continue
+                opened.append(fd)
+                if (named := _named(fd)) and named != run_id and run_unfinished(named):
+                    taken += 1
+                    orphans.append(named)
+                elif path.name.isdigit() and int(path.name) < self._limit:
+                    free.append(fd)  # (one past the limit is free, not one to take)
+            if taken >= self._limit or not free:
+                return orphans
+            opened.remove(free[0])
+            self._keep(run_id, free[0])
+            return None
+        finally:
+            for fd in opened:
                 os.close(fd)
-            elif path.name.isdigit() and int(path.name) < self._limit:
-                free.append(fd)
-            else:
-                os.close(fd)  # free, past the limit: not one to take
-        claimed = taken < self._limit and bool(free)
-        if claimed:
-            self._keep(run_id, free.pop(0))
-        for fd in free:
-            os.close(fd)
-        return None if claimed else orphans
 
     def _slot_files(self) -> list[Path]:
         """The slot files below the limit (made if missing), then any past it: a process

@@ -5,6 +5,7 @@ them too; a slot a dead operator's unfinished run names stays taken."""
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from engine.providers.slots import Slots, pool_slots
 from engine.report.views import RunView
 from engine.state import ownership, spill, store
 from engine.state.locked import StateNotWritten
+from engine.state.planted import Planted
 from engine.state.store import Store
 from tests.support.sqlitelock import locked
 from tests.support.waiting import eventually_async
@@ -201,3 +203,18 @@ async def test_a_limit_lowered_while_nodes_run_counts_the_nodes_past_it() -> Non
     second.give_back("run-2")
     await asyncio.wait_for(waiting, 5)
     lowered.give_back("run-3")
+
+
+async def test_a_slot_file_refused_as_planted_leaves_no_other_slot_locked() -> None:
+    """Slot 0 free, slot 1 a fifo some program left: the take fails naming the fifo, and
+    slot 0, locked while the files were looked over, is not left locked by this process
+    (every other swjob would wait for it until this one exits)."""
+    where = pool_slots("p")
+    where.mkdir(parents=True)
+    os.mkfifo(where / "1")
+    with pytest.raises(Planted, match="1: a fifo"):
+        await Slots(2, "p").take("run-1")
+    (where / "1").unlink()
+    other = Slots(1, "p")
+    await asyncio.wait_for(other.take("run-2"), 1)
+    other.give_back("run-2")
