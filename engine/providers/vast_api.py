@@ -25,7 +25,7 @@ import asyncio
 import os
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,9 +221,19 @@ class VastApi:
             raise VastApiError("no Vast.ai API key (set VAST_API_KEY or the pool's key)") from None
         sdk.client.timeout = policy.timeout_s
         self._sdk = _Sdk(sdk)
-        self._redact = Redactor([sdk.client.api_key or ""])
+        self._hidden = [sdk.client.api_key or ""]
+        self._redact = Redactor(self._hidden)
         self._policy = policy
         self._on_retry = on_retry
+
+    def hide(self, secrets: Iterable[str]) -> None:
+        """Mask `secrets` too in every message from now on: a run's join token and re-attach
+        key travel in its instance's env, which Vast lists with the instance and may echo
+        in an error about the request that carried them."""
+        fresh = [s for s in secrets if s and s not in self._hidden]
+        if fresh:
+            self._hidden.extend(fresh)
+            self._redact = Redactor(self._hidden)
 
     def _classify(self, what: str, exc: Exception) -> VastApiError:
         if isinstance(exc, requests.HTTPError) and exc.response is not None:

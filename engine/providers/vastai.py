@@ -302,6 +302,7 @@ class VastProvider:
     async def _create_once(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
         pool = self._pool
         bootstrap = replace(bootstrap, on_orphan=self._on_orphan())
+        self.api().hide(bootstrap.agent_env().values())
         what = f"create instance from offer {offer.get('id')}"
         try:
             answer = await self.api().once(

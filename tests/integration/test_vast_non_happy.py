@@ -12,6 +12,7 @@ import sqlite3
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 
 import pytest
 
@@ -312,3 +313,16 @@ async def test_an_intent_whose_create_surely_made_nothing_is_closed_by_the_adopt
     vast = provider(api, gpu_pool(), [])
     assert await vast.find_node("run-crashed") is None
     assert Ledger().open_entries() == []
+
+
+async def test_a_create_refusal_quoting_the_env_masks_the_runs_secrets(api: StandIn) -> None:
+    """The create carries the run's join token and re-attach key in the instance's env; a
+    refusal quoting that env went out as the run's reason with both in clear (only the
+    API key was masked in Vast's words)."""
+    api.cloud.faults.create_refusal_echo = True
+    sent = replace(bootstrap(), reattach_key="reattach-" + "k" * 24)
+    with pytest.raises(ProvisionError) as raised:
+        await provider(api, gpu_pool(), []).provision(sent)
+    said = str(raised.value)
+    assert "is not accepted here" in said and "***" in said, said
+    assert sent.token not in said and sent.reattach_key not in said, said

@@ -102,6 +102,7 @@ class Faults:
     destroy_lag_s: float = 0.0  # an accepted destroy stays listed this long (eventual)
     list_lag_s: float = 0.0  # a created instance shows in the list only this long after
     create_refusal: str | None = None  # the next create answers 400 invalid_args with this msg
+    create_refusal_echo: bool = False  # the next create answers 400 quoting the env it was sent
     create_soft_refusal: dict[str, Any] | None = None  # the next create answers 200 with this
     container_destroy_refused: bool = False  # a container key may stop, not destroy
     refuse_low_bids: bool = False  # a bid under the minimum answers 400, instance left stopped

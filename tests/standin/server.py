@@ -183,6 +183,10 @@ class StandIn:
         refusal, self.cloud.faults.create_refusal = self.cloud.faults.create_refusal, None
         if refusal is not None:
             raise _Reply(400, {"success": False, "error": "invalid_args", "msg": refusal})
+        if self.cloud.faults.create_refusal_echo:  # a validation message quoting its input
+            self.cloud.faults.create_refusal_echo = False
+            said = f"env {json.dumps(body['env'])} is not accepted here"
+            raise _Reply(400, {"success": False, "error": "invalid_args", "msg": said})
         soft, self.cloud.faults.create_soft_refusal = self.cloud.faults.create_soft_refusal, None
         if soft is not None:  # a refusal in a 200 (Vast's own async client checks `success`)
             return soft
