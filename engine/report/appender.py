@@ -76,7 +76,10 @@ class AppendFile:
 
     def __init__(self, writer: _Writer, path: Path) -> None:
         self._writer = writer
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # never through a link (the run dir's files are swjob's own); a fifo or a device
+        # stands in for a stuck or failing disk in tests, so only links are refused here
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        self.fd = os.open(path, flags, 0o600)
         self.error: OSError | None = None
         self.closed = False
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.files import open_regular
 from engine.report import appender, logbudget
 from engine.report.appender import AppendFile, open_append
 from engine.report.events import Cost, Event, GpuMetrics, Log, TransferProgress, parse_event
@@ -193,7 +195,7 @@ class Datastream:
 
 def _torn(path: Path) -> bool:
     """Whether the file ends inside a line (a crash mid-write)."""
-    with path.open("rb") as handle:
+    with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as handle:
         if handle.seek(0, 2) == 0:
             return False
         handle.seek(-1, 2)
@@ -205,7 +207,7 @@ def read_events(path: Path) -> list[Event]:
     events: list[Event] = []
     if not path.exists():
         return events
-    with path.open(encoding="utf-8") as handle:
+    with os.fdopen(open_regular(path, os.O_RDONLY), encoding="utf-8") as handle:
         for line in handle:
             with contextlib.suppress(ValueError):
                 events.append(parse_event(line))

@@ -22,6 +22,7 @@ from engine.state.identity import operator_id
 from engine.state.ledger import Ledger
 from engine.state.locked import StateNotWritten
 from tests.support.cli import swjob
+from tests.support.runs import unfinished_run
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -89,4 +90,26 @@ def test_a_ledger_planted_as_a_link_is_never_written_through(tmp_path: Path) -> 
     (ledger.path.parent / "ledger.sqlite-wal").symlink_to(victim)
     with pytest.raises(StateNotWritten, match=r"ledger\.sqlite-wal: a symbolic link"):
         ledger.record_intent("run-1", "vastai", "swjob:run-1", pool="gpu")
+    assert victim.read_text() == VICTIM_TEXT
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_runs_event_log_swapped_while_its_owner_was_away_is_refused_by_attach(
+    tmp_path: Path, kind: str
+) -> None:
+    """The run's owner died; meanwhile a program of the user's put a fifo (or a link) where
+    its events.jsonl was. `swjob attach` read it and waited for a writer for good (or would
+    append the run's events wherever the link points)."""
+    run_dir = unfinished_run(tmp_path / "runs", "run-away", pool="local")
+    log = run_dir / "events.jsonl"
+    log.unlink()
+    victim = tmp_path / "victim"
+    victim.write_text(VICTIM_TEXT)
+    _plant(log, kind, victim)
+    done = swjob("attach", "run-away", cwd=tmp_path, timeout=30)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    what = "a fifo" if kind == "fifo" else "a symbolic link"
+    assert f"{log}: {what}, not a file swjob made; move it away" in out, out
+    assert "Traceback" not in out, out
     assert victim.read_text() == VICTIM_TEXT
