@@ -156,7 +156,9 @@ def _cases() -> list[object]:
 
 
 HANG_S = 10.0
-"""Hostile files load in well under a second here; the bound only catches a hang."""
+"""Hostile files load in well under a second of CPU here; the bound catches a parse that
+runs away (a file that blocks is the suite's timeout's). CPU time, not the wall clock: a
+loaded machine stretched the 256 KiB secret's 0.9 s to 10.3 s of wall time."""
 
 
 @pytest.mark.parametrize(("kind", "make"), _cases())
@@ -165,10 +167,10 @@ def test_hostile_file_gives_one_line(
 ) -> None:
     path = make(tmp_path, kind)
     load, error = LOADERS[kind]
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(error) as info:
         load(path)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     message = str(info.value)
     assert "\n" not in message and "\r" not in message
     assert message.startswith(str(path)), message
