@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from engine.jobs.pools import Pool, PoolSet
 from engine.providers.base import NodeHandle
 from engine.providers.local import LocalProvider, node_roots, running_node
+from engine.providers.localspawn import node_root
 
 if TYPE_CHECKING:  # gc.py's cli_gc calls this module's functions
     from engine.providers.gc import Collection, RunClaims
@@ -99,6 +100,11 @@ async def collect_local_orphans(
                 )
                 continue
             if orphan.node is not None:
+                orphan = await _found_again(orphan)  # its pid may be another's by now
+            if orphan.left_dir is not None:
+                done.problems.append(orphan.describe())
+                continue  # its lease given back below, unfinished: for `swjob attach`
+            if orphan.node is not None:
                 local = LocalProvider(orphan.pool.max_nodes, stop_grace_s=stop_grace_s,
                                       pool=orphan.pool.name)  # fmt: skip
                 local.adopt(orphan.node)  # its slot file, which names the run, taken back
@@ -109,3 +115,18 @@ async def collect_local_orphans(
                 done.problems.append(unrecorded)
     finally:
         claims.release()
+
+
+async def _found_again(orphan: LocalOrphan) -> LocalOrphan:
+    """`orphan`, its node looked for again now that its run's lease is ours. Its agent was
+    found when gc listed it, maybe long ago (the question waits for the user): it may
+    have given up since (orphan_timeout_s) and its pid gone to another process of the
+    user's, which the teardown would have ended as the agent. Only an agent working in
+    the node's directory now is ended."""
+    assert orphan.node is not None
+    root = node_root(orphan.node.node_id)
+    if (node := await running_node(root)) is not None:
+        return LocalOrphan(orphan.pool, orphan.run_id, node)
+    if root.exists():  # its agent gone, its directory left: as if found so when listed
+        return LocalOrphan(orphan.pool, orphan.run_id, None, str(root))
+    return LocalOrphan(orphan.pool, orphan.run_id, None)

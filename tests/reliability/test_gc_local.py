@@ -11,13 +11,17 @@ waiting run gets the slot. Real `swjob` processes, real agents.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from engine.run.abandon import GONE_REASON, REASON
 from engine.state.paths import cache_dir
-from tests.support.cli import Cli, swjob
-from tests.support.processes import kill_quietly, node_dirs, pid_alive
+from tests.support.cli import SWJOB, Cli, swjob
+from tests.support.processes import kill_quietly, node_dirs, pid_alive, reap
 from tests.support.runs import agent_pid, only_run_dir, run_json, waiting_job
 from tests.support.waiting import eventually
 
@@ -113,3 +117,57 @@ def test_gc_leaves_a_node_directory_without_an_agent_to_swjob_attach(
 def run_json_state(run_dir: Path) -> str | None:
     """The run's final state, None while it has not ended (no run.json yet)."""
     return run_json(run_dir)["state"] if (run_dir / "run.json").exists() else None
+
+
+def test_gc_ends_no_process_that_got_the_pid_of_an_agent_gone_while_it_asked(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    """gc lists the dead operator's agent, then waits for its question's answer. The agent
+    gives up meanwhile (its directory removed) and its pid goes to another process of the
+    user's: answered yes, gc ended that process as the agent. It looks again once it holds
+    the run's lease: the node is gone, the run ended so, the other process left alone."""
+    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=600)
+    answer = tmp_path / "gc.out"
+    with answer.open("wb") as out:
+        gc = subprocess.Popen(
+            [*SWJOB, "gc", "--pools", str(pools)],
+            cwd=tmp_path, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    sleeper: subprocess.Popen[str] | None = None
+    try:
+        eventually(lambda: "orphan(s)? [y/N]" in answer.read_text(), 60, "gc's question")
+        assert f"agent pid {agent})" in answer.read_text()
+        kill_quietly(agent)  # as the agent giving up: it ends and removes its directory
+        gone = Path(f"/proc/{agent}")  # reaped too: its pid free for another process
+        eventually(lambda: not gone.exists(), 10, "the agent gone")
+        (tmp_path / "release-first").touch()  # and its job ends
+        [node] = node_dirs()
+        shutil.rmtree(cache_dir() / "nodes" / node)
+        sleeper = _started_with_pid(agent, ["sleep", "300"])
+        assert gc.stdin is not None
+        gc.stdin.write("y\n")
+        gc.stdin.close()
+        assert gc.wait(60) == 0, answer.read_text()
+        assert sleeper.poll() is None, "gc ended the process that got the agent's pid"
+        ended = run_json(run_dir)
+        assert (ended["state"], ended["reason"]) == ("FAILED", GONE_REASON), answer.read_text()
+    finally:
+        reap(gc)
+        if sleeper is not None:
+            reap(sleeper)
+
+
+def _started_with_pid(pid: int, args: list[str]) -> subprocess.Popen[str]:
+    """`args` started as process `pid` (the kernel hands out the pid after the last one
+    handed out, which root may set: /proc/sys/kernel/ns_last_pid); skipped where it cannot."""
+    last = Path("/proc/sys/kernel/ns_last_pid")
+    for _ in range(50):  # another process started meanwhile may take it first
+        try:
+            last.write_text(str(pid - 1))
+        except OSError as exc:
+            pytest.skip(f"cannot choose a process's pid here: {exc.strerror}")
+        process = subprocess.Popen(args, text=True)
+        if process.pid == pid:
+            return process
+        reap(process)
+    pytest.skip(f"pid {pid} went to other processes 50 times")
