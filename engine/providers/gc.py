@@ -376,27 +376,30 @@ def cli_gc(
 
     ledger = ledger or Ledger()
     live = live_run_ids or set()
+    failed = 0  # a Vast.ai account not listed: said, and the exit code says it
     try:
         found = find_orphans(pools, ledger, live, abandoned=abandoned, retry=retry)
         orphans = asyncio.run(found)
-    except VastApiError as exc:
+    except VastApiError as exc:  # this machine's nodes are looked for all the same: a
+        # pools file naming a Vast.ai pool whose key is not set left a local run's slot
+        # taken for good, its waiting run told that `swjob gc` collects its node
         print(f"swjob gc: {exc}", file=out)
-        return 1
+        orphans, failed = [], 1
     local = asyncio.run(find_local_orphans(pools, abandoned_pools or {}))
     if not orphans and not local:
-        print("no orphaned nodes", file=out)
-        return 0
+        print("no orphaned nodes" + (" on this machine" if failed else ""), file=out)
+        return failed
     for orphan in [*orphans, *local]:
         print(f"  {orphan.describe()}", file=out)
     ours = [o for o in orphans if o.collectable]
     ours_local = [o for o in local if o.collectable] if claims is not None else []
     if not ours and not ours_local:  # each line above says why it is left
         print("nothing to destroy", file=out)
-        return 0
+        return failed
     question = f"destroy {len(ours) + len(ours_local)} orphan(s)? [y/N] "
     if not yes and not _confirmed(ask, question, out):
         print("nothing destroyed", file=out)
-        return 0
+        return failed
 
     async def collect() -> Collection:
         done = await destroy_orphans(ours, pools, ledger, retry=retry, claims=claims)
@@ -408,7 +411,7 @@ def cli_gc(
     for problem in done.problems:
         print(f"swjob gc: {problem}", file=out)
     print(done.summary(), file=out)
-    return 1 if done.problems else 0
+    return 1 if done.problems else failed
 
 
 def _confirmed(ask: Callable[[str], str], question: str, out: TextIO) -> bool:

@@ -171,3 +171,21 @@ def _started_with_pid(pid: int, args: list[str]) -> subprocess.Popen[str]:
             return process
         reap(process)
     pytest.skip(f"pid {pid} went to other processes 50 times")
+
+
+def test_gc_ends_a_dead_operators_local_run_when_a_vast_account_cannot_be_listed(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    """The pools file names a Vast.ai pool too, its API key not set here (the example
+    pools file's, copied by a user who runs locally): gc said so and ended there, and the
+    local run's slot stayed taken for good. It says so and collects this machine's run."""
+    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=0.5)
+    eventually(lambda: not pid_alive(agent) and node_dirs() == [], 30, "the node giving up")
+    with pools.open("a") as more:
+        more.write('\n[pools.gpu]\nprovider = "vastai"\nimage = "x"\napi_key_env = "SWJOB_UNSET"\n')
+    collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path, env={"SWJOB_UNSET": ""})
+    out = collected.stdout + collected.stderr
+    assert "SWJOB_UNSET is not set" in out and collected.returncode == 1, out
+    assert f"run {run_dir.name} (pool local): its node is gone" in out, out
+    ended = run_json(run_dir)
+    assert (ended["state"], ended["reason"]) == ("FAILED", GONE_REASON)
