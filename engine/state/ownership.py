@@ -42,7 +42,7 @@ from typing import IO
 
 from engine.state import spill
 from engine.state.paths import state_dir
-from engine.state.planted import own_subdir
+from engine.state.planted import Planted, own_subdir
 
 
 def _lease_path(run_id: str) -> Path:
@@ -100,9 +100,13 @@ def live_runs() -> set[str]:
         return set()
     owned = set()
     for run_id in (n.removesuffix(".lock") for n in names if n.endswith(".lock")):
-        with contextlib.suppress(OSError):  # not a lock file of ours (a directory): no owner
+        try:
             if has_live_owner(run_id):
                 owned.add(run_id)
+        except Planted:  # the leases folder itself is not ours (a link): it may be held
+            owned.add(run_id)
+        except OSError:  # not a lock file of ours (a directory): no owner
+            pass
     return owned
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from engine.run.abandon import GONE_REASON, REASON
-from engine.state.paths import cache_dir
+from engine.state.paths import cache_dir, state_dir
 from tests.support.cli import SWJOB, Cli, swjob
 from tests.support.processes import kill_quietly, node_dirs, pid_alive, reap
 from tests.support.runs import agent_pid, only_run_dir, run_json, waiting_job
@@ -189,3 +189,31 @@ def test_gc_ends_a_dead_operators_local_run_when_a_vast_account_cannot_be_listed
     assert f"run {run_dir.name} (pool local): its node is gone" in out, out
     ended = run_json(run_dir)
     assert (ended["state"], ended["reason"]) == ("FAILED", GONE_REASON)
+
+
+def test_gc_takes_no_live_run_for_abandoned_when_its_lease_cannot_be_read(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    """The state dir's leases folder made a link to where it was (by a program of the
+    user's) while a `swjob run` drives its run: its lease cannot be looked at (a link is
+    refused), which gc read as no owner, and it listed the live run's node as abandoned,
+    for `swjob attach` to carry on. A lease that cannot be read may be held: owned."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text(POOLS.format(orphan_s=600))
+    job = waiting_job(tmp_path / "live", "live", tmp_path / "release-live")
+    live = clis("run", str(job), "--pools", str(pools), "--runs-dir", str(tmp_path / "runs"),
+                cwd=tmp_path)  # fmt: skip
+    run_dir = only_run_dir(tmp_path / "runs", "live")
+    eventually(lambda: live.has_printed("run | line 3"), 60, "the job running")
+    leases = state_dir() / "leases"
+    leases.rename(leases.with_name("leases-moved"))
+    leases.symlink_to("leases-moved")
+    try:
+        listed = swjob("gc", "--pools", str(pools), cwd=tmp_path, answer="n\n")
+    finally:
+        leases.unlink()
+        leases.with_name("leases-moved").rename(leases)
+        (tmp_path / "release-live").touch()
+    assert live.wait(60) == 0, live.output()  # ended first: its node is gone either way
+    assert run_json(run_dir)["state"] == "COMPLETED"
+    assert "abandoned" not in listed.stdout, listed.stdout
