@@ -369,8 +369,9 @@ class VastProvider:
         mine = [e for e in entries if e.run_id == run_id]
         known = [e for e in mine if e.instance_id]
         handle = _handle_from(known[0]) if known else None
-        if handle is None and mine:
-            row = await self._created_row(mine[0])
+        if handle is None and mine:  # the newest intent's create is the last to answer (an
+            # earlier one is left open when its close could not be written)
+            row = await self._created_row(max(mine, key=lambda e: e.intent_at))
             if row is not None:  # price and birth from Vast's own listing
                 handle = NodeHandle(
                     provider=self.name,

@@ -326,3 +326,25 @@ async def test_a_create_refusal_quoting_the_env_masks_the_runs_secrets(api: Stan
     said = str(raised.value)
     assert "is not accepted here" in said and "***" in said, said
     assert sent.token not in said and sent.reattach_key not in said, said
+
+
+async def test_an_adopter_waits_out_the_create_of_the_runs_newest_intent(api: StandIn) -> None:
+    """Two intents open: an earlier offer's, whose row could not be closed (another process
+    held the ledger), and the one whose create was in flight when the engine was killed.
+    The adopter waited out the earlier one's create alone, found no instance yet (Vast
+    lists a new one a while later), and closed both rows: the instance billed with no
+    open row for it, no warning at start-up, its run failed for no node."""
+    _intent("run-crashed", age_s=120)
+    _intent("run-crashed", age_s=0)
+    api.cloud.faults.never_start = True
+    api.cloud.faults.list_lag_s = 1.0
+    sent = {"label": "swjob:run-crashed", "image": "x", "disk": 10, "onstart": "", "env": {}}
+    created = api.cloud.create(api.cloud.rentable()[0]["id"], sent)
+    assert created is not None
+    vast = provider(api, gpu_pool(), [])
+    try:
+        handle = await vast.find_node("run-crashed")
+        assert handle is not None and handle.node_id == str(created.id)
+        assert len(Ledger().open_entries()) == 2  # its rows open while it bills
+    finally:
+        await vast.destroy(str(created.id))
