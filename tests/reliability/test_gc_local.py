@@ -137,11 +137,13 @@ def test_gc_ends_no_process_that_got_the_pid_of_an_agent_gone_while_it_asked(
     try:
         eventually(lambda: "orphan(s)? [y/N]" in answer.read_text(), 60, "gc's question")
         assert f"agent pid {agent})" in answer.read_text()
-        kill_quietly(agent)  # as the agent giving up: it ends and removes its directory
+        [node] = node_dirs()
+        (tmp_path / "release-first").touch()  # as the agent giving up: its job ends,
+        written = cache_dir() / "nodes" / node / "work" / "out.txt"
+        eventually(written.exists, 30, "the job's end")
+        kill_quietly(agent)  # then the agent, and its directory is removed
         gone = Path(f"/proc/{agent}")  # reaped too: its pid free for another process
         eventually(lambda: not gone.exists(), 10, "the agent gone")
-        (tmp_path / "release-first").touch()  # and its job ends
-        [node] = node_dirs()
         shutil.rmtree(cache_dir() / "nodes" / node)
         sleeper = _started_with_pid(agent, ["sleep", "300"])
         assert gc.stdin is not None
