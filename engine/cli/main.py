@@ -272,8 +272,11 @@ def _gc(args: argparse.Namespace) -> int:
 
     store = Store()
     try:  # an unfinished run is owned while a live engine holds its lease; else abandoned
+        # unfinished first: a run started between the two reads is then not in the first,
+        # rather than unfinished and not yet owned (listed as abandoned)
+        unfinished = {view.run_id: view.pool for view, _ in store.unfinished()}
         owned = ownership.owned(store.path)
-        abandoned = {v.run_id: v.pool for v, _ in store.unfinished() if v.run_id not in owned}
+        abandoned = {run: pool for run, pool in unfinished.items() if run not in owned}
         return cli_gc(
             load_pools(args.pools),
             yes=args.yes,
