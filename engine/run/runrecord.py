@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,10 +127,9 @@ class LogFiles:
         for step in Step:
             if step not in by_step and not self.path(step).exists():
                 continue
-            scratch = self.path(step).with_suffix(".log.restoring")
             texts = by_step.get(step, [])
-            scratch.write_text("".join(f"{text}\n" for text in texts), encoding="utf-8")
-            os.replace(scratch, self.path(step))
+            text = "".join(f"{line}\n" for line in texts)
+            replace_whole(self.path(step), text, temp=self.path(step).with_suffix(".log.restoring"))
 
     def close(self) -> None:
         """Close the logs once all their lines are on them (blocks: see `aclose`)."""

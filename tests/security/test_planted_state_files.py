@@ -113,3 +113,22 @@ def test_a_runs_event_log_swapped_while_its_owner_was_away_is_refused_by_attach(
     assert f"{log}: {what}, not a file swjob made; move it away" in out, out
     assert "Traceback" not in out, out
     assert victim.read_text() == VICTIM_TEXT
+
+
+def test_an_adopters_log_restore_writes_through_no_planted_link(tmp_path: Path) -> None:
+    """An adopter rewrites each step log from the datastream through a scratch file beside
+    it: one planted there as a link had the log's lines written where it pointed."""
+    from agent.protocol import LogLine, Step
+    from engine.report import events as ev
+    from engine.run.runrecord import LogFiles
+
+    logs, outside = tmp_path / "logs", tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    logs.mkdir()
+    (logs / "run.log.restoring").symlink_to(outside)
+    files = LogFiles(logs)
+    line = LogLine(stream="stdout", text="restored")
+    files.restore([ev.Log(run_id="r", step=Step.RUN, lines=[line], node_seq=1)])
+    files.close()
+    assert outside.read_text() == "keep\n"
+    assert (logs / "run.log").read_text() == "restored\n"
