@@ -12,12 +12,15 @@ import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UnusableDirError
 from engine.jobs.fileerror import ConfigFileError
 from engine.state.paths import DEFAULT_RUNS_DIR
 from engine.state.private import set_private_umask
+
+if TYPE_CHECKING:  # imported where used: each subcommand loads only what it needs
+    from engine.jobs.pools import PoolSet
 
 # Each subcommand imports what it needs when it runs (pydantic, rich, asyncio, iroh, the
 # Vast SDK): `swjob validate` must not pay for `swjob run`'s machinery.
@@ -264,7 +267,6 @@ def _live(command: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 
 def _gc(args: argparse.Namespace) -> int:
-    from engine.jobs.pools import load_pools
     from engine.providers.gc import cli_gc
     from engine.run.abandon import Claims
     from engine.state import ownership
@@ -274,11 +276,12 @@ def _gc(args: argparse.Namespace) -> int:
     try:  # an unfinished run is owned while a live engine holds its lease; else abandoned
         # unfinished first: a run started between the two reads is then not in the first,
         # rather than unfinished and not yet owned (listed as abandoned)
-        unfinished = {view.run_id: view.pool for view, _ in store.unfinished()}
+        rows = store.unfinished()
+        unfinished = {view.run_id: view.pool for view, _ in rows}
         owned = ownership.owned(store.path)
         abandoned = {run: pool for run, pool in unfinished.items() if run not in owned}
         return cli_gc(
-            load_pools(args.pools),
+            _gc_pools(args.pools, [saved for _, saved in rows]),
             yes=args.yes,
             out=sys.stdout,
             live_run_ids=owned,
@@ -288,6 +291,24 @@ def _gc(args: argparse.Namespace) -> int:
         )
     finally:
         store.close()
+
+
+def _gc_pools(path: Path | None, kept: list[dict[str, Any]]) -> PoolSet:
+    """The pools gc looks through: the pools file's, or, when it is broken, the builtins
+    and the pool definitions the unfinished runs keep. A broken file stopped gc, and the
+    nodes it is there to collect billed on until their orphan timeout."""
+    from engine.jobs.pools import BUILTIN_LOCAL, Pool, PoolFileError, PoolSet, load_pools
+
+    try:
+        return load_pools(path)
+    except PoolFileError as exc:
+        print(f"warning: {exc}; gc goes on with the pools its runs keep", file=sys.stderr)
+    pools = {"local": BUILTIN_LOCAL}
+    for saved in kept:
+        if saved.get("pool_def"):
+            pool = Pool.model_validate_json(saved["pool_def"])
+            pools.setdefault(pool.name, pool)
+    return PoolSet(pools)
 
 
 _COMMANDS = {

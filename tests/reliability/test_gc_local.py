@@ -219,3 +219,23 @@ def test_gc_takes_no_live_run_for_abandoned_when_its_lease_cannot_be_read(
     assert live.wait(60) == 0, live.output()  # ended first: its node is gone either way
     assert run_json(run_dir)["state"] == "COMPLETED"
     assert "abandoned" not in listed.stdout, listed.stdout
+
+
+def test_gc_collects_with_the_pools_its_runs_keep_when_the_pools_file_is_broken(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    """A pools file broken since the run started stopped gc at its first line, and the node
+    it is there to collect billed on until its orphan timeout: gc now warns and goes on
+    with the pool definitions the unfinished runs keep."""
+    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=600)
+    pools.write_text("[pools.local\n")
+    collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path, timeout=60)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert "TOML syntax" in collected.stderr and "gc goes on with the pools its runs keep" in (
+        collected.stderr
+    )
+    assert "collected 1 of 1" in collected.stdout, collected.stdout
+    assert not pid_alive(agent)
+    ended = run_json(run_dir)
+    assert (ended["state"], ended["reason"]) == ("FAILED", REASON)
+    assert node_dirs() == []
