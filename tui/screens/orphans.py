@@ -103,9 +103,9 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
     def show(self, found: list[Orphan]) -> None:
         self.found = found
         self.query_one("#found", Static).update(describe(found))
-        said = self.query_one("#outcome", Label)
-        said.update(outcome(found))
-        said.display = bool(outcome(found))
+        said, text = self.query_one("#outcome", Label), outcome(found)
+        said.update(text)
+        said.display = bool(text)
         self.refresh_bindings()
 
     def _ours(self) -> bool:
