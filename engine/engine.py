@@ -42,7 +42,7 @@ from engine.report import appender, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
-from engine.report.views import PoolView, RunView
+from engine.report.views import PoolView, RunView, short_id
 from engine.run import abandon, attempts, fsm, reclaim, recovery
 from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
@@ -220,7 +220,7 @@ class Engine:
         pool = pool_def.name
         fresh = run_id is None
         if run_id is None:
-            run_id = new_run_id()
+            run_id = self._new_run_id()
             lease = ownership.acquire(run_id)
             if lease is None:  # a fresh random id: only a collision gets here
                 raise SubmitError(f"run id {run_id} is already in use; submit again")
@@ -266,6 +266,14 @@ class Engine:
             attempt=attempts.to_record(attempt),
         )
         self._launch(driver)
+        return run_id
+
+    def _new_run_id(self) -> str:
+        """A fresh id whose short id (its random tail) no run in the index has: that is
+        what the board and `swjob runs` show, and it must name one run."""
+        run_id = new_run_id()
+        while self._store is not None and self._store.short_id_taken(short_id(run_id)):
+            run_id = new_run_id()
         return run_id
 
     def _launch(self, driver: RunDriver) -> None:

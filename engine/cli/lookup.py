@@ -1,11 +1,13 @@
-"""A run named on the command line (`swjob logs|attach|shell|forward RUN`): by id, a
+"""A run named on the command line (`swjob logs|attach|shell|forward|stop RUN`): by id, a
 unique start of it, or the short id the console shows, read from a store opened only for
-the lookup, and the one message every such command gives when nothing matches."""
+the lookup, and the one message every such command gives when that names no single run."""
 
 from __future__ import annotations
 
 from engine.report.views import RunView
 from engine.state.store import Store
+
+SHOWN_CANDIDATES = 10
 
 
 def find_run(run_ref: str) -> RunView | None:
@@ -17,4 +19,15 @@ def find_run(run_ref: str) -> RunView | None:
 
 
 def no_such_run(run_ref: str) -> str:
-    return f"no run {run_ref!r} (or more than one run matches it)"
+    """Why `run_ref` names no run: none matches it, or several do — then which, so the
+    user can copy the one they meant."""
+    store = Store()
+    try:
+        found = store.matching(run_ref)
+    finally:
+        store.close()
+    if len(found) < 2:
+        return f"no run {run_ref!r}"
+    listed = ", ".join(f"{v.run_id} ({v.job_name}, {v.state})" for v in found[:SHOWN_CANDIDATES])
+    more = f" and {len(found) - SHOWN_CANDIDATES} more" if len(found) > SHOWN_CANDIDATES else ""
+    return f"{run_ref!r} matches {len(found)} runs: {listed}{more}; give more of the id"

@@ -32,8 +32,9 @@ written, and freeing those modules took longer than some whole commands."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="swjob", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="swjob", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action=_Version, help="print swjob's version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a job end to end and follow it")
     run.add_argument("job", type=Path)
     _pool_args(run)
@@ -77,10 +78,36 @@ def _parser() -> argparse.ArgumentParser:
     fwd.add_argument("run", help="run id (or a unique prefix)")
     fwd.add_argument("remote_port", type=int, help="the port on the node")
     fwd.add_argument("--local", type=int, default=0, help="local port (default: any free one)")
-    gc = sub.add_parser("gc", help="find and destroy nodes no live run owns")
-    _pool_args(gc)
+    gc = sub.add_parser("gc", help="find and destroy nodes no live run owns, in every pool")
+    gc.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """No abbreviated flags: `gc --pool x` was taken for `--pools x` (and a pools file
+    named x), and a flag added later must not change what an old abbreviation means."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+
+class _Version(argparse.Action):
+    """`swjob --version`: the installed distribution's version, read only when asked (the
+    metadata lookup is not on every command's start-up path)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("swjob")
+        except PackageNotFoundError:  # a source tree on sys.path, never installed
+            found = "unknown (not installed)"
+        print(f"swjob {found}")  # on stdout, as `--version` prints everywhere
+        parser.exit()
 
 
 def _pool_args(parser: argparse.ArgumentParser) -> None:

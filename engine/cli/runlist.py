@@ -9,18 +9,19 @@ per run, as scripts read it."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from engine.cli.lookup import find_run, no_such_run
 from engine.cli.render import STATE_STYLE, shown
 from engine.report.chains import chains
 from engine.report.money import money
 from engine.report.printable import visible
-from engine.report.views import RunView
+from engine.report.views import RunView, short_id
 from engine.state import ownership
 from engine.state.store import Store
 
@@ -46,18 +47,32 @@ def print_runs(console: Console, limit: int) -> None:
             code = "" if v.exit_code is None else str(v.exit_code)
             print(f"{v.run_id}\t{v.job_name}\t{v.pool}\t{v.state}\t{code}\t{v.run_dir}")
         return
-    table = Table("run", "job", "pool", "state", "attempt", "exit", "started", "took", "cost",
-                  "reason")  # fmt: skip
+    shown_id = _id_shown(console.width)
+    table = Table("job", "pool", "state", "attempt", "exit", "started", "took", "cost", "reason")
+    width = max((len(shown_id(v.run_id)) for v in views), default=0) + len("  └ ")
+    table.columns.insert(0, Column("run", no_wrap=True, min_width=width))
     for chain in chains(views):
         first, latest = chain.attempts[0], chain.latest
         cells = _cells(latest, chain.cost_dollars, first.created, first.job_name)
         if _unowned(latest):
-            cells = (*cells[:-1], f"[bold yellow]nobody drives it: swjob attach {latest.run_id}[/]")
-        table.add_row(first.run_id, *cells)
+            hint = f"nobody drives it: swjob attach {shown_id(latest.run_id)}"
+            cells = (*cells[:-1], f"[bold yellow]{hint}[/]")
+        table.add_row(shown_id(first.run_id), *cells)
         if len(chain.attempts) > 1:
             for attempt in chain.attempts:
-                table.add_row(f"  └ {attempt.run_id}", *_cells(attempt, attempt.cost_dollars))
+                table.add_row(
+                    f"  └ {shown_id(attempt.run_id)}", *_cells(attempt, attempt.cost_dollars)
+                )
     console.print(table)
+
+
+WHOLE_IDS_FROM = 150
+"""Terminal columns from which `swjob runs` shows whole run ids; below, their short ids
+(unique too, and what the console shows): an id is never cut to a start others share."""
+
+
+def _id_shown(width: int) -> Callable[[str], str]:
+    return (lambda run_id: run_id) if width >= WHOLE_IDS_FROM else short_id
 
 
 def _unowned(view: RunView) -> bool:

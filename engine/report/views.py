@@ -51,6 +51,13 @@ class GpuView(_View):
     last_t: float = 0.0  # node time of the latest sample
 
 
+def short_id(run_id: str) -> str:
+    """The random tail of a run id (`6e80cbe3` of `20261204-061502-6e80cbe3`): what the
+    console and `swjob runs` show, unique among the index's runs (the engine draws a new
+    id rather than repeat one), and accepted wherever a run is named."""
+    return run_id.rsplit("-", 1)[-1]
+
+
 class RunView(_View):
     run_id: str
     job_name: str

@@ -342,21 +342,34 @@ class Store:
     def find(self, run_ref: str) -> RunView | None:
         """A run by id, by a unique start of it, or by the unique random part that ends it,
         which is what the console's id column shows (`6e80cbe3` of `20261204-061502-6e80cbe3`):
-        a user copies the id they see."""
-        found = self._only("substr(run_id, 1, ?) = ?", (len(run_ref), run_ref), run_ref)
-        if found is None and run_ref:
-            ending = (-len(run_ref) - 1, f"-{run_ref}")
-            found = self._only("substr(run_id, ?) = ?", ending, run_ref)
+        a user copies the id they see. None when no run, or more than one, matches."""
+        found = self.matching(run_ref)
+        exact = [v for v in found if v.run_id == run_ref]
+        chosen = exact or (found if len(found) == 1 else [])
+        return chosen[0] if chosen else None
+
+    def matching(self, run_ref: str) -> list[RunView]:
+        """Every run `run_ref` may name, newest first: those whose id starts with it, else
+        those whose random part ends it. More than one is what an ambiguous reference is
+        told it matches."""
+        found = self._where("substr(run_id, 1, ?) = ?", (len(run_ref), run_ref))
+        if not found and run_ref:
+            found = self._where("substr(run_id, ?) = ?", (-len(run_ref) - 1, f"-{run_ref}"))
         return found
 
-    def _only(self, where: str, args: tuple[Any, ...], run_ref: str) -> RunView | None:
-        """The run `run_ref` names exactly, else the one run matching `where`, else None."""
+    def short_id_taken(self, short_id: str) -> bool:
+        """Whether a run's id already ends in `-short_id`: a new run never shares the
+        short id the console and `swjob runs` show, so that id always names one run."""
+        ending = (-len(short_id) - 1, f"-{short_id}")
+        return bool(
+            self._db.execute("SELECT 1 FROM runs WHERE substr(run_id, ?) = ?", ending).fetchone()
+        )
+
+    def _where(self, where: str, args: tuple[Any, ...]) -> list[RunView]:
         rows = self._db.execute(
             f"SELECT view FROM runs WHERE {where} ORDER BY created DESC", args
         ).fetchall()
-        exact = [r for r in rows if RunView.model_validate_json(r[0]).run_id == run_ref]
-        chosen = exact or (rows if len(rows) == 1 else [])
-        return RunView.model_validate_json(chosen[0][0]) if chosen else None
+        return [RunView.model_validate_json(text) for (text,) in rows]
 
     def recovery(self, run_id: str) -> dict[str, Any] | None:
         """The recovery facts recorded for one run (None when it has none)."""
