@@ -22,6 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 CTL_ALPN = b"swjob/ctl/1"
 XFER_ALPN = b"swjob/xfer/2"  # 2: chunks carry a CRC-32 (`c`), not a SHA-256
 LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
+CODE_ALPN = b"swjob/code/1"
+"""Served by the engine: a booting node fetches the operator's agent code here, with its
+run's join token (agent/codefetch.py, engine/run/codeserve.py)."""
 RESUME_ALPN = b"swjob/resume/1"
 """Served by the agent: an engine that adopts a run proves the run's re-attach credential
 here and gives the node its own address to dial (agent/reattach.py)."""

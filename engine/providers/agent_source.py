@@ -1,72 +1,47 @@
-"""Where a rented node gets the swjob agent: the very build this operator runs.
+"""Where a rented node gets the swjob agent: from this operator, the very code it runs.
 
-pip records how a package was installed (PEP 610 `direct_url.json`). From a package
-index (no record): the node installs `swjob==<version>`. From a git URL: the node
-installs the same commit. From a wheel or sdist URL: the same URL. From a local
-directory or file, which no rented node can reach, there is no safe guess (a bare
-`swjob==<version>` could fetch a stranger's package of that name), so the pool must
-say where with `agent_install` — and the run stops before any node is rented.
+The node installs only the agent's third-party closure from the package index (pinned to
+the versions here, `agent_closure`); swjob's own agent code it fetches from the operator
+over the run's iroh connection (agent/codefetch.py), as a bundle of the `agent` package
+this process imports, checked against the SHA-256 the boot command names. That works
+however swjob was installed here — a checkout, an editable install, a wheel, a git URL,
+the index — and the node runs exactly this build. A pool's `agent_install` (a pip
+requirement) stays as an override: the node then installs swjob from there instead.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+import io
 import re
+import zipfile
+from functools import cache
 from importlib import metadata
-from typing import Any
+from pathlib import Path
 
 from agent.closure import DISTRIBUTIONS
-from engine.jobs.pools import Pool
-from engine.providers.base import ProvisionError
 
-EXAMPLE = "swjob @ git+https://github.com/<you>/swjob@<commit>"
+_FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # a bundle's bytes depend on the code alone
 
 
-def requirement_from(version: str, direct_url: str | None) -> str | None:
-    """The pip requirement that reinstalls this build elsewhere, or None if none can."""
-    if direct_url is None:
-        return f"swjob=={version}"
-    try:
-        info: Any = json.loads(direct_url)
-    except ValueError:
-        return None
-    url = info.get("url", "") if isinstance(info, dict) else ""
-    if not url.startswith(("https://", "ssh://")):
-        return None  # file:// is on this machine only; plain http is no source to trust
-    vcs = info.get("vcs_info")
-    if isinstance(vcs, dict) and vcs.get("vcs") == "git":
-        ref = vcs.get("commit_id") or vcs.get("requested_revision")
-        spec = f"swjob @ git+{url}" + (f"@{ref}" if ref else "")
-        subdirectory = info.get("subdirectory")
-        return spec + (f"#subdirectory={subdirectory}" if subdirectory else "")
-    if "archive_info" in info:
-        return f"swjob @ {url}"
-    return None
+@cache
+def agent_bundle() -> tuple[bytes, str]:
+    """The `agent` package this process runs, as a zip of its Python files, and the zip's
+    SHA-256: what a node fetches, and what its boot command names. Built once a process
+    (~50 ms), the same bytes for the same code (sorted names, fixed times)."""
+    import agent
 
-
-def own_requirement() -> str | None:
-    """How a node installs the swjob installed here (None: from here only).
-
-    Only an installer's record counts (its INSTALLER file): a source tree on sys.path
-    can carry a stale `swjob.egg-info` build artefact that would read as an index install."""
-    installed = [d for d in metadata.distributions(name="swjob") if d.read_text("INSTALLER")]
-    if not installed:
-        return None
-    return requirement_from(installed[0].version, installed[0].read_text("direct_url.json"))
-
-
-def agent_install_for(pool: Pool) -> str:
-    """The pool's `agent_install`, else this build's own requirement; refuses before renting
-    when neither is something a node can install."""
-    if pool.agent_install:
-        return pool.agent_install
-    found = own_requirement()
-    if found is None:
-        raise ProvisionError(
-            f"pool {pool.name!r}: this swjob was installed from a local directory, which a "
-            f"rented node cannot reach; set agent_install in the pool, e.g. {EXAMPLE!r}"
-        )
-    return found
+    root = Path(agent.__file__).parent
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for path in sorted(root.rglob("*.py")):
+            name = path.relative_to(root.parent).as_posix()
+            info = zipfile.ZipInfo(name, _FIXED_TIME)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            bundle.writestr(info, path.read_bytes())
+    data = buffer.getvalue()
+    return data, hashlib.sha256(data).hexdigest()
 
 
 def python_needed() -> str:

@@ -1,16 +1,17 @@
-"""What a Vast.ai instance is told to do when it boots: install the agent and start it.
+"""What a Vast.ai instance is told to do when it boots: get the agent and start it.
 
-The instance's on-start command installs the agent (the requirement from
-agent_source: the pool's `agent_install`, else this very build) with `--no-deps`, then
-only the agent's own closure (agent/closure.py, pinned to the operator's versions) —
-with `uv` when the image has it, else pip — and starts the agent (`python3 -P -m agent`,
-the `swjob-agent` script's module: found whatever the container's PATH) in the
-background with the run's bootstrap and the node-clock times the install began and
-ended (the agent reports them when it joins: the "agent installed" step of the boot
-timeline). The join token is NOT in
-the command: it travels in the instance's environment (`TOKEN_ENV`), which the agent
-reads. Everything the agent and pip print goes to `$HOME/swjob/agent.log` on the
-node, the first place to look when a node never joins.
+The instance's on-start command installs the agent's third-party closure
+(agent/closure.py, pinned to the operator's versions) with `--no-deps` — with `uv` when
+the image has it, else pip — and then runs agent/codefetch.py inline: it fetches this
+operator's own agent code over iroh, checks it against the SHA-256 named in the command,
+and starts the agent from it (engine/providers/agent_source.py). A pool's `agent_install`
+overrides that: swjob is then installed from that requirement in the same step, and
+started as `python3 -P -m agent` (the `swjob-agent` script's module: found whatever the
+container's PATH). Either way the agent gets the run's bootstrap and the node-clock times
+the install began and ended (it reports them when it joins: the "agent installed" step of
+the boot timeline). The join token is NOT in the command: it travels in the instance's
+environment (`TOKEN_ENV`), which the agent (and the fetch) reads. Everything printed goes
+to `$HOME/swjob/agent.log` on the node, the first place to look when a node never joins.
 
 The command is backgrounded (`( ... ) &`) because an on-start script is expected to
 return; the container itself keeps running under Vast's own init.
@@ -19,8 +20,10 @@ return; the container itself keeps running under Vast's own init.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
-from engine.providers.agent_source import agent_closure
+from agent import codefetch
+from engine.providers.agent_source import agent_bundle, agent_closure
 from engine.providers.base import Bootstrap
 from engine.state.identity import operator_id
 
@@ -41,6 +44,7 @@ _UV = "uv pip install --quiet --python python3 --break-system-packages"
 # must not stand in for the installed package.
 _AGENT = "python3 -P -m agent"
 _NOW = "date +%s.%N"  # the node's clock around the install: the agent reports both times
+_FETCH = Path(codefetch.__file__)  # run inline: nothing of swjob is on the node before it
 
 
 def label_for(run_id: str) -> str:
@@ -70,22 +74,29 @@ def operator_of(label: str | None) -> str | None:
     return parts[0] if parts else None
 
 
-def install_command(agent_install: str, closure: list[str]) -> str:
-    """Shell that installs swjob and the agent's pinned closure in one `--no-deps` step:
-    nothing to resolve, and the console's and the Vast SDK's trees never reach a node."""
-    packages = " ".join(shlex.quote(p) for p in [agent_install, *closure])
+def install_command(packages: list[str]) -> str:
+    """Shell that installs `packages` in one `--no-deps` step: nothing to resolve, and the
+    console's and the Vast SDK's trees never reach a node."""
+    listed = " ".join(shlex.quote(p) for p in packages)
     return (
-        f"if command -v uv >/dev/null 2>&1; then {_UV} --no-deps {packages}; "
-        f"else {_PIP} --no-deps {packages}; fi"
+        f"if command -v uv >/dev/null 2>&1; then {_UV} --no-deps {listed}; "
+        f"else {_PIP} --no-deps {listed}; fi"
     )
 
 
-def onstart_command(bootstrap: Bootstrap, agent_install: str) -> str:
-    """The shell command run at boot; contains no secret (the token is in the env)."""
+def onstart_command(bootstrap: Bootstrap, agent_install: str | None) -> str:
+    """The shell command run at boot; contains no secret (the token is in the env).
+    Without `agent_install` the node runs the operator's own agent code (codefetch)."""
     args = " ".join(shlex.quote(a) for a in bootstrap.agent_args())
-    install = install_command(agent_install, agent_closure())
+    if agent_install is None:
+        install = install_command(agent_closure())
+        _, digest = agent_bundle()
+        agent = f"python3 -P -c {shlex.quote(_FETCH.read_text())} {digest}"
+    else:
+        install = install_command([agent_install, *agent_closure()])
+        agent = _AGENT
     return (
         f"mkdir -p {NODE_ROOT} && cd {NODE_ROOT} && "
-        f"( started=$({_NOW}); {{ {install}; }} && exec {_AGENT} {args} --root {NODE_ROOT} "
+        f"( started=$({_NOW}); {{ {install}; }} && exec {agent} {args} --root {NODE_ROOT} "
         f'--installed "$started" "$({_NOW})" ) >> agent.log 2>&1 &'
     )

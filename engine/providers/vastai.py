@@ -40,7 +40,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from engine.providers import vast_offers as offers
-from engine.providers.agent_source import agent_install_for, python_needed
+from engine.providers.agent_source import python_needed
 from engine.providers.base import (
     Bootstrap,
     NodeHandle,
@@ -150,7 +150,6 @@ class VastProvider:
             raise
 
     async def _provision(self, bootstrap: Bootstrap) -> NodeHandle:
-        agent_install_for(self._pool)  # no node is rented that could not install the agent
         candidates = await self._search()
         for offer in candidates[:CREATE_TRIES]:
             try:
@@ -313,7 +312,7 @@ class VastProvider:
                 disk=offers.disk_gb(pool.resources.disk_mb),
                 env=bootstrap.agent_env(),
                 label=label,
-                onstart_cmd=onstart_command(bootstrap, agent_install_for(pool)),
+                onstart_cmd=onstart_command(bootstrap, pool.agent_install),
                 price=offers.bid_for(pool, offer),
                 ssh=True,
                 cancel_unavail=True,

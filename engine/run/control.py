@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.protocol import (
+    CODE_ALPN,
     CTL_ALPN,
     LIVE_ALPN,
     MAX_FRAME,
@@ -36,6 +37,7 @@ from agent.protocol import (
     Welcome,
 )
 from engine.report.printable import visible
+from engine.run.codeserve import serve_code
 from engine.run.liveops import LiveLink
 from engine.run.paused import DeadlinePassed, RunningDeadline
 from engine.run.peergate import PeerGate
@@ -101,6 +103,13 @@ class NodeSession:
             self._twin_joined = True
             return "join token already used by another node"
         return None
+
+    def may_fetch_code(self, token: str) -> bool:
+        """Whether a node asking for the agent's code with `token` is this run's, before its
+        agent has joined (the code is public; the check keeps strangers from making the
+        engine send it, and asking does not spend the token)."""
+        fits = hmac.compare_digest(token.encode(), self._token.encode())
+        return fits and not self.closed and self.endpoint_id is None
 
     async def attach(self, conn: Any, channel: Channel, hello: Hello, remote_id: str) -> None:
         self.endpoint_id = remote_id
@@ -260,6 +269,8 @@ class ControlServer:
             self._route(conn, remote, NodeSession.attach_xfer)
         elif alpn == LIVE_ALPN:
             self._route(conn, remote, lambda session, c: session.live.attach(c))
+        elif alpn == CODE_ALPN:
+            await serve_code(conn, remote, self.sessions, self.gate)
         else:
             conn.close(1, b"unknown service")
 

@@ -80,7 +80,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="swjob-boot-"))
     try:
         wheel = build_wheel(root / "dist")
-        command = install_command(str(wheel), agent_closure())
+        command = install_command([str(wheel), *agent_closure()])
         print(f"node install command:\n  {command}\n")
         if args.tiny:
             return

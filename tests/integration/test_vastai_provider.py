@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.providers.agent_source import agent_bundle
 from engine.providers.base import NodeHandle, ProvisionError, TeardownError
 from engine.providers.vast_api import RetryPolicy
 from engine.providers.vast_boot import label_for
@@ -285,13 +286,17 @@ async def test_handle_facts_survive_a_fresh_provider_for_teardown(api) -> None:
     assert api.cloud.instances == {}
 
 
-async def test_nothing_is_rented_when_the_node_could_not_install_the_agent(api) -> None:
-    """This checkout is a local directory install: without `agent_install` the pool names no
-    source a node can reach, so provisioning stops before the first API call."""
+async def test_without_agent_install_the_node_is_told_to_fetch_this_builds_agent(api) -> None:
+    """This checkout is a local directory install: with no `agent_install` the on-start
+    installs only the agent's closure and fetches the operator's own agent code, named by
+    its SHA-256 (tests/integration/test_vastai_agent_code.py runs it)."""
+    api.cloud.faults.never_start = True
     vast = provider(api, gpu_pool(agent_install=None), [])
-    with pytest.raises(ProvisionError, match="set agent_install in the pool"):
-        await vast.provision(bootstrap())
-    assert api.requests == [] and Ledger().open_entries() == []
+    handle = await vast.provision(bootstrap())
+    onstart = next(iter(api.cloud.instances.values())).request["onstart"]
+    assert agent_bundle()[1] in onstart and "import runpy" in onstart
+    assert "swjob" not in onstart.split("--no-deps", 1)[1].split(";", 1)[0]
+    await vast.teardown(handle)
 
 
 async def test_a_node_may_exist_for_a_run_once_its_intent_is_in_the_ledger(api) -> None:

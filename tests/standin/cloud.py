@@ -50,10 +50,13 @@ NULLABLE = (  # fields Vast may list as null on an instance (other tools guard t
 BARE_TOOLS = ("bash", "sh", "mkdir", "date", "cat", "sleep")  # a bare image's own
 
 
-def image_bin(root: Path, with_uv: bool, with_python: bool = True) -> Path:
+def image_bin(
+    root: Path, with_uv: bool, with_python: bool = True, python: Path | None = None
+) -> Path:
     """A directory of the image's programs: each runs the host venv's own (a wrapper, not a
-    link: a venv's python finds its packages only when started by its own path). A bare
-    image's holds only links to a shell and a few tools."""
+    link: a venv's python finds its packages only when started by its own path), or
+    `python`'s for the image's python. A bare image's holds only links to a shell and a few
+    tools."""
     venv_bin = Path(sys.executable).parent
     programs = [*(IMAGE_PROGRAMS if with_python else ()), *(["uv"] if with_uv else [])]
     bin_dir = root / "image-bin"
@@ -63,9 +66,10 @@ def image_bin(root: Path, with_uv: bool, with_python: bool = True) -> Path:
         assert found, f"the stand-in's bare image needs {tool} on this machine"
         (bin_dir / tool).symlink_to(found)
     for name in programs:
-        if (venv_bin / name).exists():
+        program = python if python is not None and name in IMAGE_PROGRAMS else venv_bin / name
+        if program.exists():
             wrapper = bin_dir / name
-            wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(str(venv_bin / name))} "$@"\n')
+            wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(str(program))} "$@"\n')
             wrapper.chmod(0o755)
     return bin_dir
 
@@ -197,6 +201,7 @@ class Cloud:
         self.faults = Faults()
         self.image_has_uv = True  # see the module's docstring
         self.image_has_python = True
+        self.image_python: Path | None = None  # the image's python3, if not the host venv's
         self.lock = threading.RLock()
         self._next_id = 7000
         self._boots: list[threading.Timer] = []
@@ -253,7 +258,9 @@ class Cloud:
             home = inst.root / "root"
             home.mkdir(parents=True)
             (inst.root / "onstart.sh").write_text(inst.request["onstart"] or "true")
-            programs = image_bin(inst.root, self.image_has_uv, self.image_has_python)
+            programs = image_bin(
+                inst.root, self.image_has_uv, self.image_has_python, self.image_python
+            )
             system = ":/usr/local/bin:/usr/bin:/bin" if self.image_has_python else ""
             env = {
                 "PATH": f"{programs}{system}",

@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from agent.closure import DISTRIBUTIONS
-from engine.providers.agent_source import agent_closure
+from engine.providers.agent_source import agent_bundle, agent_closure
 from engine.providers.base import Bootstrap
 from engine.providers.vast_boot import onstart_command
 
@@ -60,6 +60,14 @@ def test_the_node_installs_swjob_and_the_pinned_closure_in_one_step() -> None:
     assert f"--no-deps swjob==0.1.0 {' '.join(pins)}" in command
     for heavy in ("textual", "vastai", "rich", "tomlkit"):
         assert heavy not in command
+
+
+def test_without_agent_install_the_node_installs_the_closure_and_fetches_the_agent() -> None:
+    boot = Bootstrap(run_id="r1", ticket="t", orchestrator_id="o", token="tok-5e3a9")
+    command = onstart_command(boot, None)
+    assert f"--no-deps {' '.join(agent_closure())};" in command
+    assert f"' {agent_bundle()[1]} --run-id r1" in command  # the code's SHA-256, then the args
+    assert "tok-5e3a9" not in command  # the token travels in the instance's env
 
 
 def test_no_closure_requirement_depends_on_the_platform() -> None:
