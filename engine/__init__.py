@@ -8,6 +8,9 @@
 - `providers/` where nodes come from: the local pool, Vast.ai, and orphan collection.
 - `run/`       the machinery of one run: the pure FSM, the driver that carries out its
                commands, node control, transfers, crash recovery.
+- `ops/`       what a client asks of runs and pools by name — stop a run from any
+               terminal, follow its log, list offers, check pools — shared by the CLI's
+               verbs and `api.py`.
 - `cli/`       the headless `swjob` program.
 - `logsetup.py` where the engine's warnings go: stderr for `swjob`, a private file for the
                console (re-exported by `api.py`).

@@ -2,8 +2,9 @@
 
 The console imports only this module — no other engine module, nothing of `agent` —
 so the engine's rooms can be rearranged without touching it, and a test
-(tests/unit/test_layering.py) keeps it so. Orphan collection lives with the providers
-and is re-exported lazily: a console on local pools never pays for loading it.
+(tests/unit/test_layering.py) keeps it so. Orphan collection and the operations of
+engine/ops (the CLI's verbs: stop, offers, …) are re-exported lazily: a console on local
+pools never pays for loading them.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from engine.report.events import Event, TransferProgress, Transition
 from engine.report.money import cost_split, money
 from engine.report.printable import printable
 from engine.report.runbook import fold
-from engine.report.views import GpuView, NodeView, PoolView, RunView
+from engine.report.views import GpuView, NodeView, PoolView, RunView, short_id
 from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
 from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR
 
 if TYPE_CHECKING:
+    from engine.ops.stop import StopError, stop_run
     from engine.providers.gc import GONE, Collection, Orphan
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "PoolView",
     "ProviderError",
     "RunView",
+    "StopError",
     "Stream",
     "SubmitError",
     "TransferProgress",
@@ -77,14 +80,22 @@ __all__ = [
     "plan_workspace",
     "printable",
     "provisioning_start",
+    "short_id",
+    "stop_run",
 ]
 
-_LAZY = {"Collection", "Orphan", "GONE"}
+_LAZY = {  # name → the module that has it, loaded only when asked for
+    "Collection": "engine.providers.gc",
+    "Orphan": "engine.providers.gc",
+    "GONE": "engine.providers.gc",
+    "StopError": "engine.ops.stop",
+    "stop_run": "engine.ops.stop",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from engine.providers import gc
+        import importlib
 
-        return getattr(gc, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'engine.api' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, shell, forward, gc.
+"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, stop, shell, forward, gc.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # imported where used: each subcommand loads only what it nee
 # Each subcommand imports what it needs when it runs (pydantic, rich, asyncio, iroh, the
 # Vast SDK): `swjob validate` must not pay for `swjob run`'s machinery.
 
-_QUICK_EXIT = {"run", "attach", "shell", "forward"}
+_QUICK_EXIT = {"run", "attach", "shell", "forward", "stop"}
 """Commands that load the engine's machinery end without the interpreter's teardown
 (agent/quickexit.py): by the time they return, the engine is closed and its files are
 written, and freeing those modules took longer than some whole commands."""
@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     fwd.add_argument("run", help="run id (or a unique prefix)")
     fwd.add_argument("remote_port", type=int, help="the port on the node")
     fwd.add_argument("--local", type=int, default=0, help="local port (default: any free one)")
+    stop = sub.add_parser("stop", help="stop a run, from any terminal (its node torn down)")
+    stop.add_argument("run", help="run id (or a unique prefix)")
+    stop.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     gc = sub.add_parser("gc", help="find and destroy nodes no live run owns, in every pool")
     gc.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
@@ -238,14 +241,9 @@ def _attach(args: argparse.Namespace) -> int:
     import asyncio
 
     from engine.cli.follow import attach
-    from engine.jobs.pools import BUILTIN_LOCAL, PoolFileError, PoolSet, load_pools
+    from engine.cli.lookup import run_pools
 
-    try:
-        pools = load_pools(args.pools)
-    except PoolFileError as exc:  # the run keeps its pool: a broken file leaves no node behind
-        print(f"warning: {exc}; the run goes on with the pool it keeps", file=sys.stderr)
-        pools = PoolSet({"local": BUILTIN_LOCAL})
-    return asyncio.run(attach(args.run, pools))
+    return asyncio.run(attach(args.run, run_pools(args.pools)))
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -291,6 +289,12 @@ def _live(command: Callable[[], Coroutine[Any, Any, int]]) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from engine.cli.stop import stop
+
+    return stop(args)
 
 
 def _gc(args: argparse.Namespace) -> int:
@@ -348,6 +352,7 @@ _COMMANDS = {
     "attach": _attach,
     "shell": _shell,
     "forward": _forward,
+    "stop": _stop,
 }
 
 

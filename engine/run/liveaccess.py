@@ -1,4 +1,4 @@
-"""How a separate `swjob shell` / `swjob forward` process reaches a run's node.
+"""How a separate `swjob shell` / `forward` / `stop` process reaches a run's node.
 
 Only the engine process that drives a run holds its node's live connection: the
 agent dials out (it opens no port and may sit behind NAT), it obeys one operator
@@ -9,7 +9,8 @@ a TCP listener on 127.0.0.1 with a random token, announced per live run in
 user can read the token). A client sends one JSON line — token, run id, request —
 and gets one back (`{"ok": true}` or the reason); then the connection carries the
 live stream's bytes both ways, relayed unchanged (shell frames, or a forwarded
-TCP connection's bytes). The job's env is added here, never sent by the client.
+TCP connection's bytes). The job's env is added here, never sent by the client. A stop
+(`swjob stop`) is answered and the connection closed: the engine stops the run itself.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ HANDSHAKE_TIMEOUT_S = 10.0
 MAX_LINE = 64 * 1024
 CLIENT_WAIT_S = OPEN_TIMEOUT_S + HANDSHAKE_TIMEOUT_S  # the engine may wait that long for the node
 OpenStream = Callable[[str, LiveRequest], Awaitable[LiveStream]]
+StopRun = Callable[[str], None]
+STOP = {"op": "stop"}  # the operator's stop, asked by `swjob stop` in another terminal
 
 
 def access_dir() -> Path:
@@ -59,8 +62,9 @@ def stream_duplex(stream: LiveStream) -> Duplex:
 class LiveAccess:
     """The local access point of one engine process."""
 
-    def __init__(self, open_stream: OpenStream) -> None:
+    def __init__(self, open_stream: OpenStream, stop: StopRun) -> None:
         self._open = open_stream
+        self._stop = stop
         self._token = secrets.token_urlsafe(32)
         self._server: asyncio.Server | None = None
         self._published: set[str] = set()
@@ -116,12 +120,15 @@ class LiveAccess:
             asked = json.loads(line)
             token = str(asked["token"])
             run_id = str(asked["run_id"])
-            request = _request(asked["request"])
+            request = None if asked["request"] == STOP else _request(asked["request"])
         except (ValueError, KeyError, TypeError, ValidationError):
             return await _reply(writer, "bad request")
         if not hmac.compare_digest(token.encode(), self._token.encode()):
             return await _reply(writer, "wrong access token")
         try:
+            if request is None:
+                self._stop(run_id)
+                return await _reply(writer, None)
             stream = await self._open(run_id, request)
         except LiveUnavailable as exc:
             return await _reply(writer, str(exc))
@@ -158,13 +165,28 @@ def not_driven(run_id: str) -> LiveUnavailable:
 async def connect(run_id: str, request: LiveRequest) -> Duplex:
     """The client side (`swjob shell`, `swjob forward`): a stream to the run's node through
     the engine that drives it; LiveUnavailable says why there is none."""
+    reader, writer = await _ask(run_id, request.model_dump())
+    return tcp_duplex(reader, writer)
+
+
+async def ask_stop(run_id: str) -> None:
+    """`swjob stop` from any terminal: the engine that drives `run_id` stops it as its own
+    operator would (node torn down, FAILED "stopped by operator"); LiveUnavailable when no
+    process drives it now, or it is past stopping."""
+    _, writer = await _ask(run_id, STOP)
+    writer.close()
+
+
+async def _ask(
+    run_id: str, request: dict[str, Any]
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     path = _access_file(run_id)
     try:
         access = json.loads(path.read_text())
         reader, writer = await asyncio.open_connection(LOOPBACK, int(access["port"]))
     except (OSError, ValueError, KeyError, TypeError):
         raise not_driven(run_id) from None
-    hello = {"token": access["token"], "run_id": run_id, "request": request.model_dump()}
+    hello = {"token": access["token"], "run_id": run_id, "request": request}
     writer.write(json.dumps(hello).encode() + b"\n")
     try:
         async with asyncio.timeout(CLIENT_WAIT_S):
@@ -175,4 +197,4 @@ async def connect(run_id: str, request: LiveRequest) -> Duplex:
     if not answer.get("ok"):
         writer.close()
         raise LiveUnavailable(str(answer.get("error") or "refused"))
-    return tcp_duplex(reader, writer)
+    return reader, writer

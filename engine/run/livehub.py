@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from agent.livewire import Duplex, ForwardOpen, ShellOpen
 from engine.run.forward import Forward
+from engine.run.fsm import OperatorStop
 from engine.run.liveaccess import LiveAccess, stream_duplex
 from engine.run.liveops import LiveRequest, LiveStream, LiveUnavailable
 
@@ -25,7 +26,7 @@ __all__ = ["Forward", "LiveHub", "LiveUnavailable"]
 class LiveHub:
     def __init__(self, driver_of: Callable[[str], RunDriver | None]) -> None:
         self._driver_of = driver_of
-        self.access = LiveAccess(self.open)
+        self.access = LiveAccess(self.open, self.stop)
         self._forwards: list[Forward] = []
 
     async def start(self) -> None:
@@ -54,6 +55,16 @@ class LiveHub:
         if not driver.session.joined.is_set():
             raise LiveUnavailable(f"run {run_id} has no node yet ({driver.view.phase})")
         return driver
+
+    def stop(self, run_id: str) -> None:
+        """The operator's stop asked from another process (`swjob stop`): as the driving
+        process's own Ctrl-C or the console's `s` would."""
+        driver = self._driver_of(run_id)
+        if driver is None:
+            raise LiveUnavailable(f"run {run_id} is not driven by this swjob process")
+        if not driver.view.stoppable:
+            raise LiveUnavailable(f"run {run_id} is past stopping ({driver.view.state})")
+        driver.post(OperatorStop())
 
     async def open(self, run_id: str, request: LiveRequest) -> LiveStream:
         """A stream to the run's node for `request` (a shell gets the job's env)."""
