@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from agent import endpoint as iroh_endpoint
 from agent.transfer.memory import pin_malloc, share_one_arena
 from engine.errors import one_line
+from engine.jobs import envargs
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
 from engine.providers import localspawn, vast_sdk
@@ -261,6 +262,7 @@ class Engine:
             orchestrator_id=str(self._endpoint.id()),
             job_file=str(job.source),
             job_sha256=recovery.job_digest(job.source),
+            env_args=envargs.record(job),
             pool=pool,
             pool_def=pool_def.model_dump_json(),
             attempt=attempts.to_record(attempt),

@@ -55,6 +55,14 @@ def _parser() -> argparse.ArgumentParser:
         help="run again on a new node, up to N attempts in all, when the node is preempted or "
         "lost (never when the job itself fails); default: the pool's max_attempts (1)",
     )
+    run.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="add NAME to the job's env, its value from your environment (or VALUE): a "
+        "secret like every job env value; repeat for more",
+    )
     sub.add_parser("validate", help="check a job file").add_argument("job", type=Path)
     plan = sub.add_parser("plan", help="show what would be pushed, before renting anything")
     plan.add_argument("job", type=Path)
@@ -206,10 +214,11 @@ async def _start_and_run(args: argparse.Namespace) -> int:
 
         localspawn.warm()
     from engine.cli.follow import run_and_follow
+    from engine.jobs.envargs import with_env
     from engine.jobs.jobspec import load_job
     from engine.jobs.pools import load_pools
 
-    job = load_job(args.job)
+    job = with_env(load_job(args.job), args.env, os.environ)
     pools = load_pools(args.pools)
     pools.get(args.pool)
     if args.sync_every is not None:

@@ -164,6 +164,7 @@ class JobSpec:
     outputs: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict, repr=False)  # secrets
     source: Path
+    env_args: tuple[str, ...] = ()  # env names given by `swjob run --env` (engine/jobs/envargs.py)
 
     def secrets(self) -> list[str]:
         """The env values: what redaction must hide wherever text leaves a process."""

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.protocol import Step
+from engine.jobs import envargs
 from engine.jobs.jobspec import JobFileError, JobSpec, load_job
 from engine.jobs.pools import Pool
 from engine.providers.base import Provider, heartbeat_for, silence_for
@@ -65,9 +67,14 @@ def recovered_job(view: RunView, recovery: dict[str, Any]) -> tuple[JobSpec, str
     """
     path = Path(recovery.get("job_file", ""))
     try:
-        if job_digest(path) == recovery.get("job_sha256"):
-            return load_job(path), None
-        problem = "job file changed while the operator was away"
+        if job_digest(path) != recovery.get("job_sha256"):
+            problem = "job file changed while the operator was away"
+        else:
+            job = load_job(path)
+            try:
+                return envargs.restore(job, recovery.get("env_args"), os.environ), None
+            except JobFileError as exc:
+                problem = str(exc)
     except (OSError, JobFileError):
         problem = "job file is gone or unreadable"
     stand_in = JobSpec(

@@ -30,3 +30,19 @@ def test_stop_from_another_terminal_is_the_operators_stop(
     assert cli.wait(30) == 1 and "stopped by operator" in cli.output()
     again = swjob("stop", short, cwd=tmp_path)
     assert again.returncode == 0 and "already over: FAILED" in again.stdout
+
+
+def test_run_env_takes_a_secret_from_the_local_environment(tmp_path: Path) -> None:
+    secret = "hf_0123456789abcdef"
+    (tmp_path / "job.toml").write_text('[job]\nname = "env"\nrun = "echo token=$HF_TOKEN s=$S"\n')
+    done = swjob(
+        "run", "job.toml", "--env", "HF_TOKEN", "--env", "S=seven", cwd=tmp_path,
+        env={"HF_TOKEN": secret},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "token=*** s=***" in done.stdout
+    assert secret not in done.stdout + done.stderr
+    assert secret not in "".join(p.read_text() for p in tmp_path.rglob("*.log"))
+    missing = swjob("run", "job.toml", "--env", "NOT_SET_HERE", cwd=tmp_path)
+    assert missing.returncode == 1
+    assert missing.stderr == "error: --env NOT_SET_HERE: not set in your environment\n"
