@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("logs", help="print a run's setup and run output")
     logs.add_argument("run", help="run id (or a unique prefix)")
     logs.add_argument("--step", choices=["setup", "run", "all"], default="all")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="follow a live run's log until it ends"
+    )
     attach = sub.add_parser("attach", help="follow a run; recovers it if its engine died")
     attach.add_argument("run", help="run id (or a unique prefix)")
     attach.add_argument("--pools", type=Path, default=None, help="pools TOML file")
@@ -267,7 +270,7 @@ def _runs(args: argparse.Namespace) -> int:
 def _logs(args: argparse.Namespace) -> int:
     from engine.cli.runlist import print_logs
 
-    return print_logs(args.run, args.step)
+    return print_logs(args.run, args.step, args.follow)
 
 
 def _shell(args: argparse.Namespace) -> int:

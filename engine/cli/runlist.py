@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Column, Table
@@ -100,30 +99,55 @@ def _cells(
     )
 
 
-def print_logs(run_ref: str, step: str) -> int:
+def print_logs(run_ref: str, step: str, follow: bool = False) -> int:
     view = find_run(run_ref)
     if view is None:
         print(f"error: {no_such_run(run_ref)}", file=sys.stderr)
         return 1
     steps = ["setup", "run"] if step == "all" else [step]
+    if follow:
+        return _follow_logs(view, steps)
     for name in steps:
         path = view.run_dir / "logs" / f"{name}.log"
         if not path.exists():
             continue
-        _copy_log(path)
+        with path.open("rb") as handle:  # on a terminal line by line, drawn visible
+            pieces = (
+                iter(handle) if sys.stdout.isatty() else iter(lambda: handle.read(1 << 16), b"")
+            )
+            for piece in pieces:
+                _write(piece)
     sys.stdout.flush()
     return 0
 
 
-def _copy_log(path: Path) -> None:
-    """The log as written, byte for byte, into a pipe or file; on a terminal each line
-    with its control characters drawn visible (a job's escapes must not drive it)."""
-    with path.open("rb") as handle:
-        if not sys.stdout.isatty():
-            while chunk := handle.read(1 << 16):
-                sys.stdout.buffer.write(chunk)
-            return
-        for raw in handle:
-            line = raw.decode("utf-8", "replace")
-            end = "\n" if line.endswith("\n") else ""
-            sys.stdout.write(visible(line.removesuffix("\n")) + end)
+def _follow_logs(view: RunView, steps: list[str]) -> int:
+    """`swjob logs -f`: to the run's end (exit 0), or until nobody drives it (exit 1)."""
+    import asyncio
+
+    from engine.ops.logs import Unowned, follow_log
+
+    async def copy() -> None:
+        async for piece in follow_log(view, steps):
+            _write(piece)
+            sys.stdout.flush()
+
+    try:
+        asyncio.run(copy())
+    except Unowned as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _write(data: bytes) -> None:
+    """A log's bytes as written, into a pipe or file; on a terminal each line with its
+    control characters drawn visible (a job's escapes must not drive it)."""
+    if not sys.stdout.isatty():
+        sys.stdout.buffer.write(data)
+        return
+    for line in data.decode("utf-8", "replace").splitlines(keepends=True):
+        end = "\n" if line.endswith("\n") else ""
+        sys.stdout.write(visible(line.removesuffix("\n")) + end)

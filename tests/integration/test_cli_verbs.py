@@ -46,3 +46,21 @@ def test_run_env_takes_a_secret_from_the_local_environment(tmp_path: Path) -> No
     missing = swjob("run", "job.toml", "--env", "NOT_SET_HERE", cwd=tmp_path)
     assert missing.returncode == 1
     assert missing.stderr == "error: --env NOT_SET_HERE: not set in your environment\n"
+
+
+def test_logs_follow_prints_a_live_runs_log_and_ends_with_it(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    release = tmp_path / "release"
+    run = f"echo set up; while [ ! -e {release} ]; do sleep 0.05; done; echo last line"
+    (tmp_path / "job.toml").write_text(
+        f'[job]\nname = "f"\nsetup = "echo setting up"\nrun = "echo first; {run}"\n'
+    )
+    cli = clis("run", "job.toml", cwd=tmp_path)
+    eventually(lambda: cli.has_printed("run | first"), what="the job started")
+    follower = clis("logs", "-f", _run_id(cli), cwd=tmp_path)
+    eventually(lambda: follower.has_printed("set up"), what="the follower caught up")
+    release.touch()
+    assert follower.wait(30) == 0
+    assert follower.output() == "setting up\nfirst\nset up\nlast line\n"
+    assert cli.wait(30) == 0
