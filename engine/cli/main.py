@@ -63,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
         help="add NAME to the job's env, its value from your environment (or VALUE): a "
         "secret like every job env value; repeat for more",
     )
+    run.add_argument(
+        "-d",
+        "--detach",
+        action="store_true",
+        help="return once the run is submitted, a background swjob process driving it",
+    )
     sub.add_parser("validate", help="check a job file").add_argument("job", type=Path)
     plan = sub.add_parser("plan", help="show what would be pushed, before renting anything")
     plan.add_argument("job", type=Path)
@@ -205,6 +211,11 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import asyncio
+
+    if args.detach:
+        from engine.cli.detach import detach
+
+        return detach(args)
 
     return asyncio.run(_start_and_run(args))
 

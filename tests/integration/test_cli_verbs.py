@@ -7,7 +7,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 from tests.support.cli import Cli, swjob
+from tests.support.processes import kill_quietly, pid_alive
 from tests.support.waiting import eventually
 
 
@@ -64,3 +67,25 @@ def test_logs_follow_prints_a_live_runs_log_and_ends_with_it(
     assert follower.wait(30) == 0
     assert follower.output() == "setting up\nfirst\nset up\nlast line\n"
     assert cli.wait(30) == 0
+
+
+def test_run_detach_returns_and_a_background_swjob_drives_the_run(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    release = tmp_path / "release"
+    run = f"echo token=$T; while [ ! -e {release} ]; do sleep 0.05; done"
+    (tmp_path / "job.toml").write_text(f'[job]\nname = "bg"\nrun = "{run}"\n')
+    done = swjob("run", "job.toml", "--detach", "--env", "T=s3cret-value", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = done.stdout.split()[1]
+    background = int(done.stdout.split("(pid ")[1].split(")")[0])
+    try:
+        assert "s3cret-value" not in " ".join(psutil.Process(background).cmdline())
+        follower = clis("logs", "-f", run_id, cwd=tmp_path)
+        eventually(lambda: follower.has_printed("token=***"), what="the run's log")
+        release.touch()
+        assert follower.wait(30) == 0
+        eventually(lambda: not pid_alive(background), 30, "the background swjob ended")
+    finally:
+        kill_quietly(background)
+    assert "COMPLETED" in swjob("runs", cwd=tmp_path).stdout
