@@ -34,6 +34,8 @@ from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR
 
 if TYPE_CHECKING:
+    from engine.ops.offers import OffersError, OfferView, list_offers
+    from engine.ops.poolcheck import PoolCheck, check_pool
     from engine.ops.stop import StopError, stop_run
     from engine.providers.gc import GONE, Collection, Orphan
 
@@ -53,8 +55,11 @@ __all__ = [
     "LiveUnavailable",
     "LogLine",
     "NodeView",
+    "OfferView",
+    "OffersError",
     "Orphan",
     "Plan",
+    "PoolCheck",
     "PoolFileError",
     "PoolView",
     "ProviderError",
@@ -67,11 +72,13 @@ __all__ = [
     "UnusableDirError",
     "boot_timeline",
     "chains",
+    "check_pool",
     "cost_split",
     "events",
     "fold",
     "has_live_owner",
     "is_in_flight",
+    "list_offers",
     "load_job",
     "load_pools",
     "log_to_file",
@@ -89,6 +96,11 @@ _LAZY = {  # name → the module that has it, loaded only when asked for
     "Orphan": "engine.providers.gc",
     "GONE": "engine.providers.gc",
     "StopError": "engine.ops.stop",
+    "OfferView": "engine.ops.offers",
+    "OffersError": "engine.ops.offers",
+    "PoolCheck": "engine.ops.poolcheck",
+    "check_pool": "engine.ops.poolcheck",
+    "list_offers": "engine.ops.offers",
     "stop_run": "engine.ops.stop",
 }
 

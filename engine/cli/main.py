@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # imported where used: each subcommand loads only what it nee
 # Each subcommand imports what it needs when it runs (pydantic, rich, asyncio, iroh, the
 # Vast SDK): `swjob validate` must not pay for `swjob run`'s machinery.
 
-_QUICK_EXIT = {"run", "attach", "shell", "forward", "stop"}
+_QUICK_EXIT = {"run", "attach", "shell", "forward", "stop", "offers", "pools"}
 """Commands that load the engine's machinery end without the interpreter's teardown
 (agent/quickexit.py): by the time they return, the engine is closed and its files are
 written, and freeing those modules took longer than some whole commands."""
@@ -98,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
     stop = sub.add_parser("stop", help="stop a run, from any terminal (its node torn down)")
     stop.add_argument("run", help="run id (or a unique prefix)")
     stop.add_argument("--pools", type=Path, default=None, help="pools TOML file")
+    offers = sub.add_parser("offers", help="the offers a pool would rent, cheapest first")
+    offers.add_argument("pool", help="pool name")
+    offers.add_argument("--pools", type=Path, default=None, help="pools TOML file")
+    offers.add_argument("--json", action="store_true", help="print them as JSON")
+    pools = sub.add_parser("pools", help="list the configured pools and check their API keys")
+    pools.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     gc = sub.add_parser("gc", help="find and destroy nodes no live run owns, in every pool")
     gc.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
@@ -320,6 +326,18 @@ def _stop(args: argparse.Namespace) -> int:
     return stop(args)
 
 
+def _offers(args: argparse.Namespace) -> int:
+    from engine.cli.offers import offers
+
+    return offers(args)
+
+
+def _pools(args: argparse.Namespace) -> int:
+    from engine.cli.offers import pools
+
+    return pools(args)
+
+
 def _gc(args: argparse.Namespace) -> int:
     from engine.providers.gc import cli_gc
     from engine.run.abandon import Claims
@@ -376,6 +394,8 @@ _COMMANDS = {
     "shell": _shell,
     "forward": _forward,
     "stop": _stop,
+    "offers": _offers,
+    "pools": _pools,
 }
 
 

@@ -150,7 +150,7 @@ class VastProvider:
             raise
 
     async def _provision(self, bootstrap: Bootstrap) -> NodeHandle:
-        candidates = await self._search()
+        candidates = await self.search()
         for offer in candidates[:CREATE_TRIES]:
             try:
                 return await self._rent(offer, bootstrap)
@@ -161,7 +161,10 @@ class VastProvider:
             f"{self._pool.name!r} were all rented away before we could create an instance"
         )
 
-    async def _search(self) -> list[dict[str, Any]]:
+    async def search(self) -> list[dict[str, Any]]:
+        """The offers this pool rents from, in its order (the first is the one a run takes,
+        unless it is rented away meanwhile); ProvisionError naming the requirement that
+        found nothing, or the bid no offer takes. `swjob offers` shows the same list."""
         clauses = offers.clauses(self._pool)
         found = await self._query(clauses)
         if found:
