@@ -104,6 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     offers.add_argument("--json", action="store_true", help="print them as JSON")
     pools = sub.add_parser("pools", help="list the configured pools and check their API keys")
     pools.add_argument("--pools", type=Path, default=None, help="pools TOML file")
+    completion = sub.add_parser("completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=["bash", "zsh"])
     gc = sub.add_parser("gc", help="find and destroy nodes no live run owns, in every pool")
     gc.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
@@ -141,7 +143,7 @@ def _pool_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pools", type=Path, default=None, help="pools TOML file")
 
 
-_NO_ENGINE = {"validate", "plan"}
+_NO_ENGINE = {"validate", "plan", "completion"}
 """Commands that read a job file and nothing of the engine: nothing there logs, and
 `swjob validate` does not pay for importing logging."""
 
@@ -338,6 +340,13 @@ def _pools(args: argparse.Namespace) -> int:
     return pools(args)
 
 
+def _completion(args: argparse.Namespace) -> int:
+    from engine.cli.completion import script
+
+    print(script(_parser(), args.shell), end="")
+    return 0
+
+
 def _gc(args: argparse.Namespace) -> int:
     from engine.providers.gc import cli_gc
     from engine.run.abandon import Claims
@@ -396,6 +405,7 @@ _COMMANDS = {
     "stop": _stop,
     "offers": _offers,
     "pools": _pools,
+    "completion": _completion,
 }
 
 
