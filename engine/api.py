@@ -34,6 +34,7 @@ from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR
 
 if TYPE_CHECKING:
+    from engine.ops.logs import Unowned, follow_log
     from engine.ops.offers import OffersError, OfferView, list_offers
     from engine.ops.poolcheck import PoolCheck, check_pool
     from engine.ops.stop import StopError, stop_run
@@ -69,6 +70,7 @@ __all__ = [
     "SubmitError",
     "TransferProgress",
     "Transition",
+    "Unowned",
     "UnusableDirError",
     "boot_timeline",
     "chains",
@@ -76,6 +78,7 @@ __all__ = [
     "cost_split",
     "events",
     "fold",
+    "follow_log",
     "has_live_owner",
     "is_in_flight",
     "list_offers",
@@ -101,6 +104,8 @@ _LAZY = {  # name → the module that has it, loaded only when asked for
     "PoolCheck": "engine.ops.poolcheck",
     "check_pool": "engine.ops.poolcheck",
     "list_offers": "engine.ops.offers",
+    "Unowned": "engine.ops.logs",
+    "follow_log": "engine.ops.logs",
     "stop_run": "engine.ops.stop",
 }
 

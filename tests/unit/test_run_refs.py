@@ -77,3 +77,13 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.startswith("swjob 0.")
+
+
+def test_the_engine_api_offers_every_verb_to_other_clients() -> None:
+    """Each CLI verb's logic is reachable through engine.api (loaded when asked for)."""
+    from engine import api
+
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+    for verb in ("stop_run", "follow_log", "list_offers", "check_pool", "short_id"):
+        assert verb in api.__all__
