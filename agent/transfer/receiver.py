@@ -101,7 +101,8 @@ class Receiver:
 
     `hash_chunked`: outputs. A completed chunked file is re-read against its chunks'
     CRCs before it takes its name and hashed whole in the same pass: the manifest
-    wants every file's SHA-256 and must never vouch for bytes changed after they landed.
+    wants every file's SHA-256 and must never vouch for bytes changed after they landed;
+    where the sender gave the file's whole SHA-256 (`expected_sha256`), it must match.
     Without it (a workspace push, into a workdir nothing else writes to before the job
     starts) each chunk is verified off the wire and not read again.
     `per_file`: a file that cannot land is recorded in `failed`, the rest goes on.
@@ -120,6 +121,7 @@ class Receiver:
         self._inflight: set[Future[tuple[int, int, str | None]]] = set()
         self._closed = False
         self.refused: list[str] = []  # links removed at close: they resolved outside the root
+        self.expected_sha256: dict[str, str] = {}  # path → the sender's whole-file SHA-256
         pin_malloc()
 
     def forget_failed(self, paths: Iterable[str] | None = None) -> None:
@@ -349,6 +351,11 @@ class Receiver:
     def _finish_chunked(self, path: str, part: _Partial) -> None:
         try:
             digest = self._reverify(path, part) if self.hash_chunked else None
+            expected = self.expected_sha256.get(path)
+            if digest is not None and expected is not None and digest != expected:
+                raise TransferError(
+                    f"verification failed for {path!r}: its SHA-256 is not the node's"
+                )
             self._lander.finish_part(path, part.fd, part.mode, part.mtime_ns)
         except TransferError:
             self._lander.discard_part(path)  # changed on disk: no chunk of it can be trusted

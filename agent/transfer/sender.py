@@ -129,6 +129,24 @@ def read_stable(root: Path, path: str, read: Callable[[int, os.stat_result], Any
     raise Changed(f"{path!r}: {CHANGED}")
 
 
+def whole_sha256(root: Path, path: str) -> str | None:
+    """The SHA-256 of `path`'s whole content, read as a sender reads it (no link followed,
+    one unchanged version); None when it cannot be read so. The operator checks a large
+    output, which travels in CRC-checked chunks, against it before it takes its name."""
+
+    def digest(fd: int, st: os.stat_result) -> str:
+        whole, offset = hashlib.sha256(), 0
+        while piece := os.pread(fd, WRITE_PIECE * 4, offset):
+            whole.update(piece)
+            offset += len(piece)
+        return whole.hexdigest()
+
+    try:
+        return read_stable(root, path, digest)[1]
+    except (OSError, TransferError):
+        return None
+
+
 def _file_record(root: Path, path: str, packet: Packet) -> list[bytes]:
     st, data = read_stable(root, path, lambda fd, st: _read_whole(fd, st.st_size))
     if st.st_size > LARGE_MIN * 2:

@@ -9,6 +9,7 @@ record naming the operation:
   push    → records to land under the workdir, answered by `ok` (with the files that
             did not land and why: skipped by the sender, changed while read) or `err`
   list    → resolve declared outputs: `entries` pages, then `end` with missing/refused
+            (and, asked with `digests`, each large file's whole SHA-256)
   pull    → `items` pages naming what to send, answered by the records and `end`
 
 Push sessions outlive a connection (kept in this process), so a push retried
@@ -29,7 +30,8 @@ from iroh.iroh_ffi import IrohError
 from agent.transfer import wire
 from agent.transfer.errors import TransferError
 from agent.transfer.receiver import Receiver
-from agent.transfer.sender import send_items
+from agent.transfer.schedule import LARGE_MIN
+from agent.transfer.sender import send_items, whole_sha256
 from agent.transfer.walk import resolve_outputs
 from agent.transfer.wire import FrameReader, StreamEnded
 
@@ -130,6 +132,9 @@ async def _list(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Pa
     walk, missing = await asyncio.to_thread(resolve_outputs, workdir, patterns)
     rows = [list(dataclasses.astuple(e)) for e in walk.entries]
     end = {"t": "end", "missing": missing, "refused": walk.refused}
+    if req.get("digests"):  # the final pull: each large file's SHA-256, to check it whole
+        large = [e.path for e in walk.entries if e.kind == "file" and e.size > LARGE_MIN]
+        end["sha256"] = await asyncio.to_thread(_digests, workdir, large)
     await send.write_all(pages("entries", "e", rows) + wire.record(end))
 
 
@@ -145,6 +150,11 @@ async def _pull(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Pa
         await send.write_all(wire.record({"t": "err", "msg": str(exc)}))
         return
     await send.write_all(wire.record({"t": "end"}))
+
+
+def _digests(workdir: Path, paths: list[str]) -> dict[str, str]:
+    found = {path: whole_sha256(workdir, path) for path in paths}
+    return {path: digest for path, digest in found.items() if digest is not None}
 
 
 def _item(value: Any) -> list[Any]:

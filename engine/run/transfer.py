@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -64,6 +65,7 @@ _REFUSAL_WAIT_S = 2.0
 _TRANSIENT = (IrohError, StreamEnded, ConnectionError, EOFError)
 OnProgress = Callable[[Progress], None]
 T = TypeVar("T")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class SendStream(Protocol):
@@ -279,6 +281,7 @@ class _Listing:
     entries: list[Entry]
     missing: list[str]
     refused: list[str]
+    sha256: dict[str, str]  # large files' whole SHA-256, when asked for
 
 
 def _entry(row: Any) -> Entry:
@@ -295,15 +298,25 @@ def _entry(row: Any) -> Entry:
     return entry
 
 
-async def _list(link: XferLink, patterns: list[str]) -> _Listing:
-    request = wire.record({"t": "req", "op": "list", "patterns": patterns})
+async def _list(link: XferLink, patterns: list[str], digests: bool = False) -> _Listing:
+    """The node's listing of the declared outputs; with `digests`, each large file's
+    whole SHA-256 too (the final pull checks every file it lands against it)."""
+    ask = {"t": "req", "op": "list", "patterns": patterns} | ({"digests": True} if digests else {})
+    request = wire.record(ask)
     reader = await _simple_request(link, request)
     entries: list[Entry] = []
     while (meta := await _answer(reader))["t"] == "entries":
         entries.extend(_entry(row) for row in meta["e"])
     if meta["t"] != "end":
         raise wire.WireError(f"unexpected record {meta['t']!r} in an output listing")
-    return _Listing(entries, list(meta.get("missing", [])), list(meta.get("refused", [])))
+    sha256 = meta.get("sha256", {})
+    if not isinstance(sha256, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and _SHA256.fullmatch(v)
+        for k, v in sha256.items()
+    ):
+        raise wire.WireError("bad digests in an output listing")
+    missing, refused = list(meta.get("missing", [])), list(meta.get("refused", []))
+    return _Listing(entries, missing, refused, sha256)
 
 
 async def _pull_stream(
@@ -345,7 +358,8 @@ async def pull_outputs(
         return PullResult(files, listing.missing, total, refused, attempts)
 
     async def attempt(number: int) -> _Listing:
-        listing = await _list(link, patterns)
+        listing = await _list(link, patterns, digests=True)
+        receiver.expected_sha256 = listing.sha256
         listings.append(listing)
         files = [e for e in listing.entries if e.kind == "file"]
         if not meters:
