@@ -1,5 +1,6 @@
 """The verbs users of SkyPilot, dstack and the vastai CLI reach for first, each a real
-`swjob` process: `stop` from another terminal, `run --env`, `run --detach`, `logs -f`."""
+`swjob` process: `stop` from another terminal (and of a run whose swjob died), `run --env`,
+`run --detach`, `logs -f`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import psutil
 
 from tests.support.cli import Cli, swjob
 from tests.support.processes import kill_quietly, pid_alive
+from tests.support.runs import agent_pid, only_run_dir
 from tests.support.waiting import eventually
 
 
@@ -33,6 +35,21 @@ def test_stop_from_another_terminal_is_the_operators_stop(
     assert cli.wait(30) == 1 and "stopped by operator" in cli.output()
     again = swjob("stop", short, cwd=tmp_path)
     assert again.returncode == 0 and "already over: FAILED" in again.stdout
+
+
+def test_stop_takes_over_a_run_whose_swjob_died_and_stops_it(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    (tmp_path / "job.toml").write_text('[job]\nname = "orphan"\nrun = "echo started; sleep 60"\n')
+    cli = clis("run", "job.toml", cwd=tmp_path)
+    eventually(lambda: cli.has_printed("run | started"), what="the job started")
+    run_dir = only_run_dir(tmp_path / "swjob-runs", "orphan")
+    node = agent_pid(run_dir)
+    cli.kill9()  # nobody drives the run now; its node goes on
+    stopped = swjob("stop", run_dir.name, cwd=tmp_path, timeout=90)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "FAILED — stopped by operator" in stopped.stdout
+    eventually(lambda: not pid_alive(node), 10, "the node's agent ended")
 
 
 def test_run_env_takes_a_secret_from_the_local_environment(tmp_path: Path) -> None:
