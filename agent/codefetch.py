@@ -1,8 +1,9 @@
 """A rented node's first step when the operator ships the agent: fetch its code, check it,
 run it.
 
-The on-start command runs this file's text as `python3 -P -c <text> SHA256 <agent args>`
-(engine/providers/vast_boot.py), before any of swjob is on the node: it imports only the
+The on-start command runs this file's text, compressed inline, as
+`python3 -P -c <program> SHA256 <agent args>` (engine/providers/vast_boot.py), before any of
+swjob is on the node: it imports only the
 standard library and iroh (in the agent's closure, installed just before). It dials the
 operator's endpoint named by the agent's own `--ticket`, makes sure the peer is the
 `--orchestrator-id` the agent obeys, asks for the agent's code with the run's join token
