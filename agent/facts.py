@@ -16,23 +16,24 @@ import subprocess
 from pathlib import Path
 
 import agent
-from agent.protocol import GpuInfo, NodeFacts
+from agent.protocol import MAX_GPUS, GpuInfo, NodeFacts
 
 NVIDIA_SMI_ARGS = ["--query-gpu=name,memory.total", "--format=csv,noheader,nounits"]
 NVIDIA_SMI_TIMEOUT_S = 10.0
 
 
 def parse_nvidia_smi(text: str) -> list[GpuInfo]:
-    """Parse `name, memory_mb` CSV rows; a row with an unreadable memory keeps its name."""
+    """Parse `name, memory_mb` CSV rows; a row with an unreadable memory keeps its name.
+    At most MAX_GPUS: what nvidia-smi prints is untrusted (agent/gpu.py)."""
     gpus: list[GpuInfo] = []
-    for row in text.splitlines():
+    for row in text.splitlines()[:MAX_GPUS]:
         head, sep, memory = row.rpartition(",")
         name = (head if sep else memory).strip()
         if not name:
             continue
         try:
             memory_mb: int | None = int(float(memory)) if sep else None
-        except ValueError:
+        except (ValueError, OverflowError):  # nan, inf
             memory_mb = None
         gpus.append(GpuInfo(name=name, memory_mb=memory_mb))
     return gpus

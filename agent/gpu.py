@@ -5,6 +5,10 @@ nvidia-smi is on every NVIDIA image, so the agent asks it (one short process eve
 `SWJOB_GPU_SAMPLE_S`, default 2 s) rather than linking NVML. A node without the tool
 or without a working driver sends nothing: after a few failures in a row sampling
 stops for good, so a CPU node pays for one failed spawn, not one every 2 s.
+
+What nvidia-smi prints is untrusted (a job running as root can replace it): at most
+`MAX_OUTPUT` bytes are read and `MAX_GPUS` lines kept, and the readings themselves are
+checked by the message model (agent/protocol.py: finite and in range, else absent).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import shutil
 import time
 from collections.abc import Callable
 
-from agent.protocol import AgentEvent, GpuMetrics, GpuSample
+from agent.protocol import MAX_GPUS, AgentEvent, GpuMetrics, GpuSample
 
 log = logging.getLogger("swjob.agent")
 
@@ -26,6 +30,7 @@ DEFAULT_SAMPLE_S = 2.0
 QUERY = "index,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"
 COMMAND_TIMEOUT_S = 5.0
 GIVE_UP_AFTER = 3  # failures in a row: no driver, no GPU
+MAX_OUTPUT = 64 * 1024  # ~100 bytes a GPU: room for MAX_GPUS many times over
 
 
 def sample_interval() -> float:
@@ -45,12 +50,15 @@ def _number(field: str) -> float | None:
 
 
 def parse(text: str) -> list[GpuSample]:
-    """`--format=csv,noheader,nounits` lines in QUERY's order; malformed lines are skipped."""
-    gpus = []
+    """`--format=csv,noheader,nounits` lines in QUERY's order; malformed lines are skipped,
+    and no more than MAX_GPUS are kept."""
+    gpus: list[GpuSample] = []
     for line in text.splitlines():
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 6 or not fields[0].isdigit():
+        if len(fields) != 6 or not fields[0].isdigit() or len(fields[0]) > 4:
             continue
+        if len(gpus) == MAX_GPUS:
+            break
         util, used, total, power, temp = (_number(f) for f in fields[1:])
         gpus.append(
             GpuSample(
@@ -75,14 +83,23 @@ async def query(exe: str) -> list[GpuSample]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
+    assert proc.stdout is not None
+    out = b""
     try:
         async with asyncio.timeout(COMMAND_TIMEOUT_S):
-            out, _ = await proc.communicate()
+            while len(out) < MAX_OUTPUT and (chunk := await proc.stdout.read(MAX_OUTPUT)):
+                out += chunk
+            if len(out) < MAX_OUTPUT:
+                await proc.wait()
     except TimeoutError:
+        pass
+    capped = len(out) >= MAX_OUTPUT
+    if proc.returncode is None:  # printing past the cap, or hung
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
-        return []
+    if capped:  # more than any real board prints: its first lines, whole ones only
+        return parse(out[: out.rfind(b"\n") + 1].decode(errors="replace"))
     return parse(out.decode(errors="replace")) if proc.returncode == 0 else []
 
 

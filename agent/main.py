@@ -1,9 +1,11 @@
 """`swjob-agent`: the command line a provider runs on a node.
 
-The join token (`SWJOB_JOIN_TOKEN`) and the run's re-attach credential
-(`SWJOB_REATTACH_KEY`, agent/reattach.py) come only from the environment, never
-argv, so they show in neither `ps` nor a provider's instance listing; they are taken
-out of the environment at once so no job process inherits them. `--fork-server`
+The join token comes from `--secrets-file` (read, then deleted) or from the
+environment (`SWJOB_JOIN_TOKEN`: a Vast instance's env), never argv, so it shows in
+neither `ps` nor a provider's instance listing; an agent started with it in its
+environment re-executes itself without it (agent/credentials.py), so no job process
+inherits it or reads it in the agent's /proc environ. The re-attach credential's public
+half comes as `--reattach-id` (agent/reattach.py: no secret). `--fork-server`
 (agent/forkserver.py) imports everything once, then forks one agent per request on
 stdin: how the local pool starts its nodes.
 
@@ -18,16 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 from pathlib import Path
 
-from agent import forkserver, orphan, subreaper
+from agent import credentials, forkserver, orphan, subreaper
 from agent.node import AgentConfig, ExitCode, NodeAgent
 from agent.quickexit import exit_now
-from agent.reattach import REATTACH_ENV
-from agent.supervisor import TOKEN_ENV
 
 USAGE_ERROR = 2
 
@@ -37,6 +36,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--run-id", required=True)
     p.add_argument("--ticket", required=True, help="the orchestrator's endpoint ticket")
     p.add_argument("--orchestrator-id", required=True, help="the only endpoint id to obey")
+    p.add_argument(
+        credentials.SECRETS_FLAG,
+        type=Path,
+        default=None,
+        help="a 0600 file holding the join token (deleted once read)",
+    )
+    p.add_argument(
+        "--reattach-id", default="", help="the public half of the run's re-attach key pair"
+    )
     p.add_argument(
         "--root",
         type=Path,
@@ -97,14 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     if argv == [forkserver.FLAG]:  # everything is imported: now fork agents on request
         return forkserver.serve(main)
     args = parse_args(argv)
-    token = os.environ.pop(TOKEN_ENV, "")
-    reattach_key = os.environ.pop(REATTACH_ENV, "")
-    if not token:
-        print(f"swjob-agent: {TOKEN_ENV} must be set", file=sys.stderr)
-        return USAGE_ERROR
     root = args.root.resolve()
     if not root.is_dir():  # its provider made it; gone means the node was given up
         print(f"swjob-agent: --root {root}: no such directory", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        token = credentials.read_secrets(args.secrets_file) if args.secrets_file else ""
+    except credentials.CredentialError as exc:
+        print(f"swjob-agent: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    credentials.reexec_without_secrets(argv, root, token)  # returns when nothing is to hide
+    if not token:
+        print(f"swjob-agent: no join token ({credentials.SECRETS_FLAG})", file=sys.stderr)
         return USAGE_ERROR
     setup_logging(root / "logs")
     subreaper.become_subreaper()  # a step's orphans come to us, to be ended with it
@@ -114,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         orchestrator_id=args.orchestrator_id,
         root=root,
         token=token,
-        reattach_key=reattach_key,
+        reattach_id=args.reattach_id,
         grace=args.grace,
         heartbeat=args.heartbeat,
         deadline=args.deadline,

@@ -98,7 +98,7 @@ class AgentConfig:
     orchestrator_id: str
     root: Path
     token: str
-    reattach_key: str = ""
+    reattach_id: str = ""  # the public half of the run's re-attach key pair
     grace: float = 10.0
     heartbeat: float = 1.0
     deadline: float = 10.0
@@ -160,7 +160,7 @@ class NodeAgent:
     async def run(self) -> ExitCode:
         """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
         self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN])
-        resume = ResumeService(self.cfg.run_id, self.cfg.reattach_key, self._retarget)
+        resume = ResumeService(self.cfg.run_id, self.cfg.reattach_id, self._retarget)
         self._spawn_background(resume.serve(self._ep))
         serve = asyncio.create_task(self._serve())
         stop = asyncio.create_task(self.shutdown.wait())

@@ -18,10 +18,11 @@ two REST calls with urllib. The key never appears in what this returns or logs.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+
+from agent import credentials
 
 ACTIONS = ("exit", "remove-root", "destroy-instance")
 VAST_URL = "https://console.vast.ai"
@@ -36,14 +37,15 @@ def parse_environ(raw: bytes) -> dict[str, str]:
 
 
 def container_credential(
-    pid1_environ: Path = Path("/proc/1/environ"), own: Mapping[str, str] = os.environ
+    pid1_environ: Path = Path("/proc/1/environ"), own: Mapping[str, str] | None = None
 ) -> tuple[str, str] | None:
-    """(instance id, scoped key) from PID 1's environment, else from our own, else None."""
+    """(instance id, scoped key) from PID 1's environment, else from the one this agent
+    was started with (agent/credentials.py keeps it off the job's), else None."""
     try:
         first = parse_environ(pid1_environ.read_bytes())
     except OSError:
         first = {}
-    for env in (first, own):
+    for env in (first, credentials.kept_env() if own is None else own):
         if env.get(ID_ENV) and env.get(KEY_ENV):
             return env[ID_ENV], env[KEY_ENV]
     return None

@@ -13,11 +13,12 @@ opens the control stream and sends `Hello`; the orchestrator answers `Welcome` o
 from __future__ import annotations
 
 import asyncio
+import math
 import struct
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
 CTL_ALPN = b"swjob/ctl/1"
 XFER_ALPN = b"swjob/xfer/2"  # 2: chunks carry a CRC-32 (`c`), not a SHA-256
@@ -30,6 +31,7 @@ RESUME_ALPN = b"swjob/resume/1"
 here and gives the node its own address to dial (agent/reattach.py)."""
 
 MAX_FRAME = 16 * 1024 * 1024
+MAX_GPUS = 64  # per sample and per node: more is a hostile node (a fake nvidia-smi)
 _HEADER = struct.Struct(">I")
 _READ_CHUNK = 1 << 20
 
@@ -50,9 +52,19 @@ class _Msg(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _megabytes(value: object) -> int | None:
+    """A GPU's memory as the node says it: a whole number of MB a board can have, else
+    absent (a hostile nvidia-smi says 1e308; such a hello must still be a hello)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= 10**8 else None
+
+
 class GpuInfo(_Msg):
-    name: str
-    memory_mb: int | None = None
+    name: Annotated[
+        str, BeforeValidator(lambda name: name[:200] if isinstance(name, str) else name)
+    ]
+    memory_mb: Annotated[int | None, BeforeValidator(_megabytes)] = None
 
 
 class NodeFacts(_Msg):
@@ -63,7 +75,10 @@ class NodeFacts(_Msg):
     cpus: int
     memory_mb: int
     disk_free_mb: int
-    gpus: list[GpuInfo] = []
+    gpus: Annotated[
+        list[GpuInfo],
+        BeforeValidator(lambda gpus: gpus[:MAX_GPUS] if isinstance(gpus, list) else gpus),
+    ] = []
     python_version: str
     agent_version: str
 
@@ -135,15 +150,45 @@ class NodeFault(_Msg):
     reason: str
 
 
-class GpuSample(_Msg):
-    """One GPU at one moment, as nvidia-smi reports it (None where it says [N/A])."""
+def _reading(low: float, high: float) -> BeforeValidator:
+    """A number from the node, untrusted (a job on Vast runs as root and can replace
+    nvidia-smi): a finite value within [low, high], else absent — never an error, so a
+    hostile sample cannot break the session, and never inf/nan, which would overflow the
+    run's sums and be written to run.json as what no reader can parse."""
 
-    index: int
-    util_pct: float | None = None
-    mem_used_mb: float | None = None
-    mem_total_mb: float | None = None
-    power_w: float | None = None
-    temp_c: float | None = None
+    def check(value: object) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        number = float(value)
+        return number if math.isfinite(number) and low <= number <= high else None
+
+    return BeforeValidator(check)
+
+
+class GpuSample(_Msg):
+    """One GPU at one moment, as nvidia-smi reports it (None where it says [N/A], or says
+    what no GPU can: non-finite, negative, beyond any board)."""
+
+    index: int = Field(ge=0, lt=1024)
+    util_pct: Annotated[float | None, _reading(0, 100)] = None
+    mem_used_mb: Annotated[float | None, _reading(0, 1e8)] = None
+    mem_total_mb: Annotated[float | None, _reading(0, 1e8)] = None
+    power_w: Annotated[float | None, _reading(0, 1e5)] = None
+    temp_c: Annotated[float | None, _reading(-100, 1000)] = None
+
+
+def _first_gpus(value: object) -> object:
+    """At most MAX_GPUS entries, and only those whose index is one (a hostile list of
+    3000 GPUs grew events.jsonl by 0.5 GB/h and one index row to 1.9 MB)."""
+    if not isinstance(value, list):
+        return []
+    valid = [g for g in value if isinstance(g, GpuSample) or _has_index(g)]
+    return valid[:MAX_GPUS]
+
+
+def _has_index(entry: object) -> bool:
+    index = entry.get("index") if isinstance(entry, dict) else None
+    return isinstance(index, int) and not isinstance(index, bool) and 0 <= index < 1024
 
 
 class GpuMetrics(_Msg):
@@ -152,8 +197,12 @@ class GpuMetrics(_Msg):
 
     type: Literal["gpu"] = "gpu"
     seq: int
-    t: float
-    gpus: list[GpuSample]
+    t: Annotated[float, BeforeValidator(lambda t: t if _finite(t) else 0.0)]
+    gpus: Annotated[list[GpuSample], BeforeValidator(_first_gpus)]
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
 
 
 # ---- orchestrator → agent -------------------------------------------------------------

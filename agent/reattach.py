@@ -2,14 +2,17 @@
 
 A run outlives the engine process that started it (kill -9, a closed laptop), and the
 engine that carries it on may have another iroh identity. So the node does not obey one
-endpoint id forever: the run has a re-attach credential, a random secret that the
-provisioning engine keeps in the operator's 0600 state store and hands the node in its
-environment (like the join token). An adopting engine dials the node on `RESUME_ALPN`;
-the node sends a fresh nonce; the engine answers with its endpoint id, its address and
-HMAC-SHA256(credential; nonce, run id, endpoint id, address). The node checks the proof,
-and that the claimed endpoint id is the connection's authenticated peer, then dials that
-engine from then on. The credential itself never travels, a proof is good for one nonce
-and one peer, and a peer without the credential is refused and logged: rogue peers stay out.
+endpoint id forever: the run has a re-attach key pair (ed25519, iroh's own keys). The
+provisioning engine keeps its secret half in the operator's 0600 state store; the node
+is given only the public half (`--reattach-id`, on its command line: it is no secret).
+Whatever a job on the node can read — the agent's argv, PID 1's environment on Vast, the
+node's files — is therefore not enough to point the node at another engine. An adopting
+engine dials the node on `RESUME_ALPN`; the node sends a fresh nonce; the engine answers
+with its endpoint id, its address and its signature of (nonce, run id, endpoint id,
+address). The node verifies it with the public half, and checks that the claimed endpoint
+id is the connection's authenticated peer, then dials that engine from then on. A proof
+is good for one nonce and one peer, and a peer without the secret half is refused and
+logged: rogue peers stay out.
 
 Both sides import this module (the proof has one definition).
 """
@@ -18,19 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from iroh import iroh_ffi
+
 from agent.protocol import RESUME_ALPN, Challenge, Channel, Reject, Resume, Resumed
 
 log = logging.getLogger("swjob.agent")
 
-REATTACH_ENV = "SWJOB_REATTACH_KEY"
 STEP_TIMEOUT_S = 10.0
 MAX_PENDING = 4  # resume handshakes at once: a flood of rogue dials cannot pile up
 
@@ -43,17 +45,46 @@ class Target:
     ticket: str
 
 
+def new_key() -> str:
+    """A fresh re-attach secret (hex): the engine's to keep, never the node's."""
+    return iroh_ffi.SecretKey.generate().to_bytes().hex()
+
+
+def public_of(key: str) -> str:
+    """The public half of a re-attach secret, for the node; "" for what is not one (a run
+    recorded before re-attach keys were key pairs: it cannot be re-attached)."""
+    try:
+        return str(iroh_ffi.SecretKey.from_bytes(bytes.fromhex(key)).public())
+    except Exception:
+        return ""
+
+
+def _message(nonce: str, run_id: str, orchestrator_id: str, ticket: str) -> bytes:
+    return "\n".join((nonce, run_id, orchestrator_id, ticket)).encode()
+
+
 def proof(key: str, nonce: str, run_id: str, orchestrator_id: str, ticket: str) -> str:
-    message = "\n".join((nonce, run_id, orchestrator_id, ticket)).encode()
-    return hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
+    """The engine's signature (hex) of a resume, made with the run's re-attach secret."""
+    secret = iroh_ffi.SecretKey.from_bytes(bytes.fromhex(key))
+    return secret.sign(_message(nonce, run_id, orchestrator_id, ticket)).to_bytes().hex()
+
+
+def verified(public: str, signed: str, *fields: str) -> bool:
+    """Does `signed` prove the holder of `public`'s secret half signed these fields?"""
+    try:
+        signature = iroh_ffi.Signature.from_bytes(bytes.fromhex(signed))
+        iroh_ffi.EndpointId.from_string(public).verify(_message(*fields), signature)
+    except Exception:  # a malformed key or signature, or one that does not verify
+        return False
+    return True
 
 
 class ResumeService:
     """The node's side: accepts resume connections and retargets the agent on a valid proof."""
 
-    def __init__(self, run_id: str, key: str, on_resume: Callable[[Target], None]) -> None:
+    def __init__(self, run_id: str, public: str, on_resume: Callable[[Target], None]) -> None:
         self._run_id = run_id
-        self._key = key
+        self._public = public
         self._on_resume = on_resume
         self._handlers: set[asyncio.Task[None]] = set()
 
@@ -116,7 +147,7 @@ class ResumeService:
             return "not this node's run"
         if msg.orchestrator_id != remote:
             return "endpoint id is not the peer's own"
-        expected = proof(self._key, nonce, msg.run_id, msg.orchestrator_id, msg.ticket)
-        if not self._key or not hmac.compare_digest(expected, msg.proof):
+        fields = (nonce, msg.run_id, msg.orchestrator_id, msg.ticket)
+        if not self._public or not verified(self._public, msg.proof, *fields):
             return "bad re-attach proof"
         return None

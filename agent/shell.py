@@ -28,6 +28,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from agent import procgroup
+from agent.credentials import scrubbed
 from agent.livewire import LiveError, LiveOk, Reader, SendStream, ShellOpen, encode_msg, refuse
 
 HEADER = struct.Struct(">BI")
@@ -89,7 +90,7 @@ def shell_program() -> str:
 
 
 async def _spawn(request: ShellOpen, workdir: Path, slave: int) -> asyncio.subprocess.Process:
-    env = {**os.environ, **request.env, "TERM": request.term}
+    env = {**scrubbed(os.environ), **request.env, "TERM": request.term}
     return await asyncio.create_subprocess_exec(
         sys.executable, "-c", _TAKE_TTY, shell_program(), "-i",
         stdin=slave, stdout=slave, stderr=slave,

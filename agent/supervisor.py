@@ -2,7 +2,8 @@
 
 The command runs as `/bin/sh -c COMMAND` in the workdir, in its own session (so its
 process group can be signalled as a whole), with stdin from /dev/null and an
-environment of the agent's own minus the join token plus the job's `env`. Its
+environment of the agent's own minus the node's secrets (agent/credentials.py) plus
+the job's `env`. Its
 stdout and stderr are always drained, split into lines, redacted with the job's env
 values, written to `logs/<step>.log` and emitted as batched `LogBatch` events. The
 events are what counts: a node whose disk is full (often filled by the job itself)
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agent import procgroup, shell, steprecord, subreaper
+from agent.credentials import scrubbed
 from agent.lines import LineSplitter, LogBatcher, StepLog
 from agent.protocol import AgentEvent, NodeFault, Step, StepExited, StepStarted, Stream
 from agent.redact import Redactor
@@ -36,7 +38,6 @@ from agent.steprecord import STEP_ENV, StepRecord, new_marker
 
 log = logging.getLogger("swjob.agent")
 
-TOKEN_ENV = "SWJOB_JOIN_TOKEN"  # same name as engine.providers.base.TOKEN_ENV
 READ_CHUNK = 256 * 1024
 LEFTOVER_GRACE_S = 2.0
 PIPE_DRAIN_S = 1.0  # after the group is gone, how long pipes held by escapees may stay open
@@ -82,9 +83,7 @@ class Supervisor:
         self._workdir = workdir
         self._logs_dir = logs_dir
         self._emit = emit
-        base = dict(os.environ if base_env is None else base_env)
-        base.pop(TOKEN_ENV, None)
-        self._base_env = base
+        self._base_env = scrubbed(os.environ if base_env is None else base_env)
         self._node_secrets = tuple(node_secrets)  # masked in every step's output too
         self._pgid_file = pgid_file
         self._current: _Running | None = None

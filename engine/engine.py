@@ -24,6 +24,7 @@ from iroh.iroh_ffi import IrohError
 from pydantic import ValidationError
 
 from agent import endpoint as iroh_endpoint
+from agent import reattach
 from agent.transfer.memory import pin_malloc, share_one_arena
 from engine.errors import one_line
 from engine.jobs import envargs
@@ -253,7 +254,7 @@ class Engine:
                 first_run=attempt.first if attempt.first != run_id else None,
             )
         )
-        keys = {"token": secrets.token_urlsafe(24), "reattach_key": secrets.token_urlsafe(32)}
+        keys = {"token": secrets.token_urlsafe(24), "reattach_key": reattach.new_key()}
         self._chains.pools[run_id] = pool_def
         driver = self._driver(
             new_view(submitted), job, attempts.capped(pool_def, attempt), keys, attempt
@@ -309,7 +310,7 @@ class Engine:
             ticket=iroh_endpoint.ticket_of(self._endpoint),
             orchestrator_id=str(self._endpoint.id()),
             token=token,
-            reattach_key=keys.get("reattach_key", ""),
+            reattach_id=reattach.public_of(keys.get("reattach_key", "")),
             silence_s=silence_for(pool.node_lost_after_s),
             orphan_timeout_s=pool.orphan_timeout_s,
         )

@@ -4,7 +4,10 @@ Both reach the node through the engine process that drives the run (its local ac
 point, engine/run/liveaccess.py) — the console, a `swjob run`, or a `swjob attach`.
 The shell puts this terminal in raw mode, so every key (Ctrl-C included) goes to the
 node's PTY as typed and the node's terminal decides what it means; the window size
-follows SIGWINCH. The exit status is the remote shell's.
+follows SIGWINCH (a terminal that reports no size, 0×0 as a fresh pty does, counts
+as 80×24). The exit status is the remote shell's. `swjob forward` listens on a Unix
+socket in the private live dir unless `--local PORT` asks for 127.0.0.1:PORT
+(engine/run/forward.py).
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from agent.livewire import Duplex, ForwardOpen, Reader, ShellOpen
 from agent.shell import SIZE, STATUS, Kind, frame, read_frame
 from engine.cli.lookup import find_run, no_such_run
 from engine.run.forward import Forward
-from engine.run.liveaccess import connect, driven, not_driven
+from engine.run.liveaccess import access_dir, connect, driven, not_driven
 from engine.run.liveops import LiveUnavailable
+from engine.run.localsock import socket_path
 
 LOST = 255  # like ssh: the connection ended without an exit status
 END_POLL_S = 1.0
+FALLBACK_SIZE = (80, 24)
 
 
 def resolve(run_ref: str) -> str:
@@ -40,11 +45,21 @@ def resolve(run_ref: str) -> str:
 
 
 def _size() -> tuple[int, int]:
+    """The terminal's columns and rows; 80×24 when it has none or says 0 (a fresh pty,
+    some IDE and serial terminals)."""
     try:
         size = os.get_terminal_size(sys.stdout.fileno())
     except OSError:
-        return 80, 24
+        return FALLBACK_SIZE
+    if size.columns < 1 or size.lines < 1:
+        return FALLBACK_SIZE
     return size.columns, size.lines
+
+
+def check_port(port: int | None, what: str) -> None:
+    """A TCP port is 1-65535: anything else is refused in one line, before anything else."""
+    if port is not None and not 1 <= port <= 65535:
+        raise LiveUnavailable(f"{what} {port} is not a TCP port (1-65535)")
 
 
 @contextlib.contextmanager
@@ -123,12 +138,19 @@ async def _receive(duplex: Duplex) -> int:
     return LOST
 
 
-async def forward(run_ref: str, remote_port: int, local_port: int) -> int:
-    """Forward until Ctrl-C or the run's end."""
+async def forward(run_ref: str, remote_port: int, local_port: int | None) -> int:
+    """Forward until Ctrl-C or the run's end: from a Unix socket in the private live dir,
+    or from 127.0.0.1:`local_port` when one is given."""
+    check_port(remote_port, "node port")
+    check_port(local_port, "local port")
     run_id = resolve(run_ref)
     if not driven(run_id):
         raise not_driven(run_id)
-    fwd = Forward(run_id=run_id, remote_port=remote_port, local_port=local_port)
+    fwd = Forward(run_id=run_id, remote_port=remote_port)
+    if local_port is None:
+        fwd.socket = socket_path(access_dir(), f"{run_id}-{remote_port}.sock")
+    else:
+        fwd.local_port = local_port
     await fwd.start(lambda: connect(run_id, ForwardOpen(port=remote_port)))
     print(f"forwarding {fwd.describe()} of run {run_id} — Ctrl-C stops", flush=True)
     try:

@@ -91,10 +91,16 @@ def _parser() -> argparse.ArgumentParser:
     attach.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     shell = sub.add_parser("shell", help="an interactive shell on a live run's node")
     shell.add_argument("run", help="run id (or a unique prefix)")
-    fwd = sub.add_parser("forward", help="forward 127.0.0.1:PORT to a port on a run's node")
+    fwd = sub.add_parser("forward", help="forward a local socket or port to a run's node")
     fwd.add_argument("run", help="run id (or a unique prefix)")
     fwd.add_argument("remote_port", type=int, help="the port on the node")
-    fwd.add_argument("--local", type=int, default=0, help="local port (default: any free one)")
+    fwd.add_argument(
+        "--local",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="listen on 127.0.0.1:PORT (default: a Unix socket only you can use)",
+    )
     stop = sub.add_parser("stop", help="stop a run, from any terminal (its node torn down)")
     stop.add_argument("run", help="run id (or a unique prefix)")
     stop.add_argument("--pools", type=Path, default=None, help="pools TOML file")

@@ -10,26 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
-from agent.reattach import REATTACH_ENV
+from agent import credentials
+from agent.credentials import SECRETS_FLAG, TOKEN_ENV
 from engine.report.events import Alert
 
-TOKEN_ENV = "SWJOB_JOIN_TOKEN"
+__all__ = ["TOKEN_ENV", "Bootstrap"]  # TOKEN_ENV: what a provider's node env carries
 AGENT_SILENCE_MAX_S = 10.0  # the agent's own default (agent/main.py --deadline)
 
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """What a node needs to join its orchestrator. The token and the re-attach credential
-    travel in the environment (`agent_env`), never in argv, so they do not show up in `ps`
-    or in the on-start command a provider lists."""
+    """What a node needs to join its orchestrator. The token travels in a secrets file
+    (`write_secrets`, the local pool) or the environment (`agent_env`: a Vast instance's),
+    never in argv, so it does not show up in `ps` or in the on-start command a provider
+    lists; the agent keeps it from the job either way (agent/credentials.py). The node gets
+    only the public half of the run's re-attach key pair (`reattach_id`, agent/reattach.py)."""
 
     run_id: str
     ticket: str
     orchestrator_id: str
     token: str
-    reattach_key: str = ""
+    reattach_id: str = ""
     silence_s: float = AGENT_SILENCE_MAX_S
     """How long the node hears nothing from its operator before it takes it as lost, ends
     the session, redials and starts its orphan clock (`silence_for`)."""
@@ -40,14 +44,19 @@ class Bootstrap:
     """The provider's agent arguments for giving up (e.g. destroy the own Vast instance)."""
 
     def agent_env(self) -> dict[str, str]:
-        """The secrets the agent reads from its environment (agent/main.py)."""
-        env = {TOKEN_ENV: self.token}
-        if self.reattach_key:
-            env[REATTACH_ENV] = self.reattach_key
-        return env
+        """The secret a node whose provider has no other way reads from its environment."""
+        return {TOKEN_ENV: self.token}
+
+    def write_secrets(self, path: Path) -> list[str]:
+        """The token in a 0600 file at `path` (the agent deletes it once read), and the
+        agent arguments that name it."""
+        credentials.write_secrets(path, self.token)
+        return [SECRETS_FLAG, str(path)]
 
     def agent_args(self) -> list[str]:
+        reattach = ["--reattach-id", self.reattach_id] if self.reattach_id else []
         return [
+            *reattach,
             "--run-id",
             self.run_id,
             "--ticket",

@@ -37,6 +37,7 @@ from engine.report.events import BootPhase
 from engine.state.paths import cache_dir
 
 AGENT_EXIT_GRACE_S = 15.0
+SECRETS_FILE = "secrets.json"  # in the node's root, beside work/: the agent deletes it
 FORKED = " (forked, imports done)"
 """How a node's boot step says that its agent came from the fork server."""
 FORK_ANSWER_S = 20.0
@@ -120,8 +121,9 @@ class LocalProvider:
             *("--root", str(root), "--grace", f"{self._stop_grace_s:g}"),
         ]
         root.mkdir(mode=0o700, parents=True)
-        env = {**node_base_env(os.environ), **self._agent_env, **bootstrap.agent_env()}
+        env = {**node_base_env(os.environ), **self._agent_env}
         try:
+            args += bootstrap.write_secrets(root / SECRETS_FILE)  # outside work/; read, deleted
             process = None if self._launcher else await _fork(root, args, env)
             how = FORKED if process else ""
             if process is None:
@@ -262,10 +264,13 @@ def _kill_orphan_step(root: Path) -> None:
 
 def _remove_if_empty(root: Path) -> None:
     """Remove a node directory its operator died in before starting the agent (made just
-    before it, _start). An agent's start first makes its agent.log there, so an empty one
-    never had an agent, and none can start in it once it is gone (a fork whose operator
-    died gets no go: agent/forkserver.py). One with anything in it is left as it is."""
+    before it, _start). An agent's start first makes its agent.log there, so one empty but
+    for the agent's secrets file never had an agent, and none can start in it once it is
+    gone (a fork whose operator died gets no go: agent/forkserver.py). One with anything
+    else in it is left as it is."""
     with contextlib.suppress(OSError):  # not empty, or gone already
+        if os.listdir(root) == [SECRETS_FILE]:
+            (root / SECRETS_FILE).unlink()
         root.rmdir()
 
 

@@ -4,12 +4,16 @@ Only the engine process that drives a run holds its node's live connection: the
 agent dials out (it opens no port and may sit behind NAT), it obeys one operator
 endpoint id, and a second endpoint bound with the same identity would fight the
 first for the relay. So the driving engine serves a local access point instead:
-a TCP listener on 127.0.0.1 with a random token, announced per live run in
-`<state>/live/<run id>.json` (0600, in a 0700 directory: only the operator's own
-user can read the token). A client sends one JSON line — token, run id, request —
-and gets one back (`{"ok": true}` or the reason); then the connection carries the
-live stream's bytes both ways, relayed unchanged (shell frames, or a forwarded
-TCP connection's bytes). The job's env is added here, never sent by the client. A stop
+a Unix socket in the private live dir (engine/run/localsock.py: other users cannot
+connect; a flood is capped) with a random token, announced per live run in
+`<state>/live/<run id>.json` (0600, in a 0700 directory). A client first checks that
+what answers is the engine the file names — this user's, that pid, and the run's lease
+held — and only then sends one JSON line (token, run id, request), within
+`HELLO_TIMEOUT_S`; it gets one back (`{"ok": true}` or the reason); then the connection
+carries the live stream's bytes both ways, relayed unchanged (shell frames, or a
+forwarded TCP connection's bytes). The job's env is added here, never sent by the client.
+An engine killed with -9 leaves its file and socket behind: nothing answers there, or
+something that fails the check, and the client says nobody drives the run. A stop
 (`swjob stop`) is answered and the connection closed: the engine stops the run itself.
 """
 
@@ -19,6 +23,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import os
 import secrets
 from collections.abc import Awaitable, Callable
@@ -28,16 +33,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.livewire import Duplex, ForwardOpen, ShellOpen, splice, tcp_duplex
-from engine.run.forward import LOOPBACK
 from engine.run.liveops import OPEN_TIMEOUT_S, LiveRequest, LiveStream, LiveUnavailable
+from engine.run.localsock import guarded, peer, remove_socket, socket_path, unix_server
 from engine.state import ownership
 from engine.state.paths import state_dir
 from engine.state.planted import own_subdir
 from engine.state.wholefile import replace_whole
 
-HANDSHAKE_TIMEOUT_S = 10.0
+log = logging.getLogger("swjob.live")
+
+HELLO_TIMEOUT_S = 5.0  # a client that connects and says nothing holds a descriptor no longer
+MAX_CLIENTS = 64  # shells and forwarded connections at once, through this engine
 MAX_LINE = 64 * 1024
-CLIENT_WAIT_S = OPEN_TIMEOUT_S + HANDSHAKE_TIMEOUT_S  # the engine may wait that long for the node
+CLIENT_WAIT_S = OPEN_TIMEOUT_S + HELLO_TIMEOUT_S  # the engine may wait that long for the node
 OpenStream = Callable[[str, LiveRequest], Awaitable[LiveStream]]
 StopRun = Callable[[str], None]
 STOP = {"op": "stop"}  # the operator's stop, asked by `swjob stop` in another terminal
@@ -67,17 +75,26 @@ class LiveAccess:
         self._stop = stop
         self._token = secrets.token_urlsafe(32)
         self._server: asyncio.Server | None = None
+        self._socket: Path | None = None
         self._published: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._refused = 0
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, LOOPBACK, 0, limit=MAX_LINE)
+        name = f"engine-{os.getpid()}-{secrets.token_hex(3)}.sock"  # tests run several engines
+        self._socket = socket_path(access_dir(), name)
+        handler = guarded(self._handle, MAX_CLIENTS, self._refuse)
+        self._server = await unix_server(handler, self._socket, MAX_LINE)
+
+    def _refuse(self, why: str) -> None:
+        self._refused += 1
+        if self._refused == 1:  # a flood says it once, not once per connection
+            log.warning("local access point: refused %s", why)
 
     def publish(self, run_id: str) -> None:
         """Let other processes of this user reach `run_id` through this engine."""
-        assert self._server is not None
-        port = self._server.sockets[0].getsockname()[1]
-        body = json.dumps({"port": port, "token": self._token, "pid": os.getpid()})
+        assert self._socket is not None
+        body = json.dumps({"socket": str(self._socket), "token": self._token, "pid": os.getpid()})
         replace_whole(_access_file(run_id), body)
         self._published.add(run_id)
 
@@ -92,6 +109,8 @@ class LiveAccess:
             self.withdraw(run_id)
         if self._server is not None:
             self._server.close()
+        if self._socket is not None:
+            remove_socket(self._socket, access_dir())
         for task in tuple(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -114,7 +133,7 @@ class LiveAccess:
     async def _answer(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> LiveStream | None:
-        async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
+        async with asyncio.timeout(HELLO_TIMEOUT_S):
             line = await reader.readline()
         try:
             asked = json.loads(line)
@@ -164,7 +183,8 @@ def not_driven(run_id: str) -> LiveUnavailable:
 
 async def connect(run_id: str, request: LiveRequest) -> Duplex:
     """The client side (`swjob shell`, `swjob forward`): a stream to the run's node through
-    the engine that drives it; LiveUnavailable says why there is none."""
+    the engine that drives it; LiveUnavailable says why there is none. Nothing is sent
+    before the listener proved to be that engine (`_check_engine`)."""
     reader, writer = await _ask(run_id, request.model_dump())
     return tcp_duplex(reader, writer)
 
@@ -180,13 +200,18 @@ async def ask_stop(run_id: str) -> None:
 async def _ask(
     run_id: str, request: dict[str, Any]
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    path = _access_file(run_id)
     try:
-        access = json.loads(path.read_text())
-        reader, writer = await asyncio.open_connection(LOOPBACK, int(access["port"]))
+        access = json.loads(_access_file(run_id).read_text())
+        address, pid, token = str(access["socket"]), int(access["pid"]), str(access["token"])
+        reader, writer = await asyncio.open_unix_connection(address, limit=MAX_LINE)
     except (OSError, ValueError, KeyError, TypeError):
         raise not_driven(run_id) from None
-    hello = {"token": access["token"], "run_id": run_id, "request": request}
+    try:
+        _check_engine(writer, pid, run_id)
+    except LiveUnavailable:
+        writer.close()
+        raise
+    hello = {"token": token, "run_id": run_id, "request": request}
     writer.write(json.dumps(hello).encode() + b"\n")
     try:
         async with asyncio.timeout(CLIENT_WAIT_S):
@@ -198,3 +223,13 @@ async def _ask(
         writer.close()
         raise LiveUnavailable(str(answer.get("error") or "refused"))
     return reader, writer
+
+
+def _check_engine(writer: asyncio.StreamWriter, pid: int, run_id: str) -> None:
+    """The listener is this user's process with the pid the access file names, and the
+    run's lease is held: otherwise it is not the engine (a stale address someone took
+    over), and it must not get the token or a single key typed."""
+    peer_pid, peer_uid = peer(writer.get_extra_info("socket"))
+    ours = peer_uid in (None, os.getuid()) and peer_pid in (None, pid)
+    if not ours or not ownership.has_live_owner(run_id):
+        raise not_driven(run_id)

@@ -45,6 +45,16 @@ CREATE TABLE IF NOT EXISTS next_attempts (
 );
 """
 
+
+def _view(text: str) -> RunView | None:
+    """A row's summary; None when it cannot be read (written by a broken or other swjob):
+    one such row is skipped and said (`Store.unreadable`), never the end of every reader."""
+    try:
+        return RunView.model_validate_json(text)
+    except ValueError:
+        return None
+
+
 WRITE_WAIT_S = 2.0
 """How long a write waits for another process's write lock (a normal write holds it for
 milliseconds) before the row is kept for later and the failure said."""
@@ -123,7 +133,7 @@ def run_unfinished(run_id: str, path: Path | None = None) -> bool:
     with contextlib.suppress(*_UNREADABLE):  # not a row (the index's opener says so)
         kept = _kept_row(path, run_id)
         if kept is not None:
-            indexed = RunView.model_validate_json(found[1]) if found else None
+            indexed = _view(found[1]) if found else None
             if not _stale(kept, indexed):
                 return kept.view.finished is None
     return found is not None and not found[0]
@@ -151,6 +161,7 @@ class Store:
         self._pending_lock = threading.Lock()  # `unwritten` is asked from another thread
         self.failing = False  # the last write failed: saves do not wait until one succeeds
         self._parsed: dict[str, RunView] = {}  # the last read's summaries → views, in order
+        self.unreadable: list[str] = []  # run ids of the rows the last `views` could not read
         self._views_key: tuple[int, int, int] | None = None
         with contextlib.suppress(StateNotWritten):  # still held: the next open, or scan
             self.write_in_kept()
@@ -277,7 +288,7 @@ class Store:
     def _indexed(self, run_id: str) -> RunView | None:
         """The run's summary as the index holds it now."""
         found = self._db.execute("SELECT view FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return RunView.model_validate_json(found[0]) if found else None
+        return _view(found[0]) if found else None
 
     def _commit(self, rows: list[_Row], wait_s: float) -> None:
         """Write `rows` in one transaction, waiting at most `wait_s` for another process's
@@ -326,18 +337,30 @@ class Store:
         reading them took ~5 ms and parsing them ~37 ms each time. So nothing is read
         while the index is unchanged (no write of ours, sqlite's `data_version` for any
         other process's), and a summary whose text is unchanged is not parsed again
-        (views are frozen: sharing one is safe)."""
+        (views are frozen: sharing one is safe). A row that cannot be read is left out,
+        its run id in `unreadable`."""
         (version,) = self._db.execute("PRAGMA data_version").fetchone()
         key = (limit, version, self._db.total_changes)
         if key != self._views_key:
             rows = self._db.execute(
-                "SELECT view FROM runs ORDER BY created DESC LIMIT ?", (limit,)
+                "SELECT run_id, view FROM runs ORDER BY created DESC LIMIT ?", (limit,)
             ).fetchall()
             known, self._parsed = self._parsed, {}
-            for (text,) in rows:
-                self._parsed[text] = known.get(text) or RunView.model_validate_json(text)
+            unreadable = []
+            for run_id, text in rows:
+                if (view := known.get(text) or _view(text)) is None:
+                    unreadable.append(run_id)
+                else:
+                    self._parsed[text] = view
+            self._note_unreadable(unreadable)
             self._views_key = key
         return list(self._parsed.values())
+
+    def _note_unreadable(self, run_ids: list[str]) -> None:
+        new = [r for r in run_ids if r not in self.unreadable]
+        if new:
+            log.warning("run index: unreadable rows skipped: %s", ", ".join(new))
+        self.unreadable = run_ids
 
     def find(self, run_ref: str) -> RunView | None:
         """A run by id, by a unique start of it, or by the unique random part that ends it,
@@ -369,7 +392,7 @@ class Store:
         rows = self._db.execute(
             f"SELECT view FROM runs WHERE {where} ORDER BY created DESC", args
         ).fetchall()
-        return [RunView.model_validate_json(text) for (text,) in rows]
+        return [v for (text,) in rows if (v := _view(text)) is not None]  # unreadable: none
 
     def recovery(self, run_id: str) -> dict[str, Any] | None:
         """The recovery facts recorded for one run (None when it has none)."""
@@ -380,16 +403,15 @@ class Store:
         rows = self._db.execute(
             "SELECT view, recovery FROM runs WHERE terminal = 0 ORDER BY created"
         ).fetchall()
-        return [(RunView.model_validate_json(v), json.loads(r or "{}")) for v, r in rows]
+        return [(v, json.loads(r or "{}")) for text, r in rows if (v := _view(text)) is not None]
 
     def unfinished_run(self, run_id: str) -> tuple[RunView, dict[str, Any]] | None:
         """The run's summary and recovery facts, if it exists and has not finished."""
         row = self._db.execute(
             "SELECT view, recovery FROM runs WHERE run_id = ? AND terminal = 0", (run_id,)
         ).fetchone()
-        if row is None:
-            return None
-        return RunView.model_validate_json(row[0]), json.loads(row[1] or "{}")
+        view = _view(row[0]) if row is not None else None
+        return None if view is None else (view, json.loads(row[1] or "{}"))
 
     def next_run(self, previous: str) -> str | None:
         """The run id recorded for the attempt after `previous` (started or not)."""
@@ -416,7 +438,7 @@ class Store:
             "AND NOT EXISTS (SELECT 1 FROM runs s WHERE s.run_id = n.run_id)",
             (run_id,),
         ).fetchone()
-        if row is None:
+        view = _view(row[0]) if row is not None else None
+        if row is None or view is None:
             return None
-        view, recovery, attempt = row
-        return RunView.model_validate_json(view), json.loads(recovery or "{}"), json.loads(attempt)
+        return view, json.loads(row[1] or "{}"), json.loads(row[2])

@@ -13,11 +13,13 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agent import endpoint, procgroup
+from agent.credentials import write_secrets
 from agent.protocol import (
     CTL_ALPN,
     XFER_ALPN,
@@ -30,12 +32,11 @@ from agent.protocol import (
     StepStarted,
     Welcome,
 )
-from agent.reattach import REATTACH_ENV
-from agent.supervisor import TOKEN_ENV
+from agent.reattach import new_key, public_of
 from tests.support.waiting import Changes
 
 WAIT_S = 30.0
-REATTACH_KEY = "reattach-" + "k" * 32  # every test agent's re-attach credential
+REATTACH_KEY = new_key()  # every test agent's re-attach secret (the engine's half)
 
 
 class FakeOrchestrator:
@@ -168,6 +169,11 @@ class FakeOrchestrator:
                 await asyncio.sleep(self.heartbeat_s)
 
 
+def secrets_name() -> str:
+    """A fresh name for an agent's secrets file (a restarted agent gets another)."""
+    return f".secrets-{time.monotonic_ns()}"
+
+
 class AgentProc:
     """The real agent as a subprocess (`python -m agent`), killed by pid at teardown."""
 
@@ -186,6 +192,8 @@ class AgentProc:
             *("--run-id", "run-1", "--ticket", orch.ticket),
             *("--orchestrator-id", orchestrator_id or orch.id, "--root", str(root)),
             *("--grace", "1", "--heartbeat", "0.2", "--deadline", "10", *args),
+            *("--reattach-id", public_of(REATTACH_KEY)),
+            *("--secrets-file", str(write_secrets(root / secrets_name(), orch.token))),
         ]
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
@@ -193,7 +201,7 @@ class AgentProc:
                 "-m",
                 "agent",
                 *argv,
-                env={**os.environ, TOKEN_ENV: orch.token, REATTACH_ENV: REATTACH_KEY},
+                env=dict(os.environ),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=err,
                 stderr=err,

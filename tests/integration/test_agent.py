@@ -22,6 +22,7 @@ from agent.protocol import (
     StepStarted,
     StopStep,
 )
+from agent.reattach import new_key, public_of
 from agent.redact import MASK
 from engine.run.reclaim import ReclaimRefused, reclaim
 from tests.integration.agent_helpers import (
@@ -308,7 +309,9 @@ async def test_the_agent_follows_only_an_engine_that_proves_the_credential(
     assert ticket is not None, "the agent tells its orchestrator where to reach it"
 
     with pytest.raises(ReclaimRefused, match="bad re-attach proof"):
-        await reclaim(second.ep, ticket, "run-1", "not-the-credential")
+        await reclaim(second.ep, ticket, "run-1", new_key())  # another run's secret
+    with pytest.raises(ReclaimRefused, match="bad re-attach proof"):  # all the node knows
+        await reclaim(second.ep, ticket, "run-1", public_of(REATTACH_KEY))
     with pytest.raises(ReclaimRefused, match="not this node's run"):
         await reclaim(second.ep, ticket, "run-2", REATTACH_KEY)
     assert second.hellos == [] and first.channel is not None  # nothing moved

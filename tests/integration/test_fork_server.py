@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from agent.supervisor import TOKEN_ENV
+from agent.credentials import TOKEN_ENV
 from engine.jobs.jobspec import load_job
 from engine.providers import forkserver, local
 from engine.providers.local import FORKED

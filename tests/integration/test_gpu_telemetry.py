@@ -4,17 +4,21 @@ job runs; the engine folds the samples into the run's view, run.json and the idl
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from agent.protocol import MAX_GPUS
 from engine.engine import Engine
 from engine.report import events as ev
 from engine.report.datastream import read_events
 from engine.report.views import RunView
 from tests.support import fake_gpu
+from tests.support.cli import swjob
 from tests.support.runs import run_json, run_to_end
 from tests.support.tap import Tap
 
@@ -109,3 +113,44 @@ async def test_a_node_without_nvidia_smi_sends_no_gpu_metrics(engine, make_job) 
     assert view.state == "COMPLETED"
     assert not any(isinstance(e, ev.GpuMetrics) for e in read_events(view.run_dir / "events.jsonl"))
     assert view.gpus == [] and run_json(view.run_dir)["gpu"] is None
+
+
+# ---- a hostile nvidia-smi (a job on Vast runs as root and can replace it) ----------------
+
+HUGE = "0, 1e308, 1e308, 1e308, 1e308, 1e308\n1, 1e308, 1e308, 1e308, 1e308, 1e308"
+NOT_NUMBERS = "0, nan, inf, -inf, NaN, -1e400\n1, 50, 1000, 2000, -5, 40"
+MANY = "\n".join(f"{i}, 50, 1000, 2000, 100, 60" for i in range(3000))
+GARBAGE = "\x01\xff garbage,,,\n-1, 5, 5, 5, 5, 5\n99999999999, 1, 1, 1, 1, 1\n0, 7, 7"
+FRAMES = [HUGE, NOT_NUMBERS, MANY, GARBAGE]
+
+
+def finite_everywhere(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(finite_everywhere(v) for v in value.values())
+    if isinstance(value, list):
+        return all(finite_everywhere(v) for v in value)
+    return True
+
+
+async def test_hostile_gpu_readings_never_break_a_run_or_the_operators_tools(
+    tmp_path: Path, monkeypatch, engine, make_job
+) -> None:
+    fake_gpu.install_frames(FRAMES, tmp_path / "gpu-bin", monkeypatch)
+    view = await run_until(engine, make_job, tmp_path, samples_beyond(2 * len(FRAMES)))
+    assert view.state == "COMPLETED", view.reason
+    summary = json.loads((view.run_dir / "run.json").read_text())  # written, and parses
+    assert summary["state"] == "COMPLETED"
+    assert finite_everywhere(summary)
+    assert len(summary["gpu"]["gpus"]) <= MAX_GPUS
+    assert summary["gpu"]["util_peak_pct"] <= 100
+    samples = [
+        e for e in read_events(view.run_dir / "events.jsonl") if isinstance(e, ev.GpuMetrics)
+    ]
+    assert samples and max(len(e.gpus) for e in samples) == MAX_GPUS  # 3000 cut to 64
+    assert (view.run_dir / "events.jsonl").stat().st_size < 1_000_000
+    runs = swjob("runs", cwd=tmp_path)
+    assert runs.returncode == 0 and view.run_id in runs.stdout, runs.stderr
+    logs = swjob("logs", view.run_id, cwd=tmp_path)
+    assert logs.returncode == 0, logs.stderr

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from engine.jobs.pools import load_pools
+from engine.providers.local import SECRETS_FILE
 from engine.report.datastream import read_events
 from engine.run.recovery import QUEUED_RESTART
 from engine.state.paths import cache_dir
@@ -163,7 +164,7 @@ async def test_killed_after_its_node_was_asked_for_fails_the_run(tmp_path: Path)
     _, runs, run_dir = echo_killed_at("provisioning", "DIED while provisioning", tmp_path)
     assert phases(run_dir)[-1] == "provisioning"
     [made] = cache_dir().glob(f"nodes/local-{run_dir.name}-*")  # by the real provider
-    assert not any(made.iterdir())
+    assert [p.name for p in made.iterdir()] == [SECRETS_FILE]  # no agent.log: never started
     view = await recover(runs, load_pools(None), run_dir.name)
     assert view.state == "FAILED"
     assert view.reason == "operator restarted before the node was provisioned"

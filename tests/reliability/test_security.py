@@ -22,6 +22,7 @@ from iroh import iroh_ffi
 
 from agent import endpoint as iroh_endpoint
 from agent.protocol import CTL_ALPN, XFER_ALPN, Channel, Hello, NodeFacts, Reject, RunStep, Step
+from agent.reattach import new_key
 from agent.transfer import TransferError, wire
 from agent.transfer.server import serve_transfer
 from engine.engine import Engine
@@ -106,7 +107,7 @@ async def test_the_agent_serves_strangers_nothing(tmp_path, make_job, record_fau
                 await asyncio.wait_for(stranger.connect(addr, alpn), DIAL_S)
         ticket = engine._drivers[run_id].recovery["agent_ticket"]
         with pytest.raises(ReclaimRefused, match="bad re-attach proof"):
-            await reclaim(stranger, ticket, run_id, "a guessed credential")
+            await reclaim(stranger, ticket, run_id, new_key())  # a guessed secret
         assert engine.run(run_id).state == "RUNNING"  # the job was not disturbed
         await engine.stop(run_id)
         view = await asyncio.wait_for(engine.wait(run_id), 30)

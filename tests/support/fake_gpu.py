@@ -26,8 +26,13 @@ cat "$here/frame-$((n % frames))"
 
 def install(recording: str, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Put a fake nvidia-smi replaying `recording` first on PATH, sampling every 0.2 s."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
     frames = (DATA / recording).read_text().split("---\n")
+    return install_frames(frames, bin_dir, monkeypatch)
+
+
+def install_frames(frames: list[str], bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a fake nvidia-smi printing `frames` in turn first on PATH, sampling every 0.2 s."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
     for i, text in enumerate(frames):
         (bin_dir / f"frame-{i}").write_text(text.strip() + "\n")
     exe = bin_dir / "nvidia-smi"

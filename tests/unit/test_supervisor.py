@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent import procgroup, steprecord
+from agent.credentials import TOKEN_ENV
 from agent.lines import LOG_FAILED, MAX_BATCH_LINES, STDERR_PREFIX, LineSplitter
 from agent.protocol import (
     AgentEvent,
@@ -24,7 +25,7 @@ from agent.protocol import (
     Stream,
 )
 from agent.redact import MASK
-from agent.supervisor import TOKEN_ENV, Supervisor
+from agent.supervisor import Supervisor
 from tests.support.disks import Disk
 from tests.support.waiting import Changes
 

@@ -1,0 +1,54 @@
+"""A hostile job hunting the node's credentials: on a rented node (the Vast stand-in, whose
+instance env carries the join token and the instance's own API key, as Vast's does) it
+dumps its environment and the agent's `/proc/<pid>/environ`, and finds neither the join
+token, nor the container's key, nor the run's re-attach secret."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.engine import Engine
+from engine.state.store import Store
+from tests.standin.server import StandIn
+from tests.support.engines import EngineFactory
+from tests.support.vast import gpu_pool
+from tests.support.waiting import eventually_async
+
+pytestmark = pytest.mark.timeout(90)
+
+HUNT = (
+    "env > job_env.txt; "
+    "tr '\\0' '\\n' < /proc/$PPID/environ > agent_env.txt; "  # $PPID: the agent
+    "cat /proc/$PPID/cmdline | tr '\\0' ' ' > agent_cmdline.txt"
+)
+
+
+@pytest.fixture
+async def engine(api: StandIn, make_engine: EngineFactory) -> Engine:
+    return await make_engine(gpu_pool())
+
+
+async def test_a_job_reading_its_env_and_proc_finds_no_credential(
+    engine, api: StandIn, make_job
+) -> None:
+    job = make_job(run=HUNT, outputs=["job_env.txt", "agent_env.txt", "agent_cmdline.txt"])
+    run_id = await engine.submit(job, "gpu")
+    await eventually_async(lambda: api.cloud.instances, 30, "the run's instance created")
+    (instance,) = api.cloud.instances.values()
+    container_key = instance.container_key
+    token = instance.request["env"]["SWJOB_JOIN_TOKEN"]
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    outputs = view.run_dir / "outputs"
+    found = {name: (outputs / name).read_text() for name in ("job_env.txt", "agent_env.txt")}
+    assert "PATH=" in found["job_env.txt"] and "PATH=" in found["agent_env.txt"]  # read both
+    reattach_secret = Store().recovery(run_id)["reattach_key"]
+    for name, text in found.items():
+        for secret in (token, container_key, reattach_secret):
+            assert secret not in text, f"a credential in {name}"
+        assert "CONTAINER_API_KEY" not in text and "SWJOB_JOIN_TOKEN" not in text, name
+    cmdline = (outputs / "agent_cmdline.txt").read_text()
+    assert reattach_secret not in cmdline and token not in cmdline
+    assert "--reattach-id" in cmdline  # only the public half is on the node
