@@ -38,6 +38,13 @@ class Bootstrap:
     its job and releases itself (the provider says how, in `on_orphan`)."""
     on_orphan: tuple[str, ...] = ()
     """The provider's agent arguments for giving up (e.g. destroy the own Vast instance)."""
+    max_dollars: float | None = None
+    max_hours: float | None = None
+    """The run's caps (what its attempt has left), for the node's own meter."""
+    price_per_hour: float | None = None
+    billed_since: float | None = None
+    """Set by a provider whose nodes bill: the price, and a time no later than the node's
+    billing began. With a cap they make the node keep its own meter (agent/budget.py)."""
 
     def agent_env(self) -> dict[str, str]:
         """The secrets the agent reads from its environment (agent/main.py)."""
@@ -59,7 +66,19 @@ class Bootstrap:
             "--orphan-timeout",
             f"{self.orphan_timeout_s:g}",
             *self.on_orphan,
+            *self._meter_args(),
         ]
+
+    def _meter_args(self) -> list[str]:
+        if self.billed_since is None or (self.max_dollars is None and self.max_hours is None):
+            return []
+        given = {
+            "--billed-since": self.billed_since,
+            "--price-per-hour": self.price_per_hour,
+            "--max-dollars": self.max_dollars,
+            "--max-hours": self.max_hours,
+        }
+        return [part for k, v in given.items() if v is not None for part in (k, repr(v))]
 
 
 HEARTBEATS_PER_DEADLINE = 4

@@ -301,7 +301,12 @@ class VastProvider:
 
     async def _create_once(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
         pool = self._pool
-        bootstrap = replace(bootstrap, on_orphan=self._on_orphan())
+        bootstrap = replace(
+            bootstrap,
+            on_orphan=self._on_orphan(),
+            price_per_hour=offers.price_paid(pool, offer),
+            billed_since=time.time(),  # before the create: never later than its billing
+        )
         self.api().hide(bootstrap.agent_env().values())
         what = f"create instance from offer {offer.get('id')}"
         try:
