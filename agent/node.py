@@ -28,7 +28,7 @@ from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import budget, endpoint, facts, gpu, orphan
+from agent import budget, endpoint, facts, gpu, orphan, restart
 from agent.journal import Journal
 from agent.live import serve_live
 from agent.protocol import (
@@ -65,6 +65,7 @@ the rest is QUIC's draining of each connection — for a dial to a dead orchestr
 abandoned at a take-over, the whole ENDPOINT_CLOSE_S — which an exiting process has no
 use for (its events were acknowledged before: `_flush_sent`)."""
 ORPHAN_CLOCK_TICK_S = 1.0  # the orphan clock re-reads the session state at least this often
+STEP_RECORD = "step.pgid"  # the running step's record (agent/steprecord.py)
 UNKNOWN_RUN = "unknown run"  # an engine's answer when it does not drive the run (control.py)
 
 
@@ -141,12 +142,14 @@ class NodeAgent:
         for d in (cfg.workdir, cfg.logs_dir, cfg.state_dir):
             d.mkdir(exist_ok=True)  # in the root its provider made: never that root again
         self.journal = Journal(cfg.state_dir / "events.jsonl")
+        if (lost := restart.interrupted(cfg.state_dir, STEP_RECORD)) is not None:
+            self._note(lost)  # an earlier start of this node ran a step: it is gone
         credential = orphan.container_credential()  # a job that prints its environment shows it
         self.supervisor = Supervisor(
             cfg.workdir,
             cfg.logs_dir,
             self.journal.append,
-            pgid_file=cfg.state_dir / "step.pgid",
+            pgid_file=cfg.state_dir / STEP_RECORD,
             node_secrets=[credential[1]] if credential else [],
         )
         self.shutdown = asyncio.Event()
@@ -157,14 +160,15 @@ class NodeAgent:
         self._background: set[asyncio.Task[Any]] = set()
         self._ep: iroh_ffi.Endpoint | None = None
         self._session: _Session | None = None
-        self._target = Target(cfg.orchestrator_id, cfg.ticket)
+        self._target = restart.saved_target(cfg.state_dir, Target(cfg.orchestrator_id, cfg.ticket))
         self._retargeted = asyncio.Event()
         self._alone_since: float | None = time.monotonic()  # None while a session is up
         self._operator_stopping = False  # told to stop its step or shut down
 
     async def run(self) -> ExitCode:
         """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
-        self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN])
+        key = restart.node_key(self.cfg.state_dir)  # the same node id after a restart
+        self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN], secret_key=key)
         resume = ResumeService(self.cfg.run_id, self.cfg.reattach_key, self._retarget)
         self._spawn_background(resume.serve(self._ep))
         serve = asyncio.create_task(self._serve())
@@ -283,6 +287,7 @@ class NodeAgent:
         """An engine proved the run's re-attach credential: obey it from now on. A session
         with the previous orchestrator ends (its owner is gone, or it lost the run)."""
         self._target = target
+        restart.save_target(self.cfg.state_dir, target)  # a restarted node dials it too
         self._retargeted.set()
         if self._session is not None:
             self._session.conn.close(0, b"run taken over")

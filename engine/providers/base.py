@@ -125,6 +125,17 @@ class Preempted:
     reason: str
 
 
+@dataclass(frozen=True)
+class Listed:
+    """What the provider's listing says of a node that died (confirmed over a grace
+    period), not what was seen of the node itself: its agent may still talk. `gone`: no
+    longer listed at all — a listing that lags, if the agent talks; else listed dead
+    (exited, stopped) — its files are pulled while the agent still answers."""
+
+    reason: str
+    gone: bool = False
+
+
 class ProvisionError(Exception):
     """Provisioning failed; the message is one sanitized line for the run's reason."""
 
@@ -180,9 +191,10 @@ class Provider(Protocol):
         process that could not end a node must not own it, or the node bills on unowned."""
         ...
 
-    async def node_exited(self, handle: NodeHandle) -> str | Preempted:
+    async def node_exited(self, handle: NodeHandle) -> str | Preempted | Listed:
         """Resolve with a reason when the provider sees the node die (or never, if it can't);
-        `Preempted` when the provider itself took the node back."""
+        `Preempted` when the provider itself took the node back, `Listed` when it no
+        longer lists it. Not on one answer: a verdict must hold (engine/providers/hearsay.py)."""
         ...
 
     async def why_not_joined(self, handle: NodeHandle) -> str | None:
