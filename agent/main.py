@@ -12,7 +12,9 @@ stdin: how the local pool starts its nodes.
 Exit codes: 0 shutdown (asked by the orchestrator, or SIGTERM/SIGINT), 2 usage,
 3 rejected by the orchestrator, 5 orphaned (no orchestrator reachable for
 --orphan-timeout; the job was stopped and the node released as --on-orphan says:
-nothing more, its --root removed, or its own Vast.ai instance destroyed).
+nothing more, its --root removed, or its own Vast.ai instance destroyed), 6 capped
+(the run's --max-dollars/--max-hours reached with no operator metering it: the job
+was stopped and the node released as for an orphan; agent/budget.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import signal
 import sys
 from pathlib import Path
 
-from agent import credentials, forkserver, orphan, subreaper
+from agent import budget, credentials, forkserver, orphan, subreaper
 from agent.node import AgentConfig, ExitCode, NodeAgent
 from agent.quickexit import exit_now
 
@@ -59,6 +61,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--on-orphan", choices=orphan.ACTIONS, default="exit", help="how an orphan lets go"
     )
     p.add_argument("--vast-url", default=orphan.VAST_URL, help="Vast.ai API (destroy-instance)")
+    p.add_argument("--price-per-hour", type=float, help="what the node bills ($/h, storage too)")
+    p.add_argument("--max-dollars", type=float, help="the run's dollar cap (agent/budget.py)")
+    p.add_argument("--max-hours", type=float, help="the run's cap on the node's lifetime")
+    p.add_argument(
+        "--billed-since", type=float, help="unix s; no later than the node began to bill"
+    )
     p.add_argument(
         "--installed",
         nargs=2,
@@ -76,6 +84,18 @@ def _clock(text: str | None) -> float | None:
         return float(text) if text is not None else None
     except ValueError:
         return None
+
+
+def _budget(args: argparse.Namespace) -> budget.Budget | None:
+    """The node's own meter, when its provider gave it a start and a cap to keep."""
+    if args.billed_since is None or (args.max_dollars is None and args.max_hours is None):
+        return None
+    return budget.Budget(
+        since=args.billed_since,
+        price_per_hour=args.price_per_hour,
+        max_dollars=args.max_dollars,
+        max_hours=args.max_hours,
+    )
 
 
 def setup_logging(logs_dir: Path) -> None:
@@ -134,5 +154,6 @@ def main(argv: list[str] | None = None) -> int:
         on_orphan=args.on_orphan,
         vast_url=args.vast_url,
         installed=(_clock(args.installed[0]), _clock(args.installed[1])),
+        budget=_budget(args),
     )
     exit_now(asyncio.run(_run(cfg)))  # the operator's teardown waits for our exit

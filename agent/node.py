@@ -11,7 +11,8 @@ our orchestrator, or an engine that answers "unknown run" (it does not drive thi
 our owner died and another process now holds its address), changes nothing: the job
 keeps running and the agent redials, waiting for its owner or an adopter. Only a node
 that has been alone for `orphan_timeout` gives up (a node nobody owns must not bill
-forever): it stops its job and releases itself (agent/orphan.py).
+forever): it stops its job and releases itself (agent/orphan.py). A node given its run's
+caps keeps its own meter (agent/budget.py) and releases itself the same way at the cap.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import endpoint, facts, gpu, orphan
+from agent import budget, endpoint, facts, gpu, orphan, restart
 from agent.journal import Journal
 from agent.live import serve_live
 from agent.protocol import (
@@ -64,6 +65,7 @@ the rest is QUIC's draining of each connection — for a dial to a dead orchestr
 abandoned at a take-over, the whole ENDPOINT_CLOSE_S — which an exiting process has no
 use for (its events were acknowledged before: `_flush_sent`)."""
 ORPHAN_CLOCK_TICK_S = 1.0  # the orphan clock re-reads the session state at least this often
+STEP_RECORD = "step.pgid"  # the running step's record (agent/steprecord.py)
 UNKNOWN_RUN = "unknown run"  # an engine's answer when it does not drive the run (control.py)
 
 
@@ -78,6 +80,7 @@ class ExitCode(IntEnum):
     OK = 0
     REJECTED = 3
     ORPHANED = 5
+    CAPPED = 6
 
 
 class JoinRefused(Exception):
@@ -107,6 +110,8 @@ class AgentConfig:
     vast_url: str = orphan.VAST_URL
     installed: tuple[float | None, float | None] = (None, None)
     """When the on-start command began and finished installing the agent (node clock)."""
+    budget: budget.Budget | None = None
+    """The run's caps, price and billing start: the node's own meter (agent/budget.py)."""
 
     @property
     def workdir(self) -> Path:
@@ -137,12 +142,14 @@ class NodeAgent:
         for d in (cfg.workdir, cfg.logs_dir, cfg.state_dir):
             d.mkdir(exist_ok=True)  # in the root its provider made: never that root again
         self.journal = Journal(cfg.state_dir / "events.jsonl")
+        if (lost := restart.interrupted(cfg.state_dir, STEP_RECORD)) is not None:
+            self._note(lost)  # an earlier start of this node ran a step: it is gone
         credential = orphan.container_credential()  # a job that prints its environment shows it
         self.supervisor = Supervisor(
             cfg.workdir,
             cfg.logs_dir,
             self.journal.append,
-            pgid_file=cfg.state_dir / "step.pgid",
+            pgid_file=cfg.state_dir / STEP_RECORD,
             node_secrets=[credential[1]] if credential else [],
         )
         self.shutdown = asyncio.Event()
@@ -153,23 +160,29 @@ class NodeAgent:
         self._background: set[asyncio.Task[Any]] = set()
         self._ep: iroh_ffi.Endpoint | None = None
         self._session: _Session | None = None
-        self._target = Target(cfg.orchestrator_id, cfg.ticket)
+        self._target = restart.saved_target(cfg.state_dir, Target(cfg.orchestrator_id, cfg.ticket))
         self._retargeted = asyncio.Event()
         self._alone_since: float | None = time.monotonic()  # None while a session is up
+        self._operator_stopping = False  # told to stop its step or shut down
 
     async def run(self) -> ExitCode:
         """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
-        self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN])
+        key = restart.node_key(self.cfg.state_dir)  # the same node id after a restart
+        self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN], secret_key=key)
         resume = ResumeService(self.cfg.run_id, self.cfg.reattach_id, self._retarget)
         self._spawn_background(resume.serve(self._ep))
         serve = asyncio.create_task(self._serve())
         stop = asyncio.create_task(self.shutdown.wait())
         alone = asyncio.create_task(self._orphan_clock())
+        capped = asyncio.create_task(self._cap_clock())
         self._spawn_background(gpu.sample_while(lambda: self.supervisor.busy, self.journal.append))
         try:
-            await asyncio.wait({serve, stop, alone}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({serve, stop, alone, capped}, return_when=asyncio.FIRST_COMPLETED)
             if serve.done():
                 return serve.result()
+            if capped.done():
+                await self._release_at_cap(capped.result(), serve)
+                return ExitCode.CAPPED
             if alone.done():
                 log.error("no orchestrator for %.0f s: stopping the job", self.cfg.orphan_timeout)
                 await cancel_within(ENDPOINT_CLOSE_S, serve)
@@ -180,7 +193,7 @@ class NodeAgent:
             await self._flush_sent(FLUSH_ON_EXIT_S)
             return ExitCode.OK
         finally:
-            await cancel_within(ENDPOINT_CLOSE_S, serve, stop, alone, *self._background)
+            await cancel_within(ENDPOINT_CLOSE_S, serve, stop, alone, capped, *self._background)
             await self.supervisor.stop(self.cfg.grace)
             self.journal.close()
             with contextlib.suppress(*DIAL_ERRORS):  # never let a stuck close keep us alive
@@ -199,6 +212,35 @@ class NodeAgent:
                 if left <= 0:
                     return
             await asyncio.sleep(min(left, ORPHAN_CLOCK_TICK_S))
+
+    async def _cap_clock(self) -> str:
+        """Return the reason once the run's cap is the node's to enforce (agent/budget.py);
+        never, on a node without one."""
+        meter = self.cfg.budget
+        if meter is None:
+            await asyncio.Future()  # no cap to keep: wait for ever (until cancelled)
+        assert meter is not None
+        if self.cfg.on_orphan == "destroy-instance":  # the provider's own start, if it says
+            start = await asyncio.to_thread(budget.provider_start, self.cfg.vast_url)
+            meter = meter if start is None else replace(meter, since=start)
+        allowed = meter.allowance_s()
+        log.info("keeping the run's cap: %.0f s of node life", allowed or 0)
+        return await budget.reached(
+            meter,
+            alone=lambda: self._session is None,
+            operator_stopping=lambda: self._operator_stopping,
+            busy=lambda: self.supervisor.busy,
+        )
+
+    async def _release_at_cap(self, reason: str, serve: asyncio.Task[ExitCode]) -> None:
+        """At the cap: stop the job, say so (to a connected operator too), release the node."""
+        await self.supervisor.stop(self.cfg.grace)
+        action = "destroying node" if self.cfg.on_orphan == "destroy-instance" else "exiting"
+        self._note(f"{reason}: job stopped, {action}")
+        await self._flush_sent(FLUSH_ON_EXIT_S)
+        await cancel_within(ENDPOINT_CLOSE_S, serve)
+        if self.cfg.on_orphan == "destroy-instance":
+            self._note(await asyncio.to_thread(orphan.destroy_own_instance, self.cfg.vast_url))
 
     async def _serve(self) -> ExitCode:
         """Join and serve sessions until refused; redial with backoff whenever one is lost."""
@@ -245,6 +287,7 @@ class NodeAgent:
         """An engine proved the run's re-attach credential: obey it from now on. A session
         with the previous orchestrator ends (its owner is gone, or it lost the run)."""
         self._target = target
+        restart.save_target(self.cfg.state_dir, target)  # a restarted node dials it too
         self._retargeted.set()
         if self._session is not None:
             self._session.conn.close(0, b"run taken over")
@@ -355,8 +398,10 @@ class NodeAgent:
             await self.supervisor.start(msg.step, msg.command, msg.env)
         elif isinstance(msg, StopStep):
             log.info("stop step (grace %.1f s)", msg.grace_s)
+            self._operator_stopping = True
             self._spawn_background(self.supervisor.stop(msg.grace_s))
         elif isinstance(msg, Shutdown):
+            self._operator_stopping = True
             self.shutdown.set()
         else:
             log.warning("ignoring unexpected %s message", type(msg).__name__)

@@ -313,6 +313,8 @@ class Engine:
             reattach_id=reattach.public_of(keys.get("reattach_key", "")),
             silence_s=silence_for(pool.node_lost_after_s),
             orphan_timeout_s=pool.orphan_timeout_s,
+            max_dollars=pool.caps.max_dollars,
+            max_hours=pool.caps.max_hours,
         )
         driver = RunDriver(
             view=view.model_copy(update={"live": True}),

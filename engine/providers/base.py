@@ -42,6 +42,13 @@ class Bootstrap:
     its job and releases itself (the provider says how, in `on_orphan`)."""
     on_orphan: tuple[str, ...] = ()
     """The provider's agent arguments for giving up (e.g. destroy the own Vast instance)."""
+    max_dollars: float | None = None
+    max_hours: float | None = None
+    """The run's caps (what its attempt has left), for the node's own meter."""
+    price_per_hour: float | None = None
+    billed_since: float | None = None
+    """Set by a provider whose nodes bill: the price, and a time no later than the node's
+    billing began. With a cap they make the node keep its own meter (agent/budget.py)."""
 
     def agent_env(self) -> dict[str, str]:
         """The secret a node whose provider has no other way reads from its environment."""
@@ -68,7 +75,19 @@ class Bootstrap:
             "--orphan-timeout",
             f"{self.orphan_timeout_s:g}",
             *self.on_orphan,
+            *self._meter_args(),
         ]
+
+    def _meter_args(self) -> list[str]:
+        if self.billed_since is None or (self.max_dollars is None and self.max_hours is None):
+            return []
+        given = {
+            "--billed-since": self.billed_since,
+            "--price-per-hour": self.price_per_hour,
+            "--max-dollars": self.max_dollars,
+            "--max-hours": self.max_hours,
+        }
+        return [part for k, v in given.items() if v is not None for part in (k, repr(v))]
 
 
 HEARTBEATS_PER_DEADLINE = 4
@@ -113,6 +132,17 @@ class Preempted:
     tells the operator (and a next attempt) that running again is the cure."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class Listed:
+    """What the provider's listing says of a node that died (confirmed over a grace
+    period), not what was seen of the node itself: its agent may still talk. `gone`: no
+    longer listed at all — a listing that lags, if the agent talks; else listed dead
+    (exited, stopped) — its files are pulled while the agent still answers."""
+
+    reason: str
+    gone: bool = False
 
 
 class ProvisionError(Exception):
@@ -170,9 +200,10 @@ class Provider(Protocol):
         process that could not end a node must not own it, or the node bills on unowned."""
         ...
 
-    async def node_exited(self, handle: NodeHandle) -> str | Preempted:
+    async def node_exited(self, handle: NodeHandle) -> str | Preempted | Listed:
         """Resolve with a reason when the provider sees the node die (or never, if it can't);
-        `Preempted` when the provider itself took the node back."""
+        `Preempted` when the provider itself took the node back, `Listed` when it no
+        longer lists it. Not on one answer: a verdict must hold (engine/providers/hearsay.py)."""
         ...
 
     async def why_not_joined(self, handle: NodeHandle) -> str | None:

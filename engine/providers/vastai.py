@@ -43,11 +43,13 @@ from engine.providers import vast_offers as offers
 from engine.providers.agent_source import python_needed
 from engine.providers.base import (
     Bootstrap,
+    Listed,
     NodeHandle,
     Preempted,
     ProvisionError,
     TeardownError,
 )
+from engine.providers.hearsay import Hearsay
 from engine.providers.slots import Slots
 from engine.providers.vast_api import RetryPolicy, VastApi, VastApiError
 from engine.providers.vast_boot import AGENT_LOG, label_for, onstart_command
@@ -72,6 +74,9 @@ CONFIRM_FOR_S = 900.0  # how long an accepted destroy may stay listed before we 
 CONFIRM_EVERY_S = 15.0
 CREATE_SETTLE_S = 5.0  # past a create request's timeout, its answer is in
 LOOK_AGAIN_S = 2.0  # how often an adopter looks for an instance whose create may be in flight
+
+
+_UNLISTED = "unlisted"
 
 
 class _OfferGone(Exception):
@@ -303,7 +308,12 @@ class VastProvider:
 
     async def _create_once(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
         pool = self._pool
-        bootstrap = replace(bootstrap, on_orphan=self._on_orphan())
+        bootstrap = replace(
+            bootstrap,
+            on_orphan=self._on_orphan(),
+            price_per_hour=offers.price_paid(pool, offer),
+            billed_since=time.time(),  # before the create: never later than its billing
+        )
         self.api().hide(bootstrap.agent_env().values())
         what = f"create instance from offer {offer.get('id')}"
         try:
@@ -544,23 +554,31 @@ class VastProvider:
 
     # ---- liveness -----------------------------------------------------------------------
 
-    async def node_exited(self, handle: NodeHandle) -> str | Preempted:
-        """Polls the instance; resolves when Vast says it died, vanished underneath us, or
-        (an interruptible node) took it back."""
+    async def node_exited(self, handle: NodeHandle) -> str | Preempted | Listed:
+        """Polls the instance; resolves when Vast says it died or vanished underneath us —
+        said on consecutive lookups over the pool's `node_lost_after_s` (hearsay.py): one
+        odd answer of an eventually consistent listing is no death — or (an interruptible
+        node) that Vast took it back."""
         instance = handle.node_id
         boot = BootWatch()
+        hearsay = Hearsay(self._pool.node_lost_after_s)
         while True:
-            await asyncio.sleep(self._poll_s if boot.done else self._boot_poll_s)
+            fast = not boot.done or hearsay.suspected
+            # at least twice within the pool's grace, so a verdict can be confirmed in it
+            every = min(self._poll_s, self._pool.node_lost_after_s / 2)
+            await asyncio.sleep(min(self._boot_poll_s, every) if fast else every)
             try:
                 row = await self.api().once(
                     f"show instance {instance}", "show_instance", int(instance)
                 )
             except VastApiError as error:
-                if error.gone:
-                    return f"Vast.ai instance {instance} was destroyed"
+                if error.gone and hearsay.heard(_UNLISTED) is not None:
+                    return Listed(f"Vast.ai instance {instance} was destroyed", gone=True)
                 continue  # a failed poll says nothing about the node
             if row is None:
-                return f"Vast.ai instance {instance} was destroyed"
+                if hearsay.heard(_UNLISTED) is not None:
+                    return Listed(f"Vast.ai instance {instance} was destroyed", gone=True)
+                continue
             for step, detail in boot.observe(row):
                 scope.boot_reached(step, detail)
             if (failed := boot.start_failed(row)) is not None:
@@ -569,8 +587,10 @@ class VastProvider:
             if taken is not None:
                 return taken
             status = row.get("actual_status")
-            if status in DEAD_STATUSES:
-                return f"Vast.ai instance {instance} is {status}" + _said(row)
+            dead = status in DEAD_STATUSES
+            said = f"Vast.ai instance {instance} is {status}" + _said(row) if dead else None
+            if (verdict := hearsay.heard(said)) is not None:
+                return Listed(verdict)
 
     async def why_not_joined(self, handle: NodeHandle) -> str | None:
         """What Vast lists of an instance whose agent never joined: still coming up (and

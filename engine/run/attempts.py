@@ -20,7 +20,7 @@ from typing import Any
 from engine.jobs.pools import Caps, Pool
 from engine.report.views import RunView
 
-RETRYABLE = ("preempted", "node lost")
+RETRYABLE = ("preempted", "node lost", "container restarted")
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def first_attempt(run_id: str, pool: Pool) -> Attempt:
 
 
 def retryable(view: RunView) -> bool:
-    """The node failed the run, not the job: preempted or lost."""
+    """The node failed the run, not the job: preempted, lost, or its container restarted."""
     return view.state == "FAILED" and (view.reason or "").startswith(RETRYABLE)
 
 

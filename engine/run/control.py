@@ -46,6 +46,7 @@ log = logging.getLogger("swjob.control")
 
 HELLO_TIMEOUT_S = 5.0
 HELLO_MAX_FRAME = 64 * 1024
+TALKING_BEATS = 3  # heartbeats a node may miss and still be taken as talking
 
 
 class NodeGone(Exception):
@@ -82,10 +83,26 @@ class NodeSession:
         self._conns: list[Any] = []
         self.live = LiveLink()  # shell and port forwarding (engine/run/liveops.py)
         self._silence = RunningDeadline(deadline_s)  # since the node was last heard
+        self._fresh = asyncio.Event()  # the node was heard (cleared by `answers`)
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self.closed = False
         self._twin_joined = False  # a second agent came with this run's token (refused)
+
+    async def answers(self) -> bool:
+        """Whether the node's agent is heard afresh within a few heartbeats: whatever a
+        provider's listing says, such a node is alive. (A node heard a moment ago is not
+        enough: one that just died is still within its deadline.)"""
+        if self.closed or not self.joined.is_set():
+            return False
+        self._fresh.clear()
+        window = min(self.deadline_s, TALKING_BEATS * self.heartbeat_s)
+        try:
+            async with asyncio.timeout(window):
+                await self._fresh.wait()
+        except TimeoutError:
+            return False
+        return not self.closed
 
     @property
     def facts(self) -> NodeFacts | None:
@@ -114,6 +131,8 @@ class NodeSession:
     async def attach(self, conn: Any, channel: Channel, hello: Hello, remote_id: str) -> None:
         self.endpoint_id = remote_id
         self.hello = hello
+        self._xfer = None  # a rejoined agent dials its transfers anew: an old connection's
+        self._xfer_ready.clear()  # streams would wait out its idle timeout (a restart's)
         await channel.send(Welcome(replay_after=self.last_seq, heartbeat_s=self.heartbeat_s))
         self._channel = channel
         self._conns.append(conn)
@@ -174,6 +193,7 @@ class NodeSession:
 
     def _heard(self) -> None:
         self._silence.restart()
+        self._fresh.set()
 
     def _drop(self, channel: Channel) -> None:
         if self._channel is channel:

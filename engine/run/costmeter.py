@@ -6,7 +6,8 @@ phase clock (wall clock, replayed from events.jsonl after a restart). So an engi
 killed and restarted any number of times shows the same dollars, and `max_dollars` /
 `max_hours` are enforced on the node's whole life, not on the last process's share.
 The caps are checked every second (overshoot ≤ ~1 s of price, plus the teardown);
-the Cost event is published every few seconds.
+the Cost event is published every few seconds. The node keeps the same meter with the
+same formula (agent/budget.py) for when this process is not there to.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
+from agent.budget import cap_reason
 from engine.report import events as ev
 from engine.run import fsm
 from engine.run.runrecord import cost_by_phase
@@ -76,14 +78,7 @@ class CostMeter:
     def _over_cap(self) -> str | None:
         """The reason to stop the run, or None while it is within its caps."""
         caps = self._d.pool.caps
-        alive_s = self._alive_s()
-        if caps.max_hours is not None and alive_s / 3600 >= caps.max_hours:
-            return f"cap reached: max_hours {caps.max_hours:g}"
-        if caps.max_dollars is not None and self._price is not None:
-            dollars = self._price * alive_s / 3600
-            if dollars >= caps.max_dollars:
-                return f"cap reached: max_dollars ${caps.max_dollars:g} (spent ${dollars:.4f})"
-        return None
+        return cap_reason(self._alive_s(), self._price, caps.max_dollars, caps.max_hours)
 
     async def _tick(self) -> None:
         """Check every second for as long as the run lives: a stop posted in a phase that

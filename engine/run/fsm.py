@@ -99,6 +99,15 @@ class NodePreempted(NodeLost):
 
 
 @dataclass(frozen=True)
+class NodeGoing:
+    """The node is going away while its agent still answers: its container restarted
+    (the job's processes died with it), or its provider says, confirmed, that it died.
+    What the node has is collected before it is torn down; `reason` is the run's reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class OperatorStop:
     reason: str = "stopped by operator"
 
@@ -133,6 +142,7 @@ Event = (
     | OutputsCollected
     | NodeFault
     | NodeLost
+    | NodeGoing
     | OperatorStop
     | NodeTornDown
     | QueuedRunAdopted
@@ -291,6 +301,13 @@ TABLE: tuple[Row, ...] = (
     # the later teardown cancels the earlier task). The run keeps its verdict and reason.
     Row((F, COLL), OperatorStop, (TeardownNode(),), (F, TEAR)),
     Row((F, COLL), InternalError, (TeardownNode(),), (F, TEAR)),
+    # the node goes while its agent answers: a step's files are pulled first (a restarted
+    # container kept its disk); before any step there is nothing to pull
+    *(
+        Row(src, NodeGoing, (CollectOutputs(best_effort=True), TeardownNode()), (F, COLL))
+        for src in ((R, SETUP), (R, RUN))
+    ),
+    *(Row(src, NodeGoing, (TeardownNode(),), (F, TEAR)) for src in ((P, PROV), (R, MAT))),
     # faults, loss, internal errors and the operator's stop end any active step
     *(
         Row(src, ev, (TeardownNode(),), (F, TEAR))
@@ -304,7 +321,8 @@ TABLE: tuple[Row, ...] = (
 )
 
 
-def _reason(event: Event) -> str | None:
+def reason_for(event: Event) -> str | None:
+    """The run's reason when `event` fails it (None for events that do not)."""
     match event:
         case SetupFailed(code):
             return f"setup failed with code {code}"
@@ -314,7 +332,7 @@ def _reason(event: Event) -> str | None:
             return f"preempted: {reason}"
         case NodeLost(reason):
             return f"node lost: {reason}"
-        case NodeFault(reason) | OperatorStop(reason) | InternalError(reason):
+        case NodeFault(reason) | NodeGoing(reason) | OperatorStop(reason) | InternalError(reason):
             return reason
     return None
 
@@ -332,7 +350,7 @@ def step(state: FsmState, event: Event) -> Outcome:
         if isinstance(event, JobExited):
             new = replace(new, exit_code=event.code)
         if new.reason is None and row.target[0] is F:
-            new = replace(new, reason=_reason(event))
+            new = replace(new, reason=reason_for(event))
         return Outcome(new, row.commands)
     return Outcome(state, (), ignored=True)
 

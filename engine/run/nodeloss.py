@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from engine.providers.base import NodeHandle, Preempted, Provider
+from engine.providers.base import Listed, NodeHandle, Preempted, Provider
 from engine.run import fsm
 
 EXPLAIN_WITHIN_S = 5.0
@@ -21,11 +21,11 @@ EXPLAIN_WITHIN_S = 5.0
 log = logging.getLogger(__name__)
 
 
-def loss_event(lost: str | Preempted) -> fsm.NodeLost:
+def loss_event(lost: str | Preempted | Listed) -> fsm.NodeLost:
     """The FSM event for what the provider's watch reported."""
     if isinstance(lost, Preempted):
         return fsm.NodePreempted(lost.reason)
-    return fsm.NodeLost(lost)
+    return fsm.NodeLost(lost.reason if isinstance(lost, Listed) else lost)
 
 
 async def explain(

@@ -30,10 +30,11 @@ from agent.protocol import (
     StopStep,
 )
 from agent.redact import Redactor
+from agent.restart import RESTARTED
 from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool
-from engine.providers.base import Bootstrap, NodeHandle, Provider
+from engine.providers.base import Bootstrap, Listed, NodeHandle, Provider
 from engine.report import appender, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream
@@ -283,9 +284,24 @@ class RunDriver:
         return True
 
     async def _watch_node(self, handle: NodeHandle) -> None:
-        lost = nodeloss.loss_event(await self._provider.node_exited(handle))
+        """The provider's confirmed word that the node died, weighed against its agent's
+        heartbeat: a node whose agent still talks is not lost because a listing no longer
+        shows it, and one the provider says died (exited, stopped, taken back) while its
+        agent answers has its files pulled before it is torn down."""
+        said = False
+        while True:
+            verdict = await self._provider.node_exited(handle)
+            if not isinstance(verdict, Listed) or not await self.session.answers():
+                break  # seen dead, or the agent fell silent too
+            if not verdict.gone:
+                self.post(fsm.NodeGoing(fsm.reason_for(nodeloss.loss_event(verdict)) or ""))
+                return
+            if not said:
+                said = True
+                message = f"{verdict.reason}, says its provider; its agent still talks: going on"
+                self.publish(ev.Alert(run_id=self.view.run_id, message=message))
         self.lost = True
-        self.post(lost)
+        self.post(nodeloss.loss_event(verdict))
 
     async def start_step(self, step: Step, command: str) -> None:
         self._node_event(ev.NodeState.BUSY)
@@ -361,6 +377,10 @@ class RunDriver:
                 return
             case StepExited():
                 self._on_exit(msg)
+            case NodeFault() if msg.reason.startswith(RESTARTED):  # agent/restart.py
+                self._running_step = None  # it died with the container: no exit will come
+                self._step_exited.set()
+                self.post(fsm.NodeGoing(self.redact(msg.reason)))
             case NodeFault():
                 self.post(fsm.NodeFault(f"node fault: {self.redact(msg.reason)}"))
         self.remember(last_seq=msg.seq)

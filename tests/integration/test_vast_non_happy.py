@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from engine.providers.base import NodeHandle, ProvisionError, TeardownError
+from engine.providers.base import Listed, NodeHandle, ProvisionError, TeardownError
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.vast import bootstrap, gpu_pool, provider
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.timeout(60)
 
 async def _rented(api: StandIn, alerts: list[str], **kwargs: float):
     api.cloud.faults.never_start = True
-    vast = provider(api, gpu_pool(), alerts, **kwargs)
+    vast = provider(api, gpu_pool(node_lost_after_s=0.5), alerts, **kwargs)
     return vast, await vast.provision(bootstrap())
 
 
@@ -40,7 +40,7 @@ async def test_a_404_or_an_empty_list_for_a_gone_instance_means_gone(
     watch = asyncio.create_task(vast.node_exited(handle))
     api.cloud.destroy(int(handle.node_id))  # destroyed underneath us
     reason = await asyncio.wait_for(watch, 10)
-    assert reason == f"Vast.ai instance {handle.node_id} was destroyed"
+    assert reason == Listed(f"Vast.ai instance {handle.node_id} was destroyed", gone=True)
     await vast.teardown(handle)  # confirmed at once: the 404 is the answer, not an error
     assert Ledger().open_entries() == [] and alerts == []
     shows = [p for m, p, _, _ in api.requests if m == "GET" and handle.node_id in p]
@@ -89,7 +89,7 @@ async def test_an_instance_vast_has_not_started_is_watched_and_torn_down(api: St
     await eventually_async(lambda: Ledger().open_entries() == [], 10, "the destroy confirmed")
     assert api.cloud.instances == {} and alerts == []
     reason = await asyncio.wait_for(watch, 10)
-    assert reason == f"Vast.ai instance {handle.node_id} was destroyed"
+    assert reason == Listed(f"Vast.ai instance {handle.node_id} was destroyed", gone=True)
 
 
 async def test_a_destroy_never_confirmed_alarms_after_the_confirmation_window(
@@ -182,9 +182,9 @@ async def test_a_destroy_refused_in_a_200_is_retried_then_said(api: StandIn) -> 
 async def test_a_lost_node_reason_carries_vasts_status_msg(api: StandIn) -> None:
     vast, handle = await _rented(api, [], poll_s=0.05)
     api.cloud.crash(int(handle.node_id), status_msg="OCI runtime create failed: no GPU")
-    reason = await asyncio.wait_for(vast.node_exited(handle), 10)
-    assert (
-        reason == f"Vast.ai instance {handle.node_id} is exited: OCI runtime create failed: no GPU"
+    said = await asyncio.wait_for(vast.node_exited(handle), 10)
+    assert said == Listed(
+        f"Vast.ai instance {handle.node_id} is exited: OCI runtime create failed: no GPU"
     )
     await vast.teardown(handle)
 
@@ -268,7 +268,7 @@ async def test_a_host_vast_lists_offline_is_not_a_dead_node(api: StandIn) -> Non
     api.cloud.go_offline(instance, offline=False)
     api.cloud.destroy(instance)
     reason = await asyncio.wait_for(watch, 10)
-    assert reason == f"Vast.ai instance {instance} was destroyed"
+    assert reason == Listed(f"Vast.ai instance {instance} was destroyed", gone=True)
     await vast.teardown(handle)
 
 

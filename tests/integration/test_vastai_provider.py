@@ -209,7 +209,7 @@ async def test_cancelled_while_creating_destroys_what_was_created(api) -> None:
 
 
 async def test_node_exited_resolves_when_the_instance_dies_underneath(api) -> None:
-    vast = provider(api, gpu_pool(), [], poll_s=0.05)
+    vast = provider(api, gpu_pool(node_lost_after_s=0.5), [], poll_s=0.05)
     handle = await vast.provision(bootstrap())
     watch = asyncio.create_task(vast.node_exited(handle))
     seen = len(api.requests)
@@ -220,8 +220,8 @@ async def test_node_exited_resolves_when_the_instance_dies_underneath(api) -> No
     await eventually_async(lambda: polls() >= 2, 10, "two polls of the instance")
     assert not watch.done()  # polled twice, the instance alive: no exit reported
     api.cloud.crash(int(handle.node_id))
-    reason = await asyncio.wait_for(watch, 10)
-    assert handle.node_id in reason and "exited" in reason
+    said = await asyncio.wait_for(watch, 10)
+    assert handle.node_id in said.reason and "exited" in said.reason and not said.gone
     await vast.teardown(handle)
 
 

@@ -103,6 +103,10 @@ class Faults:
     gone_404: bool = False  # looking up a gone instance answers 404 (not {"instances": null})
     gone_empty: bool = False  # ... answers 200 {"instances": []}
     show_as_list: bool = False  # looking one up answers a list of its row, the id as text
+    vanish_lookups: int = 0  # the next N lookups of a live instance answer as for a gone one
+    # (null, or 404/[] with gone_404/gone_empty): Vast's listings are eventually consistent
+    listed_status: str | None = None  # instances are listed with this actual_status (e.g.
+    # "exited") whatever their container does: Vast's view of a host it lost touch with
     destroy_lag_s: float = 0.0  # an accepted destroy stays listed this long (eventual)
     list_lag_s: float = 0.0  # a created instance shows in the list only this long after
     create_refusal: str | None = None  # the next create answers 400 invalid_args with this msg
@@ -142,6 +146,7 @@ class Instance:
     ran: bool = False
     offline: bool = False  # the host lost touch with Vast: listed "offline", container runs on
     nulls: bool = False  # listed with NULLABLE as null (`Faults.null_listing`)
+    listed_as: str | None = None  # `Faults.listed_status`, set on every lookup
 
     def row(self) -> dict[str, Any]:
         """The instance as the API lists it (the SDK's own show_instance(s) compute with
@@ -156,6 +161,7 @@ class Instance:
             "machine_id": o["machine_id"],
             "host_id": o["host_id"],
             "actual_status": "offline" if self.offline else self.status,
+            **({"actual_status": self.listed_as} if self.listed_as else {}),
             "intended_status": self.intended,
             "cur_state": self.intended,
             "next_state": self.intended,
@@ -255,33 +261,44 @@ class Cloud:
         with self.lock:
             if inst.id not in self.instances:
                 return  # destroyed while "loading"
-            home = inst.root / "root"
-            home.mkdir(parents=True)
+            (inst.root / "root").mkdir(parents=True)
             (inst.root / "onstart.sh").write_text(inst.request["onstart"] or "true")
-            programs = image_bin(
-                inst.root, self.image_has_uv, self.image_has_python, self.image_python
-            )
-            system = ":/usr/local/bin:/usr/bin:/bin" if self.image_has_python else ""
-            env = {
-                "PATH": f"{programs}{system}",
-                "HOME": str(home),
-                "LANG": "C.UTF-8",
-                **{k: os.environ[k] for k in HOST_ENV if k in os.environ},
-                **inst.request["env"],
-                "CONTAINER_ID": str(inst.id),
-                "CONTAINER_API_KEY": inst.container_key,
-            }
-            with (inst.root / "console.log").open("ab") as console:
-                inst.process = subprocess.Popen(
-                    [sys.executable, str(HERE / "container.py"), str(inst.root / "onstart.sh")],
-                    cwd=home,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=console,
-                    stderr=console,
-                    start_new_session=True,
-                )
+            image_bin(inst.root, self.image_has_uv, self.image_has_python, self.image_python)
+            self._start_container(inst)
             inst.running()
+
+    def restart(self, instance_id: int) -> None:
+        """Vast restarts the container (a host reboot, PID 1 killed for memory): every
+        process in it dies, its disk stays, and its on-start command runs again."""
+        with self.lock:
+            inst = self.instances[instance_id]
+        stop_process(inst.process)
+        with self.lock:
+            self._start_container(inst)
+
+    def _start_container(self, inst: Instance) -> None:
+        """Run the instance's on-start under its init, with the instance's environment."""
+        home, programs = inst.root / "root", inst.root / "image-bin"
+        system = ":/usr/local/bin:/usr/bin:/bin" if self.image_has_python else ""
+        env = {
+            "PATH": f"{programs}{system}",
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            **{k: os.environ[k] for k in HOST_ENV if k in os.environ},
+            **inst.request["env"],
+            "CONTAINER_ID": str(inst.id),
+            "CONTAINER_API_KEY": inst.container_key,
+        }
+        with (inst.root / "console.log").open("ab") as console:
+            inst.process = subprocess.Popen(
+                [sys.executable, str(HERE / "container.py"), str(inst.root / "onstart.sh")],
+                cwd=home,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=console,
+                start_new_session=True,
+            )
 
     def destroy(self, instance_id: int) -> bool:
         """Accept a destroy; with `destroy_lag_s` the instance stays listed for a while."""

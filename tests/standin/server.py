@@ -6,10 +6,11 @@ label, destroy — and checks them as the real API would: a Bearer key on every 
 request bodies of the right shape. Faults are injected through `StandIn.cloud.faults` (5xx,
 429, lost create answers, a 400 with Vast's message, a create refused in a 200 (`success:
 false`), one accepted without its `new_contract`, a 404 or an empty list for gone instances,
-a destroy that stays listed for a while, a search answered 200 without `offers`,
-`start_date` null until an instance first runs). Interruptible offers: a `bid` search lists
-offers with a `min_bid`; a create with a `price` is a bid (under the minimum the instance is
-created stopped, and with `refuse_low_bids` the create also answers 400);
+a live instance answered as gone for a few lookups or listed with a status its container
+does not have, a destroy that stays listed for a while, a search answered 200 without
+`offers`, `start_date` null until an instance first runs). Interruptible offers: a `bid`
+search lists offers with a `min_bid`; a create with a `price` is a bid (under the minimum
+the instance is created stopped, and with `refuse_low_bids` the create also answers 400);
 `cloud.preempt(id)` stops an instance as an outbid would. A container's scoped key
 (`CONTAINER_API_KEY`) is accepted only for its own instance. Use it as a context manager: it
 binds a free port on 127.0.0.1, serves from a thread, and on exit destroys every instance
@@ -212,6 +213,10 @@ class StandIn:
             raise BadRequest("owner=me is required")
         with self.cloud.lock:
             inst = self.cloud.instances.get(int(instance_id))
+            if inst is not None and self.cloud.faults.take("vanish_lookups"):
+                inst = None  # an eventually consistent listing, this once
+            if inst is not None:
+                inst.listed_as = self.cloud.faults.listed_status
             if inst is None and self.cloud.faults.gone_404:
                 raise _Reply(404, {"success": False, "error": "no_such_instance", "msg": "gone"})
             if inst is None and self.cloud.faults.gone_empty:

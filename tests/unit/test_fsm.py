@@ -21,6 +21,7 @@ ALL_EVENTS: list[fsm.Event] = [
     fsm.OutputsCollected(),
     fsm.NodeFault("disk full"),
     fsm.NodeLost("no heartbeat for 10 s"),
+    fsm.NodeGoing("container restarted"),
     fsm.OperatorStop(),
     fsm.NodeTornDown(),
     fsm.QueuedRunAdopted(),
@@ -182,6 +183,21 @@ def test_teardown_that_broke_ends_the_run_without_another_teardown(state: S) -> 
 def test_internal_error_reason_is_the_event_line() -> None:
     out = fsm.step(at(S.RUNNING, P.MATERIALIZING), fsm.InternalError("internal error: E: x"))
     assert out.state.reason == "internal error: E: x"
+
+
+@pytest.mark.parametrize("phase", [P.SETUP, P.RUN])
+def test_a_node_going_with_its_agent_answering_is_collected_then_torn_down(phase: P) -> None:
+    out = fsm.step(at(S.RUNNING, phase), fsm.NodeGoing("container restarted: run interrupted"))
+    assert names(out) == ["CollectOutputs", "TeardownNode"]
+    assert out.commands[0] == fsm.CollectOutputs(best_effort=True)
+    assert (out.state.state, out.state.phase) == (S.FAILED, P.COLLECTING)
+    assert out.state.reason == "container restarted: run interrupted"
+
+
+@pytest.mark.parametrize("source", [(S.PENDING, P.PROVISIONING), (S.RUNNING, P.MATERIALIZING)])
+def test_a_node_going_before_any_step_is_torn_down(source: tuple[S, P]) -> None:
+    out = fsm.step(at(*source), fsm.NodeGoing("container restarted"))
+    assert names(out) == ["TeardownNode"] and out.state.state is S.FAILED
 
 
 def test_first_failure_reason_wins() -> None:

@@ -1,0 +1,96 @@
+"""The node keeps its run's money limits while its operator is away (agent/budget.py).
+
+A real agent on a Vast.ai stand-in instance, told its price and cap on its command line as
+the provider's on-start tells it: its operator gone (closed laptop, kill -9), the node
+stops the job and destroys its own instance with the container's key at the cap — not at
+its orphan timeout, half an hour later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from agent import orphan
+from agent.budget import Budget, cap_reason
+from agent.protocol import NodeFault, RunStep, Step
+from tests.integration.agent_helpers import AgentProc, FakeOrchestrator, kill_leftover_group
+from tests.standin.server import StandIn
+from tests.support.vast import bootstrap, gpu_pool, provider
+from tests.support.waiting import eventually_async
+
+pytestmark = pytest.mark.timeout(90)
+TOKEN = "join-token-capped-77e1"
+PRICE = 3600.0  # $/h: a dollar a second, so a cap of a few dollars is a few seconds
+
+
+def test_the_node_and_the_operator_meter_with_one_formula() -> None:
+    budget = Budget(since=1000.0, price_per_hour=PRICE, max_dollars=3.0, max_hours=1.0)
+    assert budget.allowance_s() == pytest.approx(3.0)
+    assert budget.reason(1002.9) is None
+    assert budget.reason(1003.0) == cap_reason(3.0, PRICE, 3.0, 1.0)
+    assert cap_reason(3.0, PRICE, 3.0, 1.0) == "cap reached: max_dollars $3 (spent $3.0000)"
+    assert Budget(since=0, max_hours=0.5).allowance_s() == 1800
+    assert Budget(since=0, max_dollars=1.0).allowance_s() is None  # no price: no dollars
+
+
+def test_the_bootstrap_gives_the_node_its_caps_only_with_a_billing_start() -> None:
+    plain = dataclasses.replace(bootstrap(), max_dollars=0.5)
+    assert "--max-dollars" not in plain.agent_args()  # the local pool: nothing bills
+    billed = dataclasses.replace(plain, price_per_hour=0.4, billed_since=12.5)
+    args = " ".join(billed.agent_args())
+    assert "--billed-since 12.5 --price-per-hour 0.4 --max-dollars 0.5" in args
+    assert "--max-hours" not in args
+
+
+def _notes(root: Path) -> list[str]:
+    path = root / "state" / "events.jsonl"
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    return [e["reason"] for e in events if e["type"] == NodeFault.model_fields["type"].default]
+
+
+async def test_a_node_whose_operator_is_gone_destroys_itself_at_its_cap(
+    tmp_path: Path, api: StandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.cloud.faults.never_start = True  # the instance is ours; its agent runs here
+    vast = provider(api, gpu_pool(), [])
+    capped = dataclasses.replace(bootstrap(), max_dollars=4.0)
+    handle = await vast.provision(capped)
+    inst = api.cloud.instances[int(handle.node_id)]
+    onstart = inst.request["onstart"]
+    assert f"--price-per-hour {handle.price_per_hour!r} --max-dollars 4.0" in onstart
+    monkeypatch.setenv(orphan.ID_ENV, str(inst.id))  # as Vast sets them in the container
+    monkeypatch.setenv(orphan.KEY_ENV, inst.container_key)
+    cap_s = time.time() - inst.start_date + 6.0  # room to join on a loaded machine
+    cap = round(PRICE * cap_s / 3600, 3)
+    orch = await FakeOrchestrator.start(TOKEN)
+    root = tmp_path / "node"
+    node = await AgentProc.start(
+        orch,
+        root,
+        *("--orphan-timeout", "1800", "--on-orphan", "destroy-instance"),
+        *("--vast-url", api.url, "--billed-since", repr(time.time())),
+        *("--price-per-hour", repr(PRICE), "--max-dollars", repr(cap)),
+    )
+    try:
+        await eventually_async(lambda: "joined; replaying" in node.stderr(), 30, "the join")
+        await orch.until(lambda: orch.channel is not None)
+        await orch.send(RunStep(step=Step.RUN, command="sleep 300"))
+        await orch.close()  # the operator is gone for good: kill -9, a closed lid
+        assert await node.exit_code(60) == 6, node.stderr()
+    finally:
+        await node.kill()
+        kill_leftover_group(root)
+    lived = time.time() - inst.start_date
+    assert inst.id not in api.cloud.instances and inst.id in api.cloud.destroyed
+    assert cap <= lived * PRICE / 3600 and lived < 1800, "at its cap, not its orphan timeout"
+    notes = _notes(root)
+    assert notes[0].startswith(f"cap reached: max_dollars ${cap:g} (spent $"), notes
+    assert notes[0].endswith(": job stopped, destroying node")
+    assert notes[1] == f"destroyed own Vast.ai instance {inst.id}"
+    assert inst.container_key not in node.stderr() + "".join(notes)
+    await vast.teardown(handle)
