@@ -77,7 +77,7 @@ class RunPreview(Vertical):
             view.attach(self.feed.log(run.run_id))
         else:
             view.attach(None)
-            self._load_tail(run.run_id, run.run_dir)
+        self._load_tail(run.run_id, run.run_dir)  # lines from before this console saw it
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
     def _load_tail(self, run_id: str, run_dir: Path) -> None:
@@ -87,4 +87,4 @@ class RunPreview(Vertical):
 
     def _tail_loaded(self, run_id: str, lines: list[Line], total: int) -> None:
         if run_id == self.run_id:  # the cursor may have moved on meanwhile
-            self.view.add(lines, total)
+            self.view.merge(lines, total)
