@@ -30,7 +30,7 @@ from engine.report.views import GpuView, NodeView, PoolView, RunView
 from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
 from engine.state.ownership import has_live_owner
-from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.paths import DEFAULT_RUNS_DIR, state_dir
 
 if TYPE_CHECKING:
     from engine.providers.gc import GONE, Collection, Orphan
@@ -77,6 +77,7 @@ __all__ = [
     "plan_workspace",
     "printable",
     "provisioning_start",
+    "state_dir",
 ]
 
 _LAZY = {"Collection", "Orphan", "GONE"}

@@ -183,21 +183,24 @@ def test_log_view_still_overrides_textual_log_sizing() -> None:
 
 
 def test_board_columns_give_way_by_priority_and_keep_the_figures_on_screen() -> None:
-    from tui.widgets.jobs_table import CHROME, COLUMNS, PADDING, SHORT_ID, fit_columns
+    from tui.widgets.jobs_table import CHROME, COLUMNS, PADDING, SHORT_ID, WIDE, fit_columns
 
     def used(columns: tuple[tuple[str, str, int], ...]) -> int:
         return sum(w + PADDING for _, _, w in columns) + CHROME
 
-    assert fit_columns(200) == COLUMNS  # room for everything: nothing gives way
-    for width in range(80, 200):
+    assert fit_columns(140) == COLUMNS  # room for every base column: nothing gives way
+    for width in range(80, 160):
         columns = fit_columns(width)
         keys = [key for key, _, _ in columns]
-        assert keys[-3:] == ["elapsed", "exit", "cost"] and used(columns) <= width, width
+        assert keys[-3:] == ["elapsed", "why", "cost"] and used(columns) <= width, width
+    wide = fit_columns(200)  # a wide terminal uses its width: more columns, the whole reason
+    assert used(wide) == 200 and {c[0] for c in WIDE} < {k for k, _, _ in wide}
+    assert wide[-1][0] == "reason" and wide[-2][0] == "cost" and wide[0][2] > COLUMNS[0][2]
     narrow = fit_columns(120)
     assert SHORT_ID in narrow and "node" in [k for k, _, _ in narrow]  # short ids first
     at_80 = fit_columns(80)
     assert "node" not in [k for k, _, _ in at_80]
-    assert dict((k, w) for k, _, w in at_80)["name"] >= 12
+    assert dict((k, w) for k, _, w in at_80)["name"] >= 11
 
 
 def test_a_run_is_queued_only_while_its_pool_is_full() -> None:

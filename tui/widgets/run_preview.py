@@ -69,6 +69,11 @@ class RunPreview(Vertical):
         self.query_one("#gpu", Static).update(f"GPU {spark}" if spark else NO_GPU)
         self.view.set_label(run.job_name)
 
+    def collapse_if_silent(self) -> None:
+        """The log box shows only once the run has a line: a silent job's preview is
+        its summary, and the table keeps the rows (asked on every tick: cheap)."""
+        self.set_class(not self.view.line_count, "-silent")
+
     def _switch(self, run: RunView) -> None:
         self.run_id = run.run_id
         view = self.view
