@@ -64,6 +64,22 @@ class BoardScreen(Screen[None]):
             "escape", "clear_filter", "Clear filter", show=False, id="swjob.board.clear_filter"
         ),
         Binding(
+            "tab",
+            "app.focus_next",
+            "Next pane",
+            show=False,
+            tooltip="Move between the runs table and the preview's log",
+            id="swjob.board.next_pane",
+        ),
+        Binding(
+            "w",
+            "wrap_preview",
+            "Wrap preview",
+            show=False,
+            tooltip="Wrap the preview's long log lines (or cut them)",
+            id="swjob.board.wrap_preview",
+        ),
+        Binding(
             "P",
             "toggle_pools",
             "Pools",
@@ -127,6 +143,9 @@ class BoardScreen(Screen[None]):
         self._pools.display = self.prefs.pools
         self._remember()
 
+    def action_wrap_preview(self) -> None:
+        self._preview.view.action_toggle_wrap()
+
     def action_toggle_preview(self) -> None:
         self.prefs.preview = not self.prefs.preview
         self._refresh_selection()
@@ -154,6 +173,7 @@ class BoardScreen(Screen[None]):
         return [r for r in runs if self.chains.is_latest(r) and self._matches(r)]
 
     def refresh_all(self) -> None:
+        self._refresh_filter_title()
         everything = self.engine.runs()
         runs = self._rows(everything)
         self._redraw(runs, everything, keep={r.run_id for r in runs})
@@ -274,9 +294,20 @@ class BoardScreen(Screen[None]):
 
     @on(Input.Submitted)
     def _filter_done(self) -> None:
+        """Enter keeps the filter and closes its bar: the table's title says what it
+        filters by (esc clears it)."""
+        self._bar.display = False
         self._table.focus()
+
+    def _refresh_filter_title(self) -> None:
+        term = self._term()
+        title = f"filter: {term} · esc clears" if term else ""
+        if self._table.border_title != title:
+            self._table.border_title = title
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("open", "logs"):
             return self.run_id is not None or None
+        if action == "wrap_preview":
+            return self._preview.display or None
         return True

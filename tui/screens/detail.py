@@ -71,6 +71,14 @@ class DetailScreen(Screen[None]):
         Binding("escape", "app.pop_screen", "Back", id="swjob.detail.back"),
         Binding("l", "logs", "Logs", id="swjob.detail.logs"),
         Binding(
+            "tab",
+            "app.focus_next",
+            "Next pane",
+            show=False,
+            tooltip="Move between the timeline and the log",
+            id="swjob.detail.next_pane",
+        ),
+        Binding(
             "left_square_bracket",
             "attempt(-1)",
             "Previous attempt",

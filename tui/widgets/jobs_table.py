@@ -28,7 +28,7 @@ COLUMNS: tuple[Column, ...] = (
     ("id", "run id", 24),  # YYYYmmdd-HHMMSS-xxxxxxxx, whole: it is what `swjob` commands take
     ("state", "state", 9),
     ("step", "step", 13),
-    ("node", "node", 18),
+    ("node", "node", 16),
     ("elapsed", "time", 6),  # 12m05s, 2h03m
     ("why", "why", 8),  # why it ended: exit 3, setup 1, cap, stopped, lost
     ("cost", "cost", 11),  # with the pool's cap: $0.006/0.01
