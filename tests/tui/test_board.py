@@ -169,7 +169,9 @@ def _adoptee_running(engine, clis, tmp_path, then: str = ""):
     runs = engine.config.runs_dir
     cli = clis("run", str(job), "--runs-dir", str(runs), cwd=tmp_path)
     run_dir = only_run_dir(runs, "adoptee")
-    eventually(lambda: ("run", False, "line 3") in history.tail(run_dir, 3), what="the job running")
+    eventually(
+        lambda: ("run", False, "line 3", 0.0) in history.tail(run_dir, 3), what="the job running"
+    )
     return cli, release
 
 

@@ -6,6 +6,9 @@ the view alone, fed as the feed feeds it: no run is the subject here."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from rich.text import Text
 from textual.app import App, ComposeResult
 
 from tui.feed import Line, RunLog
@@ -13,7 +16,7 @@ from tui.widgets.log_view import LogView, overlap
 
 
 def numbered(first: int, last: int) -> list[Line]:
-    return [("run", False, f"line {i}") for i in range(first, last + 1)]
+    return [("run", False, f"line {i}", 0.0) for i in range(first, last + 1)]
 
 
 class Host(App[None]):
@@ -26,7 +29,7 @@ class Host(App[None]):
 
 
 def texts(view: LogView) -> list[str]:
-    return [text for _, _, text in view.held]
+    return [text for _, _, text, _ in view.held]
 
 
 def test_overlap_is_the_longest_shared_stretch() -> None:
@@ -34,7 +37,7 @@ def test_overlap_is_the_longest_shared_stretch() -> None:
     assert overlap(numbered(1, 40), numbered(51, 60)) == 0
     assert overlap([], numbered(1, 2)) == 0
     # stderr is not told apart in the log files: the text and step decide
-    assert overlap([("run", False, "a")], [("run", True, "a")]) == 1
+    assert overlap([("run", False, "a", 0.0)], [("run", True, "a", 5.0)]) == 1
 
 
 async def test_an_adopted_run_shows_its_first_line_and_no_line_twice() -> None:
@@ -119,3 +122,26 @@ async def test_the_lines_footer_belongs_to_the_run_shown() -> None:
         view.add(numbered(1, 1), total=1)
         await pilot.pause()
         assert not view.border_subtitle
+
+
+async def test_t_shows_each_lines_time_and_search_marks_the_current_match() -> None:
+    app = Host()
+    async with app.run_test(size=(100, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = RunLog(500)
+        when = datetime(2026, 1, 2, 12, 0, 1).timestamp()  # local time, as shown
+        ring.extend([("run", False, f"step {i} loss", when) for i in range(1, 4)])
+        view.attach(ring)
+        view.focus()
+        await pilot.pause()
+        await pilot.press("t")
+        assert view.lines[0].endswith("12:00:01 step 1 loss") and "times" in view.border_title
+        view.search("loss")
+        assert view.highlighter.current == view.lines[0]
+        await pilot.press("n")
+        assert view.highlighter.current == view.lines[1]
+        marked = Text(view.lines[1])
+        view.highlighter.highlight(marked)
+        assert any("bright_yellow" in str(span.style) for span in marked.spans)
+        await pilot.press("t")
+        assert view.lines[0].endswith("│ step 1 loss")

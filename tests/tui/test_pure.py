@@ -27,8 +27,8 @@ def rendered(renderable: object) -> str:
 def test_ring_keeps_the_newest_lines_and_counts_what_a_reader_missed() -> None:
     ring = RunLog(cap=3)
     ring.extend(lines_of("run", [LogLine(stream=Stream.STDOUT, text=str(i)) for i in range(5)]))
-    assert [text for _, _, text in ring.since(0)] == ["2", "3", "4"]  # at most cap
-    assert [text for _, _, text in ring.since(3)] == ["3", "4"]
+    assert [line[2] for line in ring.since(0)] == ["2", "3", "4"]  # at most cap
+    assert [line[2] for line in ring.since(3)] == ["3", "4"]
     assert ring.since(5) == [] and ring.total == 5
 
 
@@ -136,7 +136,7 @@ def test_history_skips_a_torn_last_line(tmp_path: Path) -> None:
     past = history.load(tmp_path, cap=2)
     view, lines = past.view, past.lines
     assert view is not None and view.state == "FAILED" and len(view.timeline) == 5
-    assert [(err, text) for _, err, text in lines] == [
+    assert [(err, text) for _, err, text, _ in lines] == [
         (False, "epoch 1"),
         (True, "warn: slow disk"),
     ]
@@ -246,9 +246,9 @@ def test_log_tail_and_disk_search_read_the_run_log_files(tmp_path: Path) -> None
     (logs / "setup.log").write_text("installing\n")
     (logs / "run.log").write_text("".join(f"line {i}\n" for i in range(1, 20001)))
     lines = history.tail(tmp_path, 3)
-    assert lines == [("run", False, f"line {i}") for i in (19998, 19999, 20000)]
+    assert lines == [("run", False, f"line {i}", 0.0) for i in (19998, 19999, 20000)]
     whole = history.tail(tmp_path, 10**6)
-    assert whole[0] == ("setup", False, "installing")
+    assert whole[0] == ("setup", False, "installing", 0.0)
     assert whole[1][2] != "line 1" and len(whole) < 20001  # run.log read from its end only
     files = history.log_files(tmp_path)
     assert history.count_lines(files) == 20001

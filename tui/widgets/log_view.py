@@ -24,6 +24,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 
 from rich.cells import cell_len, chop_cells
@@ -53,6 +54,15 @@ def tag(step: str, stderr: bool, first: bool = True) -> str:
 
 
 TAGS = {(step, err): tag(step, err) for step in ("setup", "run") for err in (False, True)}
+STAMP_WIDTH = 9  # "12:00:01 "
+
+
+def stamp(when: float) -> str:
+    """The line's time in the operator's zone, from the datastream ('' times: a line read
+    from a log file, which keeps none, gets blanks)."""
+    if not when:
+        return " " * STAMP_WIDTH
+    return datetime.fromtimestamp(when).strftime("%H:%M:%S ")
 
 
 def overlap(before: list[Line], after: list[Line]) -> int:
@@ -60,7 +70,7 @@ def overlap(before: list[Line], after: list[Line]) -> int:
     lines read from disk and the live ones received meanwhile share that stretch."""
     if not before or not after:
         return 0
-    step, _, text = after[0]
+    step, _, text, _ = after[0]
     for size in range(min(len(before), len(after)), 0, -1):
         at = len(before) - size
         if (
@@ -73,21 +83,30 @@ def overlap(before: list[Line], after: list[Line]) -> int:
 
 
 class LogHighlighter(Highlighter):
-    """stderr lines red, the step tag dim, search hits reversed."""
+    """stderr lines red, the step tag and the times dim, search hits reversed — those on
+    the current match's line (`current`) in full colour, with a mark in its tag."""
 
     def __init__(self) -> None:
         self.term = ""
+        self.current = ""  # the rendered line of the current match
+        self.times = False
 
     def highlight(self, text: Text) -> None:
         plain = text.plain
         text.stylize("dim", 0, TAG_WIDTH)
         if plain[TAG_WIDTH - 2 : TAG_WIDTH - 1] == ERR_MARK:
             text.stylize("red", TAG_WIDTH - 2)
+        if self.times:
+            text.stylize("dim", TAG_WIDTH, TAG_WIDTH + STAMP_WIDTH)
         if self.term:
+            current = plain == self.current
+            if current:
+                text.stylize("bold reverse", 0, TAG_WIDTH - 2)  # the line the match is on
+            hit = "bold black on bright_yellow" if current else "reverse yellow"
             lowered, term = plain.lower(), self.term.lower()
             start = lowered.find(term, TAG_WIDTH)
             while start >= 0:
-                text.stylize("reverse yellow", start, start + len(term))
+                text.stylize(hit, start, start + len(term))
                 start = lowered.find(term, start + len(term))
 
 
@@ -107,6 +126,7 @@ class LogView(Log):
             "N", "previous_match", "Previous match", show=False, id="swjob.log_view.previous_match"
         ),
         Binding("w", "toggle_wrap", "Wrap", show=False, id="swjob.log_view.toggle_wrap"),
+        Binding("t", "toggle_times", "Times", show=False, id="swjob.log_view.toggle_times"),
         Binding("g", "scroll_home", "Top", show=False, id="swjob.log_view.scroll_home"),
         Binding("G", "resume", "Bottom", show=False, id="swjob.log_view.bottom"),
         Binding("j", "scroll_down", "Down", show=False, id="swjob.log_view.scroll_down"),
@@ -158,7 +178,7 @@ class LogView(Log):
         self.clear()
         self._notes.clear()
         self.border_subtitle = ""  # the last run's "N of M lines" is not this one's
-        self.highlighter.term, self.matches = "", []
+        self.highlighter.term, self.highlighter.current, self.matches = "", "", []
         self._follow = self.auto_scroll = True  # a run newly shown follows its tail
         self.flush()
 
@@ -315,6 +335,7 @@ class LogView(Log):
             self._following = self.following
             mode = "following" if self._following else "paused — f/end to follow"
             title = f"logs · {mode}" + (" · wrap" if self.wrap else "")
+            title += " · times" if self.highlighter.times else ""
             self.border_title = f"{self.label} · {title}" if self.label else title
 
     def set_label(self, label: str) -> None:
@@ -324,12 +345,16 @@ class LogView(Log):
             self._report_follow()
 
     def _render(self, lines: list[Line]) -> list[str]:
+        times = self.highlighter.times
         if not self.wrap:
-            return [TAGS[step, err] + text for step, err, text in lines]
+            if times:
+                return [TAGS[step, err] + stamp(when) + text for step, err, text, when in lines]
+            return [TAGS[step, err] + text for step, err, text, _ in lines]
         width = max(10, self.scrollable_content_region.width - TAG_WIDTH - 1)
         out: list[str] = []
-        for step, err, text in lines:
-            pieces = chop_cells(text, width) if text else [""]
+        for step, err, text, when in lines:
+            line = stamp(when) + text if times else text
+            pieces = chop_cells(line, width) if line else [""]
             out.extend(tag(step, err, i == 0) + p for i, p in enumerate(pieces))
         return out
 
@@ -377,6 +402,14 @@ class LogView(Log):
         self.border_title = ""
         self._report_follow()
 
+    def action_toggle_times(self) -> None:
+        """Each line's time from the datastream, before its text (lines read from the log
+        files have none: blanks)."""
+        self.highlighter.times = not self.highlighter.times
+        self._reflow()
+        self.border_title = ""
+        self._report_follow()
+
     def action_search(self) -> None:
         self.post_message(SearchRequested())
 
@@ -407,13 +440,16 @@ class LogView(Log):
         term = self.highlighter.term
         if not self.matches:
             self._note("search", "no match" if term else "")
-            if term and self.dropped and self.disk:
+            if term and self.disk:  # the files may hold what the window does not
                 self._note("search", f"no match in the last {len(self.held):,} lines…")
                 self._search_disk(term)
             return
         self.match_index = (self.match_index + step) % len(self.matches)
         self._follow = self.auto_scroll = False
         target = self.matches[self.match_index]
+        self.highlighter.current = self.lines[target]
+        self._render_line_cache.clear()  # the mark moves: lines drawn before redraw
+        self.refresh()
         self.scroll_to(y=max(0, target - self.size.height // 3), animate=False, immediate=True)
         self._note("search", f"match {self.match_index + 1}/{len(self.matches)}")
         self._report_follow()
