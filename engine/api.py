@@ -31,7 +31,7 @@ from engine.report.views import GpuView, NodeView, PoolView, RunView, short_id
 from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
 from engine.state.ownership import has_live_owner
-from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.paths import DEFAULT_RUNS_DIR, state_dir
 
 if TYPE_CHECKING:
     from engine.ops.logs import Unowned, follow_log
@@ -91,6 +91,7 @@ __all__ = [
     "printable",
     "provisioning_start",
     "short_id",
+    "state_dir",
     "stop_run",
 ]
 

@@ -746,6 +746,8 @@ class Engine:
                     max_nodes=pool.max_nodes,
                     summary=pool.summary(),
                     nodes=nodes,
+                    max_dollars=pool.caps.max_dollars,
+                    max_hours=pool.caps.max_hours,
                 )
             )
         return views

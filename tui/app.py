@@ -21,12 +21,13 @@ from textual import on, work
 from textual.app import App, SuspendNotSupported, SystemCommand
 from textual.binding import Binding
 from textual.command import CommandPalette
+from textual.events import Key
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
 from engine.api import JobSpec, LiveUnavailable, RunView, one_line
 from engine.api import events as ev
-from tui import calls, hangup, live
+from tui import calls, hangup, keys, live
 from tui.api import Clock, EngineAPI, Subscription
 from tui.commands import ActionCommands
 from tui.feed import Feed, OrphanLine
@@ -191,7 +192,8 @@ class SwjobApp(App[None]):
     def _alert(self, event: ev.Alert) -> None:
         """Every alert is a toast; a persistent one (a node that may still bill) lasts until
         dismissed, and the board keeps it in its banner besides."""
-        title = event.run_id or "engine"
+        run = self.engine.run(event.run_id) if event.run_id else None
+        title = run.job_name if run else event.run_id or "engine"  # the job name leads
         if event.persistent:
             self.notify(event.message, title=title, severity="error", timeout=3600)
         else:
@@ -213,11 +215,14 @@ class SwjobApp(App[None]):
 
     @on(RunFinished)
     def _toast(self, message: RunFinished) -> None:
+        """Led by the job's name (the id's random tail after it: sweep variants share
+        names), short-lived: the row itself keeps the outcome and its reason."""
+        title = f"{message.job_name} · {message.run_id.rsplit('-', 1)[-1]}"
         if message.state == "COMPLETED":
-            self.notify(f"{message.job_name} completed", title=message.run_id)
+            self.notify("completed", title=title, timeout=3)
         else:
             why = f": {message.reason}" if message.reason else ""
-            self.notify(f"{message.job_name} failed{why}", title=message.run_id, severity="error")
+            self.notify(f"failed{why}", title=title, severity="error", timeout=5)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """One place for every worker's failure: a toast, never a crash."""
@@ -259,6 +264,16 @@ class SwjobApp(App[None]):
             run = self.target
             return (run is not None and owner(run) is Owner.NOBODY) or None
         return True
+
+    def on_key(self, event: Key) -> None:
+        """A key bound here whose action does not apply now says why, in one line."""
+        active = self.screen.active_bindings.get(event.key)
+        if active is None or active.enabled:
+            return
+        action = active.binding.action.removeprefix("app.").split("(")[0]
+        in_dialog = isinstance(self.work_screen, ModalScreen)
+        why = keys.why_not(action, active.binding.description, self.target, in_dialog)
+        self.notify(why, title=f"{self.get_key_display(active.binding)}", timeout=3)
 
     # ---- actions ----------------------------------------------------------------------------
 

@@ -19,17 +19,18 @@ from typing import NamedTuple
 from engine.api import LogLine, Stream, printable
 from engine.api import events as ev
 
-Line = tuple[str, bool, str]
-"""(step, is stderr, text). Plain values, not the event's LogLine models: tuples of
-strings and bools drop out of the garbage collector's sight, so the lines held per
-run cost a flood no collector time. With the LogLines kept, full collections walked
-them and stalled key handling for up to ~180 ms."""
+Line = tuple[str, bool, str, float]
+"""(step, is stderr, text, when: unix s of the batch in the datastream, 0 when not
+known — a line read from a log file). Plain values, not the event's LogLine models:
+tuples of strings, bools and floats drop out of the garbage collector's sight, so the
+lines held per run cost a flood no collector time. With the LogLines kept, full
+collections walked them and stalled key handling for up to ~180 ms."""
 
 
-def lines_of(step: str, lines: list[LogLine]) -> list[Line]:
+def lines_of(step: str, lines: list[LogLine], when: float = 0.0) -> list[Line]:
     """The lines as the console holds them: drawable text only (tui/printable.py)."""
     err = Stream.STDERR
-    return [(step, line.stream is err, printable(line.text)) for line in lines]
+    return [(step, line.stream is err, printable(line.text), when) for line in lines]
 
 
 @dataclass
@@ -78,7 +79,8 @@ class Feed:
 
     def ingest(self, event: ev.Event) -> None:
         if isinstance(event, ev.Log):
-            self.log(event.run_id).extend(lines_of(event.step.value, event.lines))
+            lines = lines_of(event.step.value, event.lines, event.ts.timestamp())
+            self.log(event.run_id).extend(lines)
             return
         if isinstance(event, ev.Alert) and event.orphan:
             self.orphans.append(OrphanLine(event.orphan, event.collectable))

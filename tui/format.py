@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from rich.text import Text
 
-from engine.api import NodeView
+from engine.api import NodeView, RunView
 
 STATE_STYLES = {
     "PENDING": "bold yellow",
@@ -29,6 +29,34 @@ NODE_STYLES = {
 }
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def why(run: RunView) -> str:
+    """Why a run ended, in a word or two: the row's reason (the preview says it whole)."""
+    reason = run.reason or ""
+    if run.state == "COMPLETED":
+        return f"exit {run.exit_code or 0}"
+    if not run.terminal and not reason:
+        return "—" if run.exit_code is None else f"exit {run.exit_code}"
+    for start, short in (
+        ("run exited with code ", "exit "),
+        ("setup failed with code ", "setup "),
+    ):
+        if reason.startswith(start):
+            return short + reason.removeprefix(start)
+    for start, short in (
+        ("cap reached", "cap"),
+        ("stopped", "stopped"),
+        ("node lost", "lost"),
+        ("preempted", "preempted"),
+        ("node did not rejoin", "lost"),
+        ("abandoned", "abandoned"),
+    ):
+        if reason.startswith(start):
+            return short
+    if run.exit_code is not None:
+        return f"exit {run.exit_code}"
+    return reason.split(":")[0][:12] or "—"
 
 
 def state_text(state: str) -> Text:

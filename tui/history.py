@@ -46,7 +46,7 @@ def load(run_dir: Path, cap: int) -> Past:
         with contextlib.suppress(ValueError):
             log = ev.parse_event(raw)
             if isinstance(log, ev.Log):
-                lines += lines_of(log.step.value, log.lines)
+                lines += lines_of(log.step.value, log.lines, log.ts.timestamp())
     return Past(fold(events), lines[-cap:])
 
 
@@ -71,7 +71,7 @@ def tail(run_dir: Path, count: int) -> list[Line]:
             raw = handle.read().decode("utf-8", "replace").splitlines()
             if size > TAIL_BYTES:
                 raw = raw[1:]  # the first line read may be cut
-            lines += [(step, False, printable(text)) for text in raw[-count:]]
+            lines += [(step, False, printable(text), 0.0) for text in raw[-count:]]
     return lines[-count:]
 
 

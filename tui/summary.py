@@ -34,7 +34,7 @@ def summary(
         f"  pool {run.pool}",
         f"  attempt {run.attempt}/{run.attempts}" if run.attempts > 1 else "",
         f"  elapsed {fmt.duration(end - run.created)}",
-        f"  exit {'—' if run.exit_code is None else run.exit_code}",
+        f"  {fmt.why(run)}" if fmt.why(run) != "—" else "",
     )
     text.append_text(warnings(run))  # first: a short pane clips the last lines
     if queued is not None:

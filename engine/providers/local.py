@@ -129,10 +129,10 @@ class LocalProvider:
             if process is None:
                 process = await spawn_agent(args, root=root, env=env, launcher=self._launcher)
         except OSError as exc:
-            shutil.rmtree(root, ignore_errors=True)
+            await remove_tree(root)
             raise ProvisionError(f"could not start swjob-agent: {exc.strerror}") from None
         except BaseException:  # cancelled: no node, and nothing left of it
-            shutil.rmtree(root, ignore_errors=True)
+            await remove_tree(root)
             raise
         self._nodes[node_id] = _LocalNode(process.pid, root, process)
         # the one boot step a local node has before it joins: no offer, image or install
@@ -198,10 +198,18 @@ class LocalProvider:
             return
         try:
             await _end_process(node, self._stop_grace_s + AGENT_EXIT_GRACE_S)
-            _kill_orphan_step(node.root)
-            shutil.rmtree(node.root, ignore_errors=True)
+            # off the loop: a workspace of thousands of files takes seconds to remove
+            # (the console froze for them), and psutil's kill walks /proc
+            await asyncio.to_thread(_kill_orphan_step, node.root)
+            await remove_tree(node.root)
         finally:
             self._slots.give_back(run_of(handle.node_id))
+
+
+async def remove_tree(root: Path) -> None:
+    """Remove a node's directory in a worker thread: its size is the job's (10,000 files
+    of a workspace take seconds), and the event loop serves every run and key meanwhile."""
+    await asyncio.to_thread(shutil.rmtree, root, ignore_errors=True)
 
 
 def node_roots(run_id: str) -> list[Path]:

@@ -111,3 +111,5 @@ class PoolView(_View):
     max_nodes: int
     summary: str  # e.g. "1× RTX 4090 ≥24 GB, ≤ $0.60/h" or "this machine"
     nodes: list[NodeView] = []
+    max_dollars: float | None = None  # a run's cost cap on this pool (stopped past it)
+    max_hours: float | None = None

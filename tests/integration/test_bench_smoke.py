@@ -20,6 +20,16 @@ TINY = {
     "iroh_floor": ["tests/bench/iroh_floor.py", "--mib", "4", "--streams", "1"],
     "loop_stall": ["tests/bench/loop_stall.py", "--mib", "1", "--lines", "2000"],
     "startup": ["-m", "tests.bench.startup", "-n", "1"],
+    "teardown_stall": [
+        "-m",
+        "tests.bench.teardown_stall",
+        "--files",
+        "50",
+        "--mib",
+        "1",
+        "--runs",
+        "2",
+    ],
     "transfer": ["tests/bench/transfer.py", "--tiny"],
     "tui_flood": ["tests/bench/tui_flood.py", "--lines", "2000", "--history", "3", "--board"],
 }

@@ -13,19 +13,27 @@ TICK_S = 0.01
 
 @dataclass
 class Stalls:
+    """`longest_s`: the longest gap between two turns (wall time, waits for a core
+    included); `busiest_s`: the most CPU the loop's thread used between two turns — the
+    work that held the loop, whatever the machine's load (a loaded machine stretches the
+    first, not the second)."""
+
     longest_s: float = 0.0
+    busiest_s: float = 0.0
     last: float = field(default_factory=time.monotonic)
+    last_cpu: float = field(default_factory=time.thread_time)
 
     def restart(self) -> None:
         """Count from now on only (what came before, e.g. an app's start, is not asked about)."""
-        self.longest_s = 0.0
-        self.last = time.monotonic()
+        self.longest_s = self.busiest_s = 0.0
+        self.last, self.last_cpu = time.monotonic(), time.thread_time()
 
     def turn(self) -> None:
         """The loop turned now: the time since the last turn, less the tick, was a stall."""
-        now = time.monotonic()
+        now, cpu = time.monotonic(), time.thread_time()
         self.longest_s = max(self.longest_s, now - self.last - TICK_S)
-        self.last = now
+        self.busiest_s = max(self.busiest_s, cpu - self.last_cpu)
+        self.last, self.last_cpu = now, cpu
 
 
 @contextlib.asynccontextmanager

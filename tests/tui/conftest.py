@@ -13,7 +13,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -125,3 +125,44 @@ async def opened_outputs(pilot: Pilot, first: str) -> OutputsScreen:
     assert isinstance(screen, OutputsScreen)
     await until(pilot, lambda: screen.path is not None and screen.path.name == first)
     return screen
+
+
+OUTCOMES = (
+    (None, 0),
+    ("run exited with code 3", 3),
+    ("setup failed with code 1", None),
+    ("cap reached: max_dollars $0.01 (spent $0.0100)", None),
+    ("stopped by operator", None),
+    ("node lost: agent process exited with code -9", None),
+)
+"""How the board's recorded runs end: completed, or failed for each kind of reason."""
+
+
+def many_runs(recorded: Path, into: Path, count: int) -> Path:
+    """`count` runs made from the recorded hello run under `recorded`, a minute apart,
+    named as a sweep's variants (long names) and ending in every way OUTCOMES lists."""
+    import json
+
+    source = next((recorded / "hello").iterdir())
+    for i in range(count):
+        run_id = f"20260102-11{i:02d}00-{i:04d}"
+        name = f"sweep-lr-3e-4-batch-{2 ** (i % 6 + 4)}-seed-{i}" if i % 3 else f"job-{i}"
+        target = into / name / run_id
+        shutil.copytree(source, target)
+        reason, code = OUTCOMES[i % len(OUTCOMES)]
+        lines = []
+        for raw in (source / "events.jsonl").read_text().splitlines():
+            event = json.loads(raw.replace(source.name, run_id))
+            stamp = datetime.fromisoformat(event["ts"]) - timedelta(minutes=count - i)
+            event["ts"] = stamp.isoformat().replace("+00:00", "Z")
+            if event["kind"] == "submitted":
+                event["job_name"] = name
+            if reason and event["kind"] in ("transition", "finished"):
+                failed = {k: "FAILED" for k in ("to_state", "from_state", "state") if
+                          event.get(k) == "COMPLETED"}  # fmt: skip
+                event |= failed
+                if failed and event.get("to_state", event.get("state")) == "FAILED":
+                    event |= {"reason": reason, "exit_code": code}
+            lines.append(json.dumps(event))
+        (target / "events.jsonl").write_text("\n".join(lines) + "\n")
+    return into

@@ -53,7 +53,7 @@ async def test_preview_shows_the_selected_run_live_and_follows_the_cursor(engine
         assert not any("second-line" in line for line in view.lines)
 
         text = screen_text(app)
-        for column in ("elapsed", "exit", "cost", "GPU —"):
+        for column in ("time", "why", "cost", "GPU —"):
             assert column in text  # at 80×24 the figures stay on screen
 
 
@@ -169,7 +169,9 @@ def _adoptee_running(engine, clis, tmp_path, then: str = ""):
     runs = engine.config.runs_dir
     cli = clis("run", str(job), "--runs-dir", str(runs), cwd=tmp_path)
     run_dir = only_run_dir(runs, "adoptee")
-    eventually(lambda: ("run", False, "line 3") in history.tail(run_dir, 3), what="the job running")
+    eventually(
+        lambda: ("run", False, "line 3", 0.0) in history.tail(run_dir, 3), what="the job running"
+    )
     return cli, release
 
 
@@ -267,4 +269,4 @@ async def test_a_followed_run_is_followed_until_its_node_is_torn_down(
         cli.signal(signal.SIGCONT)
         assert cli.wait(60) == 0, cli.output()
         await until(pilot, lambda: str(table.get_cell(run_id, "step")) == "done")
-        assert str(table.get_cell(run_id, "exit")) == "0"
+        assert str(table.get_cell(run_id, "why")) == "exit 0"

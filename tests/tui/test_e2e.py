@@ -48,7 +48,9 @@ async def test_hello_through_the_submit_modal_to_the_outputs_browser(engine) -> 
         run_id = engine.runs()[0].run_id
         assert (await finished(app, run_id)).state == "COMPLETED"
         await until(pilot, lambda: state_cell(app, run_id) == "COMPLETED")
-        assert any("hello completed" in n.message for n in app._notifications)
+        assert any(
+            n.title.startswith("hello · ") and n.message == "completed" for n in app._notifications
+        )
 
         await pilot.press("o")
         assert isinstance(app.screen, OutputsScreen)

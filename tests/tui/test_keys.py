@@ -101,6 +101,11 @@ async def test_filter_narrows_the_board_and_esc_clears_it(engine) -> None:
         await pilot.press("slash", *"hello", "enter")
         assert table.row_count == 1 and table.has_focus
         assert str(table.get_row_at(0)[0]).endswith("hello"), table.get_row_at(0)
+        # enter keeps the filter and closes its bar; the table says what it filters by
+        assert not app.screen.query_one(FilterBar).display
+        assert table.border_title == "filter: hello · esc clears"
+        await pilot.press("escape")
+        assert table.row_count == 2 and not table.border_title
 
 
 async def test_finished_job_cannot_be_stopped(engine) -> None:
@@ -111,6 +116,9 @@ async def test_finished_job_cannot_be_stopped(engine) -> None:
         await until(pilot, lambda: app.check_action("stop", ()) is None)
         await pilot.press("s")
         assert isinstance(app.screen, BoardScreen)
+        # a key that does not apply says why, in one line
+        await until(pilot, lambda: any("has ended (COMPLETED): nothing to stop" in t
+                                       for t in toasts(app)))  # fmt: skip
         await pilot.press("o")
         assert isinstance(app.screen, OutputsScreen)
         await pilot.press("escape")

@@ -27,8 +27,8 @@ def rendered(renderable: object) -> str:
 def test_ring_keeps_the_newest_lines_and_counts_what_a_reader_missed() -> None:
     ring = RunLog(cap=3)
     ring.extend(lines_of("run", [LogLine(stream=Stream.STDOUT, text=str(i)) for i in range(5)]))
-    assert [text for _, _, text in ring.since(0)] == ["2", "3", "4"]  # at most cap
-    assert [text for _, _, text in ring.since(3)] == ["3", "4"]
+    assert [line[2] for line in ring.since(0)] == ["2", "3", "4"]  # at most cap
+    assert [line[2] for line in ring.since(3)] == ["3", "4"]
     assert ring.since(5) == [] and ring.total == 5
 
 
@@ -136,7 +136,7 @@ def test_history_skips_a_torn_last_line(tmp_path: Path) -> None:
     past = history.load(tmp_path, cap=2)
     view, lines = past.view, past.lines
     assert view is not None and view.state == "FAILED" and len(view.timeline) == 5
-    assert [(err, text) for _, err, text in lines] == [
+    assert [(err, text) for _, err, text, _ in lines] == [
         (False, "epoch 1"),
         (True, "warn: slow disk"),
     ]
@@ -183,21 +183,24 @@ def test_log_view_still_overrides_textual_log_sizing() -> None:
 
 
 def test_board_columns_give_way_by_priority_and_keep_the_figures_on_screen() -> None:
-    from tui.widgets.jobs_table import CHROME, COLUMNS, PADDING, SHORT_ID, fit_columns
+    from tui.widgets.jobs_table import CHROME, COLUMNS, PADDING, SHORT_ID, WIDE, fit_columns
 
     def used(columns: tuple[tuple[str, str, int], ...]) -> int:
         return sum(w + PADDING for _, _, w in columns) + CHROME
 
-    assert fit_columns(200) == COLUMNS  # room for everything: nothing gives way
-    for width in range(80, 200):
+    assert fit_columns(130) == COLUMNS  # room for every base column: nothing gives way
+    for width in range(80, 160):
         columns = fit_columns(width)
         keys = [key for key, _, _ in columns]
-        assert keys[-3:] == ["elapsed", "exit", "cost"] and used(columns) <= width, width
+        assert keys[-3:] == ["elapsed", "why", "cost"] and used(columns) <= width, width
+    wide = fit_columns(200)  # a wide terminal uses its width: more columns, the whole reason
+    assert used(wide) == 200 and {c[0] for c in WIDE} < {k for k, _, _ in wide}
+    assert wide[-1][0] == "reason" and wide[-2][0] == "cost" and wide[0][2] > COLUMNS[0][2]
     narrow = fit_columns(120)
     assert SHORT_ID in narrow and "node" in [k for k, _, _ in narrow]  # short ids first
     at_80 = fit_columns(80)
     assert "node" not in [k for k, _, _ in at_80]
-    assert dict((k, w) for k, _, w in at_80)["name"] >= 12
+    assert dict((k, w) for k, _, w in at_80)["name"] >= 11
 
 
 def test_a_run_is_queued_only_while_its_pool_is_full() -> None:
@@ -243,9 +246,9 @@ def test_log_tail_and_disk_search_read_the_run_log_files(tmp_path: Path) -> None
     (logs / "setup.log").write_text("installing\n")
     (logs / "run.log").write_text("".join(f"line {i}\n" for i in range(1, 20001)))
     lines = history.tail(tmp_path, 3)
-    assert lines == [("run", False, f"line {i}") for i in (19998, 19999, 20000)]
+    assert lines == [("run", False, f"line {i}", 0.0) for i in (19998, 19999, 20000)]
     whole = history.tail(tmp_path, 10**6)
-    assert whole[0] == ("setup", False, "installing")
+    assert whole[0] == ("setup", False, "installing", 0.0)
     assert whole[1][2] != "line 1" and len(whole) < 20001  # run.log read from its end only
     files = history.log_files(tmp_path)
     assert history.count_lines(files) == 20001

@@ -20,6 +20,7 @@ from tests.tui.conftest import (
     SIZE,
     booted,
     fixed_clock,
+    many_runs,
     screen_text,
     toasts,
     until,
@@ -138,6 +139,22 @@ def test_board(snap_compare, recorded: Engine, size) -> None:
         await pilot.pause(0.2)
 
     assert snap_compare(app_on(recorded), terminal_size=size, run_before=ready)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
+def test_board_with_twelve_runs(snap_compare, engine: Engine, tmp_path: Path, size) -> None:
+    """Ten rows and more at 80×24 beside the preview; a wide terminal's extra columns;
+    on each row why its run ended."""
+    twelve = with_history(engine, many_runs(DATA / "runs", tmp_path / "recorded", 12))
+
+    async def ready(pilot: Pilot) -> None:
+        await booted(pilot)
+        await until(pilot, lambda: pilot.app.screen.query_one("#jobs").row_count == 12)
+        log = pilot.app.screen.query_one("#run-preview").query_one("#log")
+        await until(pilot, lambda: log.line_count == 1)
+        await pilot.pause(0.2)
+
+    assert snap_compare(app_on(twelve), terminal_size=size, run_before=ready)
 
 
 def test_job_detail(snap_compare, recorded: Engine) -> None:

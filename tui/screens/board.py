@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static
 
 from engine.api import RunView
+from tui import prefs
 from tui.api import Clock, EngineAPI
 from tui.chains import ChainRows
 from tui.feed import Feed
@@ -62,6 +63,38 @@ class BoardScreen(Screen[None]):
         Binding(
             "escape", "clear_filter", "Clear filter", show=False, id="swjob.board.clear_filter"
         ),
+        Binding(
+            "tab",
+            "app.focus_next",
+            "Next pane",
+            show=False,
+            tooltip="Move between the runs table and the preview's log",
+            id="swjob.board.next_pane",
+        ),
+        Binding(
+            "w",
+            "wrap_preview",
+            "Wrap preview",
+            show=False,
+            tooltip="Wrap the preview's long log lines (or cut them)",
+            id="swjob.board.wrap_preview",
+        ),
+        Binding(
+            "P",
+            "toggle_pools",
+            "Pools",
+            show=False,
+            tooltip="Show or hide the pools panel (remembered)",
+            id="swjob.board.toggle_pools",
+        ),
+        Binding(
+            "v",
+            "toggle_preview",
+            "Preview",
+            show=False,
+            tooltip="Show or hide the selected run's preview (remembered)",
+            id="swjob.board.toggle_preview",
+        ),
     ]
 
     def __init__(self, engine: EngineAPI, clock: Clock, feed: Feed) -> None:
@@ -70,6 +103,7 @@ class BoardScreen(Screen[None]):
         self.to_select: str | None = None  # a submitted run whose row is not there yet
         self._followed: set[str] = set()  # unfinished runs another process drives (or none)
         self._busy: dict[str, tuple[int, int]] = {}
+        self._caps: dict[str, float] = {}  # each pool's cost cap for a run
         self.chains = ChainRows()
         # the board's own widgets, kept: it redraws them ten times a second, and a query
         # walks the screen's whole tree (~0.4 ms each, a dozen per tick)
@@ -79,6 +113,7 @@ class BoardScreen(Screen[None]):
         self._table = JobsTable(clock, id="jobs")
         self._hint = Static("", id="empty")
         self._preview = RunPreview(clock, feed, id="run-preview")
+        self.prefs = prefs.load()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -99,8 +134,26 @@ class BoardScreen(Screen[None]):
         return self._table.selected if self._table.is_attached else None
 
     def on_mount(self) -> None:
+        self._pools.display = self.prefs.pools
         self.refresh_all()
         self._table.focus()
+
+    def action_toggle_pools(self) -> None:
+        self.prefs.pools = not self.prefs.pools
+        self._pools.display = self.prefs.pools
+        self._remember()
+
+    def action_wrap_preview(self) -> None:
+        self._preview.view.action_toggle_wrap()
+
+    def action_toggle_preview(self) -> None:
+        self.prefs.preview = not self.prefs.preview
+        self._refresh_selection()
+        self._remember()
+
+    def _remember(self) -> None:
+        saved = prefs.Prefs(**vars(self.prefs))
+        self.run_worker(lambda: prefs.save(saved), thread=True, group="prefs")
 
     def on_screen_resume(self) -> None:
         self.refresh_all()
@@ -120,6 +173,7 @@ class BoardScreen(Screen[None]):
         return [r for r in runs if self.chains.is_latest(r) and self._matches(r)]
 
     def refresh_all(self) -> None:
+        self._refresh_filter_title()
         everything = self.engine.runs()
         runs = self._rows(everything)
         self._redraw(runs, everything, keep={r.run_id for r in runs})
@@ -139,7 +193,7 @@ class BoardScreen(Screen[None]):
                 self.to_select = replaced[table.selected]
             table.drop(set(replaced))
             costs = {r.run_id: self.chains.cost(r) for r in runs if r.attempts > 1}
-            table.upsert(runs, self._marks(runs), costs)
+            table.upsert(runs, self._marks(runs), costs, self._caps)
             self._refresh_selection()
             self._refresh_hint()
 
@@ -170,17 +224,19 @@ class BoardScreen(Screen[None]):
         table = self._table
         if self.to_select is not None and table.select(self.to_select):
             self.to_select = None
-        run = self.engine.run(self.run_id) if self.run_id else None
+        run = self.engine.run(self.run_id) if self.run_id and self.prefs.preview else None
         if run is None:
             self._preview.show(None)
         else:
             self._preview.show(run, queued(run, self._busy), owner(run))
+            self._preview.collapse_if_silent()
 
     def _refresh_pools(self, everything: list[RunView]) -> None:
         """Pools and the warning banner: a few lines, each redrawn only when what it
         shows changed."""
         pools = self.engine.pools()
         self._busy = busy_by_pool(pools, everything)
+        self._caps = {p.name: p.max_dollars for p in pools if p.max_dollars is not None}
         self._pools.show(pools)
         self._banner.show(everything, self.feed.orphans)
 
@@ -238,9 +294,20 @@ class BoardScreen(Screen[None]):
 
     @on(Input.Submitted)
     def _filter_done(self) -> None:
+        """Enter keeps the filter and closes its bar: the table's title says what it
+        filters by (esc clears it)."""
+        self._bar.display = False
         self._table.focus()
+
+    def _refresh_filter_title(self) -> None:
+        term = self._term()
+        title = f"filter: {term} · esc clears" if term else ""
+        if self._table.border_title != title:
+            self._table.border_title = title
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("open", "logs"):
             return self.run_id is not None or None
+        if action == "wrap_preview":
+            return self._preview.display or None
         return True

@@ -71,6 +71,14 @@ class DetailScreen(Screen[None]):
         Binding("escape", "app.pop_screen", "Back", id="swjob.detail.back"),
         Binding("l", "logs", "Logs", id="swjob.detail.logs"),
         Binding(
+            "tab",
+            "app.focus_next",
+            "Next pane",
+            show=False,
+            tooltip="Move between the timeline and the log",
+            id="swjob.detail.next_pane",
+        ),
+        Binding(
             "left_square_bracket",
             "attempt(-1)",
             "Previous attempt",
@@ -118,10 +126,9 @@ class DetailScreen(Screen[None]):
         view = self.query_one(LogView)
         if run is not None:
             view.disk = history.log_files(run.run_dir)
-        if run is not None and (run.live or self.run_id in self.feed.logs):
-            view.attach(self.feed.log(run.run_id))
-        elif run is not None:
-            self._load_history(run.run_dir)
+            if run.live or run.run_id in self.feed.logs:
+                view.attach(self.feed.log(run.run_id))
+            self._load_history(run.run_dir)  # what came before this console saw the run
         view.focus()
         if self.logs_first:
             self.action_logs()
@@ -130,9 +137,16 @@ class DetailScreen(Screen[None]):
     def _load_history(self, run_dir: Path) -> None:
         past = history.load(run_dir, self.feed.cap)
         total = history.count_lines(history.log_files(run_dir))
-        self.past = past if past.view is not None else None
-        self.app.call_from_thread(self.refresh_run)
-        self.app.call_from_thread(self.query_one(LogView).add, past.lines, total)
+        self.app.call_from_thread(self._history_loaded, past, total)
+
+    def _history_loaded(self, past: history.Past, total: int) -> None:
+        """A run not driven here is shown as read back; every run's log begins at its first
+        line: the lines on disk, joined to the live ones this console has."""
+        live = self.engine.run(self.run_id or "")
+        if past.view is not None and not (live is not None and live.live):
+            self.past = past
+        self.refresh_run()
+        self.query_one(LogView).merge(past.lines, total)
 
     def refresh_run(self) -> None:
         live = self.engine.run(self.run_id or "")

@@ -21,7 +21,7 @@ from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DirectoryTree, Header, Static, Tree
+from textual.widgets import DirectoryTree, Header, Input, Static, Tree
 from textual.widgets.directory_tree import DirEntry
 from textual.worker import Worker
 
@@ -46,10 +46,15 @@ class OutputsTree(DirectoryTree):
 
     def __init__(self, path: Path, mask: Callable[[str], str] = str, **kwargs: Any) -> None:
         self._mask = mask
+        self.term = ""  # `/`: only files whose name holds it (folders stay, to open)
         super().__init__(path, **kwargs)
 
     def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
-        return [path for path in paths if not is_in_flight(path.name)]
+        shown = [path for path in paths if not is_in_flight(path.name)]
+        if self.term:
+            term = self.term.lower()
+            shown = [p for p in shown if p.is_dir() or term in self._mask(p.name).lower()]
+        return shown
 
     async def _on_tree_node_expanded(self, event: Tree.NodeExpanded[DirEntry]) -> None:
         """Leave a folder the tree has loaded, or is reloading, to that load.
@@ -91,9 +96,21 @@ def run_external(command: list[str]) -> str | None:
     return None if code == 0 else f"{command[0]} exited with code {code}"
 
 
+class OutputsFilter(Input):
+    """The outputs' `/` filter: typing narrows the tree, enter keeps it, esc clears it."""
+
+    BINDINGS = [Binding("escape", "clear", "Clear filter", show=False, id="swjob.outputs.clear")]
+
+    def action_clear(self) -> None:
+        self.value = ""
+        self.display = False
+        self.screen.query_one(OutputsTree).focus()
+
+
 class OutputsScreen(Screen[None]):
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", id="swjob.outputs.back"),
+        Binding("escape", "back", "Back", id="swjob.outputs.back"),
+        Binding("slash", "filter", "Filter", key_display="/", id="swjob.outputs.filter"),
         Binding(
             "e",
             "open('EDITOR')",
@@ -127,6 +144,9 @@ class OutputsScreen(Screen[None]):
         yield Header()
         yield Static("", id="missing")
         yield Static("", id="incomplete")
+        bar = OutputsFilter(placeholder="show only files whose name holds… (esc clears)")
+        bar.display = False
+        yield bar
         with Horizontal():
             yield OutputsTree(self.run.run_dir, self.mask, id="tree")
             yield PreviewPane(id="preview-scroll")
@@ -254,6 +274,31 @@ class OutputsScreen(Screen[None]):
         a folder. A runs dir given as `../runs` (or under a symlink) otherwise matched no
         file: each said "not in manifest", its verification not shown."""
         return (self.run.run_dir / "outputs").resolve()
+
+    def action_filter(self) -> None:
+        bar = self.query_one(OutputsFilter)
+        bar.display = True
+        bar.focus()
+
+    def action_back(self) -> None:
+        """esc clears a filter first, then leaves."""
+        bar = self.query_one(OutputsFilter)
+        if bar.value:
+            bar.action_clear()
+        else:
+            self.app.pop_screen()
+
+    @on(Input.Changed)
+    async def _filter_changed(self, event: Input.Changed) -> None:
+        tree = self.query_one(OutputsTree)
+        tree.term = event.value.strip()
+        await tree.reload()
+        tree.border_title = f"filter: {tree.term} · esc clears" if tree.term else ""
+
+    @on(Input.Submitted)
+    def _filter_done(self) -> None:
+        self.query_one(OutputsFilter).display = False
+        self.query_one(OutputsTree).focus()
 
     @on(DirectoryTree.FileSelected)
     def _file_selected(self, event: DirectoryTree.FileSelected) -> None:

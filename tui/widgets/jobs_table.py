@@ -26,28 +26,51 @@ Column = tuple[str, str, int]  # key, label, width
 COLUMNS: tuple[Column, ...] = (
     ("name", "job", 22),
     ("id", "run id", 24),  # YYYYmmdd-HHMMSS-xxxxxxxx, whole: it is what `swjob` commands take
-    ("state", "state", 10),
+    ("state", "state", 9),
     ("step", "step", 13),
-    ("node", "node", 18),
-    ("elapsed", "elapsed", 7),
-    ("exit", "exit", 4),
-    ("cost", "cost", 7),
+    ("node", "node", 16),
+    ("elapsed", "time", 6),  # 12m05s, 2h03m
+    ("why", "why", 8),  # why it ended: exit 3, setup 1, cap, stopped, lost
+    ("cost", "cost", 11),  # with the pool's cap: $0.006/0.01
 )
+WIDE: tuple[Column, ...] = (
+    ("pool", "pool", 10),
+    ("attempts", "try", 5),
+    ("gpu", "gpu%", 5),
+    ("price", "$/h", 7),
+)
+"""Columns a wide terminal adds (before the cost), and then the whole reason, last."""
+REASON: Column = ("reason", "reason", 20)
+NAME_MAX = 40
 SHORT_ID = ("id", "id", 8)  # the random tail: the preview below shows the whole id
 CHROME = 4  # the table's border and its vertical scrollbar
 PADDING = 2  # a cell's padding, left and right
 ALERT_MARK = "⚠ "
+WARN_AT = 0.8
+"""The share of its cap at which a run's cost turns to the warning colour."""
+WHY_STYLES = {"COMPLETED": "green", "FAILED": "red", "RUNNING": "cyan", "PENDING": "yellow"}
+
+
+def width_of(columns: list[Column] | tuple[Column, ...]) -> int:
+    return sum(w + PADDING for _, _, w in columns) + CHROME
 
 
 def fit_columns(width: int) -> tuple[Column, ...]:
-    """The columns that fit `width` cells. Elapsed, exit and cost must never fall off the
+    """The columns that fit `width` cells. Elapsed, why and cost must never fall off the
     right edge, so the others give way, in this order: the run id shortens to its tail,
     the node column goes (the preview shows the node), the job name and then the step
-    shrink to a floor (their cells end in '…')."""
+    shrink to a floor (their cells end in '…'). A wide terminal gets the pool, the
+    attempts, GPU use and price, and the whole reason in what is left."""
     columns = list(COLUMNS)
+    wide = [*columns[:-1], *WIDE, columns[-1]]
+    if width_of(wide) + REASON[2] + PADDING <= width:
+        rest = width - width_of(wide) - PADDING  # the name grows (sweep variants), then the reason
+        grown = min(NAME_MAX - wide[0][2], rest - REASON[2])
+        wide[0] = (wide[0][0], wide[0][1], wide[0][2] + grown)
+        return (*wide, (REASON[0], REASON[1], rest - grown))
 
     def fits() -> bool:
-        return sum(w + PADDING for _, _, w in columns) + CHROME <= width
+        return width_of(columns) <= width
 
     giving_way: list[Callable[[], None]] = [
         lambda: columns.__setitem__(1, SHORT_ID),
@@ -57,9 +80,9 @@ def fit_columns(width: int) -> tuple[Column, ...]:
         if fits():
             break
         give()
-    for key, floor in (("name", 12), ("step", 8)):
+    for key, floor in (("name", 11), ("step", 9)):
         i = next(i for i, c in enumerate(columns) if c[0] == key)
-        over = sum(w + PADDING for _, _, w in columns) + CHROME - width
+        over = width_of(columns) - width
         if over > 0:
             columns[i] = (key, columns[i][1], max(floor, columns[i][2] - over))
     return tuple(columns)
@@ -69,12 +92,42 @@ def short_id(run_id: str) -> str:
     return run_id.rsplit("-", 1)[-1]
 
 
+def why_text(run: RunView) -> Text:
+    return Text(fmt.why(run), style=WHY_STYLES.get(run.state, ""))
+
+
+def cost_text(dollars: float | None, cap: float | None) -> str | Text:
+    """The cost, with the pool's cap when it has one ('$0.006/0.01'), in the warning
+    colour from WARN_AT of it: the cap was invisible until it stopped the run."""
+    if cap is None:
+        return money(dollars)
+    text = f"{money(dollars)}/{cap:g}"
+    near = dollars is not None and dollars >= WARN_AT * cap
+    return Text(text, style="bold yellow" if near else "")
+
+
+def ellipsis(value: str | Text, width: int) -> str | Text:
+    """A cell cut to `width` ends in '…', so a cut name does not pass for a whole one."""
+    if len(value) <= width:
+        return value
+    if isinstance(value, Text):
+        value = value.copy()
+        value.truncate(width, overflow="ellipsis")
+        return value
+    return value[: width - 1] + "…"
+
+
 def cells(
-    run: RunView, now: datetime, mark: str | None = None, cost: float | None = None
+    run: RunView,
+    now: datetime,
+    mark: str | None = None,
+    cost: float | None = None,
+    cap: float | None = None,
 ) -> dict[str, str | Text]:
     """The row's cells; `mark` replaces the step when the run is not simply at one
     ("queued" for a free node, "elsewhere"/"no owner" when this console does not drive it).
-    A later attempt's row says which (`run 2/3`) and costs `cost`, its whole job's."""
+    A later attempt's row says which (`run 2/3`) and costs `cost`, its whole job's;
+    `cap`: its pool's cost cap."""
     end = run.finished or now
     node = fmt.short_node_id(run.node) if run.node else "—"
     step = "done" if run.terminal and run.phase == "done" else run.phase
@@ -92,9 +145,20 @@ def cells(
         "step": Text(mark, style="yellow") if mark else step,
         "node": node,
         "elapsed": fmt.duration(end - run.created),
-        "exit": "—" if run.exit_code is None else str(run.exit_code),
-        "cost": money(run.cost_dollars if cost is None else cost),
+        "why": why_text(run),
+        "cost": cost_text(run.cost_dollars if cost is None else cost, cap),
+        "pool": run.pool,
+        "attempts": f"{run.attempt}/{run.attempts}",
+        "gpu": gpu_use(run),
+        "price": fmt.price(run.node.price_per_hour if run.node else None).removesuffix("/h"),
+        "reason": Text(run.reason or "", style=WHY_STYLES.get(run.state, "")),
     }
+
+
+def gpu_use(run: RunView) -> str:
+    """The node's mean GPU utilisation of its latest sample, while it has GPUs."""
+    shown = [g.util_pct for g in run.gpus if g.util_pct is not None]
+    return f"{sum(shown) / len(shown):.0f}%" if shown and not run.finished else ""
 
 
 class JobsTable(DataTable[str | Text]):
@@ -122,7 +186,7 @@ class JobsTable(DataTable[str | Text]):
     def _shown(self, row: dict[str, str | Text], run_id: str) -> dict[str, str | Text]:
         """The row as the current columns show it."""
         short = any(c == SHORT_ID for c in self.layout_columns)
-        shown = {key: row[key] for key, _, _ in self.layout_columns}
+        shown = {key: ellipsis(row[key], width) for key, _, width in self.layout_columns}
         if short:
             shown["id"] = short_id(run_id)
         return shown
@@ -145,12 +209,15 @@ class JobsTable(DataTable[str | Text]):
         runs: list[RunView],
         marks: dict[str, str] | None = None,
         costs: dict[str, float | None] | None = None,
+        caps: dict[str, float] | None = None,
     ) -> None:
-        """Update the rows of these runs (`costs`: a job's cost, by its row's run id); add
-        new ones and keep newest first."""
+        """Update the rows of these runs (`costs`: a job's cost, by its row's run id;
+        `caps`: the pools' cost caps, by pool); add new ones and keep newest first."""
         now, added, marks, costs = self.clock(), False, marks or {}, costs or {}
+        caps = caps or {}
         for run in runs:
-            row = cells(run, now, marks.get(run.run_id), costs.get(run.run_id))
+            mark, cost = marks.get(run.run_id), costs.get(run.run_id)
+            row = cells(run, now, mark, cost, caps.get(run.pool))
             self._rows[run.run_id] = row
             if run.run_id in self._created:
                 for column, value in self._shown(row, run.run_id).items():

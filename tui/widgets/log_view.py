@@ -2,10 +2,17 @@
 
 Lines arrive in a capped ring (tui.feed.RunLog) and are pulled into the view 15
 times a second, so a flood costs one `write_lines` per tick, not one per line.
-Following is Textual's `Log` behaviour: it sticks to the tail only while the view
-sits at the bottom, so scrolling up pauses it; `f`/`end` resume. Wrapping is done
-here (Log never wraps) by re-flowing the held lines into width-sized pieces; a reflow
-keeps following, or keeps the line that was at the top in view.
+Following is a state of its own, not read off the scroll position (which a resize, a
+new scrollbar or a run switch moved, and the view then said "paused" by itself): only
+the user scrolling up pauses it; `f`/`end`, or scrolling back to the bottom, resume it.
+A new run shown follows. While paused, the line at the top stays there as the capped
+buffer drops its oldest lines. Wrapping is done here (Log never wraps) by re-flowing
+the held lines into width-sized pieces; a reflow keeps following, or keeps the line
+that was at the top in view.
+
+A run this console did not see from its start (adopted, or reopened) shows its lines
+from the datastream on disk first, then the live ones: `merge` and `follow` join them
+where the two overlap, so no line is shown twice or lost.
 
 The view holds the last `cap` lines. When older ones were dropped its subtitle says so,
 and a search that finds nothing in the window looks in the run's log files on disk
@@ -17,6 +24,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 
 from rich.cells import cell_len, chop_cells
@@ -25,8 +33,9 @@ from rich.text import Text
 from textual import work
 from textual.actions import SkipAction
 from textual.binding import Binding
-from textual.events import Resize
+from textual.events import MouseScrollDown, MouseScrollUp, Resize
 from textual.screen import ModalScreen
+from textual.scrollbar import ScrollTo, ScrollUp
 from textual.widgets import Log
 
 from tui import history
@@ -45,24 +54,59 @@ def tag(step: str, stderr: bool, first: bool = True) -> str:
 
 
 TAGS = {(step, err): tag(step, err) for step in ("setup", "run") for err in (False, True)}
+STAMP_WIDTH = 9  # "12:00:01 "
+
+
+def stamp(when: float) -> str:
+    """The line's time in the operator's zone, from the datastream ('' times: a line read
+    from a log file, which keeps none, gets blanks)."""
+    if not when:
+        return " " * STAMP_WIDTH
+    return datetime.fromtimestamp(when).strftime("%H:%M:%S ")
+
+
+def overlap(before: list[Line], after: list[Line]) -> int:
+    """How many of `after`'s first lines are `before`'s last ones (the most that fit):
+    lines read from disk and the live ones received meanwhile share that stretch."""
+    if not before or not after:
+        return 0
+    step, _, text, _ = after[0]
+    for size in range(min(len(before), len(after)), 0, -1):
+        at = len(before) - size
+        if (
+            before[at][0] == step
+            and before[at][2] == text
+            and all(before[at + i][::2] == after[i][::2] for i in range(1, size))
+        ):
+            return size
+    return 0
 
 
 class LogHighlighter(Highlighter):
-    """stderr lines red, the step tag dim, search hits reversed."""
+    """stderr lines red, the step tag and the times dim, search hits reversed — those on
+    the current match's line (`current`) in full colour, with a mark in its tag."""
 
     def __init__(self) -> None:
         self.term = ""
+        self.current = ""  # the rendered line of the current match
+        self.times = False
 
     def highlight(self, text: Text) -> None:
         plain = text.plain
         text.stylize("dim", 0, TAG_WIDTH)
         if plain[TAG_WIDTH - 2 : TAG_WIDTH - 1] == ERR_MARK:
             text.stylize("red", TAG_WIDTH - 2)
+        if self.times:
+            text.stylize("dim", TAG_WIDTH, TAG_WIDTH + STAMP_WIDTH)
         if self.term:
+            current = plain == self.current
+            if current:
+                text.stylize("bold reverse", 0, TAG_WIDTH - 2)  # the line the match is on
+            hit = "bold black on bright_yellow" if current else "reverse yellow"
             lowered, term = plain.lower(), self.term.lower()
             start = lowered.find(term, TAG_WIDTH)
             while start >= 0:
-                text.stylize("reverse yellow", start, start + len(term))
+                text.stylize(hit, start, start + len(term))
                 start = lowered.find(term, start + len(term))
 
 
@@ -82,6 +126,7 @@ class LogView(Log):
             "N", "previous_match", "Previous match", show=False, id="swjob.log_view.previous_match"
         ),
         Binding("w", "toggle_wrap", "Wrap", show=False, id="swjob.log_view.toggle_wrap"),
+        Binding("t", "toggle_times", "Times", show=False, id="swjob.log_view.toggle_times"),
         Binding("g", "scroll_home", "Top", show=False, id="swjob.log_view.scroll_home"),
         Binding("G", "resume", "Bottom", show=False, id="swjob.log_view.bottom"),
         Binding("j", "scroll_down", "Down", show=False, id="swjob.log_view.scroll_down"),
@@ -97,7 +142,8 @@ class LogView(Log):
         self.wrap = False
         self.matches: list[int] = []
         self.match_index = -1
-        self._following = True
+        self._following = True  # as the title last said it
+        self._follow = True  # the state itself: only the user pauses it
         self.label = ""  # what the log is of, first in the title: "job · run id · STATE"
         self.disk: tuple[Path, ...] = ()  # the run's log files, for searching past the window
         self.total = 0  # lines the run has logged, of which `held` are the newest
@@ -116,9 +162,8 @@ class LogView(Log):
         nothing needs the Log's own control-code pass."""
         if lines:
             width = max(len(line) if line.isascii() else cell_len(line) for line in lines)
-            following = self.following
             self._update_maximum_width(updates, width)
-            if following:
+            if self._follow:
                 # A new widest line can bring the horizontal scrollbar, which takes a row
                 # from the view: stay on the last line once the layout has settled.
                 self.call_after_refresh(
@@ -132,15 +177,41 @@ class LogView(Log):
         self.held.clear()
         self.clear()
         self._notes.clear()
-        self.highlighter.term, self.matches = "", []
+        self.border_subtitle = ""  # the last run's "N of M lines" is not this one's
+        self.highlighter.term, self.highlighter.current, self.matches = "", "", []
+        self._follow = self.auto_scroll = True  # a run newly shown follows its tail
         self.flush()
 
     def follow(self, source: RunLog) -> None:
         """Take new lines from this ring too, keeping what is shown: a run read from disk
-        that this console has just adopted goes on where its files left off."""
+        that this console has just adopted goes on where its files left off (the ring's
+        lines that the disk already had are skipped)."""
         if self.source is None:
-            self.source, self.seen = source, 0
+            ring = list(source.lines)
+            self.source = source
+            self.seen = source.total - len(ring) + overlap(list(self.held), ring)
             self.flush()
+
+    def merge(self, past: list[Line], total: int) -> None:
+        """Put the run's earlier lines, read from disk, before the live ones shown: what
+        the ring holds begins where this console started seeing the run (adopted, or
+        opened after its ring dropped lines). `total`: lines the run logged in all."""
+        if self.source is None:
+            self.add(past, total)
+            return
+        shown = list(self.held)
+        if self.source.total > len(shown) and len(shown) == self.held.maxlen:
+            before: list[Line] = []  # the view is full of live lines already
+        else:
+            before = past[: len(past) - overlap(past, shown)]
+        if before:
+            self.held.clear()
+            self.held.extend(before + shown)
+            self.clear()
+            self.write_lines(self._render(list(self.held)), scroll_end=False)
+            self._stay()
+        self.total = max(self.total + len(before), total)
+        self._note_dropped()
 
     def add(self, lines: Iterable[Line], total: int | None = None) -> None:
         """Append lines that did not come through the ring (e.g. a finished run's disk
@@ -150,6 +221,28 @@ class LogView(Log):
         self.total = max(self.total + len(new), total or 0)
         self.write_lines(self._render(new))
         self._note_dropped()
+
+    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> LogView:
+        """Log's write, with following kept by state: the tail stays in view while
+        following, and a paused view keeps its line as the oldest lines are dropped."""
+        before = len(self._lines)
+        written = list(lines)
+        super().write_lines(written, scroll_end=False)
+        dropped = before + sum(len(line.splitlines()) for line in written) - len(self._lines)
+        if not self._follow and dropped > 0:
+            self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True)
+        self._stay()
+        return self
+
+    def _stay(self) -> None:
+        """While following, show the tail now and once the layout has settled."""
+        if self._follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.call_after_refresh(self._at_end)
+
+    def _at_end(self) -> None:
+        if self._follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def flush(self) -> None:
         if not self._visible():
@@ -185,13 +278,64 @@ class LogView(Log):
 
     @property
     def following(self) -> bool:
-        return self.auto_scroll and (self.is_vertical_scroll_end or self.max_scroll_y == 0)
+        return self._follow
+
+    def _pause(self) -> None:
+        if self._follow:
+            self._follow = self.auto_scroll = False
+            self._report_follow()
+
+    def _resume_at_end(self) -> None:
+        """The user scrolled back down to the last line: following again."""
+        if not self._follow and (self.is_vertical_scroll_end or self.max_scroll_y == 0):
+            self.action_resume()
+
+    def action_scroll_up(self) -> None:
+        self._pause()
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self._pause()
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self._pause()
+        super().action_scroll_home()
+
+    def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+        if self.max_scroll_y > 0:
+            self._pause()
+        super()._on_mouse_scroll_up(event)
+
+    def _on_scroll_up(self, event: ScrollUp) -> None:
+        self._pause()
+        super()._on_scroll_up(event)
+
+    def _on_scroll_to(self, message: ScrollTo) -> None:
+        """The scrollbar dragged: paused above the bottom, following at it."""
+        if message.y is not None and message.y < self.max_scroll_y:
+            self._pause()
+        super()._on_scroll_to(message)
+        self.call_after_refresh(self._resume_at_end)
+
+    def action_scroll_down(self) -> None:
+        super().action_scroll_down()
+        self.call_after_refresh(self._resume_at_end)
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        self.call_after_refresh(self._resume_at_end)
+
+    def _on_mouse_scroll_down(self, event: MouseScrollDown) -> None:
+        super()._on_mouse_scroll_down(event)
+        self.call_after_refresh(self._resume_at_end)
 
     def _report_follow(self) -> None:
         if self.following != self._following or not self.border_title:
             self._following = self.following
             mode = "following" if self._following else "paused — f/end to follow"
             title = f"logs · {mode}" + (" · wrap" if self.wrap else "")
+            title += " · times" if self.highlighter.times else ""
             self.border_title = f"{self.label} · {title}" if self.label else title
 
     def set_label(self, label: str) -> None:
@@ -201,26 +345,26 @@ class LogView(Log):
             self._report_follow()
 
     def _render(self, lines: list[Line]) -> list[str]:
+        times = self.highlighter.times
         if not self.wrap:
-            return [TAGS[step, err] + text for step, err, text in lines]
+            if times:
+                return [TAGS[step, err] + stamp(when) + text for step, err, text, when in lines]
+            return [TAGS[step, err] + text for step, err, text, _ in lines]
         width = max(10, self.scrollable_content_region.width - TAG_WIDTH - 1)
         out: list[str] = []
-        for step, err, text in lines:
-            pieces = chop_cells(text, width) if text else [""]
+        for step, err, text, when in lines:
+            line = stamp(when) + text if times else text
+            pieces = chop_cells(line, width) if line else [""]
             out.extend(tag(step, err, i == 0) + p for i, p in enumerate(pieces))
         return out
 
     def _reflow(self) -> None:
         """Re-render the held lines (wrap toggled, width changed): a view that followed
         the tail still does; one scrolled up keeps the same line at its top."""
-        following = self.following
         top = self._held_at(int(self.scroll_y))
         self.clear()
         self.write_lines(self._render(list(self.held)), scroll_end=False)
-        if following:
-            self.action_resume()
-            self.call_after_refresh(self.action_resume)  # the scrollbars may have changed
-        else:
+        if not self._follow:
             starts = self._starts()
             y = starts[min(top, len(starts) - 1)] if starts else 0
             self.scroll_to(y=y, animate=False, immediate=True)
@@ -238,21 +382,30 @@ class LogView(Log):
     def on_resize(self, _event: Resize) -> None:
         if self.wrap:
             self._reflow()
+        else:
+            self._stay()
 
     def action_toggle_follow(self) -> None:
-        if self.following:
-            self.auto_scroll = False
+        if self._follow:
+            self._pause()
         else:
             self.action_resume()
-        self._report_follow()
 
     def action_resume(self) -> None:
-        self.auto_scroll = True
+        self._follow = self.auto_scroll = True
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         self._report_follow()
 
     def action_toggle_wrap(self) -> None:
         self.wrap = not self.wrap
+        self._reflow()
+        self.border_title = ""
+        self._report_follow()
+
+    def action_toggle_times(self) -> None:
+        """Each line's time from the datastream, before its text (lines read from the log
+        files have none: blanks)."""
+        self.highlighter.times = not self.highlighter.times
         self._reflow()
         self.border_title = ""
         self._report_follow()
@@ -287,13 +440,16 @@ class LogView(Log):
         term = self.highlighter.term
         if not self.matches:
             self._note("search", "no match" if term else "")
-            if term and self.dropped and self.disk:
+            if term and self.disk:  # the files may hold what the window does not
                 self._note("search", f"no match in the last {len(self.held):,} lines…")
                 self._search_disk(term)
             return
         self.match_index = (self.match_index + step) % len(self.matches)
-        self.auto_scroll = False
+        self._follow = self.auto_scroll = False
         target = self.matches[self.match_index]
+        self.highlighter.current = self.lines[target]
+        self._render_line_cache.clear()  # the mark moves: lines drawn before redraw
+        self.refresh()
         self.scroll_to(y=max(0, target - self.size.height // 3), animate=False, immediate=True)
         self._note("search", f"match {self.match_index + 1}/{len(self.matches)}")
         self._report_follow()

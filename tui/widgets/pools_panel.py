@@ -1,4 +1,6 @@
-"""The board's pools panel: each pool, its provider, its nodes (state, GPUs, price, uptime)."""
+"""The board's pools panel: each pool on one line (provider, what it rents, its caps, how
+many nodes it may have, or that it has none), then its nodes (state, GPUs, price,
+uptime). `P` collapses it; the board remembers (tui/prefs.py)."""
 
 from __future__ import annotations
 
@@ -30,12 +32,20 @@ def render_pools(pools: list[PoolView], now: datetime) -> Table:
         table.add_column(no_wrap=True, overflow="ellipsis")
     for pool in pools:
         head = Text.assemble((pool.name, "bold"), f"  {pool.provider}", style="")
-        table.add_row(head, Text(pool.summary, style="dim"), "", "", f"max {pool.max_nodes}", "")
+        none = Text("no nodes" if not pool.nodes else "", style="dim")
+        summary = Text(pool.summary, style="dim")
+        table.add_row(head, summary, caps(pool), "", f"max {pool.max_nodes}", none)
         for node in pool.nodes:
             table.add_row(*_node_row(node, now))
-        if not pool.nodes:
-            table.add_row(Text("  no nodes", style="dim"), "", "", "", "", "")
     return table
+
+
+def caps(pool: PoolView) -> Text:
+    """A run's caps on this pool, in sight before one stops a run ('cap $0.01 · 2h')."""
+    parts = [f"${pool.max_dollars:g}" if pool.max_dollars is not None else ""]
+    parts.append(fmt.duration(pool.max_hours * 3600) if pool.max_hours is not None else "")
+    shown = " · ".join(p for p in parts if p)
+    return Text(f"cap {shown}" if shown else "", style="yellow")
 
 
 class PoolsPanel(Static):

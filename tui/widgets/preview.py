@@ -6,7 +6,9 @@ screen); these functions are pure and never touch Textual.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -148,5 +150,38 @@ def _alias(lexer: Lexer) -> str:
 def preview(path: Path, entry: dict[str, Any] | None, mask: Mask = str) -> RenderableType:
     """`mask` hides the job's secrets, in the name and in what the file holds."""
     if path.is_dir():
-        return Text(f"{printable(mask(path.name))}/", style="bold")
+        return folder(path, mask)
     return Group(facts(path, entry, mask), Text(""), body(path, mask))
+
+
+MAX_WALK = 100_000
+"""Entries a folder's preview counts at most (it is read in a thread, but a huge tree
+would keep that thread, and the next preview waiting on it, for long)."""
+FOLDER_NAMES = 20
+
+
+def folder(path: Path, mask: Mask = str) -> RenderableType:
+    """A folder: how many files it holds and their size, and its first entries (its
+    preview was its name alone, blank below)."""
+    files = folders = size = 0
+    for root, dirs, names in os.walk(path):
+        folders += len(dirs)
+        for name in names:
+            files += 1
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(root, name)).st_size
+        if files + folders >= MAX_WALK:
+            break
+    more = "more than " if files + folders >= MAX_WALK else ""
+    head = Text(f"{printable(mask(path.name))}/  ", style="bold")
+    head.append(f"{more}{files:,} file{'' if files == 1 else 's'}, {fmt.size(size)}")
+    head.append(f" · {folders:,} folders" if folders else "", style="dim")
+    try:
+        children = sorted(os.listdir(path))
+    except OSError:
+        children = []
+    listed = [printable(mask(name)) + ("/" if (path / name).is_dir() else "")
+              for name in children[:FOLDER_NAMES]]  # fmt: skip
+    if len(children) > FOLDER_NAMES:
+        listed.append(f"… {len(children) - FOLDER_NAMES} more")
+    return Group(head, Text(""), Text("\n".join(listed), style="dim"))

@@ -69,6 +69,11 @@ class RunPreview(Vertical):
         self.query_one("#gpu", Static).update(f"GPU {spark}" if spark else NO_GPU)
         self.view.set_label(run.job_name)
 
+    def collapse_if_silent(self) -> None:
+        """The log box shows only once the run has a line: a silent job's preview is
+        its summary, and the table keeps the rows (asked on every tick: cheap)."""
+        self.set_class(not self.view.line_count, "-silent")
+
     def _switch(self, run: RunView) -> None:
         self.run_id = run.run_id
         view = self.view
@@ -77,7 +82,7 @@ class RunPreview(Vertical):
             view.attach(self.feed.log(run.run_id))
         else:
             view.attach(None)
-            self._load_tail(run.run_id, run.run_dir)
+        self._load_tail(run.run_id, run.run_dir)  # lines from before this console saw it
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
     def _load_tail(self, run_id: str, run_dir: Path) -> None:
@@ -87,4 +92,4 @@ class RunPreview(Vertical):
 
     def _tail_loaded(self, run_id: str, lines: list[Line], total: int) -> None:
         if run_id == self.run_id:  # the cursor may have moved on meanwhile
-            self.view.add(lines, total)
+            self.view.merge(lines, total)

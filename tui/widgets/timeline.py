@@ -4,9 +4,10 @@ the step in progress is marked and its duration keeps counting.
 
 Under the row that entered provisioning, the node's boot: each step reached with how
 long reaching it took and its detail (the offer, the provider's status message); the
-steps this node never showed, on one "not seen" row (the local pool has no offer, image
-or install; a status poll can miss a short step: a row each was mostly noise); and once
-the agent joined, the whole boot's time."""
+steps a rented node never showed, on one "not seen" row (a status poll can miss a short
+step: a row each was mostly noise; a local node has no offer, image or install, so it
+lists none); and once the agent joined, the whole boot's time. Boot steps are drawn in
+neutral colours: a step reached is not news (red and magenta read as failures)."""
 
 from __future__ import annotations
 
@@ -50,17 +51,18 @@ def _boot_rows(run: RunView) -> list[list[Text | str]]:
     boot = boot_timeline(provisioning_start(run.timeline), run.boot)
     rows: list[list[Text | str]] = []
     for step in boot.seen:
-        label = Text(f"  · {step.label}", style="magenta")
+        label = Text.assemble(("  · ", "dim"), step.label)
         detail = Text(printable(step.detail or ""), style="dim")
         rows.append(
             [fmt.clock_time(step.at), label, fmt.duration(step.seconds, tenths=True), detail, ""]
         )
-    if missing := boot.not_seen:  # one row: never a step that took 0 s, never a row each
+    local = run.node is not None and run.node.provider == "local"
+    if (missing := boot.not_seen) and not local:  # one row, never a step that took 0 s
         words = ", ".join(step.label for step in missing)
         names = Text(words, style="dim", no_wrap=False, overflow="fold")  # all, over 2 lines
         rows.append(["", Text("  · not seen", style="dim"), "", names, ""])
     if boot.total_s is not None:
-        booted = Text("  · booted", style="bold magenta")
+        booted = Text.assemble(("  · ", "dim"), ("booted", "bold"))
         rows.append(["", booted, fmt.duration(boot.total_s, tenths=True), "", ""])
     return rows
 

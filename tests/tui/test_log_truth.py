@@ -1,0 +1,147 @@
+"""The log view tells the truth: a run this console did not see from its start shows its
+first line (disk, then live, joined without a line twice), following stays on until the
+user scrolls up (through run switches, resizes and floods), a paused view keeps its
+line while the capped buffer drops old ones, and a run's footer is its own. Pilot on
+the view alone, fed as the feed feeds it: no run is the subject here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from tui.feed import Line, RunLog
+from tui.widgets.log_view import LogView, overlap
+
+
+def numbered(first: int, last: int) -> list[Line]:
+    return [("run", False, f"line {i}", 0.0) for i in range(first, last + 1)]
+
+
+class Host(App[None]):
+    def __init__(self, cap: int = 500) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def compose(self) -> ComposeResult:
+        yield LogView(self.cap, id="log")
+
+
+def texts(view: LogView) -> list[str]:
+    return [text for _, _, text, _ in view.held]
+
+
+def test_overlap_is_the_longest_shared_stretch() -> None:
+    assert overlap(numbered(1, 55), numbered(51, 60)) == 5
+    assert overlap(numbered(1, 40), numbered(51, 60)) == 0
+    assert overlap([], numbered(1, 2)) == 0
+    # stderr is not told apart in the log files: the text and step decide
+    assert overlap([("run", False, "a", 0.0)], [("run", True, "a", 5.0)]) == 1
+
+
+async def test_an_adopted_run_shows_its_first_line_and_no_line_twice() -> None:
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = RunLog(500)
+        ring.extend(numbered(51, 60))  # what this console saw since it adopted the run
+        view.attach(ring)
+        await pilot.pause()
+        view.merge(numbered(1, 55), total=60)  # its datastream on disk, read meanwhile
+        ring.extend(numbered(61, 62))
+        view.flush()
+        await pilot.pause()
+        assert texts(view) == [f"line {i}" for i in range(1, 63)]
+        assert view.following and "line 62" in view.lines[-1]
+
+
+async def test_a_run_read_from_disk_then_adopted_goes_on_where_its_files_left_off() -> None:
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        view.attach(None)
+        view.merge(numbered(1, 30), total=30)
+        ring = RunLog(500)
+        ring.extend(numbered(28, 33))  # adopted: the agent replays from its journal
+        view.follow(ring)
+        await pilot.pause()
+        assert texts(view) == [f"line {i}" for i in range(1, 34)]
+
+
+async def test_following_survives_resizes_switches_and_floods_until_the_user_scrolls_up() -> None:
+    app = Host(cap=200)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = RunLog(200)
+        view.attach(ring)
+        view.focus()
+        for size in ((80, 24), (120, 40), (60, 10), (200, 55)):
+            ring.extend(numbered(ring.total + 1, ring.total + 300))
+            view.flush()
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            assert view.following, size
+            assert view.scroll_y == view.max_scroll_y, size
+        await pilot.press("k")  # the user scrolls up: paused
+        assert not view.following and "paused" in str(view.border_title)
+        other = RunLog(200)
+        other.extend(numbered(1, 100))
+        view.attach(other)  # another run shown: it follows
+        await pilot.pause()
+        assert view.following and view.scroll_y == view.max_scroll_y
+        await pilot.press("k", "G")
+        assert view.following and "following" in str(view.border_title)
+
+
+async def test_a_paused_view_keeps_its_line_while_the_buffer_drops_old_ones() -> None:
+    app = Host(cap=100)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = RunLog(100)
+        ring.extend(numbered(1, 100))
+        view.attach(ring)
+        view.focus()
+        await pilot.pause()
+        await pilot.press("pageup")
+        top = view.lines[int(view.scroll_y)]
+        ring.extend(numbered(101, 130))  # 30 more: the 30 oldest are dropped
+        view.flush()
+        await pilot.pause()
+        assert not view.following and view.lines[int(view.scroll_y)] == top
+
+
+async def test_the_lines_footer_belongs_to_the_run_shown() -> None:
+    app = Host(cap=200)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        view.attach(None)
+        view.add(numbered(15, 214), total=214)
+        assert "last 200 of 214 lines" in str(view.border_subtitle)
+        view.attach(None)  # the next run: one line
+        view.add(numbered(1, 1), total=1)
+        await pilot.pause()
+        assert not view.border_subtitle
+
+
+async def test_t_shows_each_lines_time_and_search_marks_the_current_match() -> None:
+    app = Host()
+    async with app.run_test(size=(100, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = RunLog(500)
+        when = datetime(2026, 1, 2, 12, 0, 1).timestamp()  # local time, as shown
+        ring.extend([("run", False, f"step {i} loss", when) for i in range(1, 4)])
+        view.attach(ring)
+        view.focus()
+        await pilot.pause()
+        await pilot.press("t")
+        assert view.lines[0].endswith("12:00:01 step 1 loss") and "times" in view.border_title
+        view.search("loss")
+        assert view.highlighter.current == view.lines[0]
+        await pilot.press("n")
+        assert view.highlighter.current == view.lines[1]
+        marked = Text(view.lines[1])
+        view.highlighter.highlight(marked)
+        assert any("bright_yellow" in str(span.style) for span in marked.spans)
+        await pilot.press("t")
+        assert view.lines[0].endswith("│ step 1 loss")
