@@ -41,6 +41,7 @@ from agent.protocol import (
     Heartbeat,
     Hello,
     NodeFault,
+    Park,
     ProtocolError,
     Reject,
     RunStep,
@@ -78,6 +79,7 @@ class ExitCode(IntEnum):
     OK = 0
     REJECTED = 3
     ORPHANED = 5
+    EXPIRED = 6  # kept warm for keep_warm_s and never claimed (agent/warm.py)
 
 
 class JoinRefused(Exception):
@@ -132,8 +134,11 @@ class _Session:
 class NodeAgent:
     """One run's agent: owns the endpoint, the journal and the supervisor."""
 
-    def __init__(self, cfg: AgentConfig) -> None:
+    def __init__(self, cfg: AgentConfig, ep: iroh_ffi.Endpoint | None = None) -> None:
+        """`ep`: the process's endpoint when it outlives this run (a warm node's,
+        agent/warm.py); None: bound, and closed, by `run`."""
         self.cfg = cfg
+        self.parked: Park | None = None  # the run ended with Park: the node stays warm
         for d in (cfg.workdir, cfg.logs_dir, cfg.state_dir):
             d.mkdir(exist_ok=True)  # in the root its provider made: never that root again
         self.journal = Journal(cfg.state_dir / "events.jsonl")
@@ -151,17 +156,19 @@ class NodeAgent:
         self.journal.subscribe(self._wake.set)
         self._sent = 0
         self._background: set[asyncio.Task[Any]] = set()
-        self._ep: iroh_ffi.Endpoint | None = None
+        self._ep = ep
+        self._owns_ep = ep is None
         self._session: _Session | None = None
         self._target = Target(cfg.orchestrator_id, cfg.ticket)
+        self.resume = ResumeService(cfg.run_id, cfg.reattach_key, self._retarget)
         self._retargeted = asyncio.Event()
         self._alone_since: float | None = time.monotonic()  # None while a session is up
 
     async def run(self) -> ExitCode:
         """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
-        self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN])
-        resume = ResumeService(self.cfg.run_id, self.cfg.reattach_key, self._retarget)
-        self._spawn_background(resume.serve(self._ep))
+        if self._ep is None:  # ours alone: we serve resume on it (else our owner routes it)
+            self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN])
+            self._spawn_background(self.resume.serve(self._ep))
         serve = asyncio.create_task(self._serve())
         stop = asyncio.create_task(self.shutdown.wait())
         alone = asyncio.create_task(self._orphan_clock())
@@ -183,9 +190,10 @@ class NodeAgent:
             await cancel_within(ENDPOINT_CLOSE_S, serve, stop, alone, *self._background)
             await self.supervisor.stop(self.cfg.grace)
             self.journal.close()
-            with contextlib.suppress(*DIAL_ERRORS):  # never let a stuck close keep us alive
-                async with asyncio.timeout(CLOSE_WAIT_S):
-                    await self._ep.close()
+            if self._owns_ep:
+                with contextlib.suppress(*DIAL_ERRORS):  # never let a stuck close keep us alive
+                    async with asyncio.timeout(CLOSE_WAIT_S):
+                        await self._ep.close()
 
     async def _orphan_clock(self) -> None:
         """Return once no control session has been up for `orphan_timeout` seconds.
@@ -357,6 +365,10 @@ class NodeAgent:
             log.info("stop step (grace %.1f s)", msg.grace_s)
             self._spawn_background(self.supervisor.stop(msg.grace_s))
         elif isinstance(msg, Shutdown):
+            self.shutdown.set()
+        elif isinstance(msg, Park):
+            log.info("run over: parking the node")
+            self.parked = msg
             self.shutdown.set()
         else:
             log.warning("ignoring unexpected %s message", type(msg).__name__)

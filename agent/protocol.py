@@ -19,12 +19,15 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-CTL_ALPN = b"swjob/ctl/1"
+CTL_ALPN = b"swjob/ctl/2"  # 2: Park (warm nodes, agent/warm.py)
 XFER_ALPN = b"swjob/xfer/2"  # 2: chunks carry a CRC-32 (`c`), not a SHA-256
 LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
 RESUME_ALPN = b"swjob/resume/1"
 """Served by the agent: an engine that adopts a run proves the run's re-attach credential
 here and gives the node its own address to dial (agent/reattach.py)."""
+WARM_ALPN = b"swjob/warm/1"
+"""Served by a parked (warm) agent: an engine claims the idle node for its next run by
+proving the node's warm key, and hands it that run's identity (agent/warm.py)."""
 
 MAX_FRAME = 16 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -191,6 +194,16 @@ class Shutdown(_Msg):
     type: Literal["shutdown"] = "shutdown"
 
 
+class Park(_Msg):
+    """The run is over and its node stays warm: the agent ends the run's session, cleans
+    its room, and waits up to `keep_warm_s` for a claim proving `warm_key`; then it
+    releases itself as it would when orphaned (agent/warm.py)."""
+
+    type: Literal["park"] = "park"
+    keep_warm_s: float = Field(gt=0)
+    warm_key: str = Field(min_length=16)
+
+
 # ---- re-attach (RESUME_ALPN: the adopting engine dials the agent) ----------------------
 
 
@@ -211,6 +224,20 @@ class Resume(_Msg):
     orchestrator_id: str
     ticket: str
     proof: str
+
+
+class Claim(_Msg):
+    """An engine takes a warm node for run `run_id` (WARM_ALPN): the node then joins
+    `orchestrator_id` at `ticket` with `token`, as a freshly started agent would. `proof`
+    is the HMAC of the node's warm key over the nonce, the run id, the id and the ticket."""
+
+    type: Literal["claim"] = "claim"
+    run_id: str
+    orchestrator_id: str
+    ticket: str
+    proof: str
+    token: str
+    reattach_key: str = ""
 
 
 class Resumed(_Msg):
@@ -242,9 +269,11 @@ Message = Annotated[
     | RunStep
     | StopStep
     | Shutdown
+    | Park
     | Heartbeat
     | Challenge
     | Resume
+    | Claim
     | Resumed,
     Field(discriminator="type"),
 ]

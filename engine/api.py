@@ -31,6 +31,7 @@ from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
 from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.state.warmnodes import WarmNodeView
 
 if TYPE_CHECKING:
     from engine.providers.gc import GONE, Collection, Orphan
@@ -62,6 +63,7 @@ __all__ = [
     "TransferProgress",
     "Transition",
     "UnusableDirError",
+    "WarmNodeView",
     "boot_timeline",
     "chains",
     "cost_split",

@@ -43,19 +43,20 @@ from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView
-from engine.run import abandon, attempts, fsm, reclaim, recovery
+from engine.run import abandon, attempts, fsm, reclaim, recovery, warm
 from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
 from engine.run.control import ControlServer, NodeSession
 from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
-from engine.state import identity, ownership, spill
+from engine.state import identity, ownership, spill, warmnodes
 from engine.state.indexwrites import IndexWrites, Unwritten
 from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import foreign_dir, set_private_umask
 from engine.state.store import Store
+from engine.state.warmnodes import WarmNodeView
 
 if TYPE_CHECKING:
     from engine.providers.gc import Collection, Orphan
@@ -203,17 +204,24 @@ class Engine:
 
     # ---- runs --------------------------------------------------------------------------
 
-    async def submit(self, job: JobSpec, pool: str) -> str:
-        """Place the job on a new node of `pool`; returns the run id at once."""
+    async def submit(self, job: JobSpec, pool: str, *, cold: bool = False) -> str:
+        """Place the job on a node of `pool` — a warm one when the pool keeps them and one
+        fits (`cold`: always a new one); returns the run id at once."""
         try:
             pool_def = self.config.pools.get(pool)
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
         await self._providers_ready(pool_def)
-        return self._start(job, pool_def, None)
+        return self._start(job, pool_def, None, cold=cold)
 
     def _start(
-        self, job: JobSpec, pool_def: Pool, attempt: Attempt | None, run_id: str | None = None
+        self,
+        job: JobSpec,
+        pool_def: Pool,
+        attempt: Attempt | None,
+        run_id: str | None = None,
+        *,
+        cold: bool = False,
     ) -> str:
         """Start a run of `job` on `pool_def`: attempt 1 under a new id when `attempt` is
         None, else a recorded next attempt under its `run_id` (whose lease we hold)."""
@@ -257,6 +265,7 @@ class Engine:
         driver = self._driver(
             new_view(submitted), job, attempts.capped(pool_def, attempt), keys, attempt
         )
+        driver.cold = cold
         driver.remember(
             orchestrator_id=str(self._endpoint.id()),
             job_file=str(job.source),
@@ -314,6 +323,7 @@ class Engine:
             stop_grace_s=self.config.stop_grace_s,
             on_change=self._save,
             attempt=attempt,
+            endpoint=self._endpoint,
         )
         holder.append(driver)
         driver.recovery.update(keys)
@@ -717,6 +727,32 @@ class Engine:
         if view is None:
             raise SubmitError(f"unknown run {run_id}")
         return view.run_dir / "logs" / f"{step}.log"
+
+    # ---- warm nodes (docs/warm-nodes.md) -------------------------------------------------
+
+    def warm_nodes(self) -> list[WarmNodeView]:
+        """The nodes this operator keeps warm (parked, or taken by a run), with their bill."""
+        now = time.time()
+        return [WarmNodeView.of(node, now) for node in warmnodes.listing()]
+
+    async def release_warm(self, node_id: str | None = None) -> list[str]:
+        """Destroy the parked warm node `node_id` (None: every one); the problems, one line
+        each (an unknown node is one)."""
+        nodes = [n for n in warmnodes.listing() if n.in_use_by is None]
+        chosen = [n for n in nodes if node_id is None or n.node_id == node_id]
+        if node_id is not None and not chosen:
+            return [f"no parked warm node {node_id} (see `swjob nodes`)"]
+        problems = []
+        for node in chosen:
+            try:
+                pool = self.config.pools.get(node.pool)
+                await self._providers_ready(pool)
+                problem = await warm.release(self._provider(pool), node)
+            except (PoolFileError, SubmitError) as exc:
+                problem = f"warm node {node.node_id}: {one_line(exc)}"
+            if problem is not None:
+                problems.append(problem)
+        return problems
 
     def pools(self) -> list[PoolView]:
         views = []

@@ -40,7 +40,7 @@ from engine.report.datastream import Datastream
 from engine.report.gpu import IdleGpuWatch, gpu_summary
 from engine.report.runbook import apply
 from engine.report.views import RunView
-from engine.run import fsm, nodeloss
+from engine.run import fsm, nodeloss, warm
 from engine.run.attempts import Attempt
 from engine.run.bootmarks import BootMarks
 from engine.run.control import NodeGone, NodeSession
@@ -70,7 +70,11 @@ class RunDriver:
         stop_grace_s: float,
         on_change: Any,
         attempt: Attempt | None = None,
+        endpoint: Any = None,
+        cold: bool = False,
     ) -> None:
+        """`endpoint`: the engine's, to claim a warm node with (None: never claims one);
+        `cold`: rent a fresh node even when a warm one fits (`swjob run --cold`)."""
         self.view = view
         self.job = job
         self.pool = pool
@@ -101,6 +105,10 @@ class RunDriver:
         self.started: set[str] = set()
         self.lost = False
         self.workspace_refused: list[str] = []
+        self._endpoint = endpoint
+        self.cold = cold
+        self.healthy = True  # no fault, loss, internal error or cap seen: may be kept warm
+        self.birth_run = view.run_id  # the run its node was provisioned for (warm reuse)
         self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s)
         self.begin()  # queued first, so a stop that arrives before the loop starts finds a job
 
@@ -113,6 +121,8 @@ class RunDriver:
     # ---- the loop ---------------------------------------------------------------------
 
     def post(self, event: fsm.Event) -> None:
+        if warm.unhealthy(event):
+            self.healthy = False
         self._queue.put_nowait(event)
 
     def publish(self, event: ev.Event) -> None:
@@ -248,7 +258,7 @@ class RunDriver:
 
     async def _provision(self) -> None:
         try:
-            self.handle = await self._provider.provision(self._bootstrap)
+            self.handle = await self._warm_or_new()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -267,6 +277,15 @@ class RunDriver:
                 if why := await self._provider.why_not_joined(self.handle):
                     said += f" ({self.redact(why)})"
         self.post(fsm.NodeFault(said))
+
+    async def _warm_or_new(self) -> NodeHandle:
+        """A warm node of the pool when one fits and takes the run, else a new one."""
+        if self._endpoint is not None and self.pool.keep_warm_s > 0 and not self.cold:
+            taken = await warm.claim(self._endpoint, self._provider, self.pool, self._bootstrap)
+            if taken is not None:
+                handle, self.birth_run = taken
+                return handle
+        return await self._provider.provision(self._bootstrap)
 
     async def await_join(self, timeout_s: float, state: ev.NodeState) -> bool:
         """Watch the node (liveness) and wait for its agent to join; False on timeout."""
@@ -302,6 +321,11 @@ class RunDriver:
     def step_exited(self) -> bool:
         return self._step_exited.is_set()
 
+    @property
+    def step_over(self) -> bool:
+        """No step is running on the node (none was started, or it exited)."""
+        return self._running_step is None or self._step_exited.is_set()
+
     def expect_exit(self, step: Step) -> None:
         """`step` is running on the node: its exit will arrive as an event. Its log opens
         first: a step whose log cannot open is never sent, and a teardown that waited for
@@ -312,7 +336,9 @@ class RunDriver:
 
     async def teardown(self) -> None:
         await self._cancel_work(keep=asyncio.current_task())
-        if self.handle is not None:
+        if self.handle is not None and await warm.park(self, self._provider):
+            self._node_event(ev.NodeState.WARM)  # its idle time is the warm node's bill
+        elif self.handle is not None:
             try:
                 self._node_event(ev.NodeState.TEARING_DOWN)
                 await appender.written()  # on record before the node is asked to go
@@ -325,6 +351,7 @@ class RunDriver:
                 self._node_event(ev.NodeState.UNCONFIRMED)  # never "gone": it may still bill
             else:
                 self._node_event(ev.NodeState.GONE)
+            await asyncio.to_thread(warm.let_go, self.handle)
         self.post(fsm.NodeTornDown())
 
     async def _release_node(self) -> None:

@@ -1,0 +1,153 @@
+"""Warm nodes with real agents on the local pool (docs/warm-nodes.md): the second run
+takes the first run's node — same agent process, boot step "warm node reused" — and
+finds a clean room (no file, env value or process of the first run); a released node
+is gone; a node nobody claims releases itself when its keep time passes, with its
+operator gone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.cli.nodes import render
+from engine.engine import Engine
+from engine.jobs.jobspec import JobSpec
+from engine.providers.localspawn import node_root
+from engine.report.events import BootPhase
+from engine.state.warmnodes import WarmNodeView, listing
+from tests.support.cli import swjob, swjob_run
+from tests.support.engines import EngineFactory
+from tests.support.processes import kill_quietly, pid_alive
+from tests.support.runs import agent_pid, events, only_run_dir, run_to_end
+from tests.support.waiting import eventually, eventually_async
+
+pytestmark = pytest.mark.timeout(90)
+
+SECRET = "warm-secret-6d1f"
+
+
+def _boot_detail(run_dir: Path, phase: BootPhase) -> str | None:
+    marks = [e for e in events(run_dir) if e.kind == "boot" and e.phase == phase]
+    return marks[0].detail if marks else None
+
+
+async def _release_all(engine: Engine) -> None:
+    assert await engine.release_warm() == []
+    assert engine.warm_nodes() == []
+
+
+async def test_the_next_run_takes_the_warm_node_and_finds_a_clean_room(
+    tmp_path: Path, make_engine: EngineFactory, make_job: Callable[..., JobSpec]
+) -> None:
+    engine = await make_engine(local={"keep_warm_s": 60})
+    marker = f"warm-leftover-{tmp_path.name}"
+    first = make_job(
+        {"mine.txt": "first"},
+        folder="first",
+        run=f"echo $SECRET > leak.txt; sh -c 'sleep 300' {marker} & echo started",
+        env={"SECRET": SECRET},
+        workspace={"workdir": "."},
+    )
+    second = make_job(
+        {"other.txt": "second"},
+        folder="second",
+        run=(
+            "ls -A > listing.txt; env > env.txt; "
+            f"ps -eo args | grep -v grep | grep -c {marker} > procs.txt; true"
+        ),
+        outputs=["listing.txt", "env.txt", "procs.txt"],
+        workspace={"workdir": "."},
+    )
+    one = await run_to_end(engine, first)
+    assert one.state == "COMPLETED", one.reason
+    (warm,) = engine.warm_nodes()
+    assert warm.pool == "local" and warm.in_use_by is None and warm.expires_in_s > 50
+
+    two = await run_to_end(engine, second)
+    assert two.state == "COMPLETED", two.reason
+    assert agent_pid(two.run_dir) == agent_pid(one.run_dir)  # the same node, not a new one
+    detail = _boot_detail(two.run_dir, BootPhase.WARM_REUSED)
+    assert detail is not None and detail.startswith("warm node reused (idle ")
+    outputs = two.run_dir / "outputs"
+    assert sorted((outputs / "listing.txt").read_text().split()) == [
+        "job.toml",
+        "listing.txt",
+        "other.txt",
+    ]
+    assert SECRET not in (outputs / "env.txt").read_text()
+    assert (outputs / "procs.txt").read_text().strip() == "0"
+    await _release_all(engine)
+    pid = agent_pid(two.run_dir)
+    await eventually_async(lambda: not pid_alive(pid), what="the released node's agent ends")
+
+
+async def test_cold_rents_a_new_node_and_a_lost_warm_node_is_rented_anew(
+    make_engine: EngineFactory, make_job: Callable[..., JobSpec]
+) -> None:
+    engine = await make_engine(local={"keep_warm_s": 60})
+    job = make_job(run="echo hi")
+    one = await run_to_end(engine, job)
+    cold = await engine.submit(job, "local", cold=True)
+    two = await asyncio.wait_for(engine.wait(cold), 60)
+    assert agent_pid(two.run_dir) != agent_pid(one.run_dir)
+    assert _boot_detail(two.run_dir, BootPhase.WARM_REUSED) is None
+    assert len(engine.warm_nodes()) == 2
+    released = engine.warm_nodes()[1].node_id  # the newer: the one a claim tries first
+    assert await engine.release_warm(released) == []
+    assert [n.node_id for n in engine.warm_nodes()] != [released]
+    await eventually_async(lambda: not pid_alive(agent_pid(two.run_dir)), what="released")
+    kill_quietly(agent_pid(one.run_dir))  # the other is lost between runs
+    three = await run_to_end(engine, job)
+    assert three.state == "COMPLETED", three.reason
+    assert _boot_detail(three.run_dir, BootPhase.WARM_REUSED) is None
+    assert agent_pid(three.run_dir) not in (agent_pid(one.run_dir), agent_pid(two.run_dir))
+    await _release_all(engine)
+
+
+def test_an_unclaimed_warm_node_releases_itself_with_its_operator_gone(
+    tmp_path: Path, make_job: Callable[..., JobSpec]
+) -> None:
+    run_dir = _swjob_run_warm(tmp_path, make_job, keep_warm_s=1.5)  # no operator is left
+    pid = agent_pid(run_dir)
+    (node,) = [e for e in events(run_dir) if e.kind == "node" and e.state == "warm"]
+    root = node_root(node.node_id)
+    assert pid_alive(pid) and root.is_dir()  # kept warm past its run
+    eventually(lambda: not pid_alive(pid) and not root.exists(), what="the node released itself")
+
+
+def test_swjob_nodes_lists_the_warm_node_and_releases_it(
+    tmp_path: Path, make_job: Callable[..., JobSpec]
+) -> None:
+    pid = agent_pid(_swjob_run_warm(tmp_path, make_job, keep_warm_s=600))
+    listed = swjob("nodes", cwd=tmp_path)
+    header, row = listed.stdout.splitlines()
+    assert header.split() == ["POOL", "NODE", "STATE", "IDLE", "$/H", "BILLED", "EXPIRES", "IN"]
+    assert row.split()[0] == "local" and row.split()[2] == "warm" and "9 m" in row
+    (shown,) = [
+        json.loads(line) for line in swjob("nodes", "--json", cwd=tmp_path).stdout.splitlines()
+    ]
+    assert shown["pool"] == "local" and 590 < shown["expires_in_s"] <= 600
+    assert "warm_key" not in shown and "agent_ticket" not in shown  # the node's credential
+    done = swjob("nodes", "release", shown["node_id"], cwd=tmp_path)
+    assert done.returncode == 0 and "released 1 warm node(s)" in done.stdout, done.stderr
+    assert not pid_alive(pid)
+    assert render(warm_nodes()) == ["no warm nodes (a pool keeps them with keep_warm_s)"]
+
+
+def warm_nodes() -> list[WarmNodeView]:
+    return [WarmNodeView.of(node) for node in listing()]
+
+
+def _swjob_run_warm(tmp_path: Path, make_job: Callable[..., JobSpec], keep_warm_s: float) -> Path:
+    """A hello job run to its end by a real `swjob run` on a local pool that keeps nodes
+    warm `keep_warm_s`; its landing dir."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text(f'[pools.local]\nprovider = "local"\nkeep_warm_s = {keep_warm_s}\n')
+    job = make_job(run="echo hi")
+    code, out = swjob_run(tmp_path, job.source, "--pools", str(pools))
+    assert code == 0, out
+    return only_run_dir(tmp_path / "runs", "t")
