@@ -288,11 +288,12 @@ def _gc(args: argparse.Namespace) -> int:
         unfinished = {view.run_id: view.pool for view, _ in rows}
         owned = ownership.owned(store.path)
         abandoned = {run: pool for run, pool in unfinished.items() if run not in owned}
+        nodes.say_kept(sys.stdout)  # warm nodes: owned and billing, never orphans
         return cli_gc(
             _gc_pools(args.pools, [saved for _, saved in rows]),
             yes=args.yes,
             out=sys.stdout,
-            live_run_ids=owned,
+            live_run_ids=owned | nodes.holding_runs(),
             abandoned=set(abandoned),
             abandoned_pools=abandoned,
             claims=Claims(store),

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from engine.api import Engine, WarmNodeView
@@ -56,6 +56,25 @@ def _release(engine: Engine, args: argparse.Namespace) -> int:
     gone = before - {n.node_id for n in engine.warm_nodes()}
     print(f"released {len(gone)} warm node(s)")
     return 1 if problems else 0
+
+
+def say_kept(out: TextIO) -> None:
+    """For `swjob gc`: the warm nodes, listed apart — kept on purpose, owned, bounded by
+    their own timer: never orphans while it runs."""
+    from engine.state.warmnodes import WarmNodeView, listing
+
+    kept = [WarmNodeView.of(node) for node in listing()]
+    if kept:
+        print(f"{len(kept)} warm node(s) kept for the next run (not orphans):", file=out)
+        for line in render(kept):
+            print(f"  {line}", file=out)
+
+
+def holding_runs() -> set[str]:
+    """The runs whose nodes are kept warm (a Vast label names the run it was rented for)."""
+    from engine.state.warmnodes import holding_runs as held
+
+    return held()
 
 
 def render(nodes: list[WarmNodeView], *, as_json: bool = False) -> list[str]:
