@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 CTL_ALPN = b"swjob/ctl/2"  # 2: Park (warm nodes, agent/warm.py)
-XFER_ALPN = b"swjob/xfer/2"  # 2: chunks carry a CRC-32 (`c`), not a SHA-256
+XFER_ALPN = b"swjob/xfer/3"  # 2: chunks carry a CRC-32; 3: held/adopt (warm nodes)
 LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
 RESUME_ALPN = b"swjob/resume/1"
 """Served by the agent: an engine that adopts a run proves the run's re-attach credential

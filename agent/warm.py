@@ -32,6 +32,7 @@ from agent import endpoint, orphan
 from agent.node import DIAL_ERRORS, AgentConfig, ExitCode, NodeAgent
 from agent.protocol import RESUME_ALPN, WARM_ALPN, Claim, Park
 from agent.reattach import ResumeService, proof
+from agent.transfer import held
 
 log = logging.getLogger("swjob.agent")
 
@@ -40,11 +41,13 @@ AGENT_LOG = "agent.log"  # the agent's own log (no job output, no secret): it st
 
 
 def clean_room(root: Path) -> None:
-    """Remove what the previous run left in the node directory: its workspace and outputs
-    (work/), its step logs (logs/, but the agent's own log, which this process holds
-    open), its journal and step record (state/). Nothing outside `root` is touched."""
-    for name in ("work", "state"):
-        shutil.rmtree(root / name, ignore_errors=True)
+    """Clear what the previous run left in the node directory: its workspace and outputs
+    (work/, moved to held/ — out of the next job's workdir — for the next push to link
+    its unchanged files from: agent/transfer/held.py), its step logs (logs/, but the
+    agent's own log, which this process holds open), its journal and step record
+    (state/). Nothing outside `root` is touched."""
+    held.keep(root / "work")  # out of the next job's room; a delta push links from it
+    shutil.rmtree(root / "state", ignore_errors=True)
     logs = root / "logs"
     for entry in logs.iterdir() if logs.is_dir() else ():
         if entry.name == AGENT_LOG and entry.is_file():

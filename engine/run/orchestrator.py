@@ -109,6 +109,7 @@ class RunDriver:
         self.cold = cold
         self.healthy = True  # no fault, loss, internal error or cap seen: may be kept warm
         self.birth_run = view.run_id  # the run its node was provisioned for (warm reuse)
+        self.pushed: list[dict[str, Any]] = []  # run.json's `push`: one row per tree pushed
         self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s)
         self.begin()  # queued first, so a stop that arrives before the loop starts finds a job
 
@@ -322,6 +323,11 @@ class RunDriver:
         return self._step_exited.is_set()
 
     @property
+    def on_warm_node(self) -> bool:
+        """The run took a node an earlier run left warm (engine/run/warm.py)."""
+        return self.birth_run != self.view.run_id
+
+    @property
     def step_over(self) -> bool:
         """No step is running on the node (none was started, or it exited)."""
         return self._running_step is None or self._step_exited.is_set()
@@ -456,6 +462,8 @@ class RunDriver:
         }
         if by_phase := self._cost.by_phase():
             extra["cost_by_phase"] = by_phase
+        if self.pushed:
+            extra["push"] = self.pushed
         summary = run_summary(self.view, self.clock, extra)
         appender.later(partial(self._write_summary, summary, asyncio.get_running_loop()))
 

@@ -22,7 +22,7 @@ from engine.state.warmnodes import WarmNodeView, listing
 from tests.support.cli import swjob, swjob_run
 from tests.support.engines import EngineFactory
 from tests.support.processes import kill_quietly, pid_alive
-from tests.support.runs import agent_pid, events, only_run_dir, run_to_end
+from tests.support.runs import agent_pid, events, only_run_dir, run_json, run_to_end
 from tests.support.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.timeout(90)
@@ -83,6 +83,37 @@ async def test_the_next_run_takes_the_warm_node_and_finds_a_clean_room(
     await _release_all(engine)
     pid = agent_pid(two.run_dir)
     await eventually_async(lambda: not pid_alive(pid), what="the released node's agent ends")
+
+
+async def test_a_push_to_the_warm_node_sends_only_what_changed(
+    make_engine: EngineFactory, make_job: Callable[..., JobSpec]
+) -> None:
+    engine = await make_engine(local={"keep_warm_s": 60})
+    files = {"a.bin": "x" * 1_000_000, "b.txt": "one\n", "c.txt": "keep\n", "e.txt": "gone\n"}
+    fields = {
+        "run": "ls -A > listing.txt; cat b.txt > seen.txt; echo touched >> c.txt",
+        "outputs": ["listing.txt", "seen.txt", "c.txt"],
+        "workspace": {"workdir": "."},
+    }
+    job = make_job(files, **fields)
+    one = await run_to_end(engine, job)
+    assert one.state == "COMPLETED", one.reason
+    project = job.source.parent
+    (project / "b.txt").write_text("two\n")  # changed
+    (project / "e.txt").unlink()  # removed
+    (project / "d.txt").write_text("new\n")  # added
+    two = await run_to_end(engine, job)
+    assert two.state == "COMPLETED", two.reason
+    (push,) = run_json(two.run_dir)["push"]
+    # a.bin and job.toml were held unchanged; c.txt, changed on the node by the job, is sent
+    assert push["reused_files"] == 2 and push["reused_bytes"] > 1_000_000, push
+    assert push["sent_bytes"] < 100, push
+    outputs = two.run_dir / "outputs"
+    listing = sorted((outputs / "listing.txt").read_text().split())
+    assert listing == ["a.bin", "b.txt", "c.txt", "d.txt", "job.toml", "listing.txt"]
+    assert (outputs / "seen.txt").read_text() == "two\n"
+    assert (outputs / "c.txt").read_text() == "keep\ntouched\n"
+    await _release_all(engine)
 
 
 async def test_cold_rents_a_new_node_and_a_lost_warm_node_is_rented_anew(
