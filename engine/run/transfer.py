@@ -298,17 +298,18 @@ async def push_workspace(
         plan, more = await _with_retries(attempt, "push")
         attempts += more
     meter.finish()
+    reused_bytes = sum(e.size for e in files if e.path in reused)
     left_out = [f"left out {p!r}: {why}" for p, why in sorted(failed.items())]
     return PushResult(
         files=len(files),
         bytes=meter.bytes_total,
         attempts=attempts,
-        resumed_files=plan.files_skipped,
-        resumed_bytes=plan.bytes_skipped,
+        resumed_files=plan.files_skipped - len(reused),
+        resumed_bytes=plan.bytes_skipped - reused_bytes,
         refused=walk.refused + left_out,
         seconds=time.monotonic() - started,
         reused_files=len(reused),
-        reused_bytes=sum(e.size for e in files if e.path in reused),
+        reused_bytes=reused_bytes,
     )
 
 

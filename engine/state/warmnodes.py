@@ -164,6 +164,14 @@ def drop(node_id: str) -> None:
             _path(node_id, suffix).unlink()
 
 
+def parked_in(pool: str) -> int:
+    """How many of `pool`'s nodes are parked now: they count against its max_nodes."""
+    now = time.time()
+    return sum(
+        1 for n in listing() if n.pool == pool and n.in_use_by is None and now < n.expires_at
+    )
+
+
 def holding_runs() -> set[str]:
     """The runs whose nodes are warm or in use here (the birth run a Vast label and the
     ledger name): gc never calls those nodes orphans while their keep time runs."""

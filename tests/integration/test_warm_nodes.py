@@ -139,6 +139,26 @@ async def test_cold_rents_a_new_node_and_a_lost_warm_node_is_rented_anew(
     await _release_all(engine)
 
 
+async def test_a_parked_node_counts_against_max_nodes(
+    make_engine: EngineFactory, make_job: Callable[..., JobSpec]
+) -> None:
+    engine = await make_engine(local={"keep_warm_s": 60, "max_nodes": 1})
+    job = make_job(run="echo hi")
+    await run_to_end(engine, job)
+    cold = await engine.submit(job, "local", cold=True)  # a fresh node: no slot is free
+
+    def told() -> bool:
+        view = engine.run(cold)
+        return view is not None and any("kept warm" in a for a in view.all_alerts)
+
+    await eventually_async(told, what="the queued run told why it waits")
+    assert engine.run(cold).state == "PENDING"
+    assert await engine.release_warm() == []
+    view = await asyncio.wait_for(engine.wait(cold), 60)
+    assert view.state == "COMPLETED", view.reason
+    await _release_all(engine)
+
+
 def test_an_unclaimed_warm_node_releases_itself_with_its_operator_gone(
     tmp_path: Path, make_job: Callable[..., JobSpec]
 ) -> None:
