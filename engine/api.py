@@ -26,12 +26,11 @@ from engine.report.events import Event, TransferProgress, Transition
 from engine.report.money import cost_split, money
 from engine.report.printable import printable
 from engine.report.runbook import fold
-from engine.report.views import GpuView, NodeView, PoolView, RunView
+from engine.report.views import GpuView, NodeView, PoolView, RunView, WarmNodeView
 from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
 from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR
-from engine.state.warmnodes import WarmNodeView
 
 if TYPE_CHECKING:
     from engine.providers.gc import GONE, Collection, Orphan

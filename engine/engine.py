@@ -42,7 +42,7 @@ from engine.report import appender, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
-from engine.report.views import PoolView, RunView
+from engine.report.views import PoolView, RunView, WarmNodeView
 from engine.run import abandon, attempts, fsm, reclaim, recovery, warm
 from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
@@ -56,7 +56,6 @@ from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import foreign_dir, set_private_umask
 from engine.state.store import Store
-from engine.state.warmnodes import WarmNodeView
 
 if TYPE_CHECKING:
     from engine.providers.gc import Collection, Orphan
@@ -88,6 +87,7 @@ class EngineConfig:
 
 
 ADOPT_SCAN_S = 5.0
+WARM_READ_S = 1.0
 
 
 def new_run_id() -> str:
@@ -121,6 +121,7 @@ class Engine:
         self._leases: dict[str, ownership.Lease] = {}
         self._adopting: asyncio.Task[None] | None = None
         self._unadoptable: set[str] = set()
+        self._warm_read: tuple[float, list[WarmNodeView]] = (-WARM_READ_S, [])
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -734,7 +735,7 @@ class Engine:
     def warm_nodes(self) -> list[WarmNodeView]:
         """The nodes this operator keeps warm (parked, or taken by a run), with their bill."""
         now = time.time()
-        return [WarmNodeView.of(node, now) for node in warmnodes.listing()]
+        return [warmnodes.view(node, now) for node in warmnodes.listing()]
 
     async def release_warm(self, node_id: str | None = None) -> list[str]:
         """Destroy the parked warm node `node_id` (None: every one); the problems, one line
@@ -756,12 +757,16 @@ class Engine:
         return problems
 
     def pools(self) -> list[PoolView]:
+        """Each pool with the nodes of the runs driven here and the nodes kept warm."""
         views = []
+        kept = self._warm_listing()
         for pool in self.config.pools:
             nodes = [
                 d.view.node
                 for d in self._drivers.values()
-                if d.pool.name == pool.name and d.view.node and d.view.node.state != "gone"
+                if d.pool.name == pool.name
+                and d.view.node
+                and d.view.node.state not in ("gone", "warm")  # warm: listed with `warm`
             ]
             views.append(
                 PoolView(
@@ -770,6 +775,18 @@ class Engine:
                     max_nodes=pool.max_nodes,
                     summary=pool.summary(),
                     nodes=nodes,
+                    warm=[w for w in kept if w.pool == pool.name and w.in_use_by is None],
                 )
             )
         return views
+
+    def _warm_listing(self) -> list[WarmNodeView]:
+        """The warm nodes, read at most once a second: the console asks for pools ten
+        times a second, and the records are files (any swjob process may park one)."""
+        now = time.monotonic()
+        if now - self._warm_read[0] >= WARM_READ_S:
+            try:
+                self._warm_read = (now, self.warm_nodes())
+            except OSError:
+                self._warm_read = (now, [])
+        return self._warm_read[1]

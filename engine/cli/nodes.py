@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -61,9 +60,9 @@ def _release(engine: Engine, args: argparse.Namespace) -> int:
 def say_kept(out: TextIO) -> None:
     """For `swjob gc`: the warm nodes, listed apart — kept on purpose, owned, bounded by
     their own timer: never orphans while it runs."""
-    from engine.state.warmnodes import WarmNodeView, listing
+    from engine.state.warmnodes import listing, view
 
-    kept = [WarmNodeView.of(node) for node in listing()]
+    kept = [view(node) for node in listing()]
     if kept:
         print(f"{len(kept)} warm node(s) kept for the next run (not orphans):", file=out)
         for line in render(kept):
@@ -80,7 +79,7 @@ def holding_runs() -> set[str]:
 def render(nodes: list[WarmNodeView], *, as_json: bool = False) -> list[str]:
     """The lines `swjob nodes` prints: a table (or JSON lines), or a note that none is kept."""
     if as_json:
-        return [json.dumps(asdict(node)) for node in nodes]
+        return [json.dumps(node.model_dump()) for node in nodes]
     if not nodes:
         return ["no warm nodes (a pool keeps them with keep_warm_s)"]
     from engine.api import money

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.report.views import WarmNodeView
 from engine.state.paths import state_dir
 from engine.state.planted import own_subdir
 from engine.state.wholefile import replace_whole
@@ -178,29 +179,16 @@ def holding_runs() -> set[str]:
     return {n.birth_run or n.last_run for n in listing()}
 
 
-@dataclass(frozen=True)
-class WarmNodeView:
-    """What `swjob nodes` and the console show of a warm node: never its key or ticket."""
-
-    node_id: str
-    pool: str
-    provider: str
-    idle_s: float
-    price_per_hour: float | None
-    billed: float | None
-    expires_in_s: float
-    in_use_by: str | None
-
-    @classmethod
-    def of(cls, node: WarmNode, now: float | None = None) -> WarmNodeView:
-        now = now or time.time()
-        return cls(
-            node_id=node.node_id,
-            pool=node.pool,
-            provider=node.provider,
-            idle_s=0.0 if node.in_use_by else node.idle_s(now),
-            price_per_hour=node.price_per_hour,
-            billed=node.billed_idle(now),
-            expires_in_s=0.0 if node.in_use_by else max(0.0, node.expires_at - now),
-            in_use_by=node.in_use_by,
-        )
+def view(node: WarmNode, now: float | None = None) -> WarmNodeView:
+    """What `swjob nodes` and the console show of `node`: never its key or address."""
+    now = now or time.time()
+    return WarmNodeView(
+        node_id=node.node_id,
+        pool=node.pool,
+        provider=node.provider,
+        idle_s=0.0 if node.in_use_by else node.idle_s(now),
+        price_per_hour=node.price_per_hour,
+        billed=node.billed_idle(now),
+        expires_in_s=0.0 if node.in_use_by else max(0.0, node.expires_at - now),
+        in_use_by=node.in_use_by,
+    )

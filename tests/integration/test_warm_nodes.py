@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.api import WarmNodeView
 from engine.cli.nodes import render
 from engine.engine import Engine
 from engine.jobs.jobspec import JobSpec
 from engine.providers.localspawn import node_root
 from engine.report.events import BootPhase
-from engine.state.warmnodes import WarmNodeView, listing
+from engine.state.warmnodes import listing, view
 from tests.support.cli import swjob, swjob_run
 from tests.support.engines import EngineFactory
 from tests.support.processes import kill_quietly, pid_alive
@@ -190,7 +191,7 @@ def test_swjob_nodes_lists_the_warm_node_and_releases_it(
 
 
 def warm_nodes() -> list[WarmNodeView]:
-    return [WarmNodeView.of(node) for node in listing()]
+    return [view(node) for node in listing()]
 
 
 def _swjob_run_warm(tmp_path: Path, make_job: Callable[..., JobSpec], keep_warm_s: float) -> Path:

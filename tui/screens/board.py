@@ -62,6 +62,14 @@ class BoardScreen(Screen[None]):
         Binding(
             "escape", "clear_filter", "Clear filter", show=False, id="swjob.board.clear_filter"
         ),
+        Binding(
+            "w",
+            "app.release_warm",
+            "Release warm nodes",
+            show=False,  # the pools panel names w beside each warm node
+            tooltip="Destroy the nodes kept warm for the next run, now",
+            id="swjob.board.release_warm",
+        ),
     ]
 
     def __init__(self, engine: EngineAPI, clock: Clock, feed: Feed) -> None:

@@ -1,4 +1,5 @@
-"""The board's pools panel: each pool, its provider, its nodes (state, GPUs, price, uptime)."""
+"""The board's pools panel: each pool, its provider, its nodes (state, GPUs, price, uptime),
+and the nodes it keeps warm for its next run (idle for, expires in; `w` releases them)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.api import NodeView, PoolView
+from engine.api import NodeView, PoolView, WarmNodeView, money
 from tui import format as fmt
 
 
@@ -24,6 +25,19 @@ def _node_row(node: NodeView, now: datetime) -> list[Text | str]:
     ]
 
 
+def _warm_row(node: WarmNodeView) -> list[Text | str]:
+    """A kept node: it bills while it idles, so the row says for how long, what it has
+    cost, and when its own timer releases it."""
+    return [
+        f"  {node.node_id}",
+        fmt.node_state_text("warm"),
+        f"idle {fmt.duration(node.idle_s)}",
+        fmt.price(node.price_per_hour) or "—",
+        f"billed {money(node.billed)}" if node.billed is not None else "",
+        Text(f"expires in {fmt.duration(node.expires_in_s)} · w releases", style="dim"),
+    ]
+
+
 def render_pools(pools: list[PoolView], now: datetime) -> Table:
     table = Table.grid(padding=(0, 2), expand=True)
     for _ in range(6):
@@ -33,7 +47,9 @@ def render_pools(pools: list[PoolView], now: datetime) -> Table:
         table.add_row(head, Text(pool.summary, style="dim"), "", "", f"max {pool.max_nodes}", "")
         for node in pool.nodes:
             table.add_row(*_node_row(node, now))
-        if not pool.nodes:
+        for kept in pool.warm:
+            table.add_row(*_warm_row(kept))
+        if not pool.nodes and not pool.warm:
             table.add_row(Text("  no nodes", style="dim"), "", "", "", "", "")
     return table
 
