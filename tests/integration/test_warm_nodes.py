@@ -17,14 +17,15 @@ from engine.api import WarmNodeView
 from engine.cli.nodes import render
 from engine.engine import Engine
 from engine.jobs.jobspec import JobSpec
+from engine.jobs.pools import Caps
 from engine.providers.localspawn import node_root
 from engine.report.events import BootPhase
 from engine.state.warmnodes import listing, view
-from tests.support.cli import swjob, swjob_run
-from tests.support.engines import EngineFactory
+from tests.support.cli import swjob
+from tests.support.engines import EngineFactory, engine_with
 from tests.support.processes import kill_quietly, pid_alive
-from tests.support.runs import agent_pid, events, only_run_dir, run_json, run_to_end
-from tests.support.waiting import eventually, eventually_async
+from tests.support.runs import agent_pid, events, run_json, run_to_end
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -140,6 +141,20 @@ async def test_cold_rents_a_new_node_and_a_lost_warm_node_is_rented_anew(
     await _release_all(engine)
 
 
+async def test_a_failed_setup_keeps_the_healthy_node_and_a_capped_run_does_not(
+    make_engine: EngineFactory, make_job: Callable[..., JobSpec]
+) -> None:
+    engine = await make_engine(local={"keep_warm_s": 60, "caps": Caps(max_hours=0.0005)})
+    failed = await run_to_end(engine, make_job(setup="exit 3", run="true"))
+    assert failed.state == "FAILED" and "setup" in (failed.reason or "")
+    (kept,) = engine.warm_nodes()  # the job failed, its node did not
+    capped = await run_to_end(engine, make_job(run="sleep 60", folder="capped"))
+    assert "cap reached" in (capped.reason or ""), capped.reason
+    assert capped.node is not None and capped.node.node_id == kept.node_id  # it took the node
+    assert engine.warm_nodes() == []  # and a capped run's node is not kept
+    assert not pid_alive(agent_pid(capped.run_dir))
+
+
 async def test_a_parked_node_counts_against_max_nodes(
     make_engine: EngineFactory, make_job: Callable[..., JobSpec]
 ) -> None:
@@ -160,28 +175,28 @@ async def test_a_parked_node_counts_against_max_nodes(
     await _release_all(engine)
 
 
-def test_an_unclaimed_warm_node_releases_itself_with_its_operator_gone(
+async def test_an_unclaimed_warm_node_releases_itself_with_its_operator_gone(
     tmp_path: Path, make_job: Callable[..., JobSpec]
 ) -> None:
-    run_dir = _swjob_run_warm(tmp_path, make_job, keep_warm_s=1.5)  # no operator is left
+    run_dir = await _kept_hello(tmp_path, make_job, keep_warm_s=1.5)  # no operator is left
     pid = agent_pid(run_dir)
     (node,) = [e for e in events(run_dir) if e.kind == "node" and e.state == "warm"]
     root = node_root(node.node_id)
     assert pid_alive(pid) and root.is_dir()  # kept warm past its run
-    eventually(lambda: not pid_alive(pid) and not root.exists(), what="the node released itself")
+    await eventually_async(
+        lambda: not pid_alive(pid) and not root.exists(), what="the node released itself"
+    )
 
 
-def test_swjob_nodes_lists_the_warm_node_and_releases_it(
+async def test_swjob_nodes_lists_the_warm_node_and_releases_it(
     tmp_path: Path, make_job: Callable[..., JobSpec]
 ) -> None:
-    pid = agent_pid(_swjob_run_warm(tmp_path, make_job, keep_warm_s=600))
-    listed = swjob("nodes", cwd=tmp_path)
-    header, row = listed.stdout.splitlines()
+    pid = agent_pid(await _kept_hello(tmp_path, make_job, keep_warm_s=600))
+    header, row = render(warm_nodes())
     assert header.split() == ["POOL", "NODE", "STATE", "IDLE", "$/H", "BILLED", "EXPIRES", "IN"]
     assert row.split()[0] == "local" and row.split()[2] == "warm" and "9 m" in row
-    (shown,) = [
-        json.loads(line) for line in swjob("nodes", "--json", cwd=tmp_path).stdout.splitlines()
-    ]
+    listed = swjob("nodes", "--json", cwd=tmp_path).stdout.splitlines()
+    (shown,) = [json.loads(line) for line in listed]
     assert shown["pool"] == "local" and 590 < shown["expires_in_s"] <= 600
     assert "warm_key" not in shown and "agent_ticket" not in shown  # the node's credential
     done = swjob("nodes", "release", shown["node_id"], cwd=tmp_path)
@@ -194,12 +209,10 @@ def warm_nodes() -> list[WarmNodeView]:
     return [view(node) for node in listing()]
 
 
-def _swjob_run_warm(tmp_path: Path, make_job: Callable[..., JobSpec], keep_warm_s: float) -> Path:
-    """A hello job run to its end by a real `swjob run` on a local pool that keeps nodes
-    warm `keep_warm_s`; its landing dir."""
-    pools = tmp_path / "pools.toml"
-    pools.write_text(f'[pools.local]\nprovider = "local"\nkeep_warm_s = {keep_warm_s}\n')
-    job = make_job(run="echo hi")
-    code, out = swjob_run(tmp_path, job.source, "--pools", str(pools))
-    assert code == 0, out
-    return only_run_dir(tmp_path / "runs", "t")
+async def _kept_hello(tmp_path: Path, make_job: Callable[..., JobSpec], keep_warm_s: float) -> Path:
+    """A hello job run to its end on a local pool that keeps nodes `keep_warm_s`, by an
+    engine closed since (its operator is gone); its landing dir."""
+    async with engine_with(tmp_path / "runs", keep_warm_s=keep_warm_s) as engine:
+        view = await run_to_end(engine, make_job(run="echo hi"))
+    assert view.state == "COMPLETED", view.reason
+    return view.run_dir

@@ -59,3 +59,27 @@ async def test_an_unclaimed_instance_destroys_itself_with_its_operator_gone(
     await eventually_async(lambda: instance in api.cloud.destroyed, what="its own destroy")
     (destroy,) = [headers for method, _, headers, _ in api.requests if method == "DELETE"]
     assert destroy["Authorization"].startswith("Bearer ck-")  # the node's own key
+
+
+async def test_two_operators_on_one_account_never_share_a_warm_node(
+    api: StandIn, tmp_path: Path, make_job: Callable[..., JobSpec], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = make_job(run="echo hello")
+    pool = gpu_pool(keep_warm_s=60)
+    async with engine_with(tmp_path / "runs-a", pool) as first:  # operator A
+        await run_to_end(first, job, "gpu")
+        (a_node,) = first.warm_nodes()
+    for name in ("state", "cache"):  # operator B: same account, its own state
+        monkeypatch.setenv(f"SWJOB_{name.upper()}_DIR", str(tmp_path / f"b-{name}"))
+    async with engine_with(tmp_path / "runs-b", pool) as second:
+        view = await run_to_end(second, job, "gpu")
+        assert view.state == "COMPLETED", view.reason
+        assert view.node is not None and view.node.node_id != a_node.node_id  # rented anew
+        assert [n.node_id for n in second.warm_nodes()] == [view.node.node_id]
+        assert all(not o.collectable for o in await second.orphans())  # A's: never B's to end
+        assert await second.release_warm() == []
+    assert int(a_node.node_id) in api.cloud.instances  # A's node waits for A alone
+    for name in ("state", "cache"):
+        monkeypatch.setenv(f"SWJOB_{name.upper()}_DIR", str(tmp_path / f"swjob-{name}"))
+    async with engine_with(tmp_path / "runs-a", pool) as first:
+        assert await first.release_warm() == []
