@@ -72,7 +72,7 @@ async def claim(
             continue
         provider.adopt(handle)
         idle = node.idle_s()
-        scope.boot_reached(BootPhase.WARM_REUSED, f"warm node reused (idle {idle:.0f} s)")
+        scope.boot_reached(BootPhase.WARM_REUSED, f"idle {idle:.0f} s")
         return handle, node.birth_run or node.last_run
     return None
 
