@@ -53,6 +53,7 @@ from agent.protocol import (
 from agent.reattach import ResumeService, Target
 from agent.redial import Backoff, describe, serve_forever, serve_xfer_forever
 from agent.supervisor import Supervisor
+from agent.transfer import held
 
 log = logging.getLogger("swjob.agent")
 
@@ -360,6 +361,9 @@ class NodeAgent:
             self.journal.ack(msg.last_seq)
         elif isinstance(msg, RunStep):
             log.info("run step %s", msg.step)
+            # what a warm node held of the previous run goes before any of this run's
+            # processes could look at it (its unchanged files live on, linked, in work/)
+            await asyncio.to_thread(held.release, self.cfg.workdir)
             await self.supervisor.start(msg.step, msg.command, msg.env)
         elif isinstance(msg, StopStep):
             log.info("stop step (grace %.1f s)", msg.grace_s)

@@ -475,6 +475,7 @@ class Engine:
         driver.logs.restore(events)  # what the dead owner wrote past its datastream goes
         driver.recovery.update(saved)
         driver.started = set(saved.get("started", []))
+        driver.birth_run = saved.get("birth_run", view.run_id)  # a warm node's first run
         driver.session.endpoint_id = saved.get("endpoint_id")
         driver.session.heartbeat_s = recovery.node_heartbeat(saved, driver.session.heartbeat_s)
         driver.session.last_seq = max(saved.get("last_seq", 0), recovery.last_node_seq(events))

@@ -7,7 +7,9 @@ operator's own mtime, which every landed file carries), and names the files of i
 that match exactly; the node hard-links those into the fresh workdir (`adopt`) and the
 push sends the rest. A file the previous job changed has a new mtime and is sent again;
 a file the operator removed is simply not adopted. rsync's quick check, on stat alone,
-so a 277 MB tree costs a listing, not a re-read.
+so a 277 MB tree costs a listing, not a re-read. Before the run's first step starts,
+whatever is still held goes (`release`): no process of the next run can read the previous
+run's files or outputs there.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ def keep(workdir: Path) -> None:
     shutil.rmtree(held, ignore_errors=True)
     if workdir.is_dir() and not workdir.is_symlink():
         os.rename(workdir, held)
+
+
+def release(workdir: Path) -> None:
+    """The run's first step starts: nothing of the previous run stays for its processes to
+    find (the files the push reused live on, hard-linked, in the workdir)."""
+    shutil.rmtree(held_dir(workdir), ignore_errors=True)
 
 
 def held_files(workdir: Path) -> list[list[object]]:

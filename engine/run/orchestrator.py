@@ -285,6 +285,7 @@ class RunDriver:
             taken = await warm.claim(self._endpoint, self._provider, self.pool, self._bootstrap)
             if taken is not None:
                 handle, self.birth_run = taken
+                self.remember(birth_run=self.birth_run)  # an adopter parks it under it too
                 return handle
         return await self._provider.provision(self._bootstrap)
 

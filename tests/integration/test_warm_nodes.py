@@ -58,10 +58,10 @@ async def test_the_next_run_takes_the_warm_node_and_finds_a_clean_room(
         {"other.txt": "second"},
         folder="second",
         run=(
-            "ls -A > listing.txt; env > env.txt; "
+            "ls -A > listing.txt; ls -A .. > parent.txt; env > env.txt; "
             f"ps -eo args | grep -v grep | grep -c {marker} > procs.txt; true"
         ),
-        outputs=["listing.txt", "env.txt", "procs.txt"],
+        outputs=["listing.txt", "parent.txt", "env.txt", "procs.txt"],
         workspace={"workdir": "."},
     )
     one = await run_to_end(engine, first)
@@ -81,6 +81,7 @@ async def test_the_next_run_takes_the_warm_node_and_finds_a_clean_room(
         "other.txt",
     ]
     assert SECRET not in (outputs / "env.txt").read_text()
+    assert "held" not in (outputs / "parent.txt").read_text().split()  # nor beside it
     assert (outputs / "procs.txt").read_text().strip() == "0"
     await _release_all(engine)
     pid = agent_pid(two.run_dir)
