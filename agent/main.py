@@ -14,7 +14,9 @@ Exit codes: 0 shutdown (asked by the orchestrator, or SIGTERM/SIGINT), 2 usage,
 --orphan-timeout; the job was stopped and the node released as --on-orphan says:
 nothing more, its --root removed, or its own Vast.ai instance destroyed), 6 capped
 (the run's --max-dollars/--max-hours reached with no operator metering it: the job
-was stopped and the node released as for an orphan; agent/budget.py).
+was stopped and the node released as for an orphan; agent/budget.py), 7 expired (a
+node kept warm after its run, agent/warm.py, was not claimed within its keep time; it
+released itself the same way).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ import sys
 from pathlib import Path
 
 from agent import budget, credentials, forkserver, orphan, subreaper
-from agent.node import AgentConfig, ExitCode, NodeAgent
+from agent.node import AgentConfig, ExitCode
 from agent.quickexit import exit_now
+from agent.warm import NodeLife
 
 USAGE_ERROR = 2
 
@@ -110,12 +113,15 @@ def setup_logging(logs_dir: Path) -> None:
 
 
 async def _run(cfg: AgentConfig) -> int:
-    agent = NodeAgent(cfg)
+    life = NodeLife(cfg)  # one run, or more while the node is kept warm (agent/warm.py)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, agent.shutdown.set)
-    code = await agent.run()
-    if code is ExitCode.ORPHANED and cfg.on_orphan == "remove-root":
+        loop.add_signal_handler(sig, life.stop)
+    code = await life.run()
+    if (
+        code in (ExitCode.ORPHANED, ExitCode.CAPPED, ExitCode.EXPIRED)
+        and cfg.on_orphan == "remove-root"
+    ):
         logging.getLogger("swjob.agent").error("%s", orphan.remove_root(cfg.root))
     return int(code)
 

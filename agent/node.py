@@ -42,6 +42,7 @@ from agent.protocol import (
     Heartbeat,
     Hello,
     NodeFault,
+    Park,
     ProtocolError,
     Reject,
     RunStep,
@@ -53,6 +54,7 @@ from agent.protocol import (
 from agent.reattach import ResumeService, Target
 from agent.redial import Backoff, describe, serve_forever, serve_xfer_forever
 from agent.supervisor import Supervisor
+from agent.transfer import held
 
 log = logging.getLogger("swjob.agent")
 
@@ -81,6 +83,7 @@ class ExitCode(IntEnum):
     REJECTED = 3
     ORPHANED = 5
     CAPPED = 6
+    EXPIRED = 7  # kept warm for keep_warm_s and never claimed (agent/warm.py)
 
 
 class JoinRefused(Exception):
@@ -137,8 +140,11 @@ class _Session:
 class NodeAgent:
     """One run's agent: owns the endpoint, the journal and the supervisor."""
 
-    def __init__(self, cfg: AgentConfig) -> None:
+    def __init__(self, cfg: AgentConfig, ep: iroh_ffi.Endpoint | None = None) -> None:
+        """`ep`: the process's endpoint when it outlives this run (a warm node's,
+        agent/warm.py); None: bound, and closed, by `run`."""
         self.cfg = cfg
+        self.parked: Park | None = None  # the run ended with Park: the node stays warm
         for d in (cfg.workdir, cfg.logs_dir, cfg.state_dir):
             d.mkdir(exist_ok=True)  # in the root its provider made: never that root again
         self.journal = Journal(cfg.state_dir / "events.jsonl")
@@ -158,19 +164,21 @@ class NodeAgent:
         self.journal.subscribe(self._wake.set)
         self._sent = 0
         self._background: set[asyncio.Task[Any]] = set()
-        self._ep: iroh_ffi.Endpoint | None = None
+        self._ep = ep
+        self._owns_ep = ep is None
         self._session: _Session | None = None
         self._target = restart.saved_target(cfg.state_dir, Target(cfg.orchestrator_id, cfg.ticket))
+        self.resume = ResumeService(cfg.run_id, cfg.reattach_id, self._retarget)
         self._retargeted = asyncio.Event()
         self._alone_since: float | None = time.monotonic()  # None while a session is up
         self._operator_stopping = False  # told to stop its step or shut down
 
     async def run(self) -> ExitCode:
         """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
-        key = restart.node_key(self.cfg.state_dir)  # the same node id after a restart
-        self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN], secret_key=key)
-        resume = ResumeService(self.cfg.run_id, self.cfg.reattach_id, self._retarget)
-        self._spawn_background(resume.serve(self._ep))
+        if self._ep is None:  # ours alone: we serve resume on it (else our owner routes it)
+            key = restart.node_key(self.cfg.state_dir)  # the same node id after a restart
+            self._ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN], secret_key=key)
+            self._spawn_background(self.resume.serve(self._ep))
         serve = asyncio.create_task(self._serve())
         stop = asyncio.create_task(self.shutdown.wait())
         alone = asyncio.create_task(self._orphan_clock())
@@ -196,9 +204,10 @@ class NodeAgent:
             await cancel_within(ENDPOINT_CLOSE_S, serve, stop, alone, capped, *self._background)
             await self.supervisor.stop(self.cfg.grace)
             self.journal.close()
-            with contextlib.suppress(*DIAL_ERRORS):  # never let a stuck close keep us alive
-                async with asyncio.timeout(CLOSE_WAIT_S):
-                    await self._ep.close()
+            if self._owns_ep:
+                with contextlib.suppress(*DIAL_ERRORS):  # never let a stuck close keep us alive
+                    async with asyncio.timeout(CLOSE_WAIT_S):
+                        await self._ep.close()
 
     async def _orphan_clock(self) -> None:
         """Return once no control session has been up for `orphan_timeout` seconds.
@@ -395,6 +404,9 @@ class NodeAgent:
             self.journal.ack(msg.last_seq)
         elif isinstance(msg, RunStep):
             log.info("run step %s", msg.step)
+            # what a warm node held of the previous run goes before any of this run's
+            # processes could look at it (its unchanged files live on, linked, in work/)
+            await asyncio.to_thread(held.release, self.cfg.workdir)
             await self.supervisor.start(msg.step, msg.command, msg.env)
         elif isinstance(msg, StopStep):
             log.info("stop step (grace %.1f s)", msg.grace_s)
@@ -402,6 +414,10 @@ class NodeAgent:
             self._spawn_background(self.supervisor.stop(msg.grace_s))
         elif isinstance(msg, Shutdown):
             self._operator_stopping = True
+            self.shutdown.set()
+        elif isinstance(msg, Park):
+            log.info("run over: parking the node")
+            self.parked = msg
             self.shutdown.set()
         else:
             log.warning("ignoring unexpected %s message", type(msg).__name__)

@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
-CTL_ALPN = b"swjob/ctl/1"
-XFER_ALPN = b"swjob/xfer/2"  # 2: chunks carry a CRC-32 (`c`), not a SHA-256
+CTL_ALPN = b"swjob/ctl/2"  # 2: Park (warm nodes, agent/warm.py)
+XFER_ALPN = b"swjob/xfer/3"  # 2: chunks carry a CRC-32; 3: held/adopt (warm nodes)
 LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
 CODE_ALPN = b"swjob/code/1"
 """Served by the engine: a booting node fetches the operator's agent code here, with its
@@ -29,6 +29,9 @@ run's join token (agent/codefetch.py, engine/run/codeserve.py)."""
 RESUME_ALPN = b"swjob/resume/1"
 """Served by the agent: an engine that adopts a run proves the run's re-attach credential
 here and gives the node its own address to dial (agent/reattach.py)."""
+WARM_ALPN = b"swjob/warm/1"
+"""Served by a parked (warm) agent: an engine claims the idle node for its next run by
+proving the node's warm key, and hands it that run's identity (agent/warm.py)."""
 
 MAX_FRAME = 16 * 1024 * 1024
 MAX_GPUS = 64  # per sample and per node: more is a hostile node (a fake nvidia-smi)
@@ -243,6 +246,18 @@ class Shutdown(_Msg):
     type: Literal["shutdown"] = "shutdown"
 
 
+class Park(_Msg):
+    """The run is over and its node stays warm: the agent ends the run's session, cleans
+    its room, and waits up to `keep_warm_s` for a claim signed by the warm key; then it
+    releases itself as it would when orphaned (agent/warm.py). `warm_id` is the public half
+    of a warm key pair (agent/reattach.py): the engine keeps the secret, so nothing a job
+    reads on the node lets it claim the node."""
+
+    type: Literal["park"] = "park"
+    keep_warm_s: float = Field(gt=0)
+    warm_id: str = Field(min_length=16)
+
+
 # ---- re-attach (RESUME_ALPN: the adopting engine dials the agent) ----------------------
 
 
@@ -255,14 +270,29 @@ class Challenge(_Msg):
 
 class Resume(_Msg):
     """An engine takes the run over: dial `ticket`, obey `orchestrator_id` (which must be
-    the resume connection's own peer id). `proof` is the HMAC of the run's re-attach
-    credential over the nonce and every other field."""
+    the resume connection's own peer id). `proof` is the signature, by the run's
+    re-attach secret, of the nonce and every other field."""
 
     type: Literal["resume"] = "resume"
     run_id: str
     orchestrator_id: str
     ticket: str
     proof: str
+
+
+class Claim(_Msg):
+    """An engine takes a warm node for run `run_id` (WARM_ALPN): the node then joins
+    `orchestrator_id` at `ticket` with `token`, as a freshly started agent would. `proof`
+    is the signature, by the warm key's secret half, of the nonce, the run id, the id and
+    the ticket; `reattach_id` is the public half of the new run's re-attach key pair."""
+
+    type: Literal["claim"] = "claim"
+    run_id: str
+    orchestrator_id: str
+    ticket: str
+    proof: str
+    token: str
+    reattach_id: str = ""
 
 
 class Resumed(_Msg):
@@ -294,9 +324,11 @@ Message = Annotated[
     | RunStep
     | StopStep
     | Shutdown
+    | Park
     | Heartbeat
     | Challenge
     | Resume
+    | Claim
     | Resumed,
     Field(discriminator="type"),
 ]

@@ -82,6 +82,8 @@ def verified(public: str, signed: str, *fields: str) -> bool:
 class ResumeService:
     """The node's side: accepts resume connections and retargets the agent on a valid proof."""
 
+    alpn = RESUME_ALPN
+
     def __init__(self, run_id: str, public: str, on_resume: Callable[[Target], None]) -> None:
         self._run_id = run_id
         self._public = public
@@ -110,9 +112,10 @@ class ResumeService:
                 accepting = await incoming.accept()
                 alpn = await accepting.alpn()
                 conn = await accepting.connect()
-                if alpn != RESUME_ALPN:
+                service = self.service_for(alpn)
+                if service is None:
                     return
-                await self._handshake(conn, str(conn.remote_id()))
+                await service._handshake(conn, str(conn.remote_id()))
         except Exception as exc:
             log.warning("resume attempt failed: %s", type(exc).__name__)
         finally:
@@ -130,15 +133,23 @@ class ResumeService:
             log.warning("refused resume from %s: %s", remote[:16], reason)
             await channel.send(Reject(reason=reason))
         else:
-            assert isinstance(msg, Resume)
-            log.info("run taken over by orchestrator %s", remote[:16])
-            self._on_resume(Target(msg.orchestrator_id, msg.ticket))
+            self._accept(msg)
             await channel.send(Resumed())
         send = stream.send()
         await send.finish()
         with contextlib.suppress(Exception):  # let the peer read the answer before closing
             async with asyncio.timeout(2.0):
                 await conn.closed()
+
+    def service_for(self, alpn: bytes) -> ResumeService | None:
+        """The service that answers a connection on `alpn` (None: it is closed unanswered);
+        a warm node's agent routes its two services through one accept loop (agent/warm.py)."""
+        return self if alpn == self.alpn else None
+
+    def _accept(self, msg: Any) -> None:
+        """A proven peer's message: obey the orchestrator it names."""
+        log.info("run taken over by orchestrator %s", msg.orchestrator_id[:16])
+        self._on_resume(Target(msg.orchestrator_id, msg.ticket))
 
     def _refusal(self, msg: object, nonce: str, remote: str) -> str | None:
         if not isinstance(msg, Resume):

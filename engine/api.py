@@ -27,7 +27,7 @@ from engine.report.events import Event, TransferProgress, Transition
 from engine.report.money import cost_split, money
 from engine.report.printable import printable
 from engine.report.runbook import fold
-from engine.report.views import GpuView, NodeView, PoolView, RunView, short_id
+from engine.report.views import GpuView, NodeView, PoolView, RunView, WarmNodeView, short_id
 from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
 from engine.state.ownership import has_live_owner
@@ -72,6 +72,7 @@ __all__ = [
     "Transition",
     "Unowned",
     "UnusableDirError",
+    "WarmNodeView",
     "boot_timeline",
     "chains",
     "check_pool",

@@ -44,15 +44,15 @@ from engine.report import appender, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
-from engine.report.views import PoolView, RunView, short_id
-from engine.run import abandon, attempts, fsm, reclaim, recovery
+from engine.report.views import PoolView, RunView, WarmNodeView, short_id
+from engine.run import abandon, attempts, fsm, reclaim, recovery, warm
 from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
 from engine.run.control import ControlServer, NodeSession
 from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
-from engine.state import identity, ownership, spill
+from engine.state import identity, ownership, spill, warmnodes
 from engine.state.indexwrites import IndexWrites, Unwritten
 from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
@@ -89,6 +89,7 @@ class EngineConfig:
 
 
 ADOPT_SCAN_S = 5.0
+WARM_READ_S = 1.0
 
 
 def new_run_id() -> str:
@@ -122,6 +123,7 @@ class Engine:
         self._leases: dict[str, ownership.Lease] = {}
         self._adopting: asyncio.Task[None] | None = None
         self._unadoptable: set[str] = set()
+        self._warm_read: tuple[float, list[WarmNodeView]] = (-WARM_READ_S, [])
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -205,17 +207,24 @@ class Engine:
 
     # ---- runs --------------------------------------------------------------------------
 
-    async def submit(self, job: JobSpec, pool: str) -> str:
-        """Place the job on a new node of `pool`; returns the run id at once."""
+    async def submit(self, job: JobSpec, pool: str, *, cold: bool = False) -> str:
+        """Place the job on a node of `pool` — a warm one when the pool keeps them and one
+        fits (`cold`: always a new one); returns the run id at once."""
         try:
             pool_def = self.config.pools.get(pool)
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
         await self._providers_ready(pool_def)
-        return self._start(job, pool_def, None)
+        return self._start(job, pool_def, None, cold=cold)
 
     def _start(
-        self, job: JobSpec, pool_def: Pool, attempt: Attempt | None, run_id: str | None = None
+        self,
+        job: JobSpec,
+        pool_def: Pool,
+        attempt: Attempt | None,
+        run_id: str | None = None,
+        *,
+        cold: bool = False,
     ) -> str:
         """Start a run of `job` on `pool_def`: attempt 1 under a new id when `attempt` is
         None, else a recorded next attempt under its `run_id` (whose lease we hold)."""
@@ -259,6 +268,7 @@ class Engine:
         driver = self._driver(
             new_view(submitted), job, attempts.capped(pool_def, attempt), keys, attempt
         )
+        driver.cold = cold
         driver.remember(
             orchestrator_id=str(self._endpoint.id()),
             job_file=str(job.source),
@@ -327,6 +337,7 @@ class Engine:
             stop_grace_s=self.config.stop_grace_s,
             on_change=self._save,
             attempt=attempt,
+            endpoint=self._endpoint,
         )
         holder.append(driver)
         driver.recovery.update(keys)
@@ -477,6 +488,7 @@ class Engine:
         driver.logs.restore(events)  # what the dead owner wrote past its datastream goes
         driver.recovery.update(saved)
         driver.started = set(saved.get("started", []))
+        driver.birth_run = saved.get("birth_run", view.run_id)  # a warm node's first run
         driver.session.endpoint_id = saved.get("endpoint_id")
         driver.session.heartbeat_s = recovery.node_heartbeat(saved, driver.session.heartbeat_s)
         driver.session.last_seq = max(saved.get("last_seq", 0), recovery.last_node_seq(events))
@@ -646,6 +658,7 @@ class Engine:
         never orphans; the nodes of the second are (engine/state/ownership.py)."""
         assert self._store is not None
         owned = {v.run_id for v in self.running()} | ownership.owned(self._store.path)
+        owned |= warmnodes.holding_runs()  # kept warm: owned, billing, bounded by their timer
         unfinished = {v.run_id for v, _ in self._store.unfinished()}
         return owned, unfinished - owned
 
@@ -731,13 +744,43 @@ class Engine:
             raise SubmitError(f"unknown run {run_id}")
         return view.run_dir / "logs" / f"{step}.log"
 
+    # ---- warm nodes (docs/warm-nodes.md) -------------------------------------------------
+
+    def warm_nodes(self) -> list[WarmNodeView]:
+        """The nodes this operator keeps warm (parked, or taken by a run), with their bill."""
+        now = time.time()
+        return [warmnodes.view(node, now) for node in warmnodes.listing()]
+
+    async def release_warm(self, node_id: str | None = None) -> list[str]:
+        """Destroy the parked warm node `node_id` (None: every one); the problems, one line
+        each (an unknown node is one)."""
+        nodes = [n for n in warmnodes.listing() if n.in_use_by is None]
+        chosen = [n for n in nodes if node_id is None or n.node_id == node_id]
+        if node_id is not None and not chosen:
+            return [f"no parked warm node {node_id} (see `swjob nodes`)"]
+        problems = []
+        for node in chosen:
+            try:
+                pool = self.config.pools.get(node.pool)
+                await self._providers_ready(pool)
+                problem = await warm.release(self._provider(pool), node)
+            except (PoolFileError, SubmitError) as exc:
+                problem = f"warm node {node.node_id}: {one_line(exc)}"
+            if problem is not None:
+                problems.append(problem)
+        return problems
+
     def pools(self) -> list[PoolView]:
+        """Each pool with the nodes of the runs driven here and the nodes kept warm."""
         views = []
+        kept = self._warm_listing()
         for pool in self.config.pools:
             nodes = [
                 d.view.node
                 for d in self._drivers.values()
-                if d.pool.name == pool.name and d.view.node and d.view.node.state != "gone"
+                if d.pool.name == pool.name
+                and d.view.node
+                and d.view.node.state not in ("gone", "warm")  # warm: listed with `warm`
             ]
             views.append(
                 PoolView(
@@ -748,6 +791,18 @@ class Engine:
                     nodes=nodes,
                     max_dollars=pool.caps.max_dollars,
                     max_hours=pool.caps.max_hours,
+                    warm=[w for w in kept if w.pool == pool.name and w.in_use_by is None],
                 )
             )
         return views
+
+    def _warm_listing(self) -> list[WarmNodeView]:
+        """The warm nodes, read at most once a second: the console asks for pools ten
+        times a second, and the records are files (any swjob process may park one)."""
+        now = time.monotonic()
+        if now - self._warm_read[0] >= WARM_READ_S:
+            try:
+                self._warm_read = (now, self.warm_nodes())
+            except OSError:
+                self._warm_read = (now, [])
+        return self._warm_read[1]

@@ -36,7 +36,7 @@ from tui.owners import Owner, owner
 from tui.screens.board import BoardScreen
 from tui.screens.detail import DetailScreen
 from tui.screens.help import HelpScreen, help_table
-from tui.screens.modals import ConfirmStopScreen, QuitScreen
+from tui.screens.modals import ConfirmStopScreen, QuitScreen, WarmQuitScreen
 from tui.screens.orphans import OrphansScreen
 from tui.screens.outputs import OutputsScreen
 from tui.screens.submit import SubmitScreen
@@ -418,16 +418,46 @@ class SwjobApp(App[None]):
     async def action_quit(self) -> None:
         running = self.engine.running()
         if not running:
-            self._quit_with(stop_running=False)
+            self._ask_warm(stop_running=False)
             return
         self.push_screen(QuitScreen(running), self._quit_answer)
 
     def _quit_answer(self, choice: str | None) -> None:
         if choice is not None:
-            self._quit_with(stop_running=choice == "stop")
+            self._ask_warm(stop_running=choice == "stop")
+
+    def _ask_warm(self, stop_running: bool) -> None:
+        """With warm nodes kept, ask whether to keep them (the default) or release them."""
+        kept = [n for n in self.engine.warm_nodes() if n.in_use_by is None]
+        if not kept:
+            self._quit_with(stop_running, release_warm=False)
+            return
+
+        def answered(choice: str | None) -> None:
+            if choice is not None:
+                self._quit_with(stop_running, release_warm=choice == "release")
+
+        self.push_screen(WarmQuitScreen(kept), answered)
+
+    def action_release_warm(self) -> None:
+        """`W` on the board: release every parked warm node now."""
+        self._release_warm()
+
+    @work(group="warm", exclusive=True, exit_on_error=False, description="release warm nodes")
+    async def _release_warm(self) -> None:
+        kept = [n for n in self.engine.warm_nodes() if n.in_use_by is None]
+        if not kept:
+            self.notify("no warm nodes kept", title="warm nodes")
+            return
+        self.notify(f"releasing {len(kept)} warm node(s)…", title="warm nodes")
+        problems = await self.engine.release_warm()
+        for problem in problems:
+            self.notify(problem, title="warm nodes", severity="error", timeout=20)
+        if not problems:
+            self.notify(f"released {len(kept)} warm node(s)", title="warm nodes")
 
     @work(group="shutdown", exclusive=True, exit_on_error=False, description="quit")
-    async def _quit_with(self, stop_running: bool) -> None:
+    async def _quit_with(self, stop_running: bool, release_warm: bool = False) -> None:
         """Stop-all waits here, with the console still up, until every run is terminal;
         the engine itself is closed on unmount, after the screens stopped reading it."""
         self._stop_on_close = stop_running
@@ -437,6 +467,10 @@ class SwjobApp(App[None]):
             while self.engine.running():
                 self._settled.clear()
                 await self._settled.wait()
+        if release_warm:
+            self.notify("releasing the warm nodes…", title="quit")
+            for problem in await self.engine.release_warm():
+                self.notify(problem, title="warm nodes", severity="error", timeout=20)
         self.exit()
 
     async def on_unmount(self) -> None:

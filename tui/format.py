@@ -26,6 +26,7 @@ NODE_STYLES = {
     "tearing_down": "magenta",
     "gone": "dim",
     "unconfirmed": "bold red",
+    "warm": "yellow",  # kept for the next run: it bills while it idles
 }
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")

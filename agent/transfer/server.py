@@ -11,6 +11,10 @@ record naming the operation:
   list    → resolve declared outputs: `entries` pages, then `end` with missing/refused
             (and, asked with `digests`, each large file's whole SHA-256)
   pull    → `items` pages naming what to send, answered by the records and `end`
+  held    → what a warm node holds of the previous run's workspace (agent/transfer/held.py):
+            `held` pages of [path, size, mtime_ns, mode], then `end`
+  adopt   → `adopt` pages of such rows for a push session: the node links those still
+            held into the workdir, counts them verified, and answers `adopted` pages, `end`
 
 Push sessions outlive a connection (kept in this process), so a push retried
 after a reconnect resumes where the dropped one stopped.
@@ -27,9 +31,9 @@ from typing import Any
 
 from iroh.iroh_ffi import IrohError
 
-from agent.transfer import wire
+from agent.transfer import held, wire
 from agent.transfer.errors import TransferError
-from agent.transfer.receiver import Receiver
+from agent.transfer.receiver import Landed, Receiver
 from agent.transfer.schedule import LARGE_MIN
 from agent.transfer.sender import send_items, whole_sha256
 from agent.transfer.walk import resolve_outputs
@@ -165,4 +169,37 @@ def _item(value: Any) -> list[Any]:
     return value
 
 
-_HANDLERS = {"status": _status, "push": _push, "list": _list, "pull": _pull}
+async def _held(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:
+    rows = await asyncio.to_thread(held.held_files, workdir)
+    await send.write_all(pages("held", "h", rows) + wire.record({"t": "end"}))
+
+
+async def _adopt(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:
+    receiver = _session(workdir, req.get("session"))
+    rows: list[Any] = []
+    while (page := await reader.next_meta()) is not None and page["t"] == "adopt":
+        if not isinstance(page.get("a"), list):
+            raise wire.WireError("bad adopt page")
+        rows.extend(page["a"])
+    adopted = await asyncio.to_thread(_adopt_rows, receiver, workdir, rows)
+    await send.write_all(pages("adopted", "a", adopted) + wire.record({"t": "end"}))
+
+
+def _adopt_rows(receiver: Receiver, workdir: Path, rows: list[Any]) -> list[str]:
+    adopted = []
+    for row in rows:
+        if held.adopt(workdir, row):
+            path, size, _, mode = row
+            receiver.verified[path] = Landed(path, size, mode, None)
+            adopted.append(path)
+    return adopted
+
+
+_HANDLERS = {
+    "status": _status,
+    "push": _push,
+    "list": _list,
+    "pull": _pull,
+    "held": _held,
+    "adopt": _adopt,
+}

@@ -39,14 +39,16 @@ processes hold an ownerless run's lease for a moment (gc's owner check, an index
 writing its kept row in); taking that for the run's end left it unowned."""
 
 
-async def run_and_follow(job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path) -> int:
+async def run_and_follow(
+    job: JobSpec, pools: PoolSet, pool: str, runs_dir: Path, *, cold: bool = False
+) -> int:
     engine = Engine(EngineConfig(runs_dir=runs_dir, pools=pools))
     sub = engine.subscribe()  # before start: the start-up checks' warnings are for the user too
     await engine.start()
     printer = RunPrinter(Console(highlight=False, soft_wrap=True))
     try:
         try:
-            run_id = await engine.submit(job, pool)
+            run_id = await engine.submit(job, pool, cold=cold)
         except SubmitError as exc:
             printer.console.print(f"[red]error:[/] {escape(str(exc))}")
             return 1

@@ -1,4 +1,5 @@
-"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, stop, shell, forward, gc.
+"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, stop, shell, forward,
+gc, nodes.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
@@ -14,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.cli import nodes
 from engine.errors import UnusableDirError
 from engine.jobs.fileerror import ConfigFileError
 from engine.state.paths import DEFAULT_RUNS_DIR
@@ -69,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="return once the run is submitted, a background swjob process driving it",
     )
+    run.add_argument(
+        "--cold",
+        action="store_true",
+        help="rent a fresh node even when the pool keeps a warm one that fits",
+    )
     sub.add_parser("validate", help="check a job file").add_argument("job", type=Path)
     plan = sub.add_parser("plan", help="show what would be pushed, before renting anything")
     plan.add_argument("job", type=Path)
@@ -115,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     gc = sub.add_parser("gc", help="find and destroy nodes no live run owns, in every pool")
     gc.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
+    nodes.add_parser(sub)
     return parser
 
 
@@ -253,7 +261,7 @@ async def _start_and_run(args: argparse.Namespace) -> int:
         pools = pools.tuned(args.pool, sync_every_s=args.sync_every)
     if args.attempts is not None:
         pools = pools.tuned(args.pool, max_attempts=args.attempts)
-    return await run_and_follow(job, pools, args.pool, args.runs_dir)
+    return await run_and_follow(job, pools, args.pool, args.runs_dir, cold=args.cold)
 
 
 def _attempts(text: str) -> int:
@@ -367,11 +375,12 @@ def _gc(args: argparse.Namespace) -> int:
         unfinished = {view.run_id: view.pool for view, _ in rows}
         owned = ownership.owned(store.path)
         abandoned = {run: pool for run, pool in unfinished.items() if run not in owned}
+        nodes.say_kept(sys.stdout)  # warm nodes: owned and billing, never orphans
         return cli_gc(
             _gc_pools(args.pools, [saved for _, saved in rows]),
             yes=args.yes,
             out=sys.stdout,
-            live_run_ids=owned,
+            live_run_ids=owned | nodes.holding_runs(),
             abandoned=set(abandoned),
             abandoned_pools=abandoned,
             claims=Claims(store),
@@ -400,6 +409,7 @@ def _gc_pools(path: Path | None, kept: list[dict[str, Any]]) -> PoolSet:
 
 _COMMANDS = {
     "run": _run,
+    "nodes": nodes.main,
     "validate": _validate,
     "plan": _plan,
     "runs": _runs,

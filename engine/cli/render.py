@@ -59,6 +59,11 @@ class RunPrinter:
                 )  # _line shows it visible: the facts are the node's word
             case ev.Node(state=ev.NodeState.UNCONFIRMED):
                 self._unconfirmed = True
+            case ev.Node(state=ev.NodeState.WARM):
+                self._line(
+                    f"node {event.node_id} kept warm for the pool's next run "
+                    "(keep_warm_s; `swjob nodes` lists it, `swjob nodes release` ends it)"
+                )
             case ev.Alert():
                 self.console.print(f"[bold red]warning:[/] {shown(event.message)}")
             case ev.Cost():
@@ -100,8 +105,9 @@ class RunPrinter:
         )
         if event.phase is ev.BootPhase.AGENT_JOINED:
             missing = ", ".join(s.label for s in timeline.not_seen)
+            warm = timeline.seen[0].phase is ev.BootPhase.WARM_REUSED
             self._line(
-                f"node booted in {took(timeline.total_s)}"
+                f"{'warm node ready' if warm else 'node booted'} in {took(timeline.total_s)}"
                 + (f"; not seen: {missing}" if missing else "")
             )
 

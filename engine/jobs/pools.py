@@ -104,6 +104,11 @@ class _PoolTable(_Strict):
     orphan_timeout_s: Annotated[float, Field(gt=0, le=30 * 86400)] = 1800.0
     """A node whose operator has been silent this long stops its job and releases itself
     (a Vast instance destroys itself; a local node exits and removes its directory)."""
+    keep_warm_s: Annotated[float, Field(ge=0, le=7 * 86400)] = 0.0
+    """Keep a run's healthy node this long after the run, idle and billing, for the next
+    run of this pool (which then starts in about a second); the node destroys itself when
+    the time passes unclaimed. 0: every node is destroyed at its run's end
+    (docs/warm-nodes.md)."""
     interruptible: bool = False
     """Rent interruptible (bid) instances: about half the price, but Vast stops the node
     when a higher bid comes; the run then ends FAILED "preempted" (docs/vastai.md)."""

@@ -188,6 +188,12 @@ class Provider(Protocol):
         """Destroy the node. Idempotent; raises TeardownError when it could not confirm."""
         ...
 
+    def park(self, handle: NodeHandle) -> None:
+        """The node stays warm after its run (engine/run/warm.py): let go of it without
+        destroying it — its slot of the pool is given back; a Vast instance's ledger rows
+        stay open (it bills on). A claim `adopt`s it again."""
+        ...
+
     def forget(self, node_id: str) -> None:
         """The node was destroyed by someone else (gc, the board's collect) after its
         teardown here could not confirm it: let go of what this provider still holds for

@@ -45,6 +45,8 @@ FORK_ANSWER_S = 20.0
 slow on a loaded machine) before its agent is started afresh."""
 ORPHANED = 5
 """The agent's exit code once it gave up on its operator (agent/node.py, ExitCode)."""
+EXPIRED = 7
+"""The agent's exit code once its node, kept warm, went unclaimed for keep_warm_s."""
 
 
 def run_of(node_id: str) -> str:
@@ -100,6 +102,7 @@ class LocalProvider:
         self._slots = Slots(max_nodes, pool)
         self._alert = on_alert
         self._nodes: dict[str, _LocalNode] = {}
+        self._parked: dict[str, _LocalNode] = {}  # kept warm: a claim here takes them back
         self._stop_grace_s = stop_grace_s
         self._launcher = list(launcher)
         self._agent_env = dict(agent_env or {})
@@ -147,8 +150,17 @@ class LocalProvider:
         worse), so the runs queued here wait for it too."""
         pid = handle.offer.get("pid")
         if isinstance(pid, int) and handle.node_id not in self._nodes:
-            self._nodes[handle.node_id] = _LocalNode(pid, node_root(handle.node_id), None)
+            parked = self._parked.pop(handle.node_id, None)  # our own child: reaped by us
+            self._nodes[handle.node_id] = parked or _LocalNode(pid, node_root(handle.node_id), None)
             self._slots.hold(run_of(handle.node_id))
+
+    def park(self, handle: NodeHandle) -> None:
+        """The node stays warm: its agent process goes on (it exits, and removes its
+        directory, when its keep time passes unclaimed); its slot is given back."""
+        node = self._nodes.pop(handle.node_id, None)
+        if node is not None:
+            self._parked[handle.node_id] = node
+            self._slots.give_back(run_of(handle.node_id))
 
     async def find_node(self, run_id: str) -> NodeHandle | None:
         """The node of `run_id` if its agent runs though its pid was never written down:
@@ -176,6 +188,8 @@ class LocalProvider:
         said = "agent process exited" + (f" with code {code}" if code is not None else "")
         if code == ORPHANED:  # it gave up on its operator (one stopped past the timeout)
             said += " (orphaned: no operator within the pool's orphan_timeout_s)"
+        elif code == EXPIRED:
+            said += " (kept warm and not claimed within the pool's keep_warm_s)"
         return said
 
     async def why_not_joined(self, handle: NodeHandle) -> str | None:

@@ -14,8 +14,11 @@ OS drops the lock when that process dies, however it dies, but the node may live
 `kill -9`'d `swjob run` leaves its node running for an adopter): a slot whose file names
 a run the run index still lists as unfinished stays taken until that run ends — adopted
 and carried to its end, or settled by `swjob gc` — and the adopter locks that very file
-again for the node it takes over. Slot files past the limit count too: a process started
-before the user lowered max_nodes may hold one, and its node is as real as the others.
+again for the node it takes over. A node kept warm for the pool's next run
+(engine/state/warmnodes.py) holds no slot file but counts as taken while it is parked;
+the run that claims it takes a slot as an adopter does. Slot files past the limit count
+too: a process started before the user lowered max_nodes may hold one, and its node is
+as real as the others.
 A process whose pool slots are all taken elsewhere
 waits, looking again every SHARED_POLL_S, and says once why. Before, `max_nodes` held
 within one process only: two `swjob run` on a one-node Vast.ai pool rented two instances
@@ -35,6 +38,7 @@ from typing import BinaryIO
 from urllib.parse import quote
 
 from agent.fdio import write_all
+from engine.state import warmnodes
 from engine.state.paths import state_dir
 from engine.state.planted import own_subdir, refuse_planted
 from engine.state.store import run_unfinished
@@ -89,6 +93,8 @@ class Slots:
                 f", {len(orphans)} by {whose} died ({', '.join(orphans)}): "
                 "`swjob attach RUN` carries it to its end, `swjob gc` collects its node"
             )
+        if self._pool is not None and (warm := warmnodes.parked_in(self._pool)):
+            said += f"; {warm} kept warm for a run they fit (`swjob nodes release` frees them)"
         return said + "; waiting for one"
 
     async def _take_here(self) -> None:
@@ -156,6 +162,7 @@ class Slots:
                     orphans.append(named)
                 elif path.name.isdigit() and int(path.name) < self._limit:
                     free.append(fd)  # (one past the limit is free, not one to take)
+            taken += warmnodes.parked_in(self._pool) if self._pool is not None else 0
             if taken >= self._limit or not free:
                 return orphans
             opened.remove(free[0])

@@ -433,6 +433,11 @@ class VastProvider:
             self._run_of[instance] = run_id
             self._slots.hold(run_id)
 
+    def park(self, handle: NodeHandle) -> None:
+        """The instance stays warm: its slot is given back, its ledger rows stay open (it
+        bills on, and a claim or gc finds it there)."""
+        self._release(handle.node_id)
+
     def forget(self, instance: str) -> None:
         """gc destroyed the instance and closed its ledger rows: free its pool slot."""
         self._release(instance)

@@ -25,6 +25,7 @@ from datetime import datetime
 from engine.report.events import Boot, BootPhase, Transition
 
 LABELS = {
+    BootPhase.WARM_REUSED: "warm node reused",
     BootPhase.OFFER_CHOSEN: "offer chosen",
     BootPhase.INSTANCE_CREATED: "instance created",
     BootPhase.IMAGE_LOADING: "image loading",
@@ -33,7 +34,9 @@ LABELS = {
     BootPhase.AGENT_JOINED: "agent joined",
 }
 PROVISIONING = "provisioning"
-STEPS = [phase for phase in BootPhase if phase in LABELS]
+STEPS = [phase for phase in BootPhase if phase in LABELS and phase is not BootPhase.WARM_REUSED]
+"""A new node's steps; a run that took a warm node has one step before them instead
+(engine/run/warm.py), and none of them but the join."""
 
 
 @dataclass(frozen=True)
@@ -61,13 +64,13 @@ class BootTimeline:
     def not_seen(self) -> list[BootStep]:
         """Steps missing before the last one reached (later ones may still come)."""
         seen = self.seen
-        if not seen:
+        if not seen or seen[0].phase is BootPhase.WARM_REUSED:  # a kept node has no boot
             return []
         last = max(STEPS.index(s.phase) for s in seen)
-        return [s for s in self.steps[:last] if s.at is None]
+        return [s for s in self.steps if STEPS.index(s.phase) < last and s.at is None]
 
     def step(self, phase: BootPhase) -> BootStep:
-        return self.steps[STEPS.index(phase)]
+        return next(s for s in self.steps if s.phase is phase)
 
     def summary(self) -> dict[str, object]:
         """run.json's `boot`: each step with its time and duration (null: not seen)."""
@@ -111,7 +114,8 @@ def boot_timeline(start: datetime | None, marks: Iterable[Boot]) -> BootTimeline
     start = slot.at if slot else start
     steps: list[BootStep] = []
     previous = start
-    for phase in STEPS:
+    warm = BootPhase.WARM_REUSED in latest
+    for phase in [BootPhase.WARM_REUSED, *STEPS] if warm else STEPS:
         mark = latest.get(phase)
         if mark is None:
             steps.append(BootStep(phase, None, None))

@@ -29,6 +29,7 @@ class NodeState(StrEnum):
     TEARING_DOWN = "tearing_down"
     GONE = "gone"
     UNCONFIRMED = "unconfirmed"  # teardown could not be confirmed: it may still be billing
+    WARM = "warm"  # kept after its run for the pool's next one (keep_warm_s): still billing
 
 
 class BootPhase(StrEnum):
@@ -36,6 +37,7 @@ class BootPhase(StrEnum):
     really has (the local pool: no offer, no image, no install)."""
 
     SLOT_TAKEN = "slot_taken"  # not a step: the boot's clock starts once the pool has room
+    WARM_REUSED = "warm_reused"  # a kept node took the run: no offer, image or install
     OFFER_CHOSEN = "offer_chosen"
     INSTANCE_CREATED = "instance_created"
     IMAGE_LOADING = "image_loading"  # the provider says it is pulling the image

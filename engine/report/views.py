@@ -105,6 +105,20 @@ class RunView(_View):
         return self.phase not in ("teardown", "done")
 
 
+class WarmNodeView(_View):
+    """A node kept warm for its pool's next run (docs/warm-nodes.md), as `swjob nodes` and
+    the console show it: never its warm key or its address."""
+
+    node_id: str
+    pool: str
+    provider: str
+    idle_s: float
+    price_per_hour: float | None
+    billed: float | None  # what it billed idle since it was parked (None: no price)
+    expires_in_s: float
+    in_use_by: str | None  # the run that claimed it (None: parked, waiting)
+
+
 class PoolView(_View):
     name: str
     provider: str
@@ -113,3 +127,4 @@ class PoolView(_View):
     nodes: list[NodeView] = []
     max_dollars: float | None = None  # a run's cost cap on this pool (stopped past it)
     max_hours: float | None = None
+    warm: list[WarmNodeView] = []  # parked for the pool's next run (any swjob process's)

@@ -41,7 +41,7 @@ from engine.report.datastream import Datastream
 from engine.report.gpu import IdleGpuWatch, gpu_summary
 from engine.report.runbook import apply
 from engine.report.views import RunView
-from engine.run import fsm, nodeloss
+from engine.run import fsm, nodeloss, warm
 from engine.run.attempts import Attempt
 from engine.run.bootmarks import BootMarks
 from engine.run.control import NodeGone, NodeSession
@@ -71,7 +71,11 @@ class RunDriver:
         stop_grace_s: float,
         on_change: Any,
         attempt: Attempt | None = None,
+        endpoint: Any = None,
+        cold: bool = False,
     ) -> None:
+        """`endpoint`: the engine's, to claim a warm node with (None: never claims one);
+        `cold`: rent a fresh node even when a warm one fits (`swjob run --cold`)."""
         self.view = view
         self.job = job
         self.pool = pool
@@ -102,6 +106,11 @@ class RunDriver:
         self.started: set[str] = set()
         self.lost = False
         self.workspace_refused: list[str] = []
+        self._endpoint = endpoint
+        self.cold = cold
+        self.healthy = True  # no fault, loss, internal error or cap seen: may be kept warm
+        self.birth_run = view.run_id  # the run its node was provisioned for (warm reuse)
+        self.pushed: list[dict[str, Any]] = []  # run.json's `push`: one row per tree pushed
         self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s)
         self.begin()  # queued first, so a stop that arrives before the loop starts finds a job
 
@@ -114,6 +123,8 @@ class RunDriver:
     # ---- the loop ---------------------------------------------------------------------
 
     def post(self, event: fsm.Event) -> None:
+        if warm.unhealthy(event):
+            self.healthy = False
         self._queue.put_nowait(event)
 
     def publish(self, event: ev.Event) -> None:
@@ -249,7 +260,7 @@ class RunDriver:
 
     async def _provision(self) -> None:
         try:
-            self.handle = await self._provider.provision(self._bootstrap)
+            self.handle = await self._warm_or_new()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -268,6 +279,16 @@ class RunDriver:
                 if why := await self._provider.why_not_joined(self.handle):
                     said += f" ({self.redact(why)})"
         self.post(fsm.NodeFault(said))
+
+    async def _warm_or_new(self) -> NodeHandle:
+        """A warm node of the pool when one fits and takes the run, else a new one."""
+        if self._endpoint is not None and self.pool.keep_warm_s > 0 and not self.cold:
+            taken = await warm.claim(self._endpoint, self._provider, self.pool, self._bootstrap)
+            if taken is not None:
+                handle, self.birth_run = taken
+                self.remember(birth_run=self.birth_run)  # an adopter parks it under it too
+                return handle
+        return await self._provider.provision(self._bootstrap)
 
     async def await_join(self, timeout_s: float, state: ev.NodeState) -> bool:
         """Watch the node (liveness) and wait for its agent to join; False on timeout."""
@@ -318,6 +339,16 @@ class RunDriver:
     def step_exited(self) -> bool:
         return self._step_exited.is_set()
 
+    @property
+    def on_warm_node(self) -> bool:
+        """The run took a node an earlier run left warm (engine/run/warm.py)."""
+        return self.birth_run != self.view.run_id
+
+    @property
+    def step_over(self) -> bool:
+        """No step is running on the node (none was started, or it exited)."""
+        return self._running_step is None or self._step_exited.is_set()
+
     def expect_exit(self, step: Step) -> None:
         """`step` is running on the node: its exit will arrive as an event. Its log opens
         first: a step whose log cannot open is never sent, and a teardown that waited for
@@ -328,7 +359,9 @@ class RunDriver:
 
     async def teardown(self) -> None:
         await self._cancel_work(keep=asyncio.current_task())
-        if self.handle is not None:
+        if self.handle is not None and await warm.park(self, self._provider):
+            self._node_event(ev.NodeState.WARM)  # its idle time is the warm node's bill
+        elif self.handle is not None:
             try:
                 self._node_event(ev.NodeState.TEARING_DOWN)
                 await appender.written()  # on record before the node is asked to go
@@ -341,6 +374,7 @@ class RunDriver:
                 self._node_event(ev.NodeState.UNCONFIRMED)  # never "gone": it may still bill
             else:
                 self._node_event(ev.NodeState.GONE)
+            await asyncio.to_thread(warm.let_go, self.handle)
         self.post(fsm.NodeTornDown())
 
     async def _release_node(self) -> None:
@@ -449,6 +483,8 @@ class RunDriver:
         }
         if by_phase := self._cost.by_phase():
             extra["cost_by_phase"] = by_phase
+        if self.pushed:
+            extra["push"] = self.pushed
         summary = run_summary(self.view, self.clock, extra)
         appender.later(partial(self._write_summary, summary, asyncio.get_running_loop()))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from agent import endpoint as iroh_endpoint
@@ -30,24 +31,39 @@ class ReclaimRefused(Exception):
 
 async def reclaim(endpoint: Any, agent_ticket: str, run_id: str, key: str) -> None:
     """One resume handshake; returns once the node has accepted us as its orchestrator."""
+
+    def answer(nonce: str, me: str, ticket: str) -> Resume:
+        signed = proof(key, nonce, run_id, me, ticket)
+        return Resume(run_id=run_id, orchestrator_id=me, ticket=ticket, proof=signed)
+
+    await handshake(endpoint, agent_ticket, RESUME_ALPN, answer)
+
+
+async def handshake(
+    endpoint: Any,
+    agent_ticket: str,
+    alpn: bytes,
+    answer: Callable[[str, str, str], Any],
+    timeout_s: float = STEP_TIMEOUT_S,
+) -> None:
+    """Dial the node's `alpn`, answer its challenge with `answer(nonce, our id, our
+    ticket)` and return once it said Resumed (a resume, or a warm node's claim); each of
+    the dial and the exchange within `timeout_s`."""
     addr = iroh_endpoint.addr_from_ticket(agent_ticket)
-    async with asyncio.timeout(STEP_TIMEOUT_S):
-        conn = await endpoint.connect(addr, RESUME_ALPN)
+    async with asyncio.timeout(timeout_s):
+        conn = await endpoint.connect(addr, alpn)
     try:
-        async with asyncio.timeout(STEP_TIMEOUT_S):
+        async with asyncio.timeout(timeout_s):
             stream = await conn.accept_bi()
             channel = Channel(stream.recv(), stream.send())
             challenge = await channel.recv()
             if not isinstance(challenge, Challenge):
                 raise ReclaimRefused("the node sent no challenge")
             me, ticket = str(endpoint.id()), iroh_endpoint.ticket_of(endpoint)
-            signed = proof(key, challenge.nonce, run_id, me, ticket)
-            await channel.send(
-                Resume(run_id=run_id, orchestrator_id=me, ticket=ticket, proof=signed)
-            )
-            answer = await channel.recv()
-            if not isinstance(answer, Resumed):
-                raise ReclaimRefused(getattr(answer, "reason", "no answer"))
+            await channel.send(answer(challenge.nonce, me, ticket))
+            reply = await channel.recv()
+            if not isinstance(reply, Resumed):
+                raise ReclaimRefused(getattr(reply, "reason", "no answer"))
     finally:
         conn.close(0, b"resumed")
 

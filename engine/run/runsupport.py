@@ -16,6 +16,7 @@ from engine.run.transfer import (
     LandingFailed,
     ManifestNotWritten,
     PullResult,
+    PushResult,
     TransferError,
     pull_outputs,
     push_workspace,
@@ -24,6 +25,18 @@ from engine.state.paths import landing_excludes
 
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
+
+
+def push_summary(result: PushResult) -> dict[str, Any]:
+    """run.json's record of one push: what went, and what a warm node already held."""
+    return {
+        "files": result.files,
+        "bytes": result.bytes,
+        "sent_bytes": result.bytes - result.reused_bytes - result.resumed_bytes,
+        "reused_files": result.reused_files,
+        "reused_bytes": result.reused_bytes,
+        "seconds": round(result.seconds, 3),
+    }
 
 
 class Transfers:
@@ -65,8 +78,10 @@ class Transfers:
         try:
             for root, exclude in trees:
                 progress = self._progress(ev.TransferDirection.PUSH)
-                result = await push_workspace(self._d.session, root, exclude, progress)
+                delta = self._d.on_warm_node and root == trees[0][0]
+                result = await push_workspace(self._d.session, root, exclude, progress, delta=delta)
                 refused += result.refused
+                self._d.pushed.append(push_summary(result))
         except TransferError as exc:
             self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
         except NodeGone as exc:

@@ -96,6 +96,8 @@ class PushResult:
     resumed_bytes: int = 0
     refused: list[str] = field(default_factory=list)  # left out: escaping links, special files
     seconds: float = 0.0
+    reused_files: int = 0  # held unchanged by a warm node: linked there, not sent
+    reused_bytes: int = 0
 
 
 def _failed_rows(meta: dict[str, Any]) -> dict[str, str]:
@@ -229,10 +231,43 @@ async def _push_stream(
         answer.cancel()
 
 
+def _quick_key(entry: Entry) -> list[Any]:
+    """A file as the node's held copy must match it to be reused: path, size, mtime, mode."""
+    return [entry.path, entry.size, entry.mtime_ns, entry.mode & 0o777]
+
+
+async def _reuse_held(link: XferLink, session: str, files: list[Entry]) -> set[str]:
+    """On a warm node, link the files it still holds unchanged from the previous run into
+    the workdir (agent/transfer/held.py); the paths it linked, which the push skips."""
+    reader = await _simple_request(link, wire.record({"t": "req", "op": "held"}))
+    held: dict[str, list[Any]] = {}
+    while (meta := await _answer(reader))["t"] != "end":
+        if meta["t"] == "held" and isinstance(meta.get("h"), list):
+            held.update((row[0], row) for row in meta["h"] if isinstance(row, list) and row)
+    rows = [_quick_key(e) for e in files if held.get(e.path) == _quick_key(e)]
+    if not rows:
+        return set()
+    ask = wire.record({"t": "req", "op": "adopt", "session": session})
+    reader = await _simple_request(
+        link, ask + pages("adopt", "a", rows) + wire.record({"t": "end"})
+    )
+    adopted: set[str] = set()
+    while (meta := await _answer(reader))["t"] != "end":
+        if meta["t"] == "adopted" and isinstance(meta.get("a"), list):
+            adopted.update(p for p in meta["a"] if isinstance(p, str))
+    return adopted
+
+
 async def push_workspace(
-    link: XferLink, root: Path, exclude: list[str], on_progress: OnProgress
+    link: XferLink,
+    root: Path,
+    exclude: list[str],
+    on_progress: OnProgress,
+    *,
+    delta: bool = False,
 ) -> PushResult:
-    """Push `root` (minus `exclude`, gitignore rules) into the node's workdir, verified."""
+    """Push `root` (minus `exclude`, gitignore rules) into the node's workdir, verified;
+    `delta` (a warm node): files it still holds unchanged are linked there, not sent."""
     started = time.monotonic()
     walk = await asyncio.to_thread(walk_tree, root, exclude)
     files = [e for e in walk.entries if e.kind == "file"]
@@ -240,12 +275,16 @@ async def push_workspace(
     session, known = secrets.token_hex(8), {}
     failed: dict[str, str] = {}  # what the node did not land in the last pass, and why
     passes = [0]
+    reused: set[str] = set()
+    if delta:
+        reused, _ = await _with_retries(lambda _n: _reuse_held(link, session, files), "push")
 
     async def attempt(number: int) -> Any:
         resume = number > 1 or passes[0] > 0
         done, chunks = await _remote_state(link, session) if resume else ({}, {})
         failed.clear()  # the status request let the node forget them too
-        plan = schedule(walk.entries, {p for p, h in done.items() if known.get(p, h) == h}, chunks)
+        verified = {p for p, h in done.items() if known.get(p, h) == h}
+        plan = schedule(walk.entries, verified | reused, chunks)
         meter.restart(plan.bytes_skipped, plan.files_skipped)
         tally = _Tally(meter, plan.chunks, known)
         async with asyncio.TaskGroup() as group:
@@ -261,15 +300,18 @@ async def push_workspace(
         plan, more = await _with_retries(attempt, "push")
         attempts += more
     meter.finish()
+    reused_bytes = sum(e.size for e in files if e.path in reused)
     left_out = [f"left out {p!r}: {why}" for p, why in sorted(failed.items())]
     return PushResult(
         files=len(files),
         bytes=meter.bytes_total,
         attempts=attempts,
-        resumed_files=plan.files_skipped,
-        resumed_bytes=plan.bytes_skipped,
+        resumed_files=plan.files_skipped - len(reused),
+        resumed_bytes=plan.bytes_skipped - reused_bytes,
         refused=walk.refused + left_out,
         seconds=time.monotonic() - started,
+        reused_files=len(reused),
+        reused_bytes=reused_bytes,
     )
 
 

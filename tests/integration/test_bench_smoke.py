@@ -32,6 +32,7 @@ TINY = {
     ],
     "transfer": ["tests/bench/transfer.py", "--tiny"],
     "tui_flood": ["tests/bench/tui_flood.py", "--lines", "2000", "--history", "3", "--board"],
+    "warm": ["-m", "tests.bench.warm", "-n", "1", "--boot-delay", "0", "--tree-mb", "2"],
 }
 
 

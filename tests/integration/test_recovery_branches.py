@@ -78,8 +78,8 @@ local._fork = fork
 from engine.run import runsupport
 real_push = runsupport.push_workspace
 
-async def push_workspace(link, root, exclude, progress):
-    return await real_push(link, root, exclude, dying(progress))
+async def push_workspace(link, root, exclude, progress, **options):
+    return await real_push(link, root, exclude, dying(progress), **options)
 
 runsupport.push_workspace = push_workspace
 """,

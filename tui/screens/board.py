@@ -95,6 +95,14 @@ class BoardScreen(Screen[None]):
             tooltip="Show or hide the selected run's preview (remembered)",
             id="swjob.board.toggle_preview",
         ),
+        Binding(
+            "W",
+            "app.release_warm",
+            "Release warm nodes",
+            show=False,  # the pools panel names w beside each warm node
+            tooltip="Destroy the nodes kept warm for the next run, now",
+            id="swjob.board.release_warm",
+        ),
     ]
 
     def __init__(self, engine: EngineAPI, clock: Clock, feed: Feed) -> None:

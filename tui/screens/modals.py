@@ -1,4 +1,5 @@
-"""The two questions the console asks: stop this job? and quit with jobs running?"""
+"""The questions the console asks: stop this job? quit with jobs running? quit with warm
+nodes kept?"""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
-from engine.api import RunView
+from engine.api import RunView, WarmNodeView
+from tui.format import duration
 from tui.widgets.footer import Footer
 
 
@@ -81,6 +83,48 @@ class QuitScreen(ModalScreen[str | None]):
                 yield Button("Leave running", id="leave", variant="warning")
                 yield Button("Cancel", id="cancel")
         yield Footer(alternatives=True)  # this dialog's keys, over the screen's below
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+    def action_answer(self, choice: str | None) -> None:
+        self.dismiss(choice)
+
+
+class WarmQuitScreen(ModalScreen[str | None]):
+    """Quitting with warm nodes kept: keep them (the default — each releases itself when
+    its pool's keep_warm_s passes, console or no console) or release them now."""
+
+    BINDINGS = [
+        Binding("k", "answer('keep')", "Keep them", id="swjob.modals.warm_keep"),
+        Binding("r", "answer('release')", "Release now", id="swjob.modals.warm_release"),
+        Binding("escape", "answer(None)", "Cancel", id="swjob.modals.warm_none"),
+    ]
+
+    def __init__(self, kept: list[WarmNodeView]) -> None:
+        super().__init__()
+        self.kept = kept
+
+    def compose(self) -> ComposeResult:
+        names = ", ".join(f"{n.node_id} ({n.pool})" for n in self.kept)
+        longest = max(n.expires_in_s for n in self.kept)
+        with Vertical(classes="dialog"):
+            yield Label(f"{len(self.kept)} warm node(s) kept for your next run", classes="title")
+            yield Label(names)
+            yield Label(
+                "Keeping them is safe: each releases itself when its pool's keep_warm_s "
+                f"passes (the last in {duration(longest)}), with or without the console. "
+                "Until then they bill."
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Keep them", id="keep", variant="primary")
+                yield Button("Release now", id="release", variant="warning")
+                yield Button("Cancel", id="cancel")
+        yield Footer(alternatives=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#keep", Button).focus()  # the default: enter keeps them
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:

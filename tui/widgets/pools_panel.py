@@ -1,6 +1,7 @@
 """The board's pools panel: each pool on one line (provider, what it rents, its caps, how
 many nodes it may have, or that it has none), then its nodes (state, GPUs, price,
-uptime). `P` collapses it; the board remembers (tui/prefs.py)."""
+uptime) and the nodes it keeps warm for its next run (idle for, expires in; `W` releases
+them). `P` collapses it; the board remembers (tui/prefs.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.api import NodeView, PoolView
+from engine.api import NodeView, PoolView, WarmNodeView, money
 from tui import format as fmt
 
 
@@ -26,17 +27,32 @@ def _node_row(node: NodeView, now: datetime) -> list[Text | str]:
     ]
 
 
+def _warm_row(node: WarmNodeView) -> list[Text | str]:
+    """A kept node: it bills while it idles, so the row says for how long, what it has
+    cost, and when its own timer releases it."""
+    return [
+        f"  {node.node_id}",
+        fmt.node_state_text("warm"),
+        f"idle {fmt.duration(node.idle_s)}",
+        fmt.price(node.price_per_hour) or "—",
+        f"billed {money(node.billed)}" if node.billed is not None else "",
+        Text(f"expires in {fmt.duration(node.expires_in_s)} · W releases", style="dim"),
+    ]
+
+
 def render_pools(pools: list[PoolView], now: datetime) -> Table:
     table = Table.grid(padding=(0, 2), expand=True)
     for _ in range(6):
         table.add_column(no_wrap=True, overflow="ellipsis")
     for pool in pools:
         head = Text.assemble((pool.name, "bold"), f"  {pool.provider}", style="")
-        none = Text("no nodes" if not pool.nodes else "", style="dim")
+        none = Text("no nodes" if not pool.nodes and not pool.warm else "", style="dim")
         summary = Text(pool.summary, style="dim")
         table.add_row(head, summary, caps(pool), "", f"max {pool.max_nodes}", none)
         for node in pool.nodes:
             table.add_row(*_node_row(node, now))
+        for kept in pool.warm:
+            table.add_row(*_warm_row(kept))
     return table
 
 
