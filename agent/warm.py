@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agent import endpoint, orphan
+from agent import endpoint, orphan, restart
 from agent.node import DIAL_ERRORS, AgentConfig, ExitCode, NodeAgent
 from agent.protocol import RESUME_ALPN, WARM_ALPN, Claim, Park
 from agent.reattach import ResumeService, verified
@@ -44,12 +44,18 @@ def clean_room(root: Path) -> None:
     (work/, moved to held/ — out of the next job's workdir — for the next push to link
     its unchanged files from: agent/transfer/held.py), its step logs (logs/, but the
     agent's own log, which this process holds open), its journal and step record
-    (state/). Nothing outside `root` is touched."""
+    (state/; but the node's endpoint key, agent/restart.py: a container restarted later comes
+    back as this node). Nothing outside `root` is touched."""
     held.keep(root / "work")  # out of the next job's room; a delta push links from it
-    shutil.rmtree(root / "state", ignore_errors=True)
-    logs = root / "logs"
-    for entry in logs.iterdir() if logs.is_dir() else ():
-        if entry.name == AGENT_LOG and entry.is_file():
+    _empty(root / "state", keep=restart.KEY_FILE)
+    _empty(root / "logs", keep=AGENT_LOG)
+
+
+def _empty(folder: Path, keep: str) -> None:
+    """Remove everything in `folder` but the file named `keep`; links are removed, never
+    followed."""
+    for entry in folder.iterdir() if folder.is_dir() else ():
+        if entry.name == keep and entry.is_file() and not entry.is_symlink():
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
@@ -147,7 +153,9 @@ class NodeLife:
         return self._claims
 
     async def run(self) -> ExitCode:
-        ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN, WARM_ALPN])
+        self.cfg.state_dir.mkdir(exist_ok=True)  # in the root its provider made
+        key = restart.node_key(self.cfg.state_dir)  # the same node id after a restart
+        ep = await endpoint.bind(accept=False, alpns=[RESUME_ALPN, WARM_ALPN], secret_key=key)
         router = asyncio.create_task(_Router(self).serve(ep))
         cfg = self.cfg
         try:

@@ -27,15 +27,15 @@ async def _hello_over(pilot: Pilot, app: SwjobApp) -> None:
     await finished(app, app.engine.runs()[0].run_id)
 
 
-async def test_the_pools_panel_shows_a_warm_node_and_w_releases_it(tmp_path: Path) -> None:
+async def test_the_pools_panel_shows_a_warm_node_and_shift_w_releases_it(tmp_path: Path) -> None:
     engine, app = _hello_kept(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _hello_over(pilot, app)
-        await until(pilot, lambda: "w releases" in screen_text(app))
+        await until(pilot, lambda: "W releases" in screen_text(app))
         assert "expires in" in screen_text(app)
         await pilot.press("W")
         await until(pilot, lambda: engine.warm_nodes() == [])
-        await until(pilot, lambda: "w releases" not in screen_text(app))
+        await until(pilot, lambda: "W releases" not in screen_text(app))
 
 
 async def test_quitting_asks_and_keeps_the_warm_nodes_by_default(tmp_path: Path) -> None:

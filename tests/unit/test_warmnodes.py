@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.protocol import Claim, Resume
-from agent.reattach import proof
+from agent.reattach import new_key, proof, public_of
 from agent.transfer import held
 from agent.warm import ClaimService, clean_room
 from engine.jobs.pools import BUILTIN_LOCAL
@@ -22,7 +22,7 @@ from engine.report.events import Boot, BootPhase
 from engine.state import warmnodes
 from engine.state.warmnodes import WarmNode
 
-KEY = "k" * 40
+KEY = new_key()  # the warm key pair's secret half, the engine's
 
 
 def _node(node_id: str = "n1", **changes: object) -> WarmNode:
@@ -87,8 +87,8 @@ def _claim(key: str = KEY, me: str = "me") -> Claim:
 
 
 async def test_a_parked_node_takes_one_claim_proving_its_key() -> None:
-    service = ClaimService(KEY)  # on a running loop: its claim is a future
-    assert _refusal(service, _claim("x" * 40)) == "bad warm key proof"
+    service = ClaimService(public_of(KEY))  # on a running loop: its claim is a future
+    assert _refusal(service, _claim(new_key())) == "bad warm key proof"
     assert _refusal(service, _claim(), remote="someone else") is not None
     assert _refusal(service, Resume(run_id="r", orchestrator_id="me", ticket="a", proof="p"))
     assert _refusal(service, _claim()) is None
@@ -102,7 +102,8 @@ def test_the_clean_room_keeps_only_the_agents_log_and_holds_the_workdir(tmp_path
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(rel)
     clean_room(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["held", "logs"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["held", "logs", "state"]
+    assert not any((tmp_path / "state").iterdir())
     assert [p.name for p in (tmp_path / "logs").iterdir()] == ["agent.log"]
     assert (tmp_path / "held" / "a.txt").read_text() == "work/a.txt"
 
