@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from agent.protocol import LogLine, Stream
 from agent.transfer.landing import is_in_flight
 from engine.engine import Engine, EngineConfig, SubmitError
-from engine.errors import ProviderError, UnusableDirError, one_line
+from engine.errors import ProviderError, SwjobError, UnusableDirError, one_line
 from engine.jobs.fileerror import ConfigFileError
 from engine.jobs.jobspec import JobFileError, JobSpec, load_job
 from engine.jobs.plan import Plan, plan_workspace
@@ -31,6 +31,11 @@ from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
 from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR
+from engine.sweep.grid import GridError, Variant, expand, load_params, parse_grid
+from engine.sweep.metric import Metric
+from engine.sweep.record import SweepRecord, all_records, request_stop
+from engine.sweep.record import load as load_sweep
+from engine.sweep.runner import NOT_STARTED, Sweep, SweepRow
 
 if TYPE_CHECKING:
     from engine.providers.gc import GONE, Collection, Orphan
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_RUNS_DIR",
     "GONE",
+    "NOT_STARTED",
     "Chain",
     "Collection",
     "ConfigFileError",
@@ -46,10 +52,12 @@ __all__ = [
     "Event",
     "Forward",
     "GpuView",
+    "GridError",
     "JobFileError",
     "JobSpec",
     "LiveUnavailable",
     "LogLine",
+    "Metric",
     "NodeView",
     "Orphan",
     "Plan",
@@ -59,24 +67,35 @@ __all__ = [
     "RunView",
     "Stream",
     "SubmitError",
+    "Sweep",
+    "SweepRecord",
+    "SweepRow",
+    "SwjobError",
     "TransferProgress",
     "Transition",
     "UnusableDirError",
+    "Variant",
+    "all_records",
     "boot_timeline",
     "chains",
     "cost_split",
     "events",
+    "expand",
     "fold",
     "has_live_owner",
     "is_in_flight",
     "load_job",
+    "load_params",
     "load_pools",
+    "load_sweep",
     "log_to_file",
     "money",
     "one_line",
+    "parse_grid",
     "plan_workspace",
     "printable",
     "provisioning_start",
+    "request_stop",
 ]
 
 _LAZY = {"Collection", "Orphan", "GONE"}

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from agent import endpoint as iroh_endpoint
 from agent.transfer.memory import pin_malloc, share_one_arena
-from engine.errors import one_line
+from engine.errors import SwjobError, one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
 from engine.providers import localspawn, vast_sdk
@@ -68,7 +68,7 @@ log = logging.getLogger("swjob.engine")
 _INDEXED = (ev.Transition, ev.Node, ev.Alert, ev.Cost, ev.Finished)
 
 
-class SubmitError(Exception):
+class SubmitError(SwjobError):
     """The run could not be submitted; one line for the user."""
 
 
@@ -203,20 +203,29 @@ class Engine:
 
     # ---- runs --------------------------------------------------------------------------
 
-    async def submit(self, job: JobSpec, pool: str) -> str:
-        """Place the job on a new node of `pool`; returns the run id at once."""
+    async def submit(
+        self, job: JobSpec, pool: str, *, label: str | None = None, sweep: str | None = None
+    ) -> str:
+        """Place the job on a new node of `pool`; returns the run id at once. `label`
+        names a variant (`train[LR=0.1]`), `sweep` the sweep it belongs to."""
         try:
             pool_def = self.config.pools.get(pool)
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
         await self._providers_ready(pool_def)
-        return self._start(job, pool_def, None)
+        return self._start(job, pool_def, None, names=(label, sweep))
 
     def _start(
-        self, job: JobSpec, pool_def: Pool, attempt: Attempt | None, run_id: str | None = None
+        self,
+        job: JobSpec,
+        pool_def: Pool,
+        attempt: Attempt | None,
+        run_id: str | None = None,
+        names: tuple[str | None, str | None] = (None, None),
     ) -> str:
         """Start a run of `job` on `pool_def`: attempt 1 under a new id when `attempt` is
-        None, else a recorded next attempt under its `run_id` (whose lease we hold)."""
+        None, else a recorded next attempt under its `run_id` (whose lease we hold).
+        `names`: the run's (label, sweep), kept by every attempt."""
         pool = pool_def.name
         fresh = run_id is None
         if run_id is None:
@@ -250,6 +259,8 @@ class Engine:
                 attempts=attempt.of,
                 previous_run=attempt.previous,
                 first_run=attempt.first if attempt.first != run_id else None,
+                label=names[0],
+                sweep=names[1],
             )
         )
         keys = {"token": secrets.token_urlsafe(24), "reattach_key": secrets.token_urlsafe(32)}
@@ -264,6 +275,7 @@ class Engine:
             pool=pool,
             pool_def=pool_def.model_dump_json(),
             attempt=attempts.to_record(attempt),
+            params=job.params,
         )
         self._launch(driver)
         return run_id
@@ -376,7 +388,7 @@ class Engine:
             raise SubmitError(f"attempt {attempt.number} of {previous.job_name}: {fault}")
         pool = await self._adoptable_pool(run_id, previous, saved, lease)
         self._leases[run_id] = lease
-        self._start(job, pool, attempt, run_id)
+        self._start(job, pool, attempt, run_id, names=(previous.label, previous.sweep))
         return True
 
     async def _adopt_orphans(self) -> None:
@@ -519,7 +531,8 @@ class Engine:
         pool_def = self._chains.pools.pop(view.run_id, driver.pool)
         step = self._chains.take(view.run_id)
         if step is not None and not self._closing:
-            run_id = self._start(driver.job, pool_def, step.attempt, step.run_id)
+            names = (driver.view.label, driver.view.sweep)
+            run_id = self._start(driver.job, pool_def, step.attempt, step.run_id, names)
             self._chains.started(view.run_id, run_id)
 
     def _record_next(self, driver: RunDriver) -> NextStep | None:

@@ -65,8 +65,8 @@ def recovered_job(view: RunView, recovery: dict[str, Any]) -> tuple[JobSpec, str
     """
     path = Path(recovery.get("job_file", ""))
     try:
-        if job_digest(path) == recovery.get("job_sha256"):
-            return load_job(path), None
+        if job_digest(path) == recovery.get("job_sha256"):  # and its parameters, as given
+            return load_job(path).with_params(recovery.get("params") or {}), None
         problem = "job file changed while the operator was away"
     except (OSError, JobFileError):
         problem = "job file is gone or unreadable"
