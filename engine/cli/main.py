@@ -1,4 +1,5 @@
-"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, shell, forward, gc.
+"""`swjob`: the headless CLI — run, sweep, validate, plan, runs, logs, attach, stop, shell,
+forward, gc.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
@@ -14,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.cli import sweepargs
 from engine.errors import UnusableDirError
 from engine.jobs.fileerror import ConfigFileError
 from engine.state.paths import DEFAULT_RUNS_DIR
@@ -25,7 +27,7 @@ if TYPE_CHECKING:  # imported where used: each subcommand loads only what it nee
 # Each subcommand imports what it needs when it runs (pydantic, rich, asyncio, iroh, the
 # Vast SDK): `swjob validate` must not pay for `swjob run`'s machinery.
 
-_QUICK_EXIT = {"run", "attach", "shell", "forward"}
+_QUICK_EXIT = {"run", "sweep", "attach", "shell", "forward"}
 """Commands that load the engine's machinery end without the interpreter's teardown
 (agent/quickexit.py): by the time they return, the engine is closed and its files are
 written, and freeing those modules took longer than some whole commands."""
@@ -54,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run again on a new node, up to N attempts in all, when the node is preempted or "
         "lost (never when the job itself fails); default: the pool's max_attempts (1)",
     )
+    sweepargs.add_parser(sub)
     sub.add_parser("validate", help="check a job file").add_argument("job", type=Path)
     plan = sub.add_parser("plan", help="show what would be pushed, before renting anything")
     plan.add_argument("job", type=Path)
@@ -65,12 +68,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     runs = sub.add_parser("runs", help="list past and current runs")
     runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--sweep", metavar="SWEEP", help="the runs of one sweep, as a table")
     logs = sub.add_parser("logs", help="print a run's setup and run output")
     logs.add_argument("run", help="run id (or a unique prefix)")
     logs.add_argument("--step", choices=["setup", "run", "all"], default="all")
     attach = sub.add_parser("attach", help="follow a run; recovers it if its engine died")
     attach.add_argument("run", help="run id (or a unique prefix)")
     attach.add_argument("--pools", type=Path, default=None, help="pools TOML file")
+    stop = sub.add_parser("stop", help="stop a sweep from any terminal")
+    stop.add_argument("--sweep", metavar="SWEEP", required=True, help="sweep id or its start")
     shell = sub.add_parser("shell", help="an interactive shell on a live run's node")
     shell.add_argument("run", help="run id (or a unique prefix)")
     fwd = sub.add_parser("forward", help="forward 127.0.0.1:PORT to a port on a run's node")
@@ -222,6 +228,10 @@ def _attach(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
+    if args.sweep:
+        from engine.cli.sweep import print_sweep
+
+        return print_sweep(args.sweep)
     from rich.console import Console
 
     from engine.cli.runlist import print_runs
@@ -234,6 +244,18 @@ def _logs(args: argparse.Namespace) -> int:
     from engine.cli.runlist import print_logs
 
     return print_logs(args.run, args.step)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from engine.cli.sweep import command
+
+    return command(args)
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from engine.cli.sweep import stop_sweep
+
+    return stop_sweep(args.sweep)
 
 
 def _shell(args: argparse.Namespace) -> int:
@@ -313,6 +335,8 @@ def _gc_pools(path: Path | None, kept: list[dict[str, Any]]) -> PoolSet:
 
 _COMMANDS = {
     "run": _run,
+    "sweep": _sweep,
+    "stop": _stop,
     "validate": _validate,
     "plan": _plan,
     "runs": _runs,

@@ -19,6 +19,7 @@ from engine.state.private import private_dir
 
 class Member(BaseModel):
     label: str
+    params: dict[str, str] = {}
     run_id: str | None = None  # None: not started (queued, or held by a halt)
     metric: float | None = None
     metric_problem: str | None = None
@@ -27,6 +28,7 @@ class Member(BaseModel):
 class SweepRecord(BaseModel):
     sweep_id: str
     job_name: str
+    job_file: str | None = None  # for `swjob sweep --rerun`
     pool: str
     concurrency: int
     max_dollars: float | None = None

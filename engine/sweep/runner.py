@@ -78,12 +78,16 @@ class Sweep:
         self.record = SweepRecord(
             sweep_id=records.new_sweep_id(),
             job_name=job.name,
+            job_file=str(job.source),
             pool=pool,
             concurrency=concurrency,
             max_dollars=max_dollars,
             metric=str(metric) if metric else None,
             minimize=minimize,
-            members=[Member(label=label) for label in labels],
+            members=[
+                Member(label=label, params=dict(v.params))
+                for label, v in zip(labels, self.variants, strict=True)
+            ],
         )
         self._running: dict[str, int] = {}  # run id → variant index
 
