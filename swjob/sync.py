@@ -66,10 +66,10 @@ class SyncRun:
         return self._run.outputs_dir
 
     def wait(self, timeout: float | None = None) -> Result:
-        return self._session._call(self._run.wait(timeout))
+        return self._session.call(self._run.wait(timeout))
 
     def stop(self, reason: str = "stopped by operator") -> None:
-        self._session._call(self._run.stop(reason))
+        self._session.call(self._run.stop(reason))
 
     def logs(self, step: str = "run") -> str:
         return self._run.logs(step)
@@ -79,7 +79,7 @@ class SyncRun:
         stream = self._run.events()
         while True:
             try:
-                yield self._session._call(anext(stream))
+                yield self._session.call(anext(stream))
             except StopAsyncIteration:
                 return
 
@@ -91,7 +91,7 @@ class Session:
     def __init__(self, pools: PoolsLike = None, **options: Any) -> None:
         self._loop = _Loop()
         try:  # built on its loop: what it makes there belongs to that loop
-            self._async: AsyncSession = self._call(_made(lambda: AsyncSession(pools, **options)))
+            self._async: AsyncSession = self.call(_made(lambda: AsyncSession(pools, **options)))
         except BaseException:
             self._loop.close()
             raise
@@ -104,17 +104,24 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+    @property
+    def async_session(self) -> AsyncSession:
+        """The AsyncSession underneath, for APIs that take one (`swjob.optuna.Executor`):
+        use its coroutines through `call`."""
+        return self._async
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of this session's (AsyncSession's, a Sweep's…) on its loop."""
         return self._loop.call(coro)
 
     def start(self) -> None:
-        self._call(self._async.start())
+        self.call(self._async.start())
         self._started = True
 
     def close(self) -> None:
         try:
             if self._started:
-                self._call(self._async.close())
+                self.call(self._async.close())
         finally:
             self._loop.close()
 
@@ -126,14 +133,14 @@ class Session:
         env: Mapping[str, str] | None = None,
         label: str | None = None,
     ) -> SyncRun:
-        run = self._call(self._async.submit(job, pool, env=env, label=label))
+        run = self.call(self._async.submit(job, pool, env=env, label=label))
         return SyncRun(self, run)
 
     def sweep(self, job: JobLike, grid: Mapping[str, Sequence[Any]] | None = None,
               **options: Any) -> list[SweepRow]:  # fmt: skip
         """Run a sweep to its end (AsyncSession.sweep's arguments); its rows."""
         sweep = self._async.sweep(job, grid, **options)
-        return self._call(sweep.run())
+        return self.call(sweep.run())
 
     def runs(self) -> list[RunView]:
         return self._async.runs()
