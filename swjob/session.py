@@ -9,6 +9,7 @@ The CLI and the console call the same engine API; this adds only the handle's bo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,12 @@ class AsyncSession:
         await self.close()
 
     async def start(self) -> None:
-        await self.engine.start()
+        try:
+            await self.engine.start()
+        except BaseException:  # half started (an endpoint bound, its identity taken): undone
+            with contextlib.suppress(Exception):  # the start's own error is the one to see
+                await self.engine.close(stop_running=False)
+            raise
         self._follow = asyncio.create_task(self._dispatch(self.engine.subscribe(1_000_000)))
 
     async def close(self) -> None:

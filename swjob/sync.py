@@ -119,6 +119,9 @@ class Session:
         self._started = True
 
     def close(self) -> None:
+        """Stop the session's runs (unless `stop_on_close=False`) and its loop; once."""
+        if self._loop.loop.is_closed():
+            return
         try:
             if self._started:
                 self.call(self._async.close())
