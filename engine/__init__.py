@@ -11,11 +11,14 @@
 - `ops/`       what a client asks of runs and pools by name — stop a run from any
                terminal, follow its log, list offers, check pools — shared by the CLI's
                verbs and `api.py`.
+- `sweep/`     many runs of one job: grid variants, a concurrency bound, one dollar cap,
+               the sweep's record for other processes (on top of the Engine).
 - `cli/`       the headless `swjob` program.
 - `logsetup.py` where the engine's warnings go: stderr for `swjob`, a private file for the
                console (re-exported by `api.py`).
 - `engine.py`  the Engine: the one object a program drives; `api.py` is the surface a
-               console may use (the TUI imports nothing else of the engine).
+               console may use (the TUI and the `swjob` Python package import nothing else of the
+               engine).
 
 Imports `agent` (the shared wire and codec) but never `tui` or `textual`; no package
 imports `cli`, and the lower rooms (jobs, report, state) never import run or providers.

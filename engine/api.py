@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agent.protocol import LogLine, Stream
 from agent.transfer.landing import is_in_flight
 from engine.engine import Engine, EngineConfig, SubmitError
-from engine.errors import ProviderError, UnusableDirError, one_line
+from engine.errors import ProviderError, SwjobError, UnusableDirError, one_line
 from engine.jobs.fileerror import ConfigFileError
 from engine.jobs.jobspec import JobFileError, JobSpec, load_job
 from engine.jobs.plan import Plan, plan_workspace
@@ -32,6 +32,11 @@ from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
 from engine.state.ownership import has_live_owner
 from engine.state.paths import DEFAULT_RUNS_DIR, state_dir
+from engine.sweep.grid import GridError, Variant, expand, load_params, parse_grid
+from engine.sweep.metric import Metric
+from engine.sweep.record import SweepRecord, all_records, request_stop
+from engine.sweep.record import load as load_sweep
+from engine.sweep.runner import NOT_STARTED, Sweep, SweepRow
 
 if TYPE_CHECKING:
     from engine.ops.logs import Unowned, follow_log
@@ -43,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_RUNS_DIR",
     "GONE",
+    "NOT_STARTED",
     "Chain",
     "Collection",
     "ConfigFileError",
@@ -51,10 +57,12 @@ __all__ = [
     "Event",
     "Forward",
     "GpuView",
+    "GridError",
     "JobFileError",
     "JobSpec",
     "LiveUnavailable",
     "LogLine",
+    "Metric",
     "NodeView",
     "OfferView",
     "OffersError",
@@ -68,29 +76,40 @@ __all__ = [
     "StopError",
     "Stream",
     "SubmitError",
+    "Sweep",
+    "SweepRecord",
+    "SweepRow",
+    "SwjobError",
     "TransferProgress",
     "Transition",
     "Unowned",
     "UnusableDirError",
+    "Variant",
     "WarmNodeView",
+    "all_records",
     "boot_timeline",
     "chains",
     "check_pool",
     "cost_split",
     "events",
+    "expand",
     "fold",
     "follow_log",
     "has_live_owner",
     "is_in_flight",
     "list_offers",
     "load_job",
+    "load_params",
     "load_pools",
+    "load_sweep",
     "log_to_file",
     "money",
     "one_line",
+    "parse_grid",
     "plan_workspace",
     "printable",
     "provisioning_start",
+    "request_stop",
     "short_id",
     "state_dir",
     "stop_run",

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from agent import endpoint as iroh_endpoint
 from agent import reattach
 from agent.transfer.memory import pin_malloc, share_one_arena
-from engine.errors import one_line
+from engine.errors import SwjobError, one_line
 from engine.jobs import envargs
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
@@ -70,7 +70,7 @@ log = logging.getLogger("swjob.engine")
 _INDEXED = (ev.Transition, ev.Node, ev.Alert, ev.Cost, ev.Finished)
 
 
-class SubmitError(Exception):
+class SubmitError(SwjobError):
     """The run could not be submitted; one line for the user."""
 
 
@@ -207,15 +207,24 @@ class Engine:
 
     # ---- runs --------------------------------------------------------------------------
 
-    async def submit(self, job: JobSpec, pool: str, *, cold: bool = False) -> str:
+    async def submit(
+        self,
+        job: JobSpec,
+        pool: str,
+        *,
+        cold: bool = False,
+        label: str | None = None,
+        sweep: str | None = None,
+    ) -> str:
         """Place the job on a node of `pool` — a warm one when the pool keeps them and one
-        fits (`cold`: always a new one); returns the run id at once."""
+        fits (`cold`: always a new one); returns the run id at once. `label` names a
+        variant (`train[LR=0.1]`), `sweep` the sweep it belongs to."""
         try:
             pool_def = self.config.pools.get(pool)
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
         await self._providers_ready(pool_def)
-        return self._start(job, pool_def, None, cold=cold)
+        return self._start(job, pool_def, None, cold=cold, names=(label, sweep))
 
     def _start(
         self,
@@ -225,9 +234,11 @@ class Engine:
         run_id: str | None = None,
         *,
         cold: bool = False,
+        names: tuple[str | None, str | None] = (None, None),
     ) -> str:
         """Start a run of `job` on `pool_def`: attempt 1 under a new id when `attempt` is
-        None, else a recorded next attempt under its `run_id` (whose lease we hold)."""
+        None, else a recorded next attempt under its `run_id` (whose lease we hold).
+        `names`: the run's (label, sweep), kept by every attempt."""
         pool = pool_def.name
         fresh = run_id is None
         if run_id is None:
@@ -261,6 +272,8 @@ class Engine:
                 attempts=attempt.of,
                 previous_run=attempt.previous,
                 first_run=attempt.first if attempt.first != run_id else None,
+                label=names[0],
+                sweep=names[1],
             )
         )
         keys = {"token": secrets.token_urlsafe(24), "reattach_key": reattach.new_key()}
@@ -277,6 +290,7 @@ class Engine:
             pool=pool,
             pool_def=pool_def.model_dump_json(),
             attempt=attempts.to_record(attempt),
+            params=job.params,
         )
         self._launch(driver)
         return run_id
@@ -400,7 +414,7 @@ class Engine:
             raise SubmitError(f"attempt {attempt.number} of {previous.job_name}: {fault}")
         pool = await self._adoptable_pool(run_id, previous, saved, lease)
         self._leases[run_id] = lease
-        self._start(job, pool, attempt, run_id)
+        self._start(job, pool, attempt, run_id, names=(previous.label, previous.sweep))
         return True
 
     async def _adopt_orphans(self) -> None:
@@ -544,7 +558,8 @@ class Engine:
         pool_def = self._chains.pools.pop(view.run_id, driver.pool)
         step = self._chains.take(view.run_id)
         if step is not None and not self._closing:
-            run_id = self._start(driver.job, pool_def, step.attempt, step.run_id)
+            names = (driver.view.label, driver.view.sweep)
+            run_id = self._start(driver.job, pool_def, step.attempt, step.run_id, names)
             self._chains.started(view.run_id, run_id)
 
     def _record_next(self, driver: RunDriver) -> NextStep | None:

@@ -8,11 +8,16 @@ provider's SDK.
 from __future__ import annotations
 
 
-class ProviderError(Exception):
+class SwjobError(Exception):
+    """What every error swjob means a user to read derives from: its message is one line,
+    the one the CLI prints after `error:`. Python users catch this one type."""
+
+
+class ProviderError(SwjobError):
     """A provider's API call failed for good; the message is one sanitized line."""
 
 
-class UnusableDirError(Exception):
+class UnusableDirError(SwjobError):
     """A directory swjob keeps its state or cache in, or a state file in it, cannot be used
     (a file in its way, a read-only disk, another process holding its lock); the message
     is one line naming it."""

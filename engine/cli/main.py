@@ -1,5 +1,5 @@
-"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, stop, shell, forward,
-gc, nodes.
+"""`swjob`: the headless CLI — run, sweep, validate, plan, runs, logs, attach, stop, shell,
+forward, gc, nodes.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.cli import nodes
+from engine.cli import nodes, sweepargs
 from engine.errors import UnusableDirError
 from engine.jobs.fileerror import ConfigFileError
 from engine.state.paths import DEFAULT_RUNS_DIR
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # imported where used: each subcommand loads only what it nee
 # Each subcommand imports what it needs when it runs (pydantic, rich, asyncio, iroh, the
 # Vast SDK): `swjob validate` must not pay for `swjob run`'s machinery.
 
-_QUICK_EXIT = {"run", "attach", "shell", "forward", "stop", "offers", "pools"}
+_QUICK_EXIT = {"run", "sweep", "attach", "shell", "forward", "stop", "offers", "pools"}
 """Commands that load the engine's machinery end without the interpreter's teardown
 (agent/quickexit.py): by the time they return, the engine is closed and its files are
 written, and freeing those modules took longer than some whole commands."""
@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rent a fresh node even when the pool keeps a warm one that fits",
     )
+    sweepargs.add_parser(sub)
     sub.add_parser("validate", help="check a job file").add_argument("job", type=Path)
     plan = sub.add_parser("plan", help="show what would be pushed, before renting anything")
     plan.add_argument("job", type=Path)
@@ -87,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     runs = sub.add_parser("runs", help="list past and current runs")
     runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--sweep", metavar="SWEEP", help="the runs of one sweep, as a table")
     logs = sub.add_parser("logs", help="print a run's setup and run output")
     logs.add_argument("run", help="run id (or a unique prefix)")
     logs.add_argument("--step", choices=["setup", "run", "all"], default="all")
@@ -108,8 +110,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PORT",
         help="listen on 127.0.0.1:PORT (default: a Unix socket only you can use)",
     )
-    stop = sub.add_parser("stop", help="stop a run, from any terminal (its node torn down)")
-    stop.add_argument("run", help="run id (or a unique prefix)")
+    stop = sub.add_parser("stop", help="stop a run or a sweep, from any terminal (nodes torn down)")
+    stop.add_argument("run", nargs="?", help="run id (or a unique prefix)")
+    stop.add_argument("--sweep", metavar="SWEEP", help="stop this sweep instead: its id or start")
     stop.add_argument("--pools", type=Path, default=None, help="pools TOML file")
     offers = sub.add_parser("offers", help="the offers a pool would rent, cheapest first")
     offers.add_argument("pool", help="pool name")
@@ -292,6 +295,10 @@ def _attach(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
+    if args.sweep:
+        from engine.cli.sweep import print_sweep
+
+        return print_sweep(args.sweep)
     from rich.console import Console
 
     from engine.cli.runlist import print_runs
@@ -304,6 +311,12 @@ def _logs(args: argparse.Namespace) -> int:
     from engine.cli.runlist import print_logs
 
     return print_logs(args.run, args.step, args.follow)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from engine.cli.sweep import command
+
+    return command(args)
 
 
 def _shell(args: argparse.Namespace) -> int:
@@ -337,6 +350,14 @@ def _live(command: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
+    """`swjob stop RUN` or `swjob stop --sweep SWEEP`: exactly one of them."""
+    if (args.run is None) == (args.sweep is None):
+        print("swjob stop: name a run, or a sweep with --sweep (not both)", file=sys.stderr)
+        return 2
+    if args.sweep is not None:
+        from engine.cli.sweep import stop_sweep
+
+        return stop_sweep(args.sweep)
     from engine.cli.stop import stop
 
     return stop(args)
@@ -410,6 +431,7 @@ def _gc_pools(path: Path | None, kept: list[dict[str, Any]]) -> PoolSet:
 _COMMANDS = {
     "run": _run,
     "nodes": nodes.main,
+    "sweep": _sweep,
     "validate": _validate,
     "plan": _plan,
     "runs": _runs,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.errors import SwjobError
+
 SHOWN_CHARS = 80
 """Longest quoted user text (a key, a pattern, a path) echoed back in an error."""
 PROBLEM_CHARS = 240
@@ -20,7 +22,7 @@ def shown(text: str, limit: int = SHOWN_CHARS) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-class ConfigFileError(Exception):
+class ConfigFileError(SwjobError):
     """A config file problem as ONE line: `<file>:<line>: <field>: <problem>`.
 
     Parts that are unknown are left out. The pieces stay available as attributes so

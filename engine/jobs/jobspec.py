@@ -9,6 +9,7 @@ a JobSpec. `env` values are secrets: no message built here ever contains one.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 from collections.abc import Mapping
@@ -165,10 +166,25 @@ class JobSpec:
     env: dict[str, str] = field(default_factory=dict, repr=False)  # secrets
     source: Path
     env_args: tuple[str, ...] = ()  # env names given by `swjob run --env` (engine/jobs/envargs.py)
+    params: dict[str, str] = field(default_factory=dict)
+    """The env values added by `with_params` (a sweep's or a trial's parameters): kept with
+    the run, so an adopter carries them on. Like every env value they are masked in logs
+    (spec: env values are secrets; the node's agent masks them too)."""
 
     def secrets(self) -> list[str]:
         """The env values: what redaction must hide wherever text leaves a process."""
         return list(self.env.values())
+
+    def with_params(self, params: Mapping[str, str]) -> JobSpec:
+        """This job with `params` added to its env (over a job file value of the same
+        name). Names and values are checked as the job file's are; ValueError says which."""
+        for name, value in params.items():
+            try:
+                _env_name(name), _env_value(value)
+            except ValueError as exc:
+                raise ValueError(f"parameter {shown(name)}: {exc}") from None
+        merged = _env_total({**self.env, **params})
+        return dataclasses.replace(self, env=merged, params={**self.params, **params})
 
 
 _COMMAND = Text((_command,))

@@ -68,6 +68,8 @@ class Submitted(_Ev):
     attempts: int = 1
     previous_run: str | None = None
     first_run: str | None = None  # the chain's attempt 1 (None: this run is attempt 1)
+    label: str | None = None  # the run's name when it is one variant of many: `job[LR=0.1]`
+    sweep: str | None = None  # the sweep it belongs to (engine/sweep/)
 
 
 class Transition(_Ev):

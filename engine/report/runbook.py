@@ -29,6 +29,8 @@ def new_view(event: ev.Submitted) -> RunView:
         attempts=event.attempts,
         previous_run=event.previous_run,
         first_run=event.first_run,
+        label=event.label,
+        sweep=event.sweep,
     )
 
 

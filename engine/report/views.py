@@ -88,6 +88,13 @@ class RunView(_View):
     attempts: int = 1
     previous_run: str | None = None
     first_run: str | None = None  # attempt 1 of the chain; None when this run is attempt 1
+    label: str | None = None  # a variant's name, e.g. `train[LR=0.1,SEED=1]`
+    sweep: str | None = None  # the sweep the run belongs to (engine/sweep/)
+
+    @property
+    def name(self) -> str:
+        """What to call the run: its variant's label, else its job's name."""
+        return self.label or self.job_name
 
     @property
     def chain_id(self) -> str:

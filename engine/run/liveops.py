@@ -24,13 +24,14 @@ from agent.livewire import (
     encode_msg,
     read_msg,
 )
+from engine.errors import SwjobError
 
 OPEN_TIMEOUT_S = 10.0
 
 LiveRequest = ShellOpen | ForwardOpen
 
 
-class LiveUnavailable(Exception):
+class LiveUnavailable(SwjobError):
     """A shell or forward cannot be opened now; the message is one line for the user."""
 
 

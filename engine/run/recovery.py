@@ -70,7 +70,7 @@ def recovered_job(view: RunView, recovery: dict[str, Any]) -> tuple[JobSpec, str
         if job_digest(path) != recovery.get("job_sha256"):
             problem = "job file changed while the operator was away"
         else:
-            job = load_job(path)
+            job = load_job(path).with_params(recovery.get("params") or {})  # as given
             try:
                 return envargs.restore(job, recovery.get("env_args"), os.environ), None
             except JobFileError as exc:

@@ -1,11 +1,23 @@
-"""Engine load benchmark (not part of CI): CPU time and peak memory of the engine process
-while 32 jobs (the load test's workload) run on the local pool.
+"""Engine load benchmark (not part of CI): 100 jobs at once on the local pool — the engine's
+CPU per job, the operator's peak RSS, and the console's key latency with 100 live runs on
+its board.
 
-Only the engine's own process is measured — getrusage(RUSAGE_SELF) for user+system CPU,
-/proc/self/status VmHWM for peak RSS — the agents are separate processes. State, cache
-and runs live in a temp dir that is removed afterwards.
+Two phases, each in a fresh engine with the local pool's `max_nodes` raised to the job
+count so every run is live at once:
 
-    python -m tests.bench.engine_load [--jobs 32] [--reps 1]
+1. engine: the load test's workload (tests/support/load.py: a one-line workspace pushed,
+   a few lines printed, an output pulled) submitted at once and waited for. Only the
+   engine's own process is measured — getrusage(RUSAGE_SELF) for user+system CPU,
+   /proc/self/status VmHWM for peak RSS — the agents are separate processes.
+2. console: the real app (headless, 160×50) with its engine; the same number of jobs that
+   print a line and wait for a release file, all RUNNING on the board. Every 50 ms a
+   board key (`j`/`k`, moving the cursor) and a probe key are posted; the probe's latency is
+   the time until its action runs behind them. Then the jobs are released.
+
+State, cache and runs live in a temp dir that is removed afterwards. Goals (issue 33):
+≤ 20 ms engine CPU per job, ≤ 300 MB operator RSS, key p95 < 100 ms.
+
+    python -m tests.bench.engine_load [--jobs 100] [--reps 1] [--keys 200] [--no-console]
 """
 
 from __future__ import annotations
@@ -14,12 +26,20 @@ import argparse
 import asyncio
 import os
 import resource
+import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.jobs.jobspec import JobSpec
+    from engine.report.views import RunView
 
 COMMAND = "python -m tests.bench.engine_load"
+KEYS_S = 0.05
 
 
 def _isolate(root: Path) -> None:
@@ -46,19 +66,90 @@ async def _one(root: Path, jobs: int) -> tuple[float, float, int]:
     from tests.support.load import load_jobs, run_load
 
     specs = load_jobs(root / "projects", jobs)
-    async with engine_with(root / "runs") as engine:
+    async with engine_with(root / "runs", max_nodes=max(jobs, 1)) as engine:
         cpu = _cpu_s()
         result = await run_load(engine, specs, timeout=600)
         cpu = _cpu_s() - cpu
     states = sorted({v.state for v in result.views})
     print(f"  {jobs} jobs → {states}, ≤ {result.most_nodes} nodes at once")
-    return result.wall_s, cpu, result.most_pending
+    return result.wall_s, cpu, result.most_nodes
+
+
+async def _console(root: Path, jobs: int, keys: int) -> list[float]:
+    """Key latencies (ms) with `jobs` live runs on the console's board."""
+    from textual import events
+    from textual.binding import Binding
+
+    from engine.engine import Engine, EngineConfig
+    from tests.support.engines import local_pools
+    from tui.app import SwjobApp
+
+    class ProbeApp(SwjobApp):
+        BINDINGS = [Binding("ctrl+b", "ping", "bench ping", show=False)]
+        sent = 0.0
+        latencies: list[float] = []
+
+        def action_ping(self) -> None:
+            self.latencies.append((time.perf_counter() - self.sent) * 1000)
+
+    release = root / "release"
+    specs = [_live_job(root / f"live{i:03d}", release) for i in range(jobs)]
+    # the console's own settings (1 s heartbeat, 10 s to lose a node), not the tests' quick ones
+    pools = local_pools(max_nodes=max(jobs, 1))
+    engine = Engine(EngineConfig(runs_dir=root / "runs", pools=pools))
+    app = ProbeApp(engine)
+    async with app.run_test(size=(160, 50)):
+        async with asyncio.timeout(60):
+            await app.booted.wait()
+        ids = [await engine.submit(spec, "local") for spec in specs]
+        began = said = time.monotonic()
+        async with asyncio.timeout(600):
+            while not all(_live_or_ended(engine.run(i)) for i in ids):
+                await asyncio.sleep(0.2)
+                if time.monotonic() - said >= 10:  # where they are, while a hundred boot
+                    said = time.monotonic()
+                    phases = Counter(engine.run(i).phase for i in ids)  # type: ignore[union-attr]
+                    print(f"  {said - began:.0f} s: {dict(phases)}", flush=True)
+        live = sum(engine.run(i).state == "RUNNING" for i in ids)  # type: ignore[union-attr]
+        print(f"  {live} of {jobs} runs RUNNING on the board; pressing keys")
+        for n in range(keys):
+            app.post_message(events.Key("j" if n % 40 < 20 else "k", None))
+            app.sent = time.perf_counter()
+            app.post_message(events.Key("ctrl+b", None))
+            await asyncio.sleep(KEYS_S)
+        release.touch()
+        async with asyncio.timeout(600):
+            views = await asyncio.gather(*(engine.wait(i) for i in ids))
+    failed = [v for v in views if v.state != "COMPLETED"]
+    if failed:  # the figures stand, but say what went wrong (e.g. nodes lost under load)
+        reasons = sorted({v.reason or "" for v in failed})
+        print(f"  {len(failed)} of {jobs} live runs did not complete: {reasons}")
+    return app.latencies
+
+
+def _live_or_ended(view: RunView | None) -> bool:
+    """The run's job is running, or it ended without getting there (a node lost)."""
+    return view is not None and (view.state == "RUNNING" or view.terminal)
+
+
+def _live_job(project: Path, release: Path) -> JobSpec:
+    """A job that prints a line and waits for `release`, polling once a second: a hundred
+    of them polling ten times a second (tests/support/runs.waiting_job) forked a thousand
+    `sleep`s a second and measured the machine, not the console."""
+    from engine.jobs.jobspec import load_job
+
+    project.mkdir(parents=True)
+    run = f"echo live; while [ ! -e {release} ]; do sleep 1; done"
+    (project / "job.toml").write_text(f'[job]\nname = "{project.name}"\nrun = "{run}"\n')
+    return load_job(project / "job.toml")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=32)
+    parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--keys", type=int, default=200, help="key presses in the console phase")
+    parser.add_argument("--no-console", action="store_true", help="skip the console phase")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="swjob-load-") as tmp:
         _isolate(Path(tmp))
@@ -75,8 +166,17 @@ def main() -> None:
             f"(RSS before the first run {rss_start / 1024:.0f} MiB); "
             f"total {time.monotonic() - began:.1f} s"
         )
+        if not args.no_console:
+            lat = sorted(asyncio.run(_console(Path(tmp) / "console", args.jobs, args.keys)))
+            p95 = lat[max(0, int(len(lat) * 0.95) - 1)]
+            print(
+                f"console with {args.jobs} live runs: {len(lat)} keys, latency p50 "
+                f"{statistics.median(lat):.1f} ms, p95 {p95:.1f} ms, max {lat[-1]:.1f} ms; "
+                f"operator peak RSS (engine + console) {_kib('VmHWM') / 1024:.0f} MiB"
+            )
     python = sys.version.split()[0]
-    print(f"reproduce: {COMMAND} --jobs {args.jobs} --reps {args.reps}  (python {python})")
+    console = " --no-console" if args.no_console else f" --keys {args.keys}"
+    print(f"reproduce: {COMMAND} --jobs {args.jobs} --reps {args.reps}{console}  (python {python})")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TINY = {
     "boot": ["-m", "tests.bench.boot", "--tiny"],
-    "engine_load": ["-m", "tests.bench.engine_load", "--jobs", "2", "--reps", "1"],
+    "engine_load": ["-m", "tests.bench.engine_load", "--jobs", "2", "--reps", "1", "--keys", "5"],
     "hello": ["-m", "tests.bench.hello", "-n", "1", "--pause", "0"],
     "index_lock": ["-m", "tests.bench.index_lock", "-n", "1"],
     "iroh_floor": ["tests/bench/iroh_floor.py", "--mib", "4", "--streams", "1"],

@@ -10,7 +10,8 @@ import pytest
 
 FORBIDDEN = {
     "agent": ("engine", "tui", "textual"),
-    "engine": ("tui", "textual"),
+    "engine": ("tui", "textual", "swjob"),
+    "swjob": ("tui", "textual"),
 }
 
 MODULES = {
@@ -32,7 +33,9 @@ MODULES = {
         "engine.providers.vastai",
         "engine.jobs.plan",
         "engine.providers.gc",
+        "engine.sweep.runner",
     ],
+    "swjob": ["swjob", "swjob.session", "swjob.sync"],
 }
 
 
@@ -57,7 +60,7 @@ import ast  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("agent", "engine", "tui")
+PACKAGES = ("agent", "engine", "swjob", "tui")
 
 
 def module_name(path: Path) -> str:
@@ -150,12 +153,14 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_the_console_uses_only_the_engine_api() -> None:
-    """tui/ imports `engine.api` and nothing else of the engine, and nothing of the agent."""
+@pytest.mark.parametrize("front", ["tui", "swjob"])
+def test_the_front_ends_use_only_the_engine_api(front: str) -> None:
+    """tui/ (the console) and swjob/ (the Python API) import `engine.api` and nothing else
+    of the engine, and nothing of the agent: one surface for every front-end."""
     bad = {
         name: sorted(t for t in targets if t.split(".")[0] in ("engine", "agent"))
         for name, targets in graph().items()
-        if name.startswith("tui")
+        if name.startswith(front)
     }
     bad = {
         name: [t for t in targets if t != "engine.api" and not t.startswith("engine.api.")]
@@ -197,7 +202,8 @@ ROOMS_MAY_NOT = {
         "engine.providers.local",
         "engine.providers.gc",
     ),
-    "engine.engine": ("engine.cli", "engine.api"),
+    "engine.engine": ("engine.cli", "engine.api", "engine.sweep"),
+    "engine.sweep": ("engine.cli", "engine.api", "engine.run", "engine.providers"),
 }
 
 
