@@ -45,12 +45,15 @@ from agent.protocol import (
     Reject,
     RunStep,
     Shutdown,
+    SinkWork,
     StopStep,
+    UseSink,
     Welcome,
     stand_in_for,
 )
 from agent.reattach import ResumeService, Target
 from agent.redial import Backoff, describe, serve_forever, serve_xfer_forever
+from agent.sinkhand import SinkHand
 from agent.supervisor import Supervisor
 
 log = logging.getLogger("swjob.agent")
@@ -156,6 +159,7 @@ class NodeAgent:
         self._target = Target(cfg.orchestrator_id, cfg.ticket)
         self._retargeted = asyncio.Event()
         self._alone_since: float | None = time.monotonic()  # None while a session is up
+        self.sink = SinkHand(cfg.workdir, self.journal.append, self._spawn_background)
 
     async def run(self) -> ExitCode:
         """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
@@ -250,9 +254,12 @@ class NodeAgent:
             self._session.conn.close(0, b"run taken over")
 
     async def _give_up(self) -> None:
-        """Orphaned: stop the job, then (on Vast) destroy the own instance, saying so in the
-        log and the journal first — the destroy may end this very process."""
+        """Orphaned: stop the job, put its outputs in the sink (when the run has one: nobody
+        else will ever collect them), then (on Vast) destroy the own instance, saying so in
+        the log and the journal first — the destroy may end this very process."""
         await self.supervisor.stop(self.cfg.grace)
+        if said := await self.sink.save_before_leaving():
+            self._note(said)
         if self.cfg.on_orphan != "destroy-instance":
             return
         self._note(f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped, destroying node")
@@ -358,6 +365,11 @@ class NodeAgent:
             self._spawn_background(self.supervisor.stop(msg.grace_s))
         elif isinstance(msg, Shutdown):
             self.shutdown.set()
+        elif isinstance(msg, UseSink):
+            self.supervisor.mask(msg.target.secret_access_key, msg.target.session_token or "")
+            self.sink.use(msg.target, lambda: self.supervisor.busy)
+        elif isinstance(msg, SinkWork):
+            self.sink.work(msg)
         else:
             log.warning("ignoring unexpected %s message", type(msg).__name__)
 

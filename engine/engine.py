@@ -50,6 +50,8 @@ from engine.run.control import ControlServer, NodeSession
 from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
+from engine.sink.check import check_sink
+from engine.sink.place import SinkError
 from engine.state import identity, ownership, spill
 from engine.state.indexwrites import IndexWrites, Unwritten
 from engine.state.ledger import Ledger
@@ -210,6 +212,10 @@ class Engine:
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
         await self._providers_ready(pool_def)
+        try:
+            await check_sink(pool_def, job.name)
+        except SinkError as exc:  # before any node is rented
+            raise SubmitError(str(exc)) from None
         return self._start(job, pool_def, None)
 
     def _start(

@@ -167,6 +167,7 @@ class OutputsSynced(_Ev):
     paths: list[str] = []
     held: int = 0  # files the syncs have landed so far (each at its newest version)
     syncs: int = 1  # syncs that landed something, this one included
+    sink: bool = False  # the node put them in the pool's sink (docs/sink.md), not here
 
 
 SYNC_PATHS_SHOWN = 20

@@ -25,6 +25,7 @@ from agent.protocol import (
     NodeFault,
     RunStep,
     Shutdown,
+    SinkDone,
     Step,
     StepExited,
     StopStep,
@@ -48,6 +49,7 @@ from engine.run.costmeter import CostMeter
 from engine.run.paused import DeadlinePassed, RunningDeadline
 from engine.run.runrecord import LogFiles, PhaseClock, run_summary, write_summary
 from engine.run.runsupport import Transfers
+from engine.run.sinkwork import SinkLink
 from engine.run.teardown import destroy
 
 SHUTDOWN_TIMEOUT_S = 5.0
@@ -81,7 +83,8 @@ class RunDriver:
         self._stream = stream
         self._grace = stop_grace_s
         self._on_change = on_change
-        self.redact = Redactor(job.secrets())
+        self.sink = SinkLink(self)
+        self.redact = Redactor([*job.secrets(), *self.sink.secrets()])
         self._queue: asyncio.Queue[fsm.Event] = asyncio.Queue()
         self._fsm = fsm.FsmState()
         self._work: set[asyncio.Task[None]] = set()
@@ -106,7 +109,9 @@ class RunDriver:
 
     def begin(self) -> None:
         """Submit the job to the FSM: a new run, or one indexed but never begun."""
-        carries = self.attempt is not None and self.attempt.carried is not None
+        attempt = self.attempt
+        carries = attempt is not None and attempt.carried is not None
+        carries |= attempt is not None and attempt.previous is not None and bool(self.sink.place)
         workspace = self.job.workspace is not None or carries
         self.post(fsm.JobSubmitted(self.job.setup is not None, workspace))
 
@@ -259,6 +264,7 @@ class RunDriver:
         self._node_event(ev.NodeState.PROVISIONING)
         timeout_s = self.pool.boot_timeout_s
         if await self.await_join(timeout_s, ev.NodeState.READY):
+            await self._hand_over_sink()
             self.post(fsm.NodeReady())
             return
         said = f"boot timeout: node did not join within {timeout_s:g} s"
@@ -267,6 +273,12 @@ class RunDriver:
                 if why := await self._provider.why_not_joined(self.handle):
                     said += f" ({self.redact(why)})"
         self.post(fsm.NodeFault(said))
+
+    async def _hand_over_sink(self) -> None:
+        try:
+            await self.sink.hand_over()
+        except NodeGone as exc:
+            self.post(fsm.NodeLost(str(exc)))
 
     async def await_join(self, timeout_s: float, state: ev.NodeState) -> bool:
         """Watch the node (liveness) and wait for its agent to join; False on timeout."""
@@ -359,6 +371,8 @@ class RunDriver:
             case GpuMetrics():
                 self._on_gpu(msg)
                 return
+            case SinkDone():
+                self.sink.on_done(msg)
             case StepExited():
                 self._on_exit(msg)
             case NodeFault():
@@ -427,6 +441,8 @@ class RunDriver:
             "job_file": str(self.job.source),
             "gpu": gpu_summary(self.view.gpus),
         }
+        if self.sink.summary:
+            extra["sink"] = self.sink.summary
         if by_phase := self._cost.by_phase():
             extra["cost_by_phase"] = by_phase
         summary = run_summary(self.view, self.clock, extra)

@@ -1,0 +1,101 @@
+"""Runs on a pool with a sink (a real SeaweedFS S3 server, real agents, real iroh): the
+node puts the outputs in the sink and the laptop lands them from there, verified; a lost
+node's next attempt resumes from the sink; a bad sink is refused at submit, before any
+node; the sink's keys are in no record."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from agent.sink.download import read_manifest
+from agent.sink.store import open_store
+from engine.engine import SubmitError
+from engine.report import events as ev
+from tests.support.engines import engine_with
+from tests.support.jobs import RESUMING
+from tests.support.runs import events, run_json
+from tests.support.s3 import Bucket
+from tests.support.tap import Tap
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def sink_settings(s3: Bucket) -> dict[str, str]:
+    return {"sink": s3.url, "sink_endpoint": s3.server.endpoint}
+
+
+def holding(root: Path, secret: str) -> list[Path]:
+    """Every file under `root` whose bytes hold `secret`."""
+    return [p for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+async def test_outputs_go_to_the_sink_and_land_from_it(
+    tmp_path: Path, make_job, s3: Bucket
+) -> None:
+    job = make_job(
+        run="mkdir -p out && echo 42 > out/answer.txt && env > out/env.txt",
+        outputs=["out/"],
+        name="answer",
+    )
+    async with engine_with(tmp_path / "runs", **sink_settings(s3)) as engine:
+        run_id = await engine.submit(job, "local")
+        view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert (view.run_dir / "outputs/out/answer.txt").read_text() == "42\n"
+    summary = run_json(view.run_dir)
+    assert summary["sink"]["url"] == f"s3://{s3.name}/results/answer/{run_id}"
+    assert summary["sink"]["complete"] is True and summary["sink"]["files"] == 2
+    target = s3.target(prefix=f"results/answer/{run_id}")
+    manifest = await read_manifest(open_store(target))
+    assert manifest is not None and manifest.complete
+    assert set(manifest.files) == {"out/answer.txt", "out/env.txt"}
+    job_env = (view.run_dir / "outputs/out/env.txt").read_text()
+    assert "AWS_" not in job_env  # the job's env never holds the sink's keys
+    assert holding(tmp_path, s3.server.secret_key) == []
+    alerts = [e.message for e in events(view.run_dir) if isinstance(e, ev.Alert)]
+    assert alerts == []  # landed from the sink, not from the node
+
+
+async def test_a_bad_sink_is_refused_at_submit_before_any_node(
+    tmp_path: Path, make_job, s3: Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = make_job(run="true", outputs=["x"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-key")
+    async with engine_with(tmp_path / "runs", **sink_settings(s3)) as engine:
+        with pytest.raises(SubmitError) as denied:
+            await engine.submit(job, "local")
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+        with pytest.raises(SubmitError) as unset:
+            await engine.submit(job, "local")
+    assert str(denied.value).startswith(f"pool 'local': sink {s3.url}: access denied")
+    assert "not-the-key" not in str(denied.value)
+    assert "set AWS_SECRET_ACCESS_KEY in the environment" in str(unset.value)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("run.json"))
+
+
+async def test_a_lost_nodes_next_attempt_resumes_from_the_sink(
+    tmp_path: Path, make_job, s3: Bucket
+) -> None:
+    job = make_job(run=RESUMING, outputs=["ck/", "result.txt"])
+    settings = {"deadline_s": 2.0, "sync_every_s": 0.3, "max_attempts": 2}
+    async with engine_with(tmp_path / "runs", **settings, **sink_settings(s3)) as engine:
+        tap = Tap(engine)
+        first = await engine.submit(job, "local")
+        await tap.until(lambda e: isinstance(e, ev.OutputsSynced) and e.run_id == first and e.sink)
+        lost = engine.run(first)
+        assert lost is not None and lost.node is not None
+        os.kill(int(lost.node.offer["pid"]), signal.SIGKILL)
+        lost = await asyncio.wait_for(engine.wait(first), 30)
+        second = engine.successor(first)
+        assert second is not None, lost.reason
+        done = await asyncio.wait_for(engine.wait(second), 60)
+    assert not (lost.run_dir / "outputs").exists()  # the laptop never had the checkpoint
+    assert done.state == "COMPLETED", done.reason
+    assert (done.run_dir / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
+    resumed = run_json(done.run_dir)["sink"]["resumed_from"]
+    assert resumed == {"prefix": f"results/t/{first}", "files": 1, "bytes": 8}
