@@ -51,7 +51,7 @@ from engine.run.livehub import LiveHub
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.sink.check import check_sink
-from engine.sink.place import SinkError
+from engine.sink.place import SinkError, place_for
 from engine.state import identity, ownership, spill
 from engine.state.indexwrites import IndexWrites, Unwritten
 from engine.state.ledger import Ledger
@@ -256,6 +256,7 @@ class Engine:
                 attempts=attempt.of,
                 previous_run=attempt.previous,
                 first_run=attempt.first if attempt.first != run_id else None,
+                sink=(place := place_for(pool_def, job.name, run_id)) and place.url,
             )
         )
         keys = {"token": secrets.token_urlsafe(24), "reattach_key": secrets.token_urlsafe(32)}

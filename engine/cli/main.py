@@ -1,4 +1,4 @@
-"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, shell, forward, gc.
+"""`swjob`: the headless CLI — run, validate, plan, runs, logs, attach, shell, forward, pull, gc.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
@@ -77,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     fwd.add_argument("run", help="run id (or a unique prefix)")
     fwd.add_argument("remote_port", type=int, help="the port on the node")
     fwd.add_argument("--local", type=int, default=0, help="local port (default: any free one)")
+    pull = sub.add_parser("pull", help="fetch a run's outputs from its sink, verified")
+    pull.add_argument("run", help="run id (or a unique prefix), or the run's s3:// URL")
+    pull.add_argument("--to", type=Path, default=None, help="directory to land them in")
+    pull.add_argument("--endpoint", default=None, help="the sink's endpoint (R2, MinIO, …)")
+    pull.add_argument("--region", default=None, help="the sink's region")
     gc = sub.add_parser("gc", help="find and destroy nodes no live run owns")
     _pool_args(gc)
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
@@ -266,6 +271,14 @@ def _live(command: Callable[[], Coroutine[Any, Any, int]]) -> int:
         return 130
 
 
+def _pull(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from engine.cli.sinkpull import pull_and_say
+
+    return asyncio.run(pull_and_say(args.run, args.to, args.endpoint, args.region))
+
+
 def _gc(args: argparse.Namespace) -> int:
     from engine.providers.gc import cli_gc
     from engine.run.abandon import Claims
@@ -321,6 +334,7 @@ _COMMANDS = {
     "attach": _attach,
     "shell": _shell,
     "forward": _forward,
+    "pull": _pull,
 }
 
 

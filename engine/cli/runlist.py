@@ -21,6 +21,7 @@ from engine.report.chains import chains
 from engine.report.money import money
 from engine.report.printable import visible
 from engine.report.views import RunView
+from engine.report.where import outputs_where
 from engine.state import ownership
 from engine.state.store import Store
 
@@ -47,7 +48,7 @@ def print_runs(console: Console, limit: int) -> None:
             print(f"{v.run_id}\t{v.job_name}\t{v.pool}\t{v.state}\t{code}\t{v.run_dir}")
         return
     table = Table("run", "job", "pool", "state", "attempt", "exit", "started", "took", "cost",
-                  "reason")  # fmt: skip
+                  "outputs", "reason")  # fmt: skip
     for chain in chains(views):
         first, latest = chain.attempts[0], chain.latest
         cells = _cells(latest, chain.cost_dollars, first.created, first.job_name)
@@ -81,6 +82,7 @@ def _cells(
         _when(since or v.created),
         _elapsed(v, since),
         "" if cost is None else money(cost),
+        outputs_where(v),
         shown(v.reason or ""),
     )
 

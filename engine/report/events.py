@@ -66,6 +66,7 @@ class Submitted(_Ev):
     attempts: int = 1
     previous_run: str | None = None
     first_run: str | None = None  # the chain's attempt 1 (None: this run is attempt 1)
+    sink: str | None = None  # where the node puts the outputs: s3://bucket/prefix/job/run
 
 
 class Transition(_Ev):

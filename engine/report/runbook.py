@@ -29,6 +29,7 @@ def new_view(event: ev.Submitted) -> RunView:
         attempts=event.attempts,
         previous_run=event.previous_run,
         first_run=event.first_run,
+        sink=event.sink,
     )
 
 

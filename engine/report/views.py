@@ -81,6 +81,7 @@ class RunView(_View):
     attempts: int = 1
     previous_run: str | None = None
     first_run: str | None = None  # attempt 1 of the chain; None when this run is attempt 1
+    sink: str | None = None  # the run's outputs in its pool's sink (docs/sink.md)
 
     @property
     def chain_id(self) -> str:
