@@ -5,6 +5,7 @@ download every reader uses, which checks each file against the manifest."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import obstore
@@ -73,6 +74,36 @@ async def test_a_file_that_is_not_the_manifests_is_refused(
     failed = await download(store, manifest, tmp_path / "landed")
     assert "verification failed" in failed["metrics.jsonl"]
     assert not (tmp_path / "landed" / "metrics.jsonl").exists()
+
+
+async def test_a_file_that_will_not_go_is_named_with_its_reason_the_rest_goes(
+    s3: Bucket, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log the job keeps appending to changes under every try: after the retries it is
+    in the manifest's not_landed, the manifest is not complete, every other file landed."""
+    monkeypatch.setattr(up, "BACKOFF_S", 0.01)
+    busy = workdir / "live.log"
+    busy.write_text("start\n")
+    stop = threading.Event()
+
+    def append() -> None:
+        with busy.open("a") as log:
+            while not stop.is_set():
+                log.write("more\n")
+                log.flush()
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        report = await Uploader(s3.target(patterns=["live.log", "metrics.jsonl"]), workdir).upload(
+            final=True
+        )
+    finally:
+        stop.set()
+        writer.join()
+    manifest = report.manifest
+    assert manifest.not_landed == {"live.log": up.CHANGED} and not manifest.complete
+    assert set(manifest.files) == {"metrics.jsonl"}
 
 
 async def test_store_errors_are_one_clear_line(s3: Bucket) -> None:
