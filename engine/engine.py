@@ -24,6 +24,7 @@ from iroh.iroh_ffi import IrohError
 from pydantic import ValidationError
 
 from agent import endpoint as iroh_endpoint
+from agent.transfer.errors import TransferError
 from agent.transfer.memory import pin_malloc, share_one_arena
 from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
@@ -48,6 +49,7 @@ from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
 from engine.run.control import ControlServer, NodeSession
 from engine.run.livehub import LiveHub
+from engine.run.manifest import LandingFailed
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
 from engine.sink.check import check_sink
@@ -718,6 +720,24 @@ class Engine:
 
     def running(self) -> list[RunView]:
         return [d.view for d in self._drivers.values() if not d.view.terminal]
+
+    async def pull_outputs(self, run_id: str) -> str:
+        """Land a finished run's outputs from its sink into its landing dir, each verified
+        against the manifest (`swjob pull`'s download); what landed, in one line. SubmitError
+        (one line) when the run has no sink, is still running, or the sink refuses."""
+        from engine.sink.pull import pull
+
+        if self.running_run(run_id):
+            raise SubmitError(f"run {run_id} is still running: its outputs are not final")
+        try:
+            pulled = await pull(run_id)
+        except (SinkError, TransferError, LandingFailed) as exc:
+            raise SubmitError(str(exc)) from None
+        landed = sum(1 for e in pulled.result.files if e.verified)
+        lost = len(pulled.result.not_landed)
+        return f"{landed} file(s) pulled from {pulled.url}, verified" + (
+            f"; {lost} did not land" if lost else ""
+        )
 
     def log_path(self, run_id: str, step: str) -> Path:
         view = self.run(run_id)
