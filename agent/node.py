@@ -359,7 +359,7 @@ class NodeAgent:
             self.journal.ack(msg.last_seq)
         elif isinstance(msg, RunStep):
             log.info("run step %s", msg.step)
-            await self.supervisor.start(msg.step, msg.command, msg.env)
+            await self.supervisor.start(msg.step, msg.command, self.sink.job_env(msg.env))
         elif isinstance(msg, StopStep):
             log.info("stop step (grace %.1f s)", msg.grace_s)
             self._spawn_background(self.supervisor.stop(msg.grace_s))

@@ -20,6 +20,10 @@ from agent.sink.store import describe, open_store
 from agent.sink.upload import Uploader, sync_every
 
 log = logging.getLogger("swjob.agent")
+ASK = "@sink:"
+"""A job's env value `@sink:<field>` asks for one of the sink's credentials by name (the
+job writes to the bucket itself): the only way they reach a job's environment."""
+FIELDS = ("access_key_id", "secret_access_key", "session_token")
 LAST_UPLOAD_S = 3600.0
 """The most a node leaving on its own spends on its last upload: a store that hangs must
 not keep a node nobody owns billing for ever."""
@@ -44,6 +48,18 @@ class SinkHand:
         self._uploader = Uploader(target, self._workdir)
         if target.sync_every_s:
             self._spawn(sync_every(self._uploader, target.sync_every_s, busy, self._emit))
+
+    def job_env(self, env: dict[str, str]) -> dict[str, str]:
+        """The step's env with each `@sink:<field>` the job asked for filled in (the engine
+        refused, at submit, a job that asks without a sink or for an unknown field)."""
+        target = self._uploader.target if self._uploader else None
+
+        def filled(value: str) -> str:
+            if not value.startswith(ASK):
+                return value
+            return (getattr(target, value[len(ASK) :], None) or "") if target else ""
+
+        return {name: filled(value) for name, value in env.items()}
 
     def work(self, msg: SinkWork) -> None:
         self._spawn(self._answer(msg))

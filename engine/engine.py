@@ -52,7 +52,7 @@ from engine.run.livehub import LiveHub
 from engine.run.manifest import LandingFailed
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
-from engine.sink.check import check_sink
+from engine.sink.check import check_job_env, check_sink
 from engine.sink.place import SinkError, place_for
 from engine.state import identity, ownership, spill
 from engine.state.indexwrites import IndexWrites, Unwritten
@@ -215,6 +215,7 @@ class Engine:
             raise SubmitError(str(exc)) from None
         await self._providers_ready(pool_def)
         try:
+            check_job_env(job, pool_def)
             await check_sink(pool_def, job.name)
         except SinkError as exc:  # before any node is rented
             raise SubmitError(str(exc)) from None

@@ -9,10 +9,32 @@ import asyncio
 import obstore
 
 from agent.sink.store import describe, open_store
+from agent.sinkhand import ASK, FIELDS
+from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool
 from engine.sink.place import SinkError, place_for
 
 CHECK_S = 30.0
+
+
+def check_job_env(job: JobSpec, pool: Pool) -> None:
+    """A job's env may ask for the sink's credentials by name (`@sink:<field>`): only on a
+    pool with a sink, and only for a field there is. The message names the variable, never
+    a value (env values are secrets)."""
+    for name, value in job.env.items():
+        if not value.startswith(ASK):
+            continue
+        field = value[len(ASK) :]
+        if pool.sink is None:
+            raise SinkError(
+                f"job {job.name!r}: env {name} asks for the sink's {field}, "
+                f"but pool {pool.name!r} has no sink"
+            )
+        if field not in FIELDS:
+            raise SinkError(
+                f"job {job.name!r}: env {name}: no sink field {field!r} "
+                f"(one of {', '.join(FIELDS)})"
+            )
 
 
 async def check_sink(pool: Pool, job: str) -> None:

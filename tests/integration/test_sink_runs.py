@@ -6,6 +6,7 @@ node; the sink's keys are in no record."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import signal
 from pathlib import Path
@@ -38,9 +39,11 @@ async def test_outputs_go_to_the_sink_and_land_from_it(
     tmp_path: Path, make_job, s3: Bucket
 ) -> None:
     job = make_job(
-        run="mkdir -p out && echo 42 > out/answer.txt && env > out/env.txt",
+        run="mkdir -p out && echo 42 > out/answer.txt && env | grep -v ^ASKED= > out/env.txt"
+        ' && printf %s "$ASKED" | sha256sum > out/asked.txt && echo "key: $ASKED"',
         outputs=["out/"],
         name="answer",
+        env={"ASKED": "@sink:secret_access_key"},  # asked for by name: given, masked
     )
     async with engine_with(tmp_path / "runs", **sink_settings(s3)) as engine:
         run_id = await engine.submit(job, "local")
@@ -49,13 +52,16 @@ async def test_outputs_go_to_the_sink_and_land_from_it(
     assert (view.run_dir / "outputs/out/answer.txt").read_text() == "42\n"
     summary = run_json(view.run_dir)
     assert summary["sink"]["url"] == f"s3://{s3.name}/results/answer/{run_id}"
-    assert summary["sink"]["complete"] is True and summary["sink"]["files"] == 2
+    assert summary["sink"]["complete"] is True and summary["sink"]["files"] == 3
     target = s3.target(prefix=f"results/answer/{run_id}")
     manifest = await read_manifest(open_store(target))
     assert manifest is not None and manifest.complete
-    assert set(manifest.files) == {"out/answer.txt", "out/env.txt"}
+    assert set(manifest.files) == {"out/answer.txt", "out/env.txt", "out/asked.txt"}
     job_env = (view.run_dir / "outputs/out/env.txt").read_text()
-    assert "AWS_" not in job_env  # the job's env never holds the sink's keys
+    assert "AWS_" not in job_env  # the job's env holds no key it did not ask for
+    asked = (view.run_dir / "outputs/out/asked.txt").read_text().split()[0]
+    assert asked == hashlib.sha256(s3.server.secret_key.encode()).hexdigest()
+    assert "key: " in (view.run_dir / "logs/run.log").read_text()
     assert holding(tmp_path, s3.server.secret_key) == []
     alerts = [e.message for e in events(view.run_dir) if isinstance(e, ev.Alert)]
     assert alerts == []  # landed from the sink, not from the node

@@ -13,6 +13,7 @@ from agent.transfer.errors import TransferError
 from engine.jobs.pools import BUILTIN_LOCAL, PoolFileError, load_pools
 from engine.report.views import RunView
 from engine.report.where import outputs_where
+from engine.sink.check import check_job_env
 from engine.sink.place import SinkError, place_for
 
 
@@ -45,6 +46,17 @@ def test_a_place_records_names_of_keys_never_keys() -> None:
     target = place.target({"AWS_ACCESS_KEY_ID": "AKID", "S": "very-secret"})
     assert "very-secret" not in repr(target) and "very-secret" not in str(place.record())
     assert place_for(BUILTIN_LOCAL, "job", "r1") is None
+
+
+def test_a_job_asks_for_the_sinks_keys_by_name_only_where_there_is_a_sink(make_job) -> None:
+    job = make_job(run="true", env={"K": "@sink:secret_access_key", "X": "plain"})
+    with pytest.raises(SinkError, match="env K asks for the sink's secret_access_key, but pool"):
+        check_job_env(job, BUILTIN_LOCAL)
+    with_sink = BUILTIN_LOCAL.model_copy(update={"sink": "s3://bkt/res"})
+    check_job_env(job, with_sink)
+    odd = make_job(run="true", env={"K": "@sink:password"})
+    with pytest.raises(SinkError, match="env K: no sink field 'password'"):
+        check_job_env(odd, with_sink)
 
 
 def test_a_hostile_manifest_is_refused() -> None:
