@@ -176,9 +176,9 @@ def _read(workdir: Path, entry: Entry) -> bytes:
     fd = open_for_read(workdir, entry.path)
     with os.fdopen(fd, "rb") as reader:
         data = reader.read()
-    if len(data) != entry.size:
+        st = os.fstat(fd)
+    if len(data) != entry.size or (st.st_size, st.st_mtime_ns) != (entry.size, entry.mtime_ns):
         raise NotLanded(CHANGED)
-    _unchanged(workdir, entry)
     return data
 
 

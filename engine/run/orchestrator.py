@@ -264,7 +264,7 @@ class RunDriver:
         self._node_event(ev.NodeState.PROVISIONING)
         timeout_s = self.pool.boot_timeout_s
         if await self.await_join(timeout_s, ev.NodeState.READY):
-            await self._hand_over_sink()
+            await self.hand_over_sink()
             self.post(fsm.NodeReady())
             return
         said = f"boot timeout: node did not join within {timeout_s:g} s"
@@ -274,7 +274,9 @@ class RunDriver:
                     said += f" ({self.redact(why)})"
         self.post(fsm.NodeFault(said))
 
-    async def _hand_over_sink(self) -> None:
+    async def hand_over_sink(self) -> None:
+        """Give a joined node the run's sink (again after an adoption: a node that has it
+        keeps the first; one whose agent restarted gets it back)."""
         try:
             await self.sink.hand_over()
         except NodeGone as exc:
