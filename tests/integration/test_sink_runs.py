@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -19,9 +17,8 @@ from engine.engine import SubmitError
 from engine.report import events as ev
 from tests.support.engines import engine_with
 from tests.support.jobs import RESUMING
-from tests.support.runs import events, run_json
+from tests.support.runs import events, lost_then_next, run_json
 from tests.support.s3 import Bucket
-from tests.support.tap import Tap
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -90,18 +87,9 @@ async def test_a_lost_nodes_next_attempt_resumes_from_the_sink(
     job = make_job(run=RESUMING, outputs=["ck/", "result.txt"])
     settings = {"deadline_s": 2.0, "sync_every_s": 0.3, "max_attempts": 2}
     async with engine_with(tmp_path / "runs", **settings, **sink_settings(s3)) as engine:
-        tap = Tap(engine)
-        first = await engine.submit(job, "local")
-        await tap.until(lambda e: isinstance(e, ev.OutputsSynced) and e.run_id == first and e.sink)
-        lost = engine.run(first)
-        assert lost is not None and lost.node is not None
-        os.kill(int(lost.node.offer["pid"]), signal.SIGKILL)
-        lost = await asyncio.wait_for(engine.wait(first), 30)
-        second = engine.successor(first)
-        assert second is not None, lost.reason
-        done = await asyncio.wait_for(engine.wait(second), 60)
+        lost, done = await lost_then_next(engine, job, lambda e: e.sink)
     assert not (lost.run_dir / "outputs").exists()  # the laptop never had the checkpoint
     assert done.state == "COMPLETED", done.reason
     assert (done.run_dir / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
     resumed = run_json(done.run_dir)["sink"]["resumed_from"]
-    assert resumed == {"prefix": f"results/t/{first}", "files": 1, "bytes": 8}
+    assert resumed == {"prefix": f"results/t/{lost.run_id}", "files": 1, "bytes": 8}
