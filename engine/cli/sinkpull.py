@@ -30,8 +30,8 @@ async def pull_and_say(
         print(f"error: {entry.path!r} did not land: {entry.reason}", file=sys.stderr)
     if not pulled.manifest.complete:
         print(
-            "warning: the run's manifest is not complete: its node's upload did not put "
-            "every output in the sink",
+            "warning: not a complete set: the node's last upload did not put every output "
+            "in the sink, or (a lost or preempted node) only its last live sync is there",
             file=sys.stderr,
         )
     return 0 if pulled.manifest.complete and not result.not_landed else 1

@@ -28,11 +28,13 @@ async def land(
     outputs: Path,
     manifest_dir: Path | None,
     redact: Callable[[str], str] = str,
+    synced: bool = False,
 ) -> tuple[PullResult, Manifest]:
     """Download the run's outputs into `outputs`, verified; write manifest.json (the
-    laptop's, in the node pull's shape) into `manifest_dir` when given. SinkError when the
-    sink holds no manifest: the node never finished an upload there."""
-    manifest = await sink_manifest(target)
+    laptop's, in the node pull's shape) into `manifest_dir` when given. With `synced`, a
+    run whose node never finished an upload (lost, preempted) gives its last live sync's
+    state (never complete). SinkError when the sink holds neither."""
+    manifest = await sink_manifest(target, synced)
     if manifest is None:
         where = f"s3://{target.bucket}/{target.prefix}"
         raise SinkError(f"no manifest.json at {where}: no upload of that run finished there")

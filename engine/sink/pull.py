@@ -58,5 +58,5 @@ async def pull(
     """Download the run's outputs into `to` (default: see place_of), verified."""
     place, default, manifest_dir = place_of(run_ref, endpoint, region)
     dest = (to or default).absolute()
-    result, manifest = await land(place.target(), dest, None if to else manifest_dir)
+    result, manifest = await land(place.target(), dest, None if to else manifest_dir, synced=True)
     return Pulled(place.url, dest, result, manifest)

@@ -15,6 +15,7 @@ from agent.sink.download import read_manifest
 from agent.sink.store import open_store
 from engine.engine import SubmitError
 from engine.report import events as ev
+from engine.sink.pull import pull
 from tests.support.engines import engine_with
 from tests.support.jobs import RESUMING
 from tests.support.runs import events, lost_then_next, run_json
@@ -93,3 +94,6 @@ async def test_a_lost_nodes_next_attempt_resumes_from_the_sink(
     assert (done.run_dir / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
     resumed = run_json(done.run_dir)["sink"]["resumed_from"]
     assert resumed == {"prefix": f"results/t/{lost.run_id}", "files": 1, "bytes": 8}
+    pulled = await pull(lost.run_id, tmp_path / "lost")  # its node never finished an upload
+    assert not pulled.manifest.complete  # what it has is its last live sync
+    assert (tmp_path / "lost/ck/last.txt").read_text() == "epoch-3\n"
