@@ -101,3 +101,10 @@ def test_store_errors_say_what_to_check() -> None:
     long = Exception("weird failure at https://host/b/k?X-Amz-Signature=abc " + "x" * 300)
     said = describe(long)
     assert "X-Amz-Signature" not in said and len(said) <= 201
+
+
+def test_docs_list_every_sink_key_of_a_pool() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "sink.md").read_text()
+    keys = [name for name in type(BUILTIN_LOCAL).model_fields if name.startswith("sink")]
+    assert len(keys) == 6
+    assert all(f"| `{key}` |" in page for key in keys)
