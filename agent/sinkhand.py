@@ -107,4 +107,5 @@ class SinkHand:
         self._emit(report.event("final"))
         m = report.manifest
         lost = f", {len(m.not_landed)} did not land" if m.not_landed else ""
-        return f"outputs saved to the sink before leaving: {len(m.files)} files{lost}"
+        unsaid = f"; {report.error}" if report.error else ""
+        return f"outputs saved to the sink before leaving: {len(m.files)} files{lost}{unsaid}"

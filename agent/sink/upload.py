@@ -49,6 +49,7 @@ class Report:
     manifest: Manifest
     sent_files: int
     sent_bytes: int
+    error: str | None = None  # the manifest could not be written: the set is vouched for by none
 
     def event(self, op: str, id: int = 0) -> SinkDone:
         m = self.manifest
@@ -61,7 +62,8 @@ class Report:
             sent_files=self.sent_files,
             sent_bytes=self.sent_bytes,
             not_landed=m.not_landed,
-            complete=m.complete,
+            complete=m.complete and self.error is None,
+            error=self.error,
         )
 
 
@@ -95,7 +97,12 @@ class Uploader:
             )
             await asyncio.gather(*(self._one(e, manifest, sent) for e in files))
             manifest.complete = final and not manifest.not_landed
-            await obstore.put_async(self.store, MANIFEST if final else SYNCED, manifest.encode())
+            name = MANIFEST if final else SYNCED
+            try:
+                await obstore.put_async(self.store, name, manifest.encode())
+            except Exception as exc:
+                why = f"{name} not written: {describe(exc, self.target.bucket)}"
+                return Report(manifest, sent[0], sent[1], why)
             return Report(manifest, sent[0], sent[1])
 
     async def _listed(self) -> dict[str, tuple[int, str]]:
@@ -212,5 +219,5 @@ async def sync_every(
         except Exception as exc:
             emit(SinkDone(seq=0, op="sync", error=describe(exc, uploader.target.bucket)))
             continue
-        if report.sent_files or report.manifest.not_landed:
+        if report.sent_files or report.manifest.not_landed or report.error:
             emit(report.event("sync"))

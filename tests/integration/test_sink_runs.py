@@ -65,6 +65,29 @@ async def test_outputs_go_to_the_sink_and_land_from_it(
     assert alerts == []  # landed from the sink, not from the node
 
 
+async def test_an_upload_the_sink_refuses_is_said_and_the_node_delivers(
+    tmp_path: Path, make_job, s3: Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys that may list but not write pass the check at submit; every put is refused,
+    retried, and named with its reason; the outputs come from the node, the run keeps its
+    exit code's verdict."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3.server.reader_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3.server.reader_secret)
+    job = make_job(run="echo 42 > answer.txt", outputs=["answer.txt"], name="answer")
+    async with engine_with(tmp_path / "runs", **sink_settings(s3)) as engine:
+        run_id = await engine.submit(job, "local")
+        view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert (view.run_dir / "outputs/answer.txt").read_text() == "42\n"
+    sink = run_json(view.run_dir)["sink"]
+    assert sink["complete"] is False and sink["not_landed"]["answer.txt"].startswith(
+        "access denied"
+    )
+    [alert] = [e.message for e in events(view.run_dir) if isinstance(e, ev.Alert)]
+    assert alert.startswith("sink upload failed (manifest.json not written: access denied")
+    assert alert.endswith("outputs collected from the node")
+
+
 async def test_a_bad_sink_is_refused_at_submit_before_any_node(
     tmp_path: Path, make_job, s3: Bucket, monkeypatch: pytest.MonkeyPatch
 ) -> None:

