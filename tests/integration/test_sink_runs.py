@@ -117,6 +117,7 @@ async def test_a_lost_nodes_next_attempt_resumes_from_the_sink(
     assert (done.run_dir / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
     resumed = run_json(done.run_dir)["sink"]["resumed_from"]
     assert resumed == {"prefix": f"results/t/{lost.run_id}", "files": 1, "bytes": 8}
-    pulled = await pull(lost.run_id, tmp_path / "lost")  # its node never finished an upload
-    assert not pulled.manifest.complete  # what it has is its last live sync
+    url = f"s3://{s3.name}/results/t/{lost.run_id}"  # from any machine: by its URL
+    pulled = await pull(url, tmp_path / "lost", endpoint=s3.server.endpoint)
+    assert not pulled.manifest.complete  # its node never finished an upload: its last sync
     assert (tmp_path / "lost/ck/last.txt").read_text() == "epoch-3\n"
