@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import signal
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from engine.cli.runlist import print_runs
+from engine.report import events as ev
 from tests.support.engines import engine_with
 from tests.support.jobs import RESUMING
-from tests.support.runs import lost_then_next, run_json
+from tests.support.runs import run_json
+from tests.support.tap import Tap
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -25,8 +29,17 @@ async def test_a_lost_node_is_followed_by_an_attempt_that_resumes_from_the_check
     job = make_job(run=RESUMING, outputs=["ck/", "result.txt"])
     settings = {"deadline_s": 2.0, "sync_every_s": 0.3, "max_attempts": 2}
     async with engine_with(tmp_path / "runs", **settings) as engine:
-        lost, done = await lost_then_next(engine, job)
-    first, second = lost.run_id, done.run_id
+        tap = Tap(engine)
+        first = await engine.submit(job, "local")
+        await tap.until(lambda e: isinstance(e, ev.OutputsSynced) and e.run_id == first)
+        lost = engine.run(first)
+        assert lost is not None and lost.node is not None
+        os.kill(int(lost.node.offer["pid"]), signal.SIGKILL)
+        lost = await asyncio.wait_for(engine.wait(first), 30)
+        second = engine.successor(first)
+        assert second is not None, lost.reason
+        done = await asyncio.wait_for(engine.wait(second), 60)
+        assert engine.successor(second) is None
     assert lost.state == "FAILED" and (lost.reason or "").startswith("node lost")
     assert (lost.attempt, lost.attempts) == (1, 2)
     assert done.state == "COMPLETED", done.reason

@@ -1,7 +1,8 @@
 """Runs on a pool with a sink (a real SeaweedFS S3 server, real agents, real iroh): the
-node puts the outputs in the sink and the laptop lands them from there, verified; a lost
-node's next attempt resumes from the sink; a bad sink is refused at submit, before any
-node; the sink's keys are in no record."""
+node puts the outputs in the sink and the laptop lands them from there, verified; an
+upload the sink refuses is said and the node delivers; a bad sink is refused at submit,
+before any node; a preempted Vast node's next attempt resumes from the sink; the sink's
+keys are in no record."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from agent.sink.store import open_store
 from engine.engine import SubmitError
 from engine.report import events as ev
 from engine.sink.pull import pull
-from tests.support.engines import engine_with
+from tests.standin.server import StandIn
+from tests.support.engines import EngineFactory, engine_with
 from tests.support.jobs import RESUMING
-from tests.support.runs import events, lost_then_next, run_json
+from tests.support.runs import events, run_json
 from tests.support.s3 import Bucket
+from tests.support.tap import Tap
+from tests.support.vast import gpu_pool
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -105,19 +109,35 @@ async def test_a_bad_sink_is_refused_at_submit_before_any_node(
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("run.json"))
 
 
-async def test_a_lost_nodes_next_attempt_resumes_from_the_sink(
-    tmp_path: Path, make_job, s3: Bucket
+async def test_a_preempted_vast_node_resumes_from_the_sink(
+    tmp_path: Path, api: StandIn, make_engine: EngineFactory, make_job, s3: Bucket
 ) -> None:
+    """Through the real SDK against the Vast stand-in: an interruptible node syncs its
+    checkpoint straight to the sink; Vast takes the node back; the next attempt's node
+    seeds its workdir from the sink and the job completes from the checkpoint."""
+    spot = gpu_pool(
+        "spot-sink", interruptible=True, bid_fraction=0.5, node_lost_after_s=2.0,
+        sync_every_s=0.3, max_attempts=2, **sink_settings(s3),
+    )  # fmt: skip
+    engine = await make_engine(spot)
     job = make_job(run=RESUMING, outputs=["ck/", "result.txt"])
-    settings = {"deadline_s": 2.0, "sync_every_s": 0.3, "max_attempts": 2}
-    async with engine_with(tmp_path / "runs", **settings, **sink_settings(s3)) as engine:
-        lost, done = await lost_then_next(engine, job, lambda e: e.sink)
-    assert not (lost.run_dir / "outputs").exists()  # the laptop never had the checkpoint
+    tap = Tap(engine)
+    first = await engine.submit(job, "spot-sink")
+    await tap.until(lambda e: isinstance(e, ev.OutputsSynced) and e.run_id == first, 60)
+    [instance] = api.cloud.instances
+    api.cloud.preempt(instance)
+    lost = await asyncio.wait_for(engine.wait(first), 30)
+    assert (lost.reason or "").startswith("preempted"), lost.reason
+    second = engine.successor(first)
+    assert second is not None
+    done = await asyncio.wait_for(engine.wait(second), 60)
     assert done.state == "COMPLETED", done.reason
     assert (done.run_dir / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
+    assert not (lost.run_dir / "outputs").exists()  # the laptop never had the checkpoint
     resumed = run_json(done.run_dir)["sink"]["resumed_from"]
-    assert resumed == {"prefix": f"results/t/{lost.run_id}", "files": 1, "bytes": 8}
-    url = f"s3://{s3.name}/results/t/{lost.run_id}"  # from any machine: by its URL
+    assert resumed == {"prefix": f"results/t/{first}", "files": 1, "bytes": 8}
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 2
+    url = f"s3://{s3.name}/results/t/{first}"  # from any machine: by its URL
     pulled = await pull(url, tmp_path / "lost", endpoint=s3.server.endpoint)
     assert not pulled.manifest.complete  # its node never finished an upload: its last sync
     assert (tmp_path / "lost/ck/last.txt").read_text() == "epoch-3\n"

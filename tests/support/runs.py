@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,15 +12,15 @@ from typing import Any
 from engine.engine import Engine
 from engine.jobs.jobspec import JobSpec
 from engine.report.datastream import read_events
-from engine.report.events import Event, OutputsSynced, Submitted
+from engine.report.events import Event, Submitted
 from engine.report.runbook import new_view
 from engine.report.views import RunView
 from engine.state.store import Store
 from tests.support.waiting import eventually
 
 __all__ = [
-    "agent_pid", "events", "finished", "finished_at", "lost_then_next", "only_run_dir",
-    "run_json", "run_to_end", "unfinished_run", "waiting_job",
+    "agent_pid", "events", "finished", "finished_at", "only_run_dir", "run_json", "run_to_end",
+    "unfinished_run", "waiting_job",
 ]  # fmt: skip
 
 
@@ -33,28 +30,6 @@ async def run_to_end(
     """Submit `job` to `pool` and wait for the run's final view."""
     run_id = await engine.submit(job, pool)
     return await asyncio.wait_for(engine.wait(run_id), timeout)
-
-
-async def lost_then_next(
-    engine: Engine, job: JobSpec, synced: Callable[[OutputsSynced], bool] = lambda e: True
-) -> tuple[RunView, RunView]:
-    """Submit `job` (on a local pool allowing 2 attempts), kill -9 its node once a live
-    sync that `synced` accepts was seen, and wait for the next attempt to end: the views
-    of the lost attempt and of the one after it."""
-    from tests.support.tap import Tap
-
-    tap = Tap(engine)
-    first = await engine.submit(job, "local")
-    await tap.until(lambda e: isinstance(e, OutputsSynced) and e.run_id == first and synced(e))
-    lost = engine.run(first)
-    assert lost is not None and lost.node is not None
-    os.kill(int(lost.node.offer["pid"]), signal.SIGKILL)
-    lost = await asyncio.wait_for(engine.wait(first), 30)
-    second = engine.successor(first)
-    assert second is not None, lost.reason
-    done = await asyncio.wait_for(engine.wait(second), 60)
-    assert engine.successor(second) is None
-    return lost, done
 
 
 def run_json(run_dir: Path) -> dict[str, Any]:
