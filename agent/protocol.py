@@ -170,6 +170,19 @@ class SinkDone(_Msg):
     error: str | None = None
 
 
+class SinkProgress(_Msg):
+    """How far the node's upload for SinkWork `id` is (at most twice a second, only when it
+    moved): the console's progress, and the collection's proof that bytes still move."""
+
+    type: Literal["sink_progress"] = "sink_progress"
+    seq: int
+    id: int
+    bytes_done: int
+    bytes_total: int
+    files_done: int
+    files_total: int
+
+
 # ---- orchestrator → agent -------------------------------------------------------------
 
 
@@ -280,7 +293,7 @@ class Heartbeat(_Msg):
     last_seq: int = 0  # from the orchestrator: the last event it stored (lets the agent trim)
 
 
-AgentEvent = LogBatch | StepStarted | StepExited | NodeFault | GpuMetrics | SinkDone
+AgentEvent = LogBatch | StepStarted | StepExited | NodeFault | GpuMetrics | SinkDone | SinkProgress
 Message = Annotated[
     Hello
     | LogBatch
@@ -289,6 +302,7 @@ Message = Annotated[
     | NodeFault
     | GpuMetrics
     | SinkDone
+    | SinkProgress
     | Welcome
     | Reject
     | RunStep

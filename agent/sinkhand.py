@@ -14,16 +14,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.protocol import SinkDone, SinkTarget, SinkWork
+from agent.protocol import SinkDone, SinkProgress, SinkTarget, SinkWork
 from agent.sink.download import download, read_manifest
 from agent.sink.store import describe, open_store
-from agent.sink.upload import Uploader, sync_every
+from agent.sink.upload import Meter, Uploader, sync_every
 
 log = logging.getLogger("swjob.agent")
 ASK = "@sink:"
 """A job's env value `@sink:<field>` asks for one of the sink's credentials by name (the
 job writes to the bucket itself): the only way they reach a job's environment."""
 FIELDS = ("access_key_id", "secret_access_key", "session_token")
+PROGRESS_EVERY_S = 0.5
 LAST_UPLOAD_S = 3600.0
 """The most a node leaving on its own spends on its last upload: a store that hangs must
 not keep a node nobody owns billing for ever."""
@@ -33,7 +34,7 @@ class SinkHand:
     def __init__(
         self,
         workdir: Path,
-        emit: Callable[[SinkDone], object],
+        emit: Callable[[SinkDone | SinkProgress], object],
         spawn: Callable[[Any], None],
     ) -> None:
         self._workdir = workdir
@@ -69,13 +70,30 @@ class SinkHand:
             if self._uploader is None:
                 raise RuntimeError("no sink was given to this node")
             if msg.op == "upload":
-                done = (await self._uploader.upload(final=True)).event("upload", msg.id)
+                done = await self._upload(self._uploader, msg.id)
             else:
                 done = await self._seed(self._uploader.target, msg)
         except Exception as exc:
             bucket = self._uploader.target.bucket if self._uploader else ""
             done = SinkDone(seq=0, op=msg.op, id=msg.id, error=describe(exc, bucket))
         self._emit(done)
+
+    async def _upload(self, uploader: Uploader, work_id: int) -> SinkDone:
+        """The final upload, its progress said while it goes (only when it moved)."""
+        ticker = asyncio.create_task(self._tell_progress(uploader, work_id))
+        try:
+            return (await uploader.upload(final=True)).event("upload", work_id)
+        finally:
+            ticker.cancel()
+
+    async def _tell_progress(self, uploader: Uploader, work_id: int) -> None:
+        said: Meter | None = None
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            now = Meter(**vars(uploader.meter))
+            if now != said:
+                self._emit(SinkProgress(seq=0, id=work_id, **vars(now)))
+                said = now
 
     async def _seed(self, target: SinkTarget, msg: SinkWork) -> SinkDone:
         """Fill the workdir from an earlier run's outputs (its manifest, else its last sync)."""

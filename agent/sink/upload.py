@@ -13,7 +13,9 @@ again (the client already retries each request), then named in the manifest's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
+import io
 import os
 import re
 from collections.abc import Callable
@@ -38,6 +40,44 @@ TRIES = 3
 BACKOFF_S = 0.5
 CHANGED = "changed during upload"
 _MD5 = re.compile(r'^"?([0-9a-f]{32})"?$')
+
+
+@dataclass
+class Meter:
+    """How far the current upload is: files and bytes to consider, and put (or found held)."""
+
+    files_total: int = 0
+    bytes_total: int = 0
+    files_done: int = 0
+    bytes_done: int = 0
+
+
+class _Counting(io.RawIOBase):
+    """A file as obstore reads it part by part, each read counted on the meter: a big
+    file's progress shows while its parts go up, not only once it is whole."""
+
+    def __init__(self, raw: io.BufferedReader, meter: Meter) -> None:
+        super().__init__()
+        self._raw, self._meter = raw, meter
+        self.counted = 0  # taken back off the meter once the file is done with
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self.counted += len(data)
+        self._meter.bytes_done += len(data)
+        return data
 
 
 class NotLanded(Exception):
@@ -79,6 +119,7 @@ class Uploader:
         self._lock = asyncio.Lock()
         self._small = asyncio.Semaphore(SMALL_AT_ONCE)
         self._big = asyncio.Semaphore(BIG_AT_ONCE)
+        self.meter = Meter()
 
     async def upload(self, final: bool) -> Report:
         """Put what changed; then `manifest.json` (final) or `synced.json` (a live sync)."""
@@ -92,6 +133,7 @@ class Uploader:
             manifest.not_landed.update((line, "refused") for line in walk.refused)
             sent = [0, 0]
             files = [e for e in walk.entries if e.kind == "file"]
+            self.meter = Meter(len(files), sum(e.size for e in files))
             manifest.links.update(
                 (e.path, e.target or "") for e in walk.entries if e.kind == "link"
             )
@@ -119,6 +161,7 @@ class Uploader:
         known = self._put.get(entry.path)
         if known is not None and known[:2] == (entry.size, entry.mtime_ns):
             manifest.files[entry.path] = (entry.size, known[2])
+            self._count(entry)
             return
         reason = ""
         for attempt in range(TRIES):
@@ -126,6 +169,7 @@ class Uploader:
                 sha, moved = await self._send(entry)
             except NotLanded as exc:
                 reason = str(exc)
+                entry = _restat(self.workdir, entry)  # the next try puts the version there now
             except Exception as exc:  # the store's errors, said in one line
                 reason = describe(exc, self.target.bucket)
             else:
@@ -134,9 +178,16 @@ class Uploader:
                 if moved is not None:
                     sent[0] += 1
                     sent[1] += moved
+                self._count(entry)
                 return
             await asyncio.sleep(BACKOFF_S * 2**attempt)
         manifest.not_landed[entry.path] = reason
+        self._count(entry)
+
+    def _count(self, entry: Entry) -> None:
+        """One file is done with (put, found held, or given up)."""
+        self.meter.files_done += 1
+        self.meter.bytes_done += entry.size
 
     async def _send(self, entry: Entry) -> tuple[str, int | None]:
         """(sha256, bytes sent — None: the sink held it already), put whole or not at all."""
@@ -163,7 +214,8 @@ class Uploader:
 
     async def _send_big(self, entry: Entry) -> tuple[str, int | None]:
         fd = open_for_read(self.workdir, entry.path)
-        with os.fdopen(fd, "rb") as reader:
+        with os.fdopen(fd, "rb") as raw:
+            reader = _Counting(raw, self.meter)
             put = obstore.put_async(
                 self.store,
                 output_key(entry.path),
@@ -171,7 +223,10 @@ class Uploader:
                 chunk_size=PART,
                 max_concurrency=PARTS_AT_ONCE,
             )
-            sha, _ = await asyncio.gather(asyncio.to_thread(_hash, self.workdir, entry), put)
+            try:
+                sha, _ = await asyncio.gather(asyncio.to_thread(_hash, self.workdir, entry), put)
+            finally:  # the parts read were shown as they went; the file counts once, done
+                self.meter.bytes_done -= reader.counted
         meta = await obstore.head_async(self.store, output_key(entry.path))
         if meta["size"] != entry.size:
             raise NotLanded(f"verification failed: {meta['size']} bytes in the store")
@@ -187,6 +242,15 @@ def _read(workdir: Path, entry: Entry) -> bytes:
     if len(data) != entry.size or (st.st_size, st.st_mtime_ns) != (entry.size, entry.mtime_ns):
         raise NotLanded(CHANGED)
     return data
+
+
+def _restat(workdir: Path, entry: Entry) -> Entry:
+    """`entry` as the file is now (a job rewrote it while it was read)."""
+    try:
+        st = os.lstat(workdir / entry.path)
+    except OSError:
+        return entry
+    return dataclasses.replace(entry, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
 def _hash(workdir: Path, entry: Entry) -> str:

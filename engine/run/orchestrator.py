@@ -26,6 +26,7 @@ from agent.protocol import (
     RunStep,
     Shutdown,
     SinkDone,
+    SinkProgress,
     Step,
     StepExited,
     StopStep,
@@ -375,6 +376,9 @@ class RunDriver:
                 return
             case SinkDone():
                 self.sink.on_done(msg)
+            case SinkProgress():
+                self.sink.on_progress(msg)
+                return
             case StepExited():
                 self._on_exit(msg)
             case NodeFault():

@@ -18,6 +18,7 @@ from agent.transfer.errors import TransferError
 from engine.report import events as ev
 from engine.run.attempts import Attempt
 from engine.run.manifest import LandingFailed, PullResult
+from engine.run.stall import Stalled, StallGuard
 from engine.sink.land import land, sink_manifest
 from engine.sink.place import SinkError
 
@@ -34,7 +35,13 @@ def _alert(d: RunDriver, message: str) -> None:
 async def collect_through_sink(d: RunDriver) -> PullResult | None:
     """The outputs landed from the sink after the node's upload; None: take them from the
     node (the upload or the landing was not whole, said in an alert)."""
-    done = await d.sink.ask("upload")
+    guard = StallGuard(d.pool.collect_stall_s)
+    d.sink.moved = guard.moved
+    try:
+        done = await guard.run(d.sink.ask("upload"))
+    except Stalled as exc:
+        _alert(d, f"sink upload stalled ({exc}): outputs collected from the node")
+        return None
     if done.error is not None:
         _alert(d, f"sink upload failed ({done.error}): outputs collected from the node")
         return None

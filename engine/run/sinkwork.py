@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agent.protocol import SinkDone, SinkWork, UseSink
+from agent.protocol import SinkDone, SinkProgress, SinkWork, UseSink
 from engine.report import events as ev
 from engine.sink.place import SinkPlace, place_for
 
@@ -31,6 +32,7 @@ class SinkLink:
         self._syncs = 0
         self._failing = False
         self.summary: dict[str, Any] = {}  # what run.json says of the sink
+        self.moved: Callable[[], None] = lambda: None  # the collection's stall guard
 
     def secrets(self) -> list[str]:
         """The sink's credentials as this process has them: masked in all the run says."""
@@ -65,6 +67,27 @@ class SinkLink:
         finally:
             self._waiting.pop(work_id, None)
 
+    def on_progress(self, msg: SinkProgress) -> None:
+        """The node's upload moved: the console shows it as the collection's progress."""
+        if msg.id not in self._waiting:
+            return  # a replay of an upload long answered
+        self.moved()
+        self._progress(msg.bytes_done, msg.bytes_total, msg.files_done, msg.files_total)
+
+    def _progress(self, nbytes: int, total: int, files: int, of: int, done: bool = False) -> None:
+        self._d.publish(
+            ev.TransferProgress(
+                run_id=self._d.view.run_id,
+                direction=ev.TransferDirection.PULL,
+                bytes_done=nbytes,
+                bytes_total=total,
+                files_done=files,
+                files_total=of,
+                current=None if done else "node → sink",
+                done=done,
+            )
+        )
+
     def on_done(self, msg: SinkDone) -> None:
         if msg.op == "sync":
             self._synced(msg)
@@ -72,6 +95,8 @@ class SinkLink:
         answer = self._waiting.get(msg.id)
         if answer is not None and not answer.done():
             answer.set_result(msg)
+            if msg.op == "upload":
+                self._progress(msg.bytes, msg.bytes, msg.files, msg.files, done=True)
         if msg.op in ("upload", "final"):
             self.summary.update(
                 files=msg.files, bytes=msg.bytes, complete=msg.complete, error=msg.error

@@ -67,6 +67,8 @@ async def test_outputs_go_to_the_sink_and_land_from_it(
     assert holding(tmp_path, s3.server.secret_key) == []
     alerts = [e.message for e in events(view.run_dir) if isinstance(e, ev.Alert)]
     assert alerts == []  # landed from the sink, not from the node
+    [shown] = [e for e in events(view.run_dir) if isinstance(e, ev.TransferProgress) and e.done]
+    assert (shown.direction, shown.files_done, shown.files_total) == ("pull", 3, 3)
 
 
 async def test_an_upload_the_sink_refuses_is_said_and_the_node_delivers(

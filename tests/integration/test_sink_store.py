@@ -5,7 +5,6 @@ download every reader uses, which checks each file against the manifest."""
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import obstore
@@ -15,6 +14,7 @@ from agent.sink import upload as up
 from agent.sink.download import download, read_manifest
 from agent.sink.store import describe, open_store
 from agent.sink.upload import Uploader
+from agent.transfer.safety import open_for_read
 from tests.support.s3 import Bucket
 
 
@@ -47,6 +47,12 @@ async def test_outputs_land_whole_and_only_changes_go_again(
     report = await uploader.upload(final=True)
     assert report.manifest.complete and report.manifest.missing == ["absent.bin"]
     assert report.sent_files == 3 and report.manifest.links == {"ckpt/latest.pt": "step_1.pt"}
+    meter = uploader.meter  # parts counted as read, each file once when done
+    assert (
+        (meter.files_done, meter.bytes_done)
+        == (3, meter.bytes_total)
+        == (3, 6 * 1024 * 1024 + 17 + 12)
+    )
 
     store = open_store(target)
     manifest = await read_manifest(store)
@@ -79,31 +85,27 @@ async def test_a_file_that_is_not_the_manifests_is_refused(
 async def test_a_file_that_will_not_go_is_named_with_its_reason_the_rest_goes(
     s3: Bucket, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A log the job keeps appending to changes under every try: after the retries it is
-    in the manifest's not_landed, the manifest is not complete, every other file landed."""
+    """A log the job writes to each time the node opens it (the worst moment) is tried
+    again at its new size, then named in the manifest's not_landed; the manifest is not
+    complete; every other file landed."""
     monkeypatch.setattr(up, "BACKOFF_S", 0.01)
     busy = workdir / "live.log"
     busy.write_text("start\n")
-    stop = threading.Event()
 
-    def append() -> None:
-        with busy.open("a") as log:
-            while not stop.is_set():
+    def open_while_written(root: Path, path: str) -> int:
+        fd = open_for_read(root, path)
+        if path == "live.log":
+            with busy.open("a") as log:
                 log.write("more\n")
-                log.flush()
+        return fd
 
-    writer = threading.Thread(target=append)
-    writer.start()
-    try:
-        report = await Uploader(s3.target(patterns=["live.log", "metrics.jsonl"]), workdir).upload(
-            final=True
-        )
-    finally:
-        stop.set()
-        writer.join()
+    monkeypatch.setattr(up, "open_for_read", open_while_written)
+    target = s3.target(patterns=["live.log", "metrics.jsonl"])
+    report = await Uploader(target, workdir).upload(final=True)
     manifest = report.manifest
     assert manifest.not_landed == {"live.log": up.CHANGED} and not manifest.complete
     assert set(manifest.files) == {"metrics.jsonl"}
+    assert busy.read_text().count("more") == up.TRIES  # each try saw the file anew
 
 
 async def test_store_errors_are_one_clear_line(s3: Bucket) -> None:
