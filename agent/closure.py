@@ -12,4 +12,6 @@ to what pyproject.toml declares.
 
 from __future__ import annotations
 
-DISTRIBUTIONS = ("iroh", "pathspec", "psutil", "pydantic", "zstandard")
+DISTRIBUTIONS = ("iroh", "obstore", "pathspec", "psutil", "pydantic", "zstandard")
+"""obstore (agent/sink/): the node puts outputs in the sink itself; one Rust wheel whose
+only requirement, typing-extensions, pydantic already brings (docs/sink.md)."""

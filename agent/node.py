@@ -47,12 +47,15 @@ from agent.protocol import (
     Reject,
     RunStep,
     Shutdown,
+    SinkWork,
     StopStep,
+    UseSink,
     Welcome,
     stand_in_for,
 )
 from agent.reattach import ResumeService, Target
 from agent.redial import Backoff, describe, serve_forever, serve_xfer_forever
+from agent.sinkhand import SinkHand
 from agent.supervisor import Supervisor
 from agent.transfer import held
 
@@ -172,6 +175,7 @@ class NodeAgent:
         self._retargeted = asyncio.Event()
         self._alone_since: float | None = time.monotonic()  # None while a session is up
         self._operator_stopping = False  # told to stop its step or shut down
+        self.sink = SinkHand(cfg.workdir, self.journal.append, self._spawn_background)
 
     async def run(self) -> ExitCode:
         """Serve until Shutdown, a refusal or orphanhood; the job is gone when this returns."""
@@ -302,9 +306,12 @@ class NodeAgent:
             self._session.conn.close(0, b"run taken over")
 
     async def _give_up(self) -> None:
-        """Orphaned: stop the job, then (on Vast) destroy the own instance, saying so in the
-        log and the journal first — the destroy may end this very process."""
+        """Orphaned: stop the job, put its outputs in the sink (when the run has one: nobody
+        else will ever collect them), then (on Vast) destroy the own instance, saying so in
+        the log and the journal first — the destroy may end this very process."""
         await self.supervisor.stop(self.cfg.grace)
+        if said := await self.sink.save_before_leaving():
+            self._note(said)
         if self.cfg.on_orphan != "destroy-instance":
             return
         self._note(f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped, destroying node")
@@ -407,7 +414,7 @@ class NodeAgent:
             # what a warm node held of the previous run goes before any of this run's
             # processes could look at it (its unchanged files live on, linked, in work/)
             await asyncio.to_thread(held.release, self.cfg.workdir)
-            await self.supervisor.start(msg.step, msg.command, msg.env)
+            await self.supervisor.start(msg.step, msg.command, self.sink.job_env(msg.env))
         elif isinstance(msg, StopStep):
             log.info("stop step (grace %.1f s)", msg.grace_s)
             self._operator_stopping = True
@@ -419,6 +426,11 @@ class NodeAgent:
             log.info("run over: parking the node")
             self.parked = msg
             self.shutdown.set()
+        elif isinstance(msg, UseSink):
+            self.supervisor.mask(msg.target.secret_access_key, msg.target.session_token or "")
+            self.sink.use(msg.target, lambda: self.supervisor.busy)
+        elif isinstance(msg, SinkWork):
+            self.sink.work(msg)
         else:
             log.warning("ignoring unexpected %s message", type(msg).__name__)
 

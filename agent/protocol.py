@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
-CTL_ALPN = b"swjob/ctl/2"  # 2: Park (warm nodes, agent/warm.py)
+CTL_ALPN = b"swjob/ctl/3"  # 2: Park (warm nodes, agent/warm.py); 3: the sink messages
 XFER_ALPN = b"swjob/xfer/3"  # 2: chunks carry a CRC-32; 3: held/adopt (warm nodes)
 LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
 CODE_ALPN = b"swjob/code/1"
@@ -208,6 +208,36 @@ def _finite(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
+class SinkDone(_Msg):
+    """The node finished a piece of sink work (`sync` is its own live sync; id 0). `error`
+    says why nothing could be done; `not_landed` names each file that did not, and why."""
+
+    type: Literal["sink_done"] = "sink_done"
+    seq: int
+    op: Literal["upload", "seed", "sync", "final"]
+    id: int = 0
+    files: int = 0
+    bytes: int = 0
+    sent_files: int = 0
+    sent_bytes: int = 0
+    not_landed: dict[str, str] = {}
+    complete: bool = False
+    error: str | None = None
+
+
+class SinkProgress(_Msg):
+    """How far the node's upload for SinkWork `id` is (at most twice a second, only when it
+    moved): the console's progress, and the collection's proof that bytes still move."""
+
+    type: Literal["sink_progress"] = "sink_progress"
+    seq: int
+    id: int
+    bytes_done: int
+    bytes_total: int
+    files_done: int
+    files_total: int
+
+
 # ---- orchestrator → agent -------------------------------------------------------------
 
 
@@ -256,6 +286,40 @@ class Park(_Msg):
     type: Literal["park"] = "park"
     keep_warm_s: float = Field(gt=0)
     warm_id: str = Field(min_length=16)
+
+
+class SinkTarget(_Msg):
+    """Where this run's outputs go in an S3-compatible store, with the credentials to put
+    them there (agent/sink/): `prefix` is the run's own (`<sink prefix>/<job>/<run id>`),
+    the only place the node writes. The keys never reach the job's env, a log or a repr."""
+
+    bucket: str
+    prefix: str
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str = Field(repr=False)
+    secret_access_key: str = Field(repr=False)
+    session_token: str | None = Field(default=None, repr=False)
+    patterns: list[str] = []
+    sync_every_s: float | None = None  # while `run` runs, put what changed this often
+
+
+class UseSink(_Msg):
+    """Sent once the node joined: from now on the node can put its outputs in the sink by
+    itself — at collection, every `sync_every_s`, and before it gives itself up."""
+
+    type: Literal["use_sink"] = "use_sink"
+    target: SinkTarget
+
+
+class SinkWork(_Msg):
+    """Put the outputs in the sink now (`upload`, collection) or fill the workdir from an
+    earlier run's outputs there (`seed`, a next attempt); answered by SinkDone `id`."""
+
+    type: Literal["sink_work"] = "sink_work"
+    id: int
+    op: Literal["upload", "seed"]
+    seed_prefix: str | None = None  # for `seed`: the earlier run's prefix in the same bucket
 
 
 # ---- re-attach (RESUME_ALPN: the adopting engine dials the agent) ----------------------
@@ -311,7 +375,7 @@ class Heartbeat(_Msg):
     last_seq: int = 0  # from the orchestrator: the last event it stored (lets the agent trim)
 
 
-AgentEvent = LogBatch | StepStarted | StepExited | NodeFault | GpuMetrics
+AgentEvent = LogBatch | StepStarted | StepExited | NodeFault | GpuMetrics | SinkDone | SinkProgress
 Message = Annotated[
     Hello
     | LogBatch
@@ -319,12 +383,16 @@ Message = Annotated[
     | StepExited
     | NodeFault
     | GpuMetrics
+    | SinkDone
+    | SinkProgress
     | Welcome
     | Reject
     | RunStep
     | StopStep
     | Shutdown
     | Park
+    | UseSink
+    | SinkWork
     | Heartbeat
     | Challenge
     | Resume

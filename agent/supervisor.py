@@ -93,6 +93,11 @@ class Supervisor:
     def busy(self) -> bool:
         return self._starting or self._current is not None
 
+    def mask(self, *secrets: str) -> None:
+        """Mask these too in the output of every step started from now on (the sink's keys:
+        a job that prints its environment or a file it found shows them as ***)."""
+        self._node_secrets += tuple(s for s in secrets if s)
+
     async def start(self, step: Step, command: str, env: Mapping[str, str]) -> bool:
         """Spawn `command` for `step`; False (and a NodeFault) if busy or it cannot be spawned."""
         if self.busy:

@@ -28,6 +28,7 @@ from engine.report.money import cost_split, money
 from engine.report.printable import printable
 from engine.report.runbook import fold
 from engine.report.views import GpuView, NodeView, PoolView, RunView, WarmNodeView, short_id
+from engine.report.where import outputs_where
 from engine.run.forward import Forward
 from engine.run.liveops import LiveUnavailable
 from engine.state.ownership import has_live_owner
@@ -105,6 +106,7 @@ __all__ = [
     "log_to_file",
     "money",
     "one_line",
+    "outputs_where",
     "parse_grid",
     "plan_workspace",
     "printable",

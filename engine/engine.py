@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from agent import endpoint as iroh_endpoint
 from agent import reattach
+from agent.transfer.errors import TransferError
 from agent.transfer.memory import pin_malloc, share_one_arena
 from engine.errors import SwjobError, one_line
 from engine.jobs import envargs
@@ -50,8 +51,11 @@ from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
 from engine.run.control import ControlServer, NodeSession
 from engine.run.livehub import LiveHub
+from engine.run.manifest import LandingFailed
 from engine.run.masking import mask_from_job_file
 from engine.run.orchestrator import RunDriver
+from engine.sink.check import check_job_env, check_sink
+from engine.sink.place import SinkError, place_for
 from engine.state import identity, ownership, spill, warmnodes
 from engine.state.indexwrites import IndexWrites, Unwritten
 from engine.state.ledger import Ledger
@@ -224,6 +228,11 @@ class Engine:
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
         await self._providers_ready(pool_def)
+        try:
+            check_job_env(job, pool_def)
+            await check_sink(pool_def, job.name)
+        except SinkError as exc:  # before any node is rented
+            raise SubmitError(str(exc)) from None
         return self._start(job, pool_def, None, cold=cold, names=(label, sweep))
 
     def _start(
@@ -274,6 +283,7 @@ class Engine:
                 first_run=attempt.first if attempt.first != run_id else None,
                 label=names[0],
                 sweep=names[1],
+                sink=(place := place_for(pool_def, job.name, run_id)) and place.url,
             )
         )
         keys = {"token": secrets.token_urlsafe(24), "reattach_key": reattach.new_key()}
@@ -752,6 +762,24 @@ class Engine:
 
     def running(self) -> list[RunView]:
         return [d.view for d in self._drivers.values() if not d.view.terminal]
+
+    async def pull_outputs(self, run_id: str) -> str:
+        """Land a finished run's outputs from its sink into its landing dir, each verified
+        against the manifest (`swjob pull`'s download); what landed, in one line. SubmitError
+        (one line) when the run has no sink, is still running, or the sink refuses."""
+        from engine.sink.pull import pull
+
+        if self.running_run(run_id):
+            raise SubmitError(f"run {run_id} is still running: its outputs are not final")
+        try:
+            pulled = await pull(run_id)
+        except (SinkError, TransferError, LandingFailed) as exc:
+            raise SubmitError(str(exc)) from None
+        landed = sum(1 for e in pulled.result.files if e.verified)
+        lost = len(pulled.result.not_landed)
+        return f"{landed} file(s) pulled from {pulled.url}, verified" + (
+            f"; {lost} did not land" if lost else ""
+        )
 
     def log_path(self, run_id: str, step: str) -> Path:
         view = self.run(run_id)

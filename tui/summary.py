@@ -10,7 +10,7 @@ from datetime import datetime
 
 from rich.text import Text
 
-from engine.api import RunView, cost_split, money
+from engine.api import RunView, cost_split, money, outputs_where
 from tui import format as fmt
 from tui.owners import Owner
 from tui.queue import Queued
@@ -53,6 +53,8 @@ def summary(
         text.append(f"  ({split})" if split else "", style="dim")
     if run.last_sync is not None:
         text.append("\n" + last_sync(run))
+    if run.sink:
+        text.append(f"\noutputs: {outputs_where(run)} · {run.sink}", style="dim")
     return text
 
 
@@ -61,6 +63,11 @@ def last_sync(run: RunView) -> str:
     sync = run.last_sync
     assert sync is not None
     names = ", ".join(sync.paths[:3]) + (", …" if sync.files > 3 else "")
+    if sync.sink:  # the node put them in the sink: no names travel back
+        return fmt.one_line(
+            f"last sync to the sink {fmt.clock_time(sync.ts)}: {sync.files} file(s), "
+            f"{fmt.size(sync.bytes)}; {sync.held} output(s) held there"
+        )
     return fmt.one_line(
         f"last sync {fmt.clock_time(sync.ts)}: {sync.files} file(s), {fmt.size(sync.bytes)}"
         f" ({names}); {sync.held} output(s) held"

@@ -1,5 +1,5 @@
 """`swjob`: the headless CLI — run, sweep, validate, plan, runs, logs, attach, stop, shell,
-forward, gc, nodes.
+forward, pull, gc, nodes.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
@@ -124,6 +124,11 @@ def _parser() -> argparse.ArgumentParser:
     completion.add_argument("shell", choices=["bash", "zsh"])
     gc = sub.add_parser("gc", help="find and destroy nodes no live run owns, in every pool")
     gc.add_argument("--pools", type=Path, default=None, help="pools TOML file")
+    pull = sub.add_parser("pull", help="fetch a run's outputs from its sink, verified")
+    pull.add_argument("run", help="run id (or a unique prefix), or the run's s3:// URL")
+    pull.add_argument("--to", type=Path, default=None, help="directory to land them in")
+    pull.add_argument("--endpoint", default=None, help="the sink's endpoint (R2, MinIO, …)")
+    pull.add_argument("--region", default=None, help="the sink's region")
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
     nodes.add_parser(sub)
     return parser
@@ -382,6 +387,14 @@ def _completion(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pull(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from engine.cli.sinkpull import pull_and_say
+
+    return asyncio.run(pull_and_say(args.run, args.to, args.endpoint, args.region))
+
+
 def _gc(args: argparse.Namespace) -> int:
     from engine.providers.gc import cli_gc
     from engine.run.abandon import Claims
@@ -444,6 +457,7 @@ _COMMANDS = {
     "offers": _offers,
     "pools": _pools,
     "completion": _completion,
+    "pull": _pull,
 }
 
 

@@ -21,6 +21,7 @@ from engine.report.chains import chains
 from engine.report.money import money
 from engine.report.printable import visible
 from engine.report.views import RunView, short_id
+from engine.report.where import outputs_where
 from engine.state import ownership
 from engine.state.store import Store
 
@@ -51,7 +52,9 @@ def print_runs(console: Console, limit: int) -> None:
             print(f"{v.run_id}\t{v.job_name}\t{v.pool}\t{v.state}\t{code}\t{v.run_dir}")
         return
     shown_id = _id_shown(console.width)
-    table = Table("job", "pool", "state", "attempt", "exit", "started", "took", "cost", "reason")
+    table = Table(
+        "job", "pool", "state", "attempt", "exit", "started", "took", "cost", "outputs", "reason"
+    )
     width = max((len(shown_id(v.run_id)) for v in views), default=0) + len("  └ ")
     table.columns.insert(0, Column("run", no_wrap=True, min_width=width))
     for chain in chains(views):
@@ -99,6 +102,7 @@ def _cells(
         _when(since or v.created),
         _elapsed(v, since),
         "" if cost is None else money(cost),
+        outputs_where(v),
         shown(v.reason or ""),
     )
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agent.sink.layout import parse_url
 from engine.jobs.modelerror import validation_error
 from engine.jobs.tomlload import (
     SAFE_NAME,
@@ -119,6 +120,17 @@ class _PoolTable(_Strict):
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
     """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
     attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""
+    sink: Annotated[str, Field(pattern=r"^s3://\S{3,1024}$")] | None = None
+    """An S3-compatible bucket (`s3://bucket/prefix`) the node puts the outputs in by
+    itself, under `<prefix>/<job>/<run id>/` with a manifest.json (docs/sink.md)."""
+    sink_endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]{1,255}/?$")] | None = None
+    """The store's endpoint for R2, B2, MinIO, SeaweedFS…; none: AWS S3 itself."""
+    sink_region: Annotated[str, Field(pattern=r"^[a-z0-9-]{1,64}$")] | None = None
+    sink_access_key_env: Annotated[str, Field(pattern=_ENV_NAME)] = "AWS_ACCESS_KEY_ID"
+    sink_secret_key_env: Annotated[str, Field(pattern=_ENV_NAME)] = "AWS_SECRET_ACCESS_KEY"
+    sink_session_token_env: Annotated[str, Field(pattern=_ENV_NAME)] = "AWS_SESSION_TOKEN"
+    """The names of the operator's environment variables holding the sink's credentials
+    (never the keys themselves: the node gets them as secrets, never in the job's env)."""
     sync_every_s: Annotated[float, Field(ge=0, le=86400)] | None = None
     """While `run` runs, pull the declared outputs that changed this often (0: never).
     Default: every 300 s on an interruptible pool (a preempted node's files are lost with
@@ -131,6 +143,14 @@ class _PoolTable(_Strict):
         if isinstance(data, dict) and data.get("provider") in _DEFAULTS:
             data = _DEFAULTS[data["provider"]] | data
         return data
+
+    @model_validator(mode="after")
+    def _sink_is_a_bucket(self) -> _PoolTable:
+        if self.sink is not None:
+            parse_url(self.sink)  # its ValueError names what is wrong
+        elif self.sink_endpoint is not None or self.sink_region is not None:
+            raise ValueError("`sink_endpoint` and `sink_region` need a `sink` (s3://bucket/…)")
+        return self
 
     @model_validator(mode="after")
     def _vastai_needs_image(self) -> _PoolTable:

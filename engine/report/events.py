@@ -70,6 +70,7 @@ class Submitted(_Ev):
     first_run: str | None = None  # the chain's attempt 1 (None: this run is attempt 1)
     label: str | None = None  # the run's name when it is one variant of many: `job[LR=0.1]`
     sweep: str | None = None  # the sweep it belongs to (engine/sweep/)
+    sink: str | None = None  # where the node puts the outputs: s3://bucket/prefix/job/run
 
 
 class Transition(_Ev):
@@ -171,6 +172,7 @@ class OutputsSynced(_Ev):
     paths: list[str] = []
     held: int = 0  # files the syncs have landed so far (each at its newest version)
     syncs: int = 1  # syncs that landed something, this one included
+    sink: bool = False  # the node put them in the pool's sink (docs/sink.md), not here
 
 
 SYNC_PATHS_SHOWN = 20

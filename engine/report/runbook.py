@@ -31,6 +31,7 @@ def new_view(event: ev.Submitted) -> RunView:
         first_run=event.first_run,
         label=event.label,
         sweep=event.sweep,
+        sink=event.sink,
     )
 
 

@@ -90,6 +90,7 @@ class RunView(_View):
     first_run: str | None = None  # attempt 1 of the chain; None when this run is attempt 1
     label: str | None = None  # a variant's name, e.g. `train[LR=0.1,SEED=1]`
     sweep: str | None = None  # the sweep the run belongs to (engine/sweep/)
+    sink: str | None = None  # the run's outputs in its pool's sink (docs/sink.md)
 
     @property
     def name(self) -> str:

@@ -77,6 +77,8 @@ class LiveSync:
         every = self._d.pool.sync_interval()
         if every is None or not self._d.job.outputs or self._task is not None or self._over:
             return
+        if self._d.sink.place is not None:
+            return  # the node syncs to the sink itself (agent/sinkhand.py)
         self._task = self._d.start_work(self._loop(every))
 
     async def stop(self) -> None:

@@ -25,6 +25,8 @@ from agent.protocol import (
     NodeFault,
     RunStep,
     Shutdown,
+    SinkDone,
+    SinkProgress,
     Step,
     StepExited,
     StopStep,
@@ -49,6 +51,7 @@ from engine.run.costmeter import CostMeter
 from engine.run.paused import DeadlinePassed, RunningDeadline
 from engine.run.runrecord import LogFiles, PhaseClock, run_summary, write_summary
 from engine.run.runsupport import Transfers
+from engine.run.sinkwork import SinkLink
 from engine.run.teardown import destroy
 
 SHUTDOWN_TIMEOUT_S = 5.0
@@ -86,7 +89,8 @@ class RunDriver:
         self._stream = stream
         self._grace = stop_grace_s
         self._on_change = on_change
-        self.redact = Redactor(job.secrets())
+        self.sink = SinkLink(self)
+        self.redact = Redactor([*job.secrets(), *self.sink.secrets()])
         self._queue: asyncio.Queue[fsm.Event] = asyncio.Queue()
         self._fsm = fsm.FsmState()
         self._work: set[asyncio.Task[None]] = set()
@@ -116,7 +120,9 @@ class RunDriver:
 
     def begin(self) -> None:
         """Submit the job to the FSM: a new run, or one indexed but never begun."""
-        carries = self.attempt is not None and self.attempt.carried is not None
+        attempt = self.attempt
+        carries = attempt is not None and attempt.carried is not None
+        carries |= attempt is not None and attempt.previous is not None and bool(self.sink.place)
         workspace = self.job.workspace is not None or carries
         self.post(fsm.JobSubmitted(self.job.setup is not None, workspace))
 
@@ -271,6 +277,7 @@ class RunDriver:
         self._node_event(ev.NodeState.PROVISIONING)
         timeout_s = self.pool.boot_timeout_s
         if await self.await_join(timeout_s, ev.NodeState.READY):
+            await self.hand_over_sink()
             self.post(fsm.NodeReady())
             return
         said = f"boot timeout: node did not join within {timeout_s:g} s"
@@ -289,6 +296,14 @@ class RunDriver:
                 self.remember(birth_run=self.birth_run)  # an adopter parks it under it too
                 return handle
         return await self._provider.provision(self._bootstrap)
+
+    async def hand_over_sink(self) -> None:
+        """Give a joined node the run's sink (again after an adoption: a node that has it
+        keeps the first; one whose agent restarted gets it back)."""
+        try:
+            await self.sink.hand_over()
+        except NodeGone as exc:
+            self.post(fsm.NodeLost(str(exc)))
 
     async def await_join(self, timeout_s: float, state: ev.NodeState) -> bool:
         """Watch the node (liveness) and wait for its agent to join; False on timeout."""
@@ -409,6 +424,11 @@ class RunDriver:
             case GpuMetrics():
                 self._on_gpu(msg)
                 return
+            case SinkDone():
+                self.sink.on_done(msg)
+            case SinkProgress():
+                self.sink.on_progress(msg)
+                return
             case StepExited():
                 self._on_exit(msg)
             case NodeFault() if msg.reason.startswith(RESTARTED):  # agent/restart.py
@@ -481,6 +501,8 @@ class RunDriver:
             "job_file": str(self.job.source),
             "gpu": gpu_summary(self.view.gpus),
         }
+        if self.sink.summary:
+            extra["sink"] = self.sink.summary
         if by_phase := self._cost.by_phase():
             extra["cost_by_phase"] = by_phase
         if self.pushed:

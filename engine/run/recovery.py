@@ -159,6 +159,7 @@ async def _never_delivered(driver: RunDriver) -> bool:
 
 async def _rejoin_then(driver: RunDriver, timeout_s: float, node_state: ev.NodeState) -> bool:
     if await driver.await_join(timeout_s, node_state):
+        await driver.hand_over_sink()
         if node_state is ev.NodeState.READY:
             driver.post(fsm.NodeReady())
         return True

@@ -11,6 +11,7 @@ from engine.report import events as ev
 from engine.run import fsm
 from engine.run.control import NodeGone
 from engine.run.livesync import LiveSync
+from engine.run.sinkcollect import collect_through_sink, seed_from_sink, sink_seed_for
 from engine.run.stall import Stalled, StallGuard
 from engine.run.transfer import (
     LandingFailed,
@@ -72,7 +73,8 @@ class Transfers:
             runs_dir = self._d.view.run_dir.parent.parent
             landing = landing_excludes(workspace.workdir, runs_dir)
             trees.append((workspace.workdir, workspace.exclude + landing))
-        if attempt is not None and attempt.carried is not None:
+        seed = await sink_seed_for(self._d, attempt) if attempt is not None else None
+        if attempt is not None and attempt.carried is not None and seed is None:
             trees.append((attempt.carried, []))
         refused: list[str] = []
         try:
@@ -82,6 +84,8 @@ class Transfers:
                 result = await push_workspace(self._d.session, root, exclude, progress, delta=delta)
                 refused += result.refused
                 self._d.pushed.append(push_summary(result))
+            if seed is not None:
+                await seed_from_sink(self._d, seed)
         except TransferError as exc:
             self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
         except NodeGone as exc:
@@ -104,9 +108,21 @@ class Transfers:
     async def pull(self, best_effort: bool) -> dict[str, Any]:
         """Collect the declared outputs; returns what run.json records about them.
 
+        With a sink, the node puts them there first and they land from it when its upload
+        is whole (engine/run/sinkcollect.py); else, or when that fails, from the node.
         A collection that moves no byte for the pool's `collect_stall_s` gives up: the run
         keeps its verdict (the exit code decided it) and an alert says what was not collected."""
         await self.live.stop()  # the final pull lands every output anew
+        if self._d.sink.place is not None:
+            try:
+                landed = await collect_through_sink(self._d)
+            except NodeGone as exc:
+                if not best_effort:
+                    self._d.post(fsm.NodeFault(self._d.redact(f"transfer failed: {exc}")))
+                    return {}
+                return self._not_collected(str(exc))
+            if landed is not None:
+                return self._collected(landed)
         guard = StallGuard(self._d.pool.collect_stall_s)
         report = self._progress(ev.TransferDirection.PULL)
 

@@ -19,6 +19,7 @@ TINY = {
     "index_lock": ["-m", "tests.bench.index_lock", "-n", "1"],
     "iroh_floor": ["tests/bench/iroh_floor.py", "--mib", "4", "--streams", "1"],
     "loop_stall": ["tests/bench/loop_stall.py", "--mib", "1", "--lines", "2000"],
+    "sink": ["-m", "tests.bench.sink", "--tiny"],
     "startup": ["-m", "tests.bench.startup", "-n", "1"],
     "teardown_stall": [
         "-m",

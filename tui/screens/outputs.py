@@ -25,7 +25,7 @@ from textual.widgets import DirectoryTree, Header, Input, Static, Tree
 from textual.widgets.directory_tree import DirEntry
 from textual.worker import Worker
 
-from engine.api import RunView, is_in_flight, printable
+from engine.api import RunView, SubmitError, is_in_flight, outputs_where, printable
 from tui.api import EngineAPI
 from tui.messages import RunsUpdated
 from tui.widgets.footer import Footer
@@ -74,6 +74,14 @@ class OutputsTree(DirectoryTree):
         if isinstance(label, str):
             label = printable(self._mask(label))
         return super().process_label(label)
+
+
+def sink_line(run: RunView) -> str:
+    """Where the outputs live when the run has a sink: said, with `p` when only there."""
+    where = outputs_where(run)
+    if where == "sink":
+        return f"outputs in the sink only: {run.sink} — d downloads them here, verified"
+    return f"outputs also in the sink: {run.sink}" if where == "both" else ""
 
 
 MIN_WIDTH = 20
@@ -125,6 +133,13 @@ class OutputsScreen(Screen[None]):
             tooltip="Open the file in $PAGER",
             id="swjob.outputs.open_pager",
         ),
+        Binding(
+            "d",
+            "pull",
+            "Download",
+            tooltip="Land the run's outputs here from its sink, verified (swjob pull)",
+            id="swjob.outputs.pull",
+        ),
     ]
 
     def __init__(self, engine: EngineAPI, run: RunView, mask: Callable[[str], str] = str) -> None:
@@ -147,6 +162,7 @@ class OutputsScreen(Screen[None]):
         bar = OutputsFilter(placeholder="show only files whose name holds… (esc clears)")
         bar.display = False
         yield bar
+        yield Static("", id="sink")
         with Horizontal():
             yield OutputsTree(self.run.run_dir, self.mask, id="tree")
             yield PreviewPane(id="preview-scroll")
@@ -167,10 +183,36 @@ class OutputsScreen(Screen[None]):
         self.manifest = load_manifest(self.run.run_dir)
         missing = self.run.missing_outputs
         text = f"⚠ missing outputs (matched nothing): {', '.join(missing)}" if missing else ""
-        for id_, line in (("#missing", text), ("#incomplete", incomplete_pull(self.run.run_dir))):
+        lines = (
+            ("#missing", text),
+            ("#incomplete", incomplete_pull(self.run.run_dir)),
+            ("#sink", sink_line(self.run)),
+        )
+        for id_, line in lines:
             widget = self.query_one(id_, Static)
             widget.update(line or "")
             widget.display = bool(line)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "pull":  # a run with a sink (hidden without), once its outputs are final
+            return (self.run.terminal or None) if self.run.sink else False
+        return True
+
+    @work(group="pull", exclusive=True, exit_on_error=False, description="pull from the sink")
+    async def action_pull(self) -> None:
+        """Land the outputs from the sink (a run whose laptop copy is gone, or never came),
+        then show them: the tree reloads once they are in outputs/."""
+        self.notify(f"Pulling from {self.run.sink} …")
+        try:
+            said = await self.engine.pull_outputs(self.run.run_id)
+        except SubmitError as exc:
+            self.notify(str(exc), title="pull failed", severity="error")
+            return
+        self.notify(said, title="pulled")
+        self._stale, self._landed = True, False
+        self._warn()
+        if self._loader is None or self._loader.is_finished:
+            self._loader = self._follow()
 
     @on(RunsUpdated)
     def _updated(self) -> None:
