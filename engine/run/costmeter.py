@@ -21,11 +21,24 @@ from engine.run import fsm
 from engine.run.runrecord import cost_by_phase
 
 if TYPE_CHECKING:
+    from engine.jobs.pools import Caps
     from engine.providers.base import NodeHandle
     from engine.run.orchestrator import RunDriver
 
 CAP_CHECK_S = 1.0
 COST_EVENT_EVERY_S = 5.0
+
+
+def over_cap(caps: Caps, price_per_hour: float | None, alive_s: float) -> str | None:
+    """Why a run whose node has lived `alive_s` at `price_per_hour` must stop, or None while
+    it is within `caps`. Reaching a cap is over it: the next check is a second later."""
+    if caps.max_hours is not None and alive_s / 3600 >= caps.max_hours:
+        return f"cap reached: max_hours {caps.max_hours:g}"
+    if caps.max_dollars is not None and price_per_hour is not None:
+        dollars = price_per_hour * alive_s / 3600
+        if dollars >= caps.max_dollars:
+            return f"cap reached: max_dollars ${caps.max_dollars:g} (spent ${dollars:.4f})"
+    return None
 
 
 class CostMeter:
@@ -75,15 +88,7 @@ class CostMeter:
 
     def _over_cap(self) -> str | None:
         """The reason to stop the run, or None while it is within its caps."""
-        caps = self._d.pool.caps
-        alive_s = self._alive_s()
-        if caps.max_hours is not None and alive_s / 3600 >= caps.max_hours:
-            return f"cap reached: max_hours {caps.max_hours:g}"
-        if caps.max_dollars is not None and self._price is not None:
-            dollars = self._price * alive_s / 3600
-            if dollars >= caps.max_dollars:
-                return f"cap reached: max_dollars ${caps.max_dollars:g} (spent ${dollars:.4f})"
-        return None
+        return over_cap(self._d.pool.caps, self._price, self._alive_s())
 
     async def _tick(self) -> None:
         """Check every second for as long as the run lives: a stop posted in a phase that
