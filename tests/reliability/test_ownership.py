@@ -212,7 +212,7 @@ def test_an_adopted_run_whose_node_never_rejoins_fails_within_the_node_deadline(
     assert summary["reason"].startswith(f"node lost: node did not rejoin within {DEADLINE_S} s")
     waited = _seconds_between(run_dir, "recovered after operator restart", "NodeLost")
     assert DEADLINE_S <= waited < DEADLINE_S + 3, f"adopter gave up {waited:.1f} s after adopting"
-    eventually(lambda: not pid_alive(node), 5, "the hung agent torn down")
+    eventually(lambda: not pid_alive(node), 30, "the hung agent torn down")
     assert not any((cache_dir() / "nodes").iterdir())
     record_fault(
         "operator kill -9, node hung (SIGSTOP), `swjob attach`",
