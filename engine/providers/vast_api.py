@@ -26,7 +26,7 @@ import os
 import random
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
@@ -41,13 +41,37 @@ DAILY_QUOTA = "search_quota_exceeded"
 requests (the SDK does not retry it either)."""
 
 
+BACKOFF_ENV = "SWJOB_VAST_BACKOFF_S"
+BASE_S, MAX_S = 1.0, 30.0
+
+
+def _base_s() -> float:
+    """The first retry's delay: 1 s, or what SWJOB_VAST_BACKOFF_S says. Tests that drive a
+    real `swjob` against a stand-in refusing on purpose set it small: the real back-off
+    waited ~30 s for six refusals, in the suite's slowest test."""
+    raw = os.environ.get(BACKOFF_ENV)
+    if raw is None:
+        return BASE_S
+    try:
+        base = float(raw)
+    except ValueError:
+        base = float("nan")
+    if not 0 < base <= BASE_S:
+        raise ValueError(f"{BACKOFF_ENV}: not a delay of seconds in (0, {BASE_S:g}]: {raw!r}")
+    return base
+
+
+def _max_s() -> float:
+    return _base_s() * MAX_S / BASE_S
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How hard to try. Tests shrink the delays; real use keeps the defaults."""
 
     attempts: int = 6
-    base_s: float = 1.0
-    max_s: float = 30.0
+    base_s: float = field(default_factory=_base_s)
+    max_s: float = field(default_factory=_max_s)
     timeout_s: float = 30.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:

@@ -23,11 +23,20 @@ from engine.run import fsm
 from engine.run.runrecord import cost_by_phase
 
 if TYPE_CHECKING:
+    from engine.jobs.pools import Caps
     from engine.providers.base import NodeHandle
     from engine.run.orchestrator import RunDriver
 
 CAP_CHECK_S = 1.0
 COST_EVENT_EVERY_S = 5.0
+
+
+def over_cap(caps: Caps, price_per_hour: float | None, alive_s: float) -> str | None:
+    """Why a run whose node has lived `alive_s` at `price_per_hour` must stop, or None while
+    it is within `caps`. Reaching a cap is over it: the next check is a second later. The
+    node keeps the same caps by the same definition when its operator is away
+    (agent/budget.py)."""
+    return cap_reason(alive_s, price_per_hour, caps.max_dollars, caps.max_hours)
 
 
 class CostMeter:
@@ -77,8 +86,7 @@ class CostMeter:
 
     def _over_cap(self) -> str | None:
         """The reason to stop the run, or None while it is within its caps."""
-        caps = self._d.pool.caps
-        return cap_reason(self._alive_s(), self._price, caps.max_dollars, caps.max_hours)
+        return over_cap(self._d.pool.caps, self._price, self._alive_s())
 
     async def _tick(self) -> None:
         """Check every second for as long as the run lives: a stop posted in a phase that

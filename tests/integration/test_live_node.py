@@ -16,7 +16,7 @@ import pytest
 from agent.livewire import ShellOpen
 from engine.engine import Engine
 from engine.run.liveops import LiveUnavailable
-from tests.support.http import fetch, served
+from tests.support.http import fetch, free_port, served
 from tests.support.processes import pid_alive
 from tests.support.waiting import eventually_async
 
@@ -29,12 +29,6 @@ async def running(engine: Engine, make_job, run: str, **fields: object) -> str:
     run_id = await engine.submit(make_job(run=run, **fields), "local")
     await eventually_async(lambda: (v := engine.run(run_id)) is not None and v.phase == "run")
     return run_id
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def stop(engine: Engine, run_id: str) -> None:

@@ -125,7 +125,7 @@ def test_a_recorded_step_still_running_is_killed_whole(
     assert all(map(pid_alive, step.pids))
     CLEANUPS[cleanup](root)
     assert step.leader.wait(10) == -9
-    eventually(lambda: not any(map(pid_alive, step.pids)), 10, "the step's group and escapee")
+    eventually(lambda: not any(map(pid_alive, step.pids)), 30, "the step's group and escapee")
 
 
 @pytest.mark.parametrize("cleanup", sorted(CLEANUPS))

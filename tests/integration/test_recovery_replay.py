@@ -15,7 +15,6 @@ import pytest
 
 from engine.jobs.pools import load_pools
 from engine.report import appender
-from engine.run import recovery
 from tests.support.cli import Cli
 from tests.support.recovery import recover
 from tests.support.runs import agent_pid, only_run_dir
@@ -25,11 +24,8 @@ FLOOD = 20_000
 
 
 async def test_a_long_replay_does_not_run_the_job_again(
-    tmp_path: Path, clis: Callable[..., Cli], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clis: Callable[..., Cli]
 ) -> None:
-    # A judge with a short clock (as the old 10 s was, against a longer replay) must not
-    # matter: whatever a module constant says, the adopter waits for the replay.
-    monkeypatch.setattr(recovery, "REPLAY_S", 0.01, raising=False)
     release, counter = tmp_path / "release", tmp_path / "executions"
     run = (
         f"echo start; while [ ! -e {release} ]; do sleep 0.05; done; "

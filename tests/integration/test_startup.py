@@ -16,7 +16,7 @@ from engine.jobs.pools import load_pools
 async def main():
     engine = Engine(EngineConfig(pools=load_pools(None)))
     await engine.start()
-    await asyncio.wait_for(engine._orphan_check, 10)  # the start-up check has run
+    await asyncio.wait_for(engine._orphan_check, 30)  # the start-up check has run
     await engine.close()
 
 asyncio.run(main())

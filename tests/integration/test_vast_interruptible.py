@@ -147,7 +147,7 @@ async def test_a_bid_below_the_minimum_reads_preempted_and_is_destroyed(api: Sta
     api.cloud.faults.bid_war = 0.05
     vast = provider(api, gpu_pool("spot", **BID), [], poll_s=0.05)
     handle = await vast.provision(bootstrap())
-    lost = await asyncio.wait_for(vast.node_exited(handle), 10)
+    lost = await asyncio.wait_for(vast.node_exited(handle), 30)
     assert isinstance(lost, Preempted) and "below the minimum bid" in lost.reason
     await vast.teardown(handle)
     assert api.cloud.instances == {} and Ledger().open_entries() == []

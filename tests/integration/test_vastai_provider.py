@@ -197,14 +197,14 @@ async def test_cancelled_while_creating_destroys_what_was_created(api) -> None:
     api.cloud.faults.create_delay_s = 0.5
     vast = provider(api, gpu_pool(max_nodes=1), [])
     task = asyncio.create_task(vast.provision(bootstrap()))
-    await eventually_async(lambda: creates(api), 10, "a create sent")
+    await eventually_async(lambda: creates(api), 30, "a create sent")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
     assert Ledger().open_entries() == []
     api.cloud.faults.create_delay_s = 0
-    handle = await asyncio.wait_for(vast.provision(bootstrap()), 10)  # the slot was freed
+    handle = await asyncio.wait_for(vast.provision(bootstrap()), 30)  # the slot was freed
     await vast.teardown(handle)
 
 
@@ -217,10 +217,10 @@ async def test_node_exited_resolves_when_the_instance_dies_underneath(api) -> No
     def polls() -> int:
         return sum(handle.node_id in path for _, path, _, _ in api.requests[seen:])
 
-    await eventually_async(lambda: polls() >= 2, 10, "two polls of the instance")
+    await eventually_async(lambda: polls() >= 2, 30, "two polls of the instance")
     assert not watch.done()  # polled twice, the instance alive: no exit reported
     api.cloud.crash(int(handle.node_id))
-    said = await asyncio.wait_for(watch, 10)
+    said = await asyncio.wait_for(watch, 30)
     assert handle.node_id in said.reason and "exited" in said.reason and not said.gone
     await vast.teardown(handle)
 
@@ -359,13 +359,13 @@ async def test_a_retry_refused_because_our_lost_create_rented_the_offer_adopts_t
 
     creating = asyncio.create_task(vast.provision(bootstrap()))
     try:
-        await eventually_async(lambda: len(puts()) == 2, 10, "the create retried")
+        await eventually_async(lambda: len(puts()) == 2, 30, "the create retried")
         first.set()  # Vast answers the first create now: its client has given up on it
-        await eventually_async(lambda: len(api.cloud.instances) == 1, 10, "the instance made")
+        await eventually_async(lambda: len(api.cloud.instances) == 1, 30, "the instance made")
     finally:
         first.set()
         retry.set()  # the retry goes on: the offer is rented, so no_such_ask
-    handle = await asyncio.wait_for(creating, 10)
+    handle = await asyncio.wait_for(creating, 30)
     [instance] = api.cloud.instances
     assert handle.node_id == str(instance), "the instance our lost create made is adopted"
     assert len(puts()) == 2, "no other offer was rented"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import SWJOB
+from tests.support.jobs import write_job
 from tests.support.processes import pid_alive
 
 MOUNT_EMPTY_PROC = 'mount -t tmpfs none /proc && exec "$@"'
@@ -32,13 +33,6 @@ def can_hide_proc() -> bool:
 pytestmark = pytest.mark.skipif(not can_hide_proc(), reason="needs root and unshare -m")
 
 
-def write_job(root: Path, run: str) -> Path:
-    (root / "job.toml").write_text(
-        f'[job]\nname = "noproc"\nrun = """{run}"""\noutputs = ["out.txt"]\n'
-    )
-    return root / "job.toml"
-
-
 def swjob_without_proc(job: Path, cwd: Path) -> subprocess.Popen[str]:
     command = [*HIDE_PROC, *SWJOB, "run", str(job), "--runs-dir", str(cwd / "runs")]
     return subprocess.Popen(
@@ -47,7 +41,8 @@ def swjob_without_proc(job: Path, cwd: Path) -> subprocess.Popen[str]:
 
 
 def test_a_job_runs_and_its_outputs_land(tmp_path: Path) -> None:
-    job = write_job(tmp_path, "echo landed > out.txt; ls /proc | wc -l")
+    run = "echo landed > out.txt; ls /proc | wc -l"
+    job = write_job(tmp_path, name="noproc", run=run, outputs=["out.txt"])
     cli = swjob_without_proc(job, tmp_path)
     out, _ = cli.communicate(timeout=60)
     assert cli.returncode == 0, out
@@ -59,9 +54,8 @@ def test_a_job_runs_and_its_outputs_land(tmp_path: Path) -> None:
 
 def test_a_stop_ends_the_whole_job_and_the_node_within_seconds(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    job = write_job(
-        tmp_path, f"sleep 300 & echo $! > {pids}; echo $$ >> {pids}; echo started; wait"
-    )
+    run = f"sleep 300 & echo $! > {pids}; echo $$ >> {pids}; echo started; wait"
+    job = write_job(tmp_path, name="noproc", run=run, outputs=["out.txt"])
     cli = swjob_without_proc(job, tmp_path)
     assert cli.stdout is not None
     for line in cli.stdout:

@@ -40,7 +40,7 @@ def test_attach_carries_a_run_on_through_a_broken_pools_file(
     out = attach.output()
     assert f"warning: {pools}:1: TOML syntax" in out, out
     assert run_json(run_dir)["state"] == "COMPLETED"
-    eventually(lambda: not pid_alive(node), 10, "the node torn down")
+    eventually(lambda: not pid_alive(node), 30, "the node torn down")
     record_fault(
         "kill -9 of `swjob run`; pools file then broken; `swjob attach`",
         None,

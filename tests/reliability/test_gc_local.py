@@ -103,7 +103,7 @@ def test_gc_leaves_a_node_directory_without_an_agent_to_swjob_attach(
     run on. gc lists it, leaves it, and `swjob attach` settles the run as it says."""
     pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=600)
     kill_quietly(agent)
-    eventually(lambda: not pid_alive(agent), 10, "the agent gone")
+    eventually(lambda: not pid_alive(agent), 30, "the agent gone")
     [node] = node_dirs()
     listed = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path)
     said = f"run {run_dir.name} (pool local): its node directory {cache_dir() / 'nodes' / node}"
@@ -143,7 +143,7 @@ def test_gc_ends_no_process_that_got_the_pid_of_an_agent_gone_while_it_asked(
         eventually(written.exists, 30, "the job's end")
         kill_quietly(agent)  # then the agent, and its directory is removed
         gone = Path(f"/proc/{agent}")  # reaped too: its pid free for another process
-        eventually(lambda: not gone.exists(), 10, "the agent gone")
+        eventually(lambda: not gone.exists(), 30, "the agent gone")
         shutil.rmtree(cache_dir() / "nodes" / node)
         sleeper = _started_with_pid(agent, ["sleep", "300"])
         assert gc.stdin is not None

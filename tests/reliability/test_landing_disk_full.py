@@ -58,7 +58,7 @@ def test_a_landing_disk_filled_mid_collection_ends_the_run_and_tears_the_node_do
         out = cli.output()
         assert "No space left on device" in out, out
         assert "Task exception was never retrieved" not in out, out
-        eventually(lambda: not pid_alive(node), 10, "the node torn down")
+        eventually(lambda: not pid_alive(node), 30, "the node torn down")
         landed = sorted((run_dir / "outputs").rglob("*")) if (run_dir / "outputs").exists() else []
         for path in landed:  # whatever is under its final name is whole
             assert path.stat().st_size == SIZE, (path, path.stat().st_size)

@@ -93,6 +93,7 @@ def test_two_operators_never_touch_each_others_runs(
     )
 
 
+@pytest.mark.timeout(240)  # the 90 s wait below, the attach's 60 s, the rest
 def test_kill_9_then_attach_adopts_under_another_identity_after_pool_rename(
     tmp_path: Path, clis: Start, record_fault: Callable[..., None]
 ) -> None:
@@ -109,15 +110,26 @@ def test_kill_9_then_attach_adopts_under_another_identity_after_pool_rename(
     a.kill9()
     killed = time.monotonic()
     b, b_dir, b_release = _run(clis, tmp_path, "beta")
-    pools.write_text(f"[pools.renamed]\n{local}")
-    # B bound A's old identity and port: A's node dials B, which does not drive its run
-    (log_file,) = (cache_dir() / "nodes").glob(f"local-{a_dir.name}-*/logs/agent.log")
-    eventually(lambda: "unknown run" in log_file.read_text(), 30, "A's node refused by B")
-    assert pid_alive(node) and finished(a_dir) is None, "an unknown-run reject killed the job"
-    assert ownership.has_live_owner(a_dir.name) is False
-    a_release.touch()
-    attach = clis("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path)
-    assert attach.wait(60) == 0, attach.output()
+    try:
+        pools.write_text(f"[pools.renamed]\n{local}")
+        # B bound A's old identity and port: A's node dials B, which does not drive its run.
+        # A dial the node began while nobody held the port (B starting slowly on a busy
+        # machine) hangs its whole 10 s (agent DIAL_TIMEOUT_S), and a redial waits up to
+        # 10 s more (agent/redial.py Backoff's cap): 90 s is room for a few such rounds.
+        (log_file,) = (cache_dir() / "nodes").glob(f"local-{a_dir.name}-*/logs/agent.log")
+        eventually(lambda: "unknown run" in log_file.read_text(), 90, "A's node refused by B")
+        assert pid_alive(node) and finished(a_dir) is None, "an unknown-run reject killed the job"
+        assert ownership.has_live_owner(a_dir.name) is False
+        a_release.touch()
+        attach = clis("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path)
+        assert attach.wait(60) == 0, attach.output()
+    except BaseException:
+        # the nodes outlive their killed operators: their jobs end, the orphans exit
+        a_release.touch()
+        b_release.touch()
+        kill_quietly(node, signal.SIGTERM)
+        kill_quietly(agent_pid(b_dir), signal.SIGTERM)
+        raise
     adopted_after = time.monotonic() - killed
     assert _log(a_dir).splitlines() == ["line 1", "line 2", "line 3"]
     assert (a_dir / "outputs" / "out.txt").read_text() == "done\n"
@@ -200,7 +212,7 @@ def test_an_adopted_run_whose_node_never_rejoins_fails_within_the_node_deadline(
     assert summary["reason"].startswith(f"node lost: node did not rejoin within {DEADLINE_S} s")
     waited = _seconds_between(run_dir, "recovered after operator restart", "NodeLost")
     assert DEADLINE_S <= waited < DEADLINE_S + 3, f"adopter gave up {waited:.1f} s after adopting"
-    eventually(lambda: not pid_alive(node), 5, "the hung agent torn down")
+    eventually(lambda: not pid_alive(node), 30, "the hung agent torn down")
     assert not any((cache_dir() / "nodes").iterdir())
     record_fault(
         "operator kill -9, node hung (SIGSTOP), `swjob attach`",

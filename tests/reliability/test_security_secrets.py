@@ -24,6 +24,7 @@ from engine.report import events as ev
 from engine.report.views import RunView
 from tests.support.cli import swjob_run
 from tests.support.engines import engine_with
+from tests.support.runs import only_run_dir
 from tests.support.tap import Tap
 
 pytestmark = [pytest.mark.timeout(90)]
@@ -200,15 +201,10 @@ def careless_api() -> Iterator[str]:
         thread.join()
 
 
-def only_run_dir(tmp_path: Path) -> Path:
-    (run_dir,) = (tmp_path / "runs").glob("*/*")
-    return run_dir
-
-
 def test_cli_run_failure_is_redacted(tmp_path, make_job, record_fault) -> None:
     job = make_job(env={"API_TOKEN": SECRET}, run=f"{PRINTS}; exit 4")
     code, printed = swjob_run(tmp_path, job.source)
-    run_dir = only_run_dir(tmp_path)
+    run_dir = only_run_dir(tmp_path / "runs", job.name)
     assert code == 1 and "token is ***" in printed and "exited with code 4" in printed
     assert leaks(run_dir, printed) == []
     record_fault(
@@ -232,7 +228,7 @@ def test_cli_provisioning_failure_is_redacted(
         tmp_path, job.source, "--pool", "gpu", "--pools", str(pools),
         SWJOB_VAST_URL=careless_api, SWJOB_TEST_VAST_KEY=VAST_KEY,
     )  # fmt: skip
-    run_dir = only_run_dir(tmp_path)
+    run_dir = only_run_dir(tmp_path / "runs", job.name)
     summary = json.loads((run_dir / "run.json").read_text())
     assert code == 1 and summary["reason"].startswith("provisioning failed"), printed
     assert "HTTP 401" in summary["reason"] and "***" in summary["reason"]  # the echo, redacted

@@ -42,7 +42,7 @@ async def test_job_output_and_peer_text_reach_the_terminal_visible(
         bi = await conn.open_bi()
         channel = Channel(bi.recv(), bi.send())
         await channel.send(Hello(run_id=ROGUE_RUN_ID, token="t", facts=FACTS))
-        assert await asyncio.wait_for(channel.recv(), 10) == Reject(reason="unknown run")
+        assert await asyncio.wait_for(channel.recv(), 30) == Reject(reason="unknown run")
     await eventually_async(lambda: cli.has_printed("peer-fake"))
     go.touch()
     code = await asyncio.to_thread(cli.wait, 60)

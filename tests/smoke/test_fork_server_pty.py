@@ -34,7 +34,7 @@ def test_a_console_that_ends_leaves_no_fork_server_and_no_node_dir(
         else:
             os.kill(term.child.pid, getattr(signal, how))
             term.wait_exit()
-        eventually(lambda: not pid_alive(server), timeout=5, what="the fork server ended")
+        eventually(lambda: not pid_alive(server), timeout=30, what="the fork server ended")
         assert node_dirs() == []
     finally:
         term.kill()

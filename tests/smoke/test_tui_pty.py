@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomlkit
 
 from engine.report.printable import printable
 from engine.state.store import Store
 from tests.smoke.terminal import Terminal
 from tests.standin.server import StandIn
+from tests.support.jobs import write_job
 from tests.support.processes import pid_alive
 from tests.support.runs import agent_pid, only_run_dir, run_json, waiting_job
 from tests.support.sqlitelock import locked
@@ -22,13 +22,6 @@ from tests.support.waiting import eventually
 pytestmark = pytest.mark.timeout(120)
 
 BIN = Path(sys.executable).parent
-
-
-def write_job(root: Path, name: str, run: str) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    job = {"job": {"name": name, "run": run, "outputs": ["out.txt"]}}
-    (root / "job.toml").write_text(tomlkit.dumps(job))
-    return root / "job.toml"
 
 
 def vast_pools(path: Path) -> Path:
@@ -54,7 +47,9 @@ def console(
 
 
 def test_a_vast_pool_runs_a_job_to_completed_from_the_console(tmp_path: Path, api: StandIn) -> None:
-    job = write_job(tmp_path / "job", "vastjob", "echo hello > out.txt")
+    job = write_job(
+        tmp_path / "job", name="vastjob", run="echo hello > out.txt", outputs=["out.txt"]
+    )
     pools = vast_pools(tmp_path / "pools.toml")
     term = console(tmp_path, str(job), "--pool", "gpu", "--pools", str(pools))
     try:
@@ -82,7 +77,7 @@ HOSTILE_RUN = "; ".join(
 
 
 def test_hostile_job_output_leaves_the_screen_intact_at_80x24(tmp_path: Path) -> None:
-    job = write_job(tmp_path / "job", "hostile", HOSTILE_RUN)
+    job = write_job(tmp_path / "job", name="hostile", run=HOSTILE_RUN, outputs=["out.txt"])
     term = console(tmp_path, str(job), cols=80, rows=24)
     try:
         term.wait_for("COMPLETED")
@@ -104,7 +99,7 @@ def test_hostile_job_output_leaves_the_screen_intact_at_80x24(tmp_path: Path) ->
 def test_failing_editor_and_pager_are_toasts_and_a_job_submitted_with_n_runs(
     tmp_path: Path,
 ) -> None:
-    write_job(tmp_path / "job", "edited", "echo data > out.txt")
+    write_job(tmp_path / "job", name="edited", run="echo data > out.txt", outputs=["out.txt"])
     env_extra = {"EDITOR": "no-such-editor-swjob", "PAGER": "false"}
     term = console(tmp_path, env=env_extra)
     try:

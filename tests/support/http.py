@@ -1,12 +1,21 @@
-"""Fetching from a forwarded port: the tests of `swjob forward` and the console's `p`."""
+"""Fetching from a forwarded port (the tests of `swjob forward` and the console's `p`), and
+a free port to forward."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 import urllib.request
 
-__all__ = ["fetch", "served"]
+__all__ = ["fetch", "free_port", "served"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now (for a server or a forward to take)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def fetch(port: int, name: str, timeout: float = 20.0) -> str:

@@ -10,7 +10,7 @@ import tomlkit
 
 from engine.jobs.jobspec import JobSpec, load_job
 
-__all__ = ["RESUMING", "make_job"]
+__all__ = ["RESUMING", "make_job", "write_job"]
 
 RESUMING = (
     'if [ -e ck/last.txt ]; then echo "resumed from $(cat ck/last.txt)" | tee result.txt;'
@@ -19,6 +19,17 @@ RESUMING = (
 """A job that resumes from its checkpoint (outputs `ck/` and `result.txt`): run afresh it
 writes ck/last.txt and runs on (for a test to end its node); given that checkpoint it says
 what it resumed from and ends."""
+
+
+def write_job(root: Path, **fields: object) -> Path:
+    """`root`/job.toml with `fields` as its [job] table (name "t" unless given), the
+    folder made if need be; returns the job file (unloaded: a real `swjob` reads it)."""
+    root.mkdir(parents=True, exist_ok=True)
+    doc = tomlkit.document()
+    doc["job"] = {"name": "t", **fields}
+    job_file = root / "job.toml"
+    job_file.write_text(tomlkit.dumps(doc))
+    return job_file
 
 
 @pytest.fixture
@@ -35,10 +46,6 @@ def make_job(tmp_path: Path) -> Callable[..., JobSpec]:
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        doc = tomlkit.document()
-        doc["job"] = {"name": "t", **fields}
-        job_file = root / "job.toml"
-        job_file.write_text(tomlkit.dumps(doc))
-        return load_job(job_file)
+        return load_job(write_job(root, **fields))
 
     return make

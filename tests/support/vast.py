@@ -12,7 +12,7 @@ import pytest
 
 from engine.jobs.pools import Pool
 from engine.providers.base import Bootstrap
-from engine.providers.vast_api import RetryPolicy
+from engine.providers.vast_api import BACKOFF_ENV, RetryPolicy
 from engine.providers.vastai import VastProvider
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
@@ -24,10 +24,13 @@ TOKEN = "join-token-" + "z" * 20
 
 
 def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
-    """A stand-in with a fresh API key in VAST_API_KEY (the SDK's own resolution) and
-    SWJOB_VAST_URL pointing at it; every test must leave no instance behind."""
+    """A stand-in with a fresh API key in VAST_API_KEY (the SDK's own resolution),
+    SWJOB_VAST_URL pointing at it and FAST's back-off; every test must leave no instance
+    behind."""
     key = "vast-key-" + secrets.token_hex(16)
     monkeypatch.setenv("VAST_API_KEY", key)
+    # a real `swjob` retries the stand-in's refusals as fast as FAST does, not for ~30 s
+    monkeypatch.setenv(BACKOFF_ENV, str(FAST.base_s))
     with StandIn(tmp_path / "vast", key) as api:
         monkeypatch.setenv("SWJOB_VAST_URL", api.url)
         yield api

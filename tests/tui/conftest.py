@@ -110,7 +110,7 @@ def toasts(app: SwjobApp) -> list[str]:
 async def booted(pilot: Pilot) -> SwjobApp:
     app = pilot.app
     assert isinstance(app, SwjobApp)
-    await asyncio.wait_for(app.booted.wait(), 15)
+    await asyncio.wait_for(app.booted.wait(), 60)  # a guard: an engine starting under load
     await pilot.pause()
     return app
 

@@ -229,9 +229,9 @@ async def test_a_run_shown_before_it_is_adopted_shows_its_new_lines(
         await until(pilot, lambda: engine.running_run(run_id))
         release.touch()
         assert (await finished(app, run_id, timeout=60)).state == "COMPLETED"
-        await until(pilot, lambda: any("after-adoption" in line for line in view.lines), 5)
+        await until(pilot, lambda: any("after-adoption" in line for line in view.lines))
         assert sum("line 3" in line for line in view.lines) == 1
-        await until(pilot, lambda: "COMPLETED" in screen_text(app), 5)
+        await until(pilot, lambda: "COMPLETED" in screen_text(app))
 
 
 async def test_a_followed_run_is_followed_until_its_node_is_torn_down(

@@ -16,7 +16,7 @@ from engine.engine import Engine
 from engine.report.events import GpuMetrics
 from engine.state.store import Store
 from tests.support import fake_gpu
-from tests.support.http import served
+from tests.support.http import free_port, served
 from tests.tui.conftest import SIZE, booted, screen_text, toasts, until
 from tests.tui.test_snapshots import app_on, recorded  # noqa: F401  (a fixture)
 from tui import history
@@ -27,14 +27,6 @@ from tui.widgets.gpu_panel import TICKS, GpuPanel
 from tui.widgets.jobs_table import JobsTable
 
 HTTP_RUN = "echo served > page.txt; exec python3 -m http.server {port} --bind 127.0.0.1"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def step_cell(app: SwjobApp, run_id: str) -> str:

@@ -26,10 +26,11 @@ from agent.protocol import (
 )
 from agent.redact import MASK
 from agent.supervisor import Supervisor
-from tests.support.disks import Disk
+from tests.support.disks import Disk, tmpfs
 from tests.support.waiting import Changes
 
 SECRET = "hunter2-very-secret-value"
+STOP_BOUND_S = 10.0  # past the 0.3 s grace SIGKILL goes to the group: only a survivor waits
 
 
 class Recorder:
@@ -184,11 +185,17 @@ async def test_stop_kills_tree_including_term_ignoring_child(
     await rec.until(lambda: len([x for x in rec.lines() if x.startswith("pid ")]) == 3)
     pids = [int(x.split()[1]) for x in rec.lines() if x.startswith("pid ")]
     assert all(process_alive(p) for p in pids)
-    await sup.stop(0.3)
+    try:  # a stop that signals the group leader alone waits on the survivors' pipe for good
+        await asyncio.wait_for(sup.stop(0.3), STOP_BOUND_S)
+    except TimeoutError:
+        survivors = [p for p in pids if process_alive(p)]
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"stop did not end within {STOP_BOUND_S:g} s: child survived {survivors}")
     exited = rec.events[-1]
     assert isinstance(exited, StepExited)
     assert exited.stopped and exited.code == 128 + signal.SIGTERM
-    assert not any(process_alive(p) for p in pids)
+    assert not any(process_alive(p) for p in pids), "child survived the stop"
     assert not pgid_file.exists()
     assert not sup.busy
 
@@ -221,6 +228,9 @@ async def test_leftover_children_die_with_the_step(sup: Supervisor, rec: Recorde
     assert rec.events[-1] == StepExited(seq=0, step=Step.RUN, code=0)
 
 
+FLOOD_LINES = 20_000  # a flood: 80 batches' worth
+
+
 def batch_bound(lines: int, seconds: float) -> int:
     """At most one batch per MAX_BATCH_LINES lines plus one per 50 ms tick (a slow writer,
     a busy box)."""
@@ -229,20 +239,22 @@ def batch_bound(lines: int, seconds: float) -> int:
 
 async def test_flood_is_batched(sup: Supervisor, rec: Recorder) -> None:
     t0 = time.monotonic()
-    await run_step(sup, rec, "seq 1 100000")
+    await run_step(sup, rec, f"seq 1 {FLOOD_LINES}")
     elapsed = time.monotonic() - t0
     batches = rec.batches()
-    assert rec.lines() == [str(i) for i in range(1, 100001)]
+    assert rec.lines() == [str(i) for i in range(1, FLOOD_LINES + 1)]
     assert max(len(b.lines) for b in batches) <= MAX_BATCH_LINES
-    assert len(batches) <= batch_bound(100000, elapsed)
-    assert len(batches) < 2000  # 100k lines never become anything like 100k frames
+    assert len(batches) <= batch_bound(FLOOD_LINES, elapsed)
+    assert len(batches) < FLOOD_LINES // 50  # lines never become anything like a frame each
 
 
-FLOOD = "python3 -c \"import sys; sys.stdout.write(('x' * 200 + chr(10)) * 100000)\""
+FLOOD = f"python3 -c \"import sys; sys.stdout.write(('x' * 200 + chr(10)) * {FLOOD_LINES})\""
+# were the lines kept, ~5 MB as str objects (249 bytes each); batches let go peak at ~0.4 MB
+PEAK_BOUND = 2 * 1024 * 1024
 
 
 async def test_flood_memory_stays_bounded(tmp_path: Path) -> None:
-    """100k lines of 200 characters (~30 MB as str objects, were they all kept) through
+    """20k lines of 200 characters (~5 MB as str objects, were they all kept) through
     the supervisor allocate a bounded peak: batches are let go once sent."""
     counts = {"lines": 0, "batches": 0}
     done = asyncio.Event()
@@ -264,9 +276,9 @@ async def test_flood_memory_stays_bounded(tmp_path: Path) -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert counts["lines"] == 100000
-    assert counts["batches"] <= batch_bound(100000, time.monotonic() - t0)
-    assert peak < 16 * 1024 * 1024
+    assert counts["lines"] == FLOOD_LINES
+    assert counts["batches"] <= batch_bound(FLOOD_LINES, time.monotonic() - t0)
+    assert peak < PEAK_BOUND
 
 
 async def test_one_step_at_a_time(sup: Supervisor, rec: Recorder) -> None:
@@ -307,15 +319,16 @@ async def test_a_full_disk_loses_the_log_file_never_the_events(
     assert not sup.busy
 
 
-async def test_the_disk_filling_mid_step(tmp_path: Path, rec: Recorder, small_disk: Disk) -> None:
-    """~1.3 MB of output into a 1 MiB log disk: a short write, then ENOSPC, mid-flood."""
+async def test_the_disk_filling_mid_step(tmp_path: Path, rec: Recorder) -> None:
+    """~170 KB of output into a 128 KiB log disk: a short write, then ENOSPC, mid-flood."""
     (tmp_path / "work").mkdir()
-    sup = Supervisor(tmp_path / "work", small_disk.path / "logs", rec)
-    exited = await run_step(sup, rec, "seq 1 200000")
-    assert exited == StepExited(seq=0, step=Step.RUN, code=0)
-    assert rec.lines(Stream.STDOUT) == [str(i) for i in range(1, 200001)]
-    assert log_failures(rec) == [f"{LOG_FAILED}No space left on device"]
-    assert 0 < (small_disk.path / "logs" / "run.log").stat().st_size <= 1024 * 1024
+    with tmpfs(tmp_path / "disk", "128k") as disk:
+        sup = Supervisor(tmp_path / "work", disk.path / "logs", rec)
+        exited = await run_step(sup, rec, "seq 1 30000")
+        assert exited == StepExited(seq=0, step=Step.RUN, code=0)
+        assert rec.lines(Stream.STDOUT) == [str(i) for i in range(1, 30001)]
+        assert log_failures(rec) == [f"{LOG_FAILED}No space left on device"]
+        assert 0 < (disk.path / "logs" / "run.log").stat().st_size <= 128 * 1024
 
 
 async def test_a_daemon_that_left_the_group_dies_with_the_step_too(

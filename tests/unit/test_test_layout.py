@@ -5,6 +5,7 @@ so changing one kind of test never breaks another, and a helper has one home."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,11 @@ def test_the_check_sees_a_crossing(tmp_path: Path) -> None:
     probe = tmp_path / "security" / "test_x.py"
     probe.write_text("from tests.unit.test_redact_shapes import PEM\nimport tests.support.cli\n")
     assert imported_kinds(probe) == {"unit", "support"}
+
+
+def test_the_readme_map_names_every_test_file() -> None:
+    """tests/README.md's map is where a reader finds the tests of a behaviour: a test file
+    it does not name is one nobody finds (add a row, or the file to the row it belongs to)."""
+    named = set(re.findall(r"`(\w+/test_\w+\.py)`", (TESTS / "README.md").read_text()))
+    files = {str(path.relative_to(TESTS)) for path in TESTS.glob("*/test_*.py")}
+    assert sorted(files - named) == []
