@@ -569,7 +569,7 @@ class Engine:
         step = self._chains.take(view.run_id)
         if step is not None and not self._closing:
             names = (driver.view.label, driver.view.sweep)
-            run_id = self._start(driver.job, pool_def, step.attempt, step.run_id, names)
+            run_id = self._start(driver.job, pool_def, step.attempt, step.run_id, names=names)
             self._chains.started(view.run_id, run_id)
 
     def _record_next(self, driver: RunDriver) -> NextStep | None:
