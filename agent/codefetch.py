@@ -33,7 +33,7 @@ from pathlib import Path
 from iroh import iroh_ffi
 
 CODE_ALPN = b"swjob/code/1"  # agent/protocol.py
-TOKEN_ENV = "SWJOB_JOIN_TOKEN"  # agent/supervisor.py
+TOKEN_ENV = "SWJOB_JOIN_TOKEN"  # agent/credentials.py
 MAX_BUNDLE = 16 * 1024 * 1024
 DIAL_FOR_S = 120.0  # the operator may be briefly unreachable while relays settle
 CODE_DIR = "agent-code"

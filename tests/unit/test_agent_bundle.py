@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import codefetch, protocol, supervisor
+from agent import codefetch, credentials, protocol
 from engine.providers.agent_source import agent_bundle
 from engine.run.control import NodeSession
 
@@ -32,7 +32,7 @@ def test_codefetch_runs_before_swjob_is_on_the_node() -> None:
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not {m for m in imported if m and m.split(".")[0] == "agent"}
     assert codefetch.CODE_ALPN == protocol.CODE_ALPN
-    assert codefetch.TOKEN_ENV == supervisor.TOKEN_ENV
+    assert codefetch.TOKEN_ENV == credentials.TOKEN_ENV
 
 
 def test_code_that_does_not_match_the_boot_command_is_never_unpacked(tmp_path: Path) -> None:

@@ -42,15 +42,18 @@ ACTIVE: list[tuple[S, P]] = [
     (S.RUNNING, P.COLLECTING),
 ]
 ENDERS = {fsm.NodeFault, fsm.NodeLost, fsm.OperatorStop, fsm.InternalError}
+# A container restart (agent/restart.py) ends a run whose step it interrupted; during a
+# collection the restarted agent rejoins with the files on its disk and the pull goes on.
+GOING = {*ENDERS, fsm.NodeGoing}
 # Every (state, phase) a run can be in, and the events that act there (all others are
 # ignored). FAILED-collecting is the best-effort collection after a failed run; the
 # provider's NodeTornDown is taken wherever teardown may already be under way.
 VALID: dict[tuple[S | None, P], set[type]] = {
     (None, P.NEW): {fsm.JobSubmitted},
-    (S.PENDING, P.PROVISIONING): {fsm.QueuedRunAdopted, fsm.NodeReady, *ENDERS},
-    (S.RUNNING, P.MATERIALIZING): {fsm.WorkspaceMaterialized, *ENDERS},
-    (S.RUNNING, P.SETUP): {fsm.SetupCompleted, fsm.SetupFailed, *ENDERS},
-    (S.RUNNING, P.RUN): {fsm.JobExited, *ENDERS},
+    (S.PENDING, P.PROVISIONING): {fsm.QueuedRunAdopted, fsm.NodeReady, *GOING},
+    (S.RUNNING, P.MATERIALIZING): {fsm.WorkspaceMaterialized, *GOING},
+    (S.RUNNING, P.SETUP): {fsm.SetupCompleted, fsm.SetupFailed, *GOING},
+    (S.RUNNING, P.RUN): {fsm.JobExited, *GOING},
     (S.RUNNING, P.COLLECTING): {fsm.OutputsCollected, *ENDERS},
     (S.COMPLETED, P.COLLECTING): {fsm.NodeTornDown},
     (S.FAILED, P.COLLECTING): {fsm.OutputsCollected, fsm.NodeTornDown, *ENDERS},
