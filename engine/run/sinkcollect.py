@@ -63,7 +63,7 @@ async def collect_through_sink(d: RunDriver) -> PullResult | None:
     if result.not_landed:
         _alert(d, "landing from the sink was not whole: outputs collected from the node")
         return None
-    return result
+    return result  # what the node left out (escaping links…) is said as a node pull's is
 
 
 async def sink_seed_for(d: RunDriver, attempt: Attempt) -> str | None:
