@@ -12,12 +12,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.protocol import SinkDone, SinkProgress, SinkTarget, SinkWork
-from agent.sink.download import download, read_manifest
 from agent.sink.store import describe, open_store
-from agent.sink.upload import Meter, Uploader, sync_every
+
+if TYPE_CHECKING:
+    from agent.sink.upload import Meter, Uploader
 
 log = logging.getLogger("swjob.agent")
 ASK = "@sink:"
@@ -46,6 +47,8 @@ class SinkHand:
         """Take the run's target (once: a rejoin sends it again); start the live sync."""
         if self._uploader is not None:
             return
+        from agent.sink.upload import Uploader, sync_every  # a run with a sink: obstore now
+
         self._uploader = Uploader(target, self._workdir)
         if target.sync_every_s:
             self._spawn(sync_every(self._uploader, target.sync_every_s, busy, self._emit))
@@ -87,6 +90,8 @@ class SinkHand:
             ticker.cancel()
 
     async def _tell_progress(self, uploader: Uploader, work_id: int) -> None:
+        from agent.sink.upload import Meter
+
         said: Meter | None = None
         while True:
             await asyncio.sleep(PROGRESS_EVERY_S)
@@ -97,6 +102,8 @@ class SinkHand:
 
     async def _seed(self, target: SinkTarget, msg: SinkWork) -> SinkDone:
         """Fill the workdir from an earlier run's outputs (its manifest, else its last sync)."""
+        from agent.sink.download import download, read_manifest
+
         store = open_store(target, prefix=msg.seed_prefix)
         manifest = await read_manifest(store, synced=True)
         if manifest is None:

@@ -56,6 +56,7 @@ class Manifest:
     links: dict[str, str] = field(default_factory=dict)
     not_landed: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # left out: escaping links, special files
     complete: bool = False
     written_at: float = 0.0
 
@@ -71,6 +72,7 @@ class Manifest:
             "links": dict(sorted(self.links.items())),
             "not_landed": dict(sorted(self.not_landed.items())),
             "missing": self.missing,
+            "refused": self.refused,
         }
         return json.dumps(body, indent=1).encode() + b"\n"
 
@@ -89,6 +91,7 @@ class Manifest:
                 links=links,
                 not_landed={str(p): str(r) for p, r in body.get("not_landed", {}).items()},
                 missing=[str(m) for m in body.get("missing", [])],
+                refused=[str(r) for r in body.get("refused", [])],
                 complete=body["complete"] is True,
                 written_at=float(body.get("written_at", 0.0)),
             )

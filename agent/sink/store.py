@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any
-
-from obstore.store import S3Store
+from typing import TYPE_CHECKING, Any
 
 from agent.protocol import SinkTarget
+
+if TYPE_CHECKING:
+    from obstore.store import S3Store
 
 RETRIES = 3
 REQUEST_TIMEOUT = "300s"  # one request (a part of a big file) may take this long
@@ -21,7 +22,11 @@ CONNECT_TIMEOUT = "10s"
 
 
 def open_store(target: SinkTarget, prefix: str | None = None, retries: int = RETRIES) -> S3Store:
-    """A client for `prefix` (default: the run's own) in the target's bucket."""
+    """A client for `prefix` (default: the run's own) in the target's bucket. obstore is
+    imported here, by the first run that has a sink: a node or a `swjob run` without one
+    does not pay for loading it."""
+    from obstore.store import S3Store
+
     config: dict[str, Any] = {
         "access_key_id": target.access_key_id,
         "secret_access_key": target.secret_access_key,

@@ -129,8 +129,7 @@ class Uploader:
             )
             if self._remote is None:
                 self._remote = await self._listed()
-            manifest = Manifest(missing=missing)
-            manifest.not_landed.update((line, "refused") for line in walk.refused)
+            manifest = Manifest(missing=missing, refused=walk.refused)
             sent = [0, 0]
             files = [e for e in walk.entries if e.kind == "file"]
             self.meter = Meter(len(files), sum(e.size for e in files))
@@ -138,7 +137,7 @@ class Uploader:
                 (e.path, e.target or "") for e in walk.entries if e.kind == "link"
             )
             await asyncio.gather(*(self._one(e, manifest, sent) for e in files))
-            manifest.complete = final and not manifest.not_landed
+            manifest.complete = final and not manifest.not_landed and not manifest.refused
             name = MANIFEST if final else SYNCED
             try:
                 await obstore.put_async(self.store, name, manifest.encode())

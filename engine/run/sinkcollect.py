@@ -19,7 +19,6 @@ from engine.report import events as ev
 from engine.run.attempts import Attempt
 from engine.run.manifest import LandingFailed, PullResult
 from engine.run.stall import Stalled, StallGuard
-from engine.sink.land import land, sink_manifest
 from engine.sink.place import SinkError
 
 if TYPE_CHECKING:
@@ -53,6 +52,8 @@ async def collect_through_sink(d: RunDriver) -> PullResult | None:
             f"({first[0]!r}: {first[1]}): outputs collected from the node",
         )
         return None
+    from engine.sink.land import land
+
     run_dir = d.view.run_dir
     try:
         result, _ = await land(d.sink.target(), run_dir / "outputs", run_dir, d.redact)
@@ -62,7 +63,7 @@ async def collect_through_sink(d: RunDriver) -> PullResult | None:
     if result.not_landed:
         _alert(d, "landing from the sink was not whole: outputs collected from the node")
         return None
-    return result
+    return result  # what the node left out (escaping links…) is said as a node pull's is
 
 
 async def sink_seed_for(d: RunDriver, attempt: Attempt) -> str | None:
@@ -71,6 +72,8 @@ async def sink_seed_for(d: RunDriver, attempt: Attempt) -> str | None:
     place = d.sink.place
     if place is None or attempt.previous is None:
         return None
+    from engine.sink.land import sink_manifest
+
     previous = place.sibling(attempt.previous)
     try:
         manifest = await sink_manifest(previous.target(), synced=True)

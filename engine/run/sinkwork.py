@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.protocol import SinkDone, SinkProgress, SinkWork, UseSink
 from engine.report import events as ev
-from engine.sink.place import SinkPlace, place_for
+from engine.sink.place import SinkError, SinkPlace, place_for
 
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
@@ -46,13 +46,20 @@ class SinkLink:
         return self.place.target(**fields)
 
     async def hand_over(self) -> None:
-        """Give the joined node its target (credentials masked everywhere downstream)."""
+        """Give the joined node its target (credentials masked everywhere downstream). An
+        engine that adopted the run without the credentials in its environment says so and
+        goes on: the node keeps the target its first engine gave it."""
         if self.place is None:
             return
         self.summary = {"place": self.place.record(), "url": self.place.url}
         self._d.remember(sink=self.place.record())
         every = self._d.pool.sync_interval()
-        target = self.target(patterns=self._d.job.outputs, sync_every_s=every)
+        try:
+            target = self.target(patterns=self._d.job.outputs, sync_every_s=every)
+        except SinkError as exc:
+            message = f"{exc}; the node keeps the sink it was given"
+            self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
+            return
         await self._d.session.send(UseSink(target=target))
 
     async def ask(self, op: str, seed_prefix: str | None = None) -> SinkDone:

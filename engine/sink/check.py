@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 
-import obstore
-
 from agent.sink.store import describe, open_store
 from agent.sinkhand import ASK, FIELDS
 from engine.jobs.jobspec import JobSpec
@@ -42,6 +40,8 @@ async def check_sink(pool: Pool, job: str) -> None:
     place = place_for(pool, job, "check")
     if place is None:
         return
+    import obstore  # only a pool with a sink pays for loading it
+
     target = place.target()
     store = open_store(target, prefix=place.prefix.rsplit("/", 1)[0], retries=1)
     try:

@@ -52,7 +52,8 @@ async def land(
         for path, why in sorted(manifest.not_landed.items())
     ]
     landed = sum(e.size for e in files if e.verified)
-    result = PullResult(files, [redact(m) for m in manifest.missing], landed)
+    refused = [redact(line) for line in manifest.refused]
+    result = PullResult(files, [redact(m) for m in manifest.missing], landed, refused)
     if manifest_dir is not None:
         complete = manifest.complete and not failed
         write_manifest(manifest_dir, result, redact, complete=complete)

@@ -94,6 +94,25 @@ async def test_an_upload_the_sink_refuses_is_said_and_the_node_delivers(
     assert alert.endswith("outputs collected from the node")
 
 
+async def test_an_engine_without_the_keys_says_so_and_the_run_goes_on(
+    tmp_path: Path, make_job, s3: Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an adopter without the keys in its environment meets: it cannot hand the node
+    the sink; it says so, and the outputs come from the node."""
+    job = make_job(run="echo 42 > answer.txt", outputs=["answer.txt"], name="answer")
+    async with engine_with(tmp_path / "runs", **sink_settings(s3)) as engine:
+        run_id = await engine.submit(job, "local")  # checked with the keys
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")  # gone before the node joins
+        view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert (view.run_dir / "outputs/answer.txt").read_text() == "42\n"
+    alerts = [e.message for e in events(view.run_dir) if isinstance(e, ev.Alert)]
+    assert alerts[0].endswith("set AWS_SECRET_ACCESS_KEY in the environment (the sink's "
+                              "credentials; the pool's sink_*_env keys name other variables); "
+                              "the node keeps the sink it was given")  # fmt: skip
+    assert alerts[1].startswith("sink upload failed (no sink was given to this node)")
+
+
 async def test_a_bad_sink_is_refused_at_submit_before_any_node(
     tmp_path: Path, make_job, s3: Bucket, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -100,11 +100,14 @@ async def test_a_file_that_will_not_go_is_named_with_its_reason_the_rest_goes(
         return fd
 
     monkeypatch.setattr(up, "open_for_read", open_while_written)
-    target = s3.target(patterns=["live.log", "metrics.jsonl"])
+    (workdir / "escape").symlink_to("/etc/passwd")  # a link out of the workdir: refused
+    target = s3.target(patterns=["live.log", "metrics.jsonl", "escape"])
     report = await Uploader(target, workdir).upload(final=True)
     manifest = report.manifest
     assert manifest.not_landed == {"live.log": up.CHANGED} and not manifest.complete
-    assert set(manifest.files) == {"metrics.jsonl"}
+    assert set(manifest.files) == {"metrics.jsonl"} and manifest.links == {}
+    [refused] = manifest.refused
+    assert "'escape'" in refused and "leaves the root" in refused
     assert busy.read_text().count("more") == up.TRIES  # each try saw the file anew
 
 

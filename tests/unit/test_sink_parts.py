@@ -3,6 +3,8 @@ hostile manifest, where a run's outputs live, store errors in one line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +110,10 @@ def test_docs_list_every_sink_key_of_a_pool() -> None:
     keys = [name for name in type(BUILTIN_LOCAL).model_fields if name.startswith("sink")]
     assert len(keys) == 6
     assert all(f"| `{key}` |" in page for key in keys)
+
+
+def test_nothing_without_a_sink_loads_the_store_client() -> None:
+    """obstore is loaded by the first run that has a sink: a node, an engine or `swjob run`
+    without one does not pay for it."""
+    code = "import sys, agent.node, engine.engine, engine.api; sys.exit('obstore' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
