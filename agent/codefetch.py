@@ -59,6 +59,8 @@ async def _ask(endpoint: iroh_ffi.Endpoint) -> bytes:
         if len(bundle) > MAX_BUNDLE:
             raise SystemExit(f"swjob: the agent's code is over {MAX_BUNDLE} bytes")
     conn.close(0, b"thanks")
+    if not bundle:
+        raise ConnectionError("the operator sent no code (it refused the run's token?)")
     return bytes(bundle)
 
 

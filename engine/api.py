@@ -15,6 +15,7 @@ from agent.protocol import LogLine, Stream
 from agent.transfer.landing import is_in_flight
 from engine.engine import Engine, EngineConfig, SubmitError
 from engine.errors import ProviderError, SwjobError, UnusableDirError, one_line
+from engine.jobs.envargs import with_env
 from engine.jobs.fileerror import ConfigFileError
 from engine.jobs.jobspec import JobFileError, JobSpec, load_job
 from engine.jobs.plan import Plan, plan_workspace
@@ -115,6 +116,7 @@ __all__ = [
     "short_id",
     "state_dir",
     "stop_run",
+    "with_env",
 ]
 
 _LAZY = {  # name → the module that has it, loaded only when asked for

@@ -40,7 +40,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from engine.providers import vast_offers as offers
-from engine.providers.agent_source import python_needed
+from engine.providers.agent_source import agent_bundle, python_needed
 from engine.providers.base import (
     Bootstrap,
     Listed,
@@ -155,6 +155,8 @@ class VastProvider:
             raise
 
     async def _provision(self, bootstrap: Bootstrap) -> NodeHandle:
+        if self._pool.agent_install is None:  # built once, off the loop: ~0.1 s of zipping
+            await asyncio.to_thread(agent_bundle)
         candidates = await self.search()
         for offer in candidates[:CREATE_TRIES]:
             try:

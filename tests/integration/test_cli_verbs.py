@@ -22,17 +22,23 @@ def _run_id(cli: Cli) -> str:
     return found.group(1)
 
 
-def test_stop_from_another_terminal_is_the_operators_stop(
+def test_stop_from_another_terminal_is_the_operators_stop_and_logs_f_follows_to_the_end(
     tmp_path: Path, clis: Callable[..., Cli]
 ) -> None:
-    (tmp_path / "job.toml").write_text('[job]\nname = "long"\nrun = "echo started; sleep 60"\n')
+    (tmp_path / "job.toml").write_text(
+        '[job]\nname = "long"\nsetup = "echo setting up"\nrun = "echo started; sleep 60"\n'
+    )
     cli = clis("run", "job.toml", cwd=tmp_path)
     eventually(lambda: cli.has_printed("run | started"), what="the job started")
     short = _run_id(cli).rsplit("-", 1)[1]
+    follower = clis("logs", "-f", short, cwd=tmp_path)
+    eventually(lambda: follower.has_printed("started"), what="the follower caught up")
     stopped = swjob("stop", short, cwd=tmp_path, timeout=60)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert "FAILED — stopped by operator" in stopped.stdout
     assert cli.wait(30) == 1 and "stopped by operator" in cli.output()
+    assert follower.wait(30) == 0  # the follow ends with the run
+    assert follower.output() == "setting up\nstarted\n"  # each step's log, in order, once
     again = swjob("stop", short, cwd=tmp_path)
     assert again.returncode == 0 and "already over: FAILED" in again.stdout
 
@@ -66,24 +72,6 @@ def test_run_env_takes_a_secret_from_the_local_environment(tmp_path: Path) -> No
     missing = swjob("run", "job.toml", "--env", "NOT_SET_HERE", cwd=tmp_path)
     assert missing.returncode == 1
     assert missing.stderr == "error: --env NOT_SET_HERE: not set in your environment\n"
-
-
-def test_logs_follow_prints_a_live_runs_log_and_ends_with_it(
-    tmp_path: Path, clis: Callable[..., Cli]
-) -> None:
-    release = tmp_path / "release"
-    run = f"echo set up; while [ ! -e {release} ]; do sleep 0.05; done; echo last line"
-    (tmp_path / "job.toml").write_text(
-        f'[job]\nname = "f"\nsetup = "echo setting up"\nrun = "echo first; {run}"\n'
-    )
-    cli = clis("run", "job.toml", cwd=tmp_path)
-    eventually(lambda: cli.has_printed("run | first"), what="the job started")
-    follower = clis("logs", "-f", _run_id(cli), cwd=tmp_path)
-    eventually(lambda: follower.has_printed("set up"), what="the follower caught up")
-    release.touch()
-    assert follower.wait(30) == 0
-    assert follower.output() == "setting up\nfirst\nset up\nlast line\n"
-    assert cli.wait(30) == 0
 
 
 def test_run_detach_returns_and_a_background_swjob_drives_the_run(

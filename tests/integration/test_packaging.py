@@ -8,12 +8,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.support.venvs import venv_without_swjob
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,17 +44,22 @@ def _build(kind: str, source: Path, out: Path) -> Path:
     return built
 
 
-def _fresh_venv(root: Path) -> Path:
-    """A venv without swjob that sees this one's third-party packages (so the wheel installs
-    with --no-deps, offline): a path in a `.pth`, whose own `.pth` files (this venv's
-    editable swjob) are not run."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(root), "platbase": str(root)}))
-    (purelib / "host.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    return root / "bin"
+def _build_tools() -> None:
+    """`build` and a setuptools that reads the SPDX `license` (77+): the test extras have
+    both; a venv made before they joined them skips, saying how to get them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("build")
+        new_enough = int(version("setuptools").split(".")[0]) >= 77
+    except PackageNotFoundError:
+        new_enough = False
+    if not new_enough:
+        pytest.skip("needs the test extras' build and setuptools>=77: pip install '.[test]'")
 
 
 def test_the_sdist_builds_a_wheel_that_installs_and_runs(tmp_path: Path) -> None:
+    _build_tools()
     dist = tmp_path / "dist"
     sdist = _build("sdist", _tracked(tmp_path / "checkout"), dist)
     with tarfile.open(sdist) as archive:
@@ -76,7 +82,7 @@ def test_the_sdist_builds_a_wheel_that_installs_and_runs(tmp_path: Path) -> None
     for command in ("swjob = ", "swjob-tui = ", "swjob-agent = "):
         assert command in scripts, command
 
-    bin_dir = _fresh_venv(tmp_path / "venv")
+    bin_dir = venv_without_swjob(tmp_path / "venv")
     install = [bin_dir / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-index"]
     subprocess.run([*install, str(wheel)], check=True, cwd=tmp_path)
     version = subprocess.run(

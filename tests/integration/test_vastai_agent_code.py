@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
 from engine.providers.agent_source import agent_bundle
 from tests.standin.server import StandIn
+from tests.support.venvs import venv_without_swjob
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,14 +34,7 @@ run = "ls $HOME/swjob/agent-code/*/agent/main.py; python3 -P -c 'import agent' |
 
 
 def python_without_swjob(tmp_path: Path) -> Path:
-    """A python3 that sees this venv's third-party packages (pip, iroh, pydantic…, each as
-    pinned, so an install of the closure finds it satisfied) but not swjob: the venv's
-    editable finder is a `.pth` of its site dir, which a path in another `.pth` does not run."""
-    venv = tmp_path / "node-python"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
-    (purelib / "host.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    python = venv / "bin" / "python3"
+    python = venv_without_swjob(tmp_path / "node-python") / "python3"
     probe = subprocess.run([python, "-P", "-c", "import agent"], cwd=tmp_path, check=False)
     assert probe.returncode != 0, "the node's python must have no swjob"
     return python

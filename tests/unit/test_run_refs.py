@@ -85,5 +85,5 @@ def test_the_engine_api_offers_every_verb_to_other_clients() -> None:
 
     for name in api.__all__:
         assert getattr(api, name) is not None, name
-    for verb in ("stop_run", "follow_log", "list_offers", "check_pool", "short_id"):
+    for verb in ("stop_run", "follow_log", "list_offers", "check_pool", "short_id", "with_env"):
         assert verb in api.__all__
