@@ -30,7 +30,7 @@ from agent.reattach import proof
 from agent.redial import describe
 from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.report import scope
-from engine.report.events import BootPhase
+from engine.report.events import Alert, BootPhase
 from engine.run.reclaim import handshake
 from engine.run.teardown import destroy
 from engine.state import warmnodes
@@ -62,7 +62,7 @@ async def claim(
     the run it was born for; None when there is none to take (the caller rents). Its boot
     step says how long it idled."""
     fits = warmnodes.fits_key(pool)
-    while (node := await asyncio.to_thread(warmnodes.claim, fits, bootstrap.run_id)) is not None:
+    while (node := await _next(fits, bootstrap.run_id)) is not None:
         handle = NodeHandle(**{**node.handle, "created_at": time.time()})
         try:
             await _dial(endpoint, node, bootstrap)
@@ -75,6 +75,16 @@ async def claim(
         scope.boot_reached(BootPhase.WARM_REUSED, f"idle {idle:.0f} s")
         return handle, node.birth_run or node.last_run
     return None
+
+
+async def _next(fits: str, run_id: str) -> WarmNode | None:
+    """The next warm node to try; None also when the records cannot be read (renting
+    anew is never wrong: an unclaimed node releases itself)."""
+    try:
+        return await asyncio.to_thread(warmnodes.claim, fits, run_id)
+    except OSError as exc:
+        log.warning("warm nodes not read: %s", exc)
+        return None
 
 
 async def _dial(endpoint: Any, node: WarmNode, bootstrap: Bootstrap) -> None:
@@ -151,8 +161,12 @@ async def park(driver: RunDriver, provider: Provider) -> bool:
         price_per_hour=driver.handle.price_per_hour,
         birth_run=driver.birth_run,
     )
-    with contextlib.suppress(OSError):  # unrecorded, it still ends itself on its clock
+    try:
         await asyncio.to_thread(warmnodes.park, node)
+    except OSError as exc:  # unrecorded, nothing can claim it: it bills until its clock ends
+        said = f"node kept warm but not recorded ({exc.strerror or exc}): it bills until it "
+        said += f"releases itself in {keep_s:g} s"
+        driver.publish(Alert(run_id=driver.view.run_id, message=said, persistent=True))
     return True
 
 
