@@ -68,7 +68,7 @@ async def claim(
             await _dial(endpoint, node, bootstrap)
         except Exception as exc:  # gone or going: rent anew; what may be left is destroyed
             log.info("warm node %s did not take the run: %s", node.node_id, describe(exc))
-            await forget(provider, node, handle)
+            await forget(provider, node)
             continue
         provider.adopt(handle)
         idle = node.idle_s()
@@ -101,15 +101,16 @@ async def _dial(endpoint: Any, node: WarmNode, bootstrap: Bootstrap) -> None:
     await handshake(endpoint, node.agent_ticket, WARM_ALPN, answer, CLAIM_TIMEOUT_S)
 
 
-async def forget(provider: Provider, node: WarmNode, handle: NodeHandle) -> str | None:
-    """Drop `node`'s record and destroy what may be left of it (None: done, or nothing
-    was left; else why it could not be confirmed). A node with no trace left at its
-    provider (a local node that expired removed its directory) is not touched: its
-    recorded pid may be another process's by now."""
+async def forget(provider: Provider, node: WarmNode) -> str | None:
+    """Drop `node`'s record and destroy what is left of it (None: done, or nothing was
+    left; else why it could not be confirmed). What is left is what its provider finds
+    of the node's birth run now — a local agent still working in its directory, a Vast
+    instance its ledger rows name — never the recorded pid alone, which may be another
+    process's by now."""
     warmnodes.drop(node.node_id)
-    if not await provider.may_have_node(node.birth_run or node.last_run):
+    handle = await provider.find_node(node.birth_run or node.last_run)
+    if handle is None or handle.node_id != node.node_id:
         return None
-    provider.adopt(handle)
     return await destroy(provider, handle)
 
 
@@ -182,4 +183,4 @@ async def release(provider: Provider, node: WarmNode) -> str | None:
     taken from it (its run's end decides); one another process claims meanwhile either."""
     if warmnodes.take(node.node_id, "release") is None:
         return f"warm node {node.node_id} is no longer parked (taken by a run, or gone)"
-    return await forget(provider, node, NodeHandle(**node.handle))
+    return await forget(provider, node)
