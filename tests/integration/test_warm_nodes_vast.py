@@ -21,6 +21,11 @@ from tests.support.vast import gpu_pool
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
+CACHED_SETUP = (
+    "if [ -e ~/.cache/warm-demo ]; then echo cache-hit; "
+    "else mkdir -p ~/.cache && touch ~/.cache/warm-demo && echo cache-miss; fi"
+)
+"""A setup that fills a cache the first time: the second run on a kept node finds it."""
 
 
 async def test_the_next_run_takes_the_rented_instance_and_it_is_no_orphan(
@@ -28,7 +33,7 @@ async def test_the_next_run_takes_the_rented_instance_and_it_is_no_orphan(
 ) -> None:
     api.cloud.faults.boot_delay_s = 0.5
     engine = await make_engine(gpu_pool(keep_warm_s=60))
-    job = make_job(run="echo hello")
+    job = make_job(setup=CACHED_SETUP, run="echo hello")
     one = await run_to_end(engine, job, "gpu")
     assert one.state == "COMPLETED", one.reason
     (warm,) = engine.warm_nodes()
@@ -43,6 +48,8 @@ async def test_the_next_run_takes_the_rented_instance_and_it_is_no_orphan(
     assert two.node is not None and two.node.node_id == warm.node_id
     creates = [r for r in api.requests if r[0] == "PUT" and "/asks/" in r[1]]
     assert len(creates) == 1  # one instance rented for both runs
+    setups = [(run.run_dir / "logs" / "setup.log").read_text() for run in (one, two)]
+    assert "cache-miss" in setups[0] and "cache-hit" in setups[1]  # ~/.cache persists
 
     assert await engine.release_warm() == []
     assert api.cloud.instances == {} and Ledger().open_entries() == []
