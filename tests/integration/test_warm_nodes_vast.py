@@ -86,7 +86,4 @@ async def test_two_operators_on_one_account_never_share_a_warm_node(
         assert all(not o.collectable for o in await second.orphans())  # A's: never B's to end
         assert await second.release_warm() == []
     assert int(a_node.node_id) in api.cloud.instances  # A's node waits for A alone
-    for name in ("state", "cache"):
-        monkeypatch.setenv(f"SWJOB_{name.upper()}_DIR", str(tmp_path / f"swjob-{name}"))
-    async with engine_with(tmp_path / "runs-a", pool) as first:
-        assert await first.release_warm() == []
+    api.cloud.destroy(int(a_node.node_id))  # (A's own timer would, in time)
