@@ -13,6 +13,7 @@ import pytest
 
 from engine.jobs.jobspec import JobSpec
 from engine.report.events import BootPhase
+from engine.state import warmnodes
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.engines import EngineFactory, engine_with
@@ -51,8 +52,14 @@ async def test_the_next_run_takes_the_rented_instance_and_it_is_no_orphan(
     setups = [(run.run_dir / "logs" / "setup.log").read_text() for run in (one, two)]
     assert "cache-miss" in setups[0] and "cache-hit" in setups[1]  # ~/.cache persists
 
-    assert await engine.release_warm() == []
+    # a run took it, and its engine died: nobody drives that run, so its node is an orphan
+    assert warmnodes.take(warm.node_id, "run-of-a-dead-engine") is not None
+    (orphan,) = await engine.orphans()
+    assert orphan.instance_id == warm.node_id and orphan.collectable
+    done = await engine.collect_orphans([orphan])
+    assert done.collected == [orphan.name], done.problems
     assert api.cloud.instances == {} and Ledger().open_entries() == []
+    assert engine.warm_nodes() == []  # its record went with it
 
 
 async def test_an_unclaimed_instance_destroys_itself_with_its_operator_gone(
