@@ -148,6 +148,7 @@ class NodeAgent:
         agent/warm.py); None: bound, and closed, by `run`."""
         self.cfg = cfg
         self.parked: Park | None = None  # the run ended with Park: the node stays warm
+        self.parked_at = 0.0
         for d in (cfg.workdir, cfg.logs_dir, cfg.state_dir):
             d.mkdir(exist_ok=True)  # in the root its provider made: never that root again
         self.journal = Journal(cfg.state_dir / "events.jsonl")
@@ -424,7 +425,7 @@ class NodeAgent:
             self.shutdown.set()
         elif isinstance(msg, Park):
             log.info("run over: parking the node")
-            self.parked = msg
+            self.parked, self.parked_at = msg, time.monotonic()  # its keep time runs from now
             self.shutdown.set()
         elif isinstance(msg, UseSink):
             self.supervisor.mask(msg.target.secret_access_key, msg.target.session_token or "")

@@ -127,7 +127,6 @@ class NodeLife:
         self.stopping = asyncio.Event()
         self._agent: NodeAgent | None = None
         self._claims: ClaimService | None = None
-        self._parked_at = 0.0
 
     def stop(self) -> None:
         """SIGTERM/SIGINT: end the run (or the wait for one) and exit."""
@@ -148,7 +147,6 @@ class NodeLife:
     def _claims_of(self, park: Park) -> ClaimService:
         if self._claims is None:
             self._claims = ClaimService(park.warm_id)
-            self._parked_at = time.monotonic()
             log.info("node kept warm for %g s", park.keep_warm_s)
         return self._claims
 
@@ -183,7 +181,8 @@ class NodeLife:
         """The claim that comes within `keep_warm_s` of the Park (None: none came, or we
         are stopped)."""
         claims = self._claims_of(park)
-        left = self._parked_at + park.keep_warm_s - time.monotonic()
+        assert self._agent is not None
+        left = self._agent.parked_at + park.keep_warm_s - time.monotonic()
         stopped = asyncio.create_task(self.stopping.wait())
         try:
             await asyncio.wait(

@@ -683,7 +683,7 @@ class Engine:
         never orphans; the nodes of the second are (engine/state/ownership.py)."""
         assert self._store is not None
         owned = {v.run_id for v in self.running()} | ownership.owned(self._store.path)
-        owned |= warmnodes.holding_runs()  # kept warm: owned, billing, bounded by their timer
+        owned |= warmnodes.holding_runs(owned)  # kept warm: owned, billing, on their timer
         unfinished = {v.run_id for v, _ in self._store.unfinished()}
         return owned, unfinished - owned
 

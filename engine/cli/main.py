@@ -414,7 +414,7 @@ def _gc(args: argparse.Namespace) -> int:
             _gc_pools(args.pools, [saved for _, saved in rows]),
             yes=args.yes,
             out=sys.stdout,
-            live_run_ids=owned | nodes.holding_runs(),
+            live_run_ids=owned | nodes.holding_runs(owned),
             abandoned=set(abandoned),
             abandoned_pools=abandoned,
             claims=Claims(store),

@@ -69,11 +69,12 @@ def say_kept(out: TextIO) -> None:
             print(f"  {line}", file=out)
 
 
-def holding_runs() -> set[str]:
-    """The runs whose nodes are kept warm (a Vast label names the run it was rented for)."""
+def holding_runs(owned: set[str]) -> set[str]:
+    """The runs whose nodes are kept warm (a Vast label names the run it was rented for),
+    given the runs live engines drive (engine/state/warmnodes.py)."""
     from engine.state.warmnodes import holding_runs as held
 
-    return held()
+    return held(owned)
 
 
 def render(nodes: list[WarmNodeView], *, as_json: bool = False) -> list[str]:

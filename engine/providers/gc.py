@@ -25,6 +25,7 @@ nodes are processes of this machine, are found and ended by engine/providers/gc_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from engine.providers.gc_local import collect_local_orphans, find_local_orphans
 from engine.providers.vast_api import RetryPolicy, VastApiError
 from engine.providers.vast_boot import operator_of, run_id_of
 from engine.providers.vastai import CONFIRM_FOR_S, CREATE_SETTLE_S, VastProvider, make_api
+from engine.state import warmnodes
 from engine.state.identity import operator_id
 from engine.state.ledger import Ledger, LedgerEntry
 from engine.state.locked import StateNotWritten
@@ -289,10 +291,15 @@ async def destroy_orphans(
     An abandoned run is claimed first and settled once its node is gone; one adopted
     since it was listed is left alone, and said so."""
     try:
-        return await _destroy(orphans, pools, ledger, server_url, retry, claims)
+        done = await _destroy(orphans, pools, ledger, server_url, retry, claims)
     finally:
         if claims is not None:
             claims.release()
+    for orphan in orphans:  # a warm node a dead run had claimed: its record goes with it
+        if orphan.name in done.collected and orphan.instance_id is not None:
+            with contextlib.suppress(OSError):
+                warmnodes.drop(orphan.instance_id)
+    return done
 
 
 async def _destroy(

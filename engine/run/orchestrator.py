@@ -75,10 +75,8 @@ class RunDriver:
         on_change: Any,
         attempt: Attempt | None = None,
         endpoint: Any = None,
-        cold: bool = False,
     ) -> None:
-        """`endpoint`: the engine's, to claim a warm node with (None: never claims one);
-        `cold`: rent a fresh node even when a warm one fits (`swjob run --cold`)."""
+        """`endpoint`: the engine's, to claim a warm node with (None: never claims one)."""
         self.view = view
         self.job = job
         self.pool = pool
@@ -111,7 +109,7 @@ class RunDriver:
         self.lost = False
         self.workspace_refused: list[str] = []
         self._endpoint = endpoint
-        self.cold = cold
+        self.cold = False  # rent a fresh node even when a warm one fits (`swjob run --cold`)
         self.healthy = True  # no fault, loss, internal error or cap seen: may be kept warm
         self.birth_run = view.run_id  # the run its node was provisioned for (warm reuse)
         self.pushed: list[dict[str, Any]] = []  # run.json's `push`: one row per tree pushed

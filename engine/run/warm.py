@@ -30,7 +30,7 @@ from agent.reattach import proof
 from agent.redial import describe
 from engine.providers.base import Bootstrap, NodeHandle, Provider
 from engine.report import scope
-from engine.report.events import BootPhase
+from engine.report.events import Alert, BootPhase
 from engine.run.reclaim import handshake
 from engine.run.teardown import destroy
 from engine.state import warmnodes
@@ -62,19 +62,29 @@ async def claim(
     the run it was born for; None when there is none to take (the caller rents). Its boot
     step says how long it idled."""
     fits = warmnodes.fits_key(pool)
-    while (node := await asyncio.to_thread(warmnodes.claim, fits, bootstrap.run_id)) is not None:
+    while (node := await _next(fits, bootstrap.run_id)) is not None:
         handle = NodeHandle(**{**node.handle, "created_at": time.time()})
         try:
             await _dial(endpoint, node, bootstrap)
         except Exception as exc:  # gone or going: rent anew; what may be left is destroyed
             log.info("warm node %s did not take the run: %s", node.node_id, describe(exc))
-            await forget(provider, node, handle)
+            await forget(provider, node)
             continue
         provider.adopt(handle)
         idle = node.idle_s()
         scope.boot_reached(BootPhase.WARM_REUSED, f"idle {idle:.0f} s")
         return handle, node.birth_run or node.last_run
     return None
+
+
+async def _next(fits: str, run_id: str) -> WarmNode | None:
+    """The next warm node to try; None also when the records cannot be read (renting
+    anew is never wrong: an unclaimed node releases itself)."""
+    try:
+        return await asyncio.to_thread(warmnodes.claim, fits, run_id)
+    except OSError as exc:
+        log.warning("warm nodes not read: %s", exc)
+        return None
 
 
 async def _dial(endpoint: Any, node: WarmNode, bootstrap: Bootstrap) -> None:
@@ -91,15 +101,16 @@ async def _dial(endpoint: Any, node: WarmNode, bootstrap: Bootstrap) -> None:
     await handshake(endpoint, node.agent_ticket, WARM_ALPN, answer, CLAIM_TIMEOUT_S)
 
 
-async def forget(provider: Provider, node: WarmNode, handle: NodeHandle) -> str | None:
-    """Drop `node`'s record and destroy what may be left of it (None: done, or nothing
-    was left; else why it could not be confirmed). A node with no trace left at its
-    provider (a local node that expired removed its directory) is not touched: its
-    recorded pid may be another process's by now."""
+async def forget(provider: Provider, node: WarmNode) -> str | None:
+    """Drop `node`'s record and destroy what is left of it (None: done, or nothing was
+    left; else why it could not be confirmed). What is left is what its provider finds
+    of the node's birth run now — a local agent still working in its directory, a Vast
+    instance its ledger rows name — never the recorded pid alone, which may be another
+    process's by now."""
     warmnodes.drop(node.node_id)
-    if not await provider.may_have_node(node.birth_run or node.last_run):
+    handle = await provider.find_node(node.birth_run or node.last_run)
+    if handle is None or handle.node_id != node.node_id:
         return None
-    provider.adopt(handle)
     return await destroy(provider, handle)
 
 
@@ -151,8 +162,12 @@ async def park(driver: RunDriver, provider: Provider) -> bool:
         price_per_hour=driver.handle.price_per_hour,
         birth_run=driver.birth_run,
     )
-    with contextlib.suppress(OSError):  # unrecorded, it still ends itself on its clock
+    try:
         await asyncio.to_thread(warmnodes.park, node)
+    except OSError as exc:  # unrecorded, nothing can claim it: it bills until its clock ends
+        said = f"node kept warm but not recorded ({exc.strerror or exc}): it bills until it "
+        said += f"releases itself in {keep_s:g} s"
+        driver.publish(Alert(run_id=driver.view.run_id, message=said, persistent=True))
     return True
 
 
@@ -168,4 +183,4 @@ async def release(provider: Provider, node: WarmNode) -> str | None:
     taken from it (its run's end decides); one another process claims meanwhile either."""
     if warmnodes.take(node.node_id, "release") is None:
         return f"warm node {node.node_id} is no longer parked (taken by a run, or gone)"
-    return await forget(provider, node, NodeHandle(**node.handle))
+    return await forget(provider, node)

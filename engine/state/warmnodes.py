@@ -173,10 +173,14 @@ def parked_in(pool: str) -> int:
     )
 
 
-def holding_runs() -> set[str]:
-    """The runs whose nodes are warm or in use here (the birth run a Vast label and the
-    ledger name): gc never calls those nodes orphans while their keep time runs."""
-    return {n.birth_run or n.last_run for n in listing()}
+def holding_runs(owned: set[str]) -> set[str]:
+    """The runs whose nodes are kept here, by the run a Vast label and the ledger name (the
+    node's birth run): every parked node's, and a claimed node's while the run that took it
+    is `owned` (driven by a live engine). gc never calls those nodes orphans; a claimed
+    node whose run nobody drives any more is one, like any node of such a run."""
+    return {
+        n.birth_run or n.last_run for n in listing() if n.in_use_by is None or n.in_use_by in owned
+    }
 
 
 def view(node: WarmNode, now: float | None = None) -> WarmNodeView:

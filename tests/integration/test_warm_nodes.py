@@ -20,6 +20,7 @@ from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Caps
 from engine.providers.localspawn import node_root
 from engine.report.events import BootPhase
+from engine.run import warm
 from engine.state.warmnodes import listing, view
 from tests.support.cli import swjob
 from tests.support.engines import EngineFactory, engine_with
@@ -120,8 +121,9 @@ async def test_a_push_to_the_warm_node_sends_only_what_changed(
 
 
 async def test_cold_rents_a_new_node_and_a_lost_warm_node_is_rented_anew(
-    make_engine: EngineFactory, make_job: Callable[..., JobSpec]
+    make_engine: EngineFactory, make_job: Callable[..., JobSpec], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(warm, "CLAIM_TIMEOUT_S", 1.0)  # the lost node's silence, shorter
     engine = await make_engine(local={"keep_warm_s": 60})
     job = make_job(run="echo hi")
     one = await run_to_end(engine, job)

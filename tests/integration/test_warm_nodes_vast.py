@@ -13,6 +13,7 @@ import pytest
 
 from engine.jobs.jobspec import JobSpec
 from engine.report.events import BootPhase
+from engine.state import warmnodes
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.engines import EngineFactory, engine_with
@@ -21,6 +22,11 @@ from tests.support.vast import gpu_pool
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
+CACHED_SETUP = (
+    "if [ -e ~/.cache/warm-demo ]; then echo cache-hit; "
+    "else mkdir -p ~/.cache && touch ~/.cache/warm-demo && echo cache-miss; fi"
+)
+"""A setup that fills a cache the first time: the second run on a kept node finds it."""
 
 
 async def test_the_next_run_takes_the_rented_instance_and_it_is_no_orphan(
@@ -28,7 +34,7 @@ async def test_the_next_run_takes_the_rented_instance_and_it_is_no_orphan(
 ) -> None:
     api.cloud.faults.boot_delay_s = 0.5
     engine = await make_engine(gpu_pool(keep_warm_s=60))
-    job = make_job(run="echo hello")
+    job = make_job(setup=CACHED_SETUP, run="echo hello")
     one = await run_to_end(engine, job, "gpu")
     assert one.state == "COMPLETED", one.reason
     (warm,) = engine.warm_nodes()
@@ -43,9 +49,17 @@ async def test_the_next_run_takes_the_rented_instance_and_it_is_no_orphan(
     assert two.node is not None and two.node.node_id == warm.node_id
     creates = [r for r in api.requests if r[0] == "PUT" and "/asks/" in r[1]]
     assert len(creates) == 1  # one instance rented for both runs
+    setups = [(run.run_dir / "logs" / "setup.log").read_text() for run in (one, two)]
+    assert "cache-miss" in setups[0] and "cache-hit" in setups[1]  # ~/.cache persists
 
-    assert await engine.release_warm() == []
+    # a run took it, and its engine died: nobody drives that run, so its node is an orphan
+    assert warmnodes.take(warm.node_id, "run-of-a-dead-engine") is not None
+    (orphan,) = await engine.orphans()
+    assert orphan.instance_id == warm.node_id and orphan.collectable
+    done = await engine.collect_orphans([orphan])
+    assert done.collected == [orphan.name], done.problems
     assert api.cloud.instances == {} and Ledger().open_entries() == []
+    assert engine.warm_nodes() == []  # its record went with it
 
 
 async def test_an_unclaimed_instance_destroys_itself_with_its_operator_gone(
@@ -79,7 +93,4 @@ async def test_two_operators_on_one_account_never_share_a_warm_node(
         assert all(not o.collectable for o in await second.orphans())  # A's: never B's to end
         assert await second.release_warm() == []
     assert int(a_node.node_id) in api.cloud.instances  # A's node waits for A alone
-    for name in ("state", "cache"):
-        monkeypatch.setenv(f"SWJOB_{name.upper()}_DIR", str(tmp_path / f"swjob-{name}"))
-    async with engine_with(tmp_path / "runs-a", pool) as first:
-        assert await first.release_warm() == []
+    api.cloud.destroy(int(a_node.node_id))  # (A's own timer would, in time)
