@@ -64,6 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--on-orphan", choices=orphan.ACTIONS, default="exit", help="how an orphan lets go"
     )
     p.add_argument("--vast-url", default=orphan.VAST_URL, help="Vast.ai API (destroy-instance)")
+    p.add_argument("--runpod-url", default=orphan.RUNPOD_URL, help="RunPod API (terminate-pod)")
     p.add_argument("--price-per-hour", type=float, help="what the node bills ($/h, storage too)")
     p.add_argument("--max-dollars", type=float, help="the run's dollar cap (agent/budget.py)")
     p.add_argument("--max-hours", type=float, help="the run's cap on the node's lifetime")
@@ -159,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         orphan_timeout=args.orphan_timeout,
         on_orphan=args.on_orphan,
         vast_url=args.vast_url,
+        runpod_url=args.runpod_url,
         installed=(_clock(args.installed[0]), _clock(args.installed[1])),
         budget=_budget(args),
     )

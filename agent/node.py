@@ -114,6 +114,7 @@ class AgentConfig:
     orphan_timeout: float = 1800.0
     on_orphan: str = "exit"  # one of orphan.ACTIONS
     vast_url: str = orphan.VAST_URL
+    runpod_url: str = orphan.RUNPOD_URL
     installed: tuple[float | None, float | None] = (None, None)
     """When the on-start command began and finished installing the agent (node clock)."""
     budget: budget.Budget | None = None
@@ -249,12 +250,12 @@ class NodeAgent:
     async def _release_at_cap(self, reason: str, serve: asyncio.Task[ExitCode]) -> None:
         """At the cap: stop the job, say so (to a connected operator too), release the node."""
         await self.supervisor.stop(self.cfg.grace)
-        action = "destroying node" if self.cfg.on_orphan == "destroy-instance" else "exiting"
+        action = "destroying node" if self.cfg.on_orphan in orphan.DESTROYS else "exiting"
         self._note(f"{reason}: job stopped, {action}")
         await self._flush_sent(FLUSH_ON_EXIT_S)
         await cancel_within(ENDPOINT_CLOSE_S, serve)
-        if self.cfg.on_orphan == "destroy-instance":
-            self._note(await asyncio.to_thread(orphan.destroy_own_instance, self.cfg.vast_url))
+        if self.cfg.on_orphan in orphan.DESTROYS:
+            self._note(await asyncio.to_thread(self._destroy_own))
 
     async def _serve(self) -> ExitCode:
         """Join and serve sessions until refused; redial with backoff whenever one is lost."""
@@ -313,10 +314,15 @@ class NodeAgent:
         await self.supervisor.stop(self.cfg.grace)
         if said := await self.sink.save_before_leaving():
             self._note(said)
-        if self.cfg.on_orphan != "destroy-instance":
+        if self.cfg.on_orphan not in orphan.DESTROYS:
             return
         self._note(f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped, destroying node")
-        self._note(await asyncio.to_thread(orphan.destroy_own_instance, self.cfg.vast_url))
+        self._note(await asyncio.to_thread(self._destroy_own))
+
+    def _destroy_own(self) -> str:
+        """End the own rented node, the provider's way (blocking: run it in a thread)."""
+        cfg = self.cfg
+        return orphan.destroy_own(cfg.on_orphan, cfg.vast_url, cfg.runpod_url)
 
     def _note(self, text: str) -> None:
         log.error("%s", text)

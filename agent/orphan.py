@@ -10,6 +10,9 @@ module releases the node itself, as the provider asked on the command line:
   the container's PID 1 (shells and on-start scripts may not inherit them), and that
   key acts only on this one instance. If the destroy is refused, the instance is
   stopped instead (it then bills only its storage until someone destroys it).
+- `terminate-pod`: RunPod — terminate the own pod with its own credential: RunPod sets
+  `RUNPOD_POD_ID` and a pod-scoped `RUNPOD_API_KEY` in the pod's environment (kept off
+  the job's, agent/credentials.py); one GraphQL mutation, `podTerminate`.
 
 The agent must not import the `vastai` SDK (it is not on a node), so this speaks the
 two REST calls with urllib. The key never appears in what this returns or logs.
@@ -24,8 +27,11 @@ from pathlib import Path
 
 from agent import credentials
 
-ACTIONS = ("exit", "remove-root", "destroy-instance")
+ACTIONS = ("exit", "remove-root", "destroy-instance", "terminate-pod")
+DESTROYS = ("destroy-instance", "terminate-pod")  # the actions that end a rented node
 VAST_URL = "https://console.vast.ai"
+RUNPOD_URL = "https://api.runpod.io"
+POD_ENV, POD_KEY_ENV = "RUNPOD_POD_ID", "RUNPOD_API_KEY"
 HTTP_TIMEOUT_S = 30.0
 ID_ENV, KEY_ENV = "CONTAINER_ID", "CONTAINER_API_KEY"
 
@@ -37,7 +43,9 @@ def parse_environ(raw: bytes) -> dict[str, str]:
 
 
 def container_credential(
-    pid1_environ: Path = Path("/proc/1/environ"), own: Mapping[str, str] | None = None
+    pid1_environ: Path = Path("/proc/1/environ"),
+    own: Mapping[str, str] | None = None,
+    names: tuple[str, str] = (ID_ENV, KEY_ENV),
 ) -> tuple[str, str] | None:
     """(instance id, scoped key) from PID 1's environment, else from the one this agent
     was started with (agent/credentials.py keeps it off the job's), else None."""
@@ -45,9 +53,10 @@ def container_credential(
         first = parse_environ(pid1_environ.read_bytes())
     except OSError:
         first = {}
+    ident, key = names
     for env in (first, credentials.kept_env() if own is None else own):
-        if env.get(ID_ENV) and env.get(KEY_ENV):
-            return env[ID_ENV], env[KEY_ENV]
+        if env.get(ident) and env.get(key):
+            return env[ident], env[key]
     return None
 
 
@@ -77,7 +86,7 @@ def _says_refused(body: bytes) -> bool:
         said = json.loads(body)
     except ValueError:
         return False
-    return isinstance(said, dict) and said.get("success") is False
+    return isinstance(said, dict) and (said.get("success") is False or bool(said.get("errors")))
 
 
 def destroy_own_instance(api_url: str = VAST_URL) -> str:
@@ -98,6 +107,29 @@ def destroy_own_instance(api_url: str = VAST_URL) -> str:
     if stopped < 300 and halted:
         return f"destroy of own Vast.ai instance {instance} refused ({why}); stopped it"
     return f"could not destroy ({why}) or stop (HTTP {stopped}) own Vast.ai instance {instance}"
+
+
+def terminate_own_pod(api_url: str = RUNPOD_URL) -> str:
+    """Terminate this RunPod pod with its own key; says what happened."""
+    credential = container_credential(names=(POD_ENV, POD_KEY_ENV))
+    if credential is None:
+        return f"cannot terminate the own pod: {POD_ENV}/{POD_KEY_ENV} not set"
+    pod, key = credential
+    mutation = f"mutation {{ podTerminate(input: {{ podId: {json.dumps(pod)} }}) }}"
+    try:
+        status, done = _call(f"{api_url.rstrip('/')}/graphql", "POST", key, {"query": mutation})
+    except (OSError, ValueError) as exc:
+        return f"could not reach RunPod to terminate own pod {pod}: {type(exc).__name__}"
+    if status < 300 and done:
+        return f"terminated own RunPod pod {pod}"
+    return f"could not terminate own RunPod pod {pod} (HTTP {status})"
+
+
+def destroy_own(action: str, vast_url: str = VAST_URL, runpod_url: str = RUNPOD_URL) -> str:
+    """The provider's way (`action`, one of DESTROYS) of ending the own rented node."""
+    if action == "terminate-pod":
+        return terminate_own_pod(runpod_url)
+    return destroy_own_instance(vast_url)
 
 
 def remove_root(root: Path) -> str:

@@ -199,7 +199,10 @@ class NodeLife:
         """No claim within keep_warm_s: release the node as an orphan does (exit; the
         local pool's directory is removed by main; a Vast instance destroys itself)."""
         log.error("warm node idle for %g s: releasing it", park.keep_warm_s)
-        if self.cfg.on_orphan == "destroy-instance":
-            said = await asyncio.to_thread(orphan.destroy_own_instance, self.cfg.vast_url)
+        if self.cfg.on_orphan in orphan.DESTROYS:
+            cfg = self.cfg
+            said = await asyncio.to_thread(
+                orphan.destroy_own, cfg.on_orphan, cfg.vast_url, cfg.runpod_url
+            )
             log.error("%s", said)
         return ExitCode.EXPIRED

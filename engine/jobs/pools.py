@@ -32,12 +32,15 @@ _API_KEY_IN_FILE = (
     "variable holding it"
 )
 _Kind = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_ .,-]{0,127}$")]
+_GpuType = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")]
 _Order = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_ .,+-]{0,199}$")]
 _DEFAULTS = {  # provider → defaults that differ by provider
     "local": {"max_nodes": 4, "boot_timeout_s": 60.0, "node_lost_after_s": 10.0},
     # a rented node's control link may hop through a relay that hiccups for tens of seconds
     "vastai": {"max_nodes": 1, "boot_timeout_s": 900.0, "node_lost_after_s": 60.0},
+    "runpod": {"max_nodes": 1, "boot_timeout_s": 900.0, "node_lost_after_s": 60.0},
 }
+RENTED = ("vastai", "runpod")  # providers that rent a node from a marketplace
 
 
 INTERRUPTIBLE_SYNC_S = 300.0
@@ -85,7 +88,7 @@ class Caps(_Strict):
 class _PoolTable(_Strict):
     """One `[pools.<name>]` table."""
 
-    provider: Literal["local", "vastai"]
+    provider: Literal["local", "vastai", "runpod"]
     max_nodes: Annotated[int, Field(ge=1, le=1000)]
     boot_timeout_s: Annotated[float, Field(gt=0, le=86400)]
     node_lost_after_s: Annotated[float, Field(ge=MIN_NODE_LOST_S, le=3600)]
@@ -117,6 +120,17 @@ class _PoolTable(_Strict):
     """The bid in $/h for the whole machine; offers whose minimum bid is higher are skipped."""
     bid_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
     """The bid as a fraction of each offer's on-demand price (e.g. 0.6)."""
+    cloud_type: Literal["secure", "community", "all"] = "all"
+    """RunPod: rent in its Secure Cloud (data centres), Community Cloud (hosts) or either."""
+    gpu_types: Annotated[tuple[_GpuType, ...], Field(strict=False, max_length=32)] = ()
+    """RunPod: the GPU type ids a pod may have (e.g. "NVIDIA GeForce RTX 4090"), cheapest
+    first; none: every type meeting `resources` (docs/runpod.md)."""
+    data_center: Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,32}$")] | None = None
+    """RunPod: the data centre id a pod must be in (e.g. "EU-RO-1"); none: any."""
+    volume_gb: Annotated[int, Field(ge=0, le=10_000)] = 0
+    """RunPod: the pod's volume (kept while the pod is stopped; swjob never stops one)."""
+    container_disk_gb: Annotated[int, Field(ge=1, le=10_000)] = 20
+    """RunPod: the pod's container disk, where the job's workspace lives."""
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
     """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
     attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""
@@ -153,9 +167,9 @@ class _PoolTable(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _vastai_needs_image(self) -> _PoolTable:
-        if self.provider == "vastai" and self.image is None:
-            raise ValueError("a vastai pool needs an `image` (e.g. a pytorch/cuda image)")
+    def _rented_needs_image(self) -> _PoolTable:
+        if self.provider in RENTED and self.image is None:
+            raise ValueError(f"a {self.provider} pool needs an `image` (e.g. a pytorch/cuda image)")
         return self
 
 
@@ -269,8 +283,8 @@ def bid_problem(table: _PoolTable) -> tuple[str, str] | None:
     bids = [f for f in ("bid_per_hour", "bid_fraction") if getattr(table, f) is not None]
     if not table.interruptible:
         return (bids[0], "a bid needs `interruptible = true`") if bids else None
-    if table.provider != "vastai":
-        return "interruptible", "only a vastai pool can be interruptible"
+    if table.provider not in RENTED:
+        return "interruptible", "only a vastai or runpod pool can be interruptible"
     if len(bids) != 1:
         return "interruptible", "an interruptible pool needs one of `bid_per_hour`, `bid_fraction`"
     cap = table.selection.max_price_per_hour

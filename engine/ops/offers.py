@@ -34,6 +34,8 @@ class OfferView:
 async def list_offers(pool: Pool) -> list[OfferView]:
     if pool.provider == "local":
         raise OffersError(f"pool {pool.name!r} is this machine: there is nothing to rent")
+    if pool.provider == "runpod":
+        return await _runpod_offers(pool)
     from engine.providers import vast_offers
     from engine.providers.vastai import VastProvider
     from engine.state.ledger import Ledger
@@ -56,6 +58,31 @@ async def list_offers(pool: Pool) -> list[OfferView]:
         for index, offer in enumerate(found)
     ]
     return sorted(views, key=lambda v: (v.price_per_hour is None, v.price_per_hour or 0.0))
+
+
+async def _runpod_offers(pool: Pool) -> list[OfferView]:
+    """A RunPod pool's GPU types × clouds (runpod_offers), in the order a run tries them."""
+    from engine.providers import runpod_offers
+    from engine.providers.runpod_provider import RunPodProvider
+    from engine.state.ledger import Ledger
+
+    try:
+        found = await RunPodProvider(pool, Ledger()).search()
+    except (ProvisionError, ProviderError) as exc:
+        raise OffersError(str(exc)) from None
+    return [
+        OfferView(
+            offer_id=offer["id"],
+            price_per_hour=runpod_offers.price_paid(pool, offer),
+            gpu_name=offer["gpu_name"],
+            num_gpus=offer["gpu_count"],
+            gpu_ram_gb=offer.get("memory_gb"),
+            reliability=None,
+            location=f"{offer['cloud'].lower()} cloud",
+            chosen=index == 0,
+        )
+        for index, offer in enumerate(found)
+    ]
 
 
 def _gb(mb: Any) -> float | None:

@@ -27,4 +27,9 @@ def make_provider(
         )
 
         return VastProvider(pool, Ledger(), on_alert=on_alert)
+    if pool.provider == "runpod":
+        from engine.providers.runpod_provider import RunPodProvider
+        from engine.state.ledger import Ledger
+
+        return RunPodProvider(pool, Ledger(), on_alert=on_alert)
     raise ValueError(f"pool {pool.name!r}: unknown provider {pool.provider!r}")

@@ -171,7 +171,7 @@ SPOT = VAST + "interruptible = true\n"
             '[pools.cpu]\nprovider = "local"\ninterruptible = true\nbid_fraction = 0.5\n',
             "interruptible",
             3,
-            "only a vastai pool",
+            "only a vastai or runpod pool",
         ),
     ],
 )
@@ -226,7 +226,7 @@ def test_dotted_table_errors_find_their_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "field", "problem"),
     [
-        ('[pools.a]\nprovider = "aws"\n', "pools.a.provider", "'local' or 'vastai'"),
+        ('[pools.a]\nprovider = "aws"\n', "pools.a.provider", "'local', 'vastai' or 'runpod'"),
         ("[pools.a]\nmax_nodes = 2\n", "pools.a.provider", "required field is missing"),
         ('[pools."a b"]\nprovider = "local"\n', 'pools."a b"', "not a safe pool name"),
         ('[pools."../x"]\nprovider = "local"\n', 'pools."../x"', "not a safe pool name"),

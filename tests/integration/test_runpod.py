@@ -1,0 +1,92 @@
+"""Whole jobs on a `runpod` pool: the real Engine, the real `runpod` SDK against the GraphQL
+stand-in, and a real agent started by the pod's own start command, joining over iroh."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.engine import Engine
+from engine.jobs.pools import Selection
+from engine.ops.offers import OffersError, list_offers
+from engine.state.ledger import Ledger
+from tests.standin.runpod_server import RunPodStandIn
+from tests.support.engines import EngineFactory
+from tests.support.runpod import pod_pool, standin
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def rp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunPodStandIn]:
+    yield from standin(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+async def engine(rp: RunPodStandIn, make_engine: EngineFactory) -> Engine:
+    return await make_engine(pod_pool(), pod_pool("secure", cloud_type="secure"))
+
+
+async def test_a_job_runs_end_to_end_on_a_pod(engine, rp, make_job, capfd) -> None:
+    job = make_job(
+        files={"data/in.txt": "42\n"},
+        run="cp data/in.txt result.txt && echo pod=$RUNPOD_POD_ID key=$RUNPOD_API_KEY",
+        workspace={"workdir": "."},
+        outputs=["result.txt"],
+    )
+    run_id = await engine.submit(job, "pod")
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert (view.run_dir / "outputs/result.txt").read_text() == "42\n"
+    assert view.node is not None and view.node.provider == "runpod"
+    # the cheapest offer under $0.60/h for 24 GB: a community RTX 3090 at $0.22
+    assert view.node.price_per_hour == 0.22 and view.node.offer["gpu_name"] == "RTX 3090"
+    assert rp.live() == [] and len(rp.terminated) == 1
+    assert Ledger().open_entries() == []
+    log = (view.run_dir / "logs" / "run.log").read_text()
+    # the pod's own key (it can terminate the pod) is kept out of the job's environment
+    assert f"pod={rp.terminated[0]} key=\n" in log
+    out, err = capfd.readouterr()
+    written = "".join(p.read_text(errors="replace") for p in view.run_dir.rglob("*") if p.is_file())
+    for text in (written, out, err):
+        assert rp.api_key not in text
+    assert re.search(r"rpa_pod_[0-9a-f]{32}", written) is None
+
+
+async def test_no_capacity_anywhere_fails_in_one_line(engine, rp, make_job) -> None:
+    rp.faults.no_capacity = {"*"}
+    run_id = await engine.submit(make_job(run="true"), "pod")
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    reason = view.reason or ""
+    assert view.state == "FAILED" and "no capacity" in reason and "\n" not in reason
+    assert "RTX 3090" in reason and "RTX 4090" in reason
+    assert rp.pods == {} and Ledger().open_entries() == []
+
+
+async def test_a_refused_key_fails_in_one_line(engine, rp, make_job, monkeypatch) -> None:
+    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_wrong")
+    run_id = await engine.submit(make_job(run="true"), "pod")
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    reason = view.reason or ""
+    assert view.state == "FAILED" and "API key was refused" in reason, reason
+    assert "rpa_wrong" not in reason and rp.api_key not in reason
+
+
+async def test_offers_lists_gpu_types_by_cloud_and_price(rp) -> None:
+    views = await list_offers(pod_pool(selection={"max_price_per_hour": 1.0}))
+    assert [(v.gpu_name, v.location, v.price_per_hour) for v in views] == [
+        ("RTX 3090", "community cloud", 0.22),
+        ("RTX 4090", "community cloud", 0.34),
+        ("RTX 4090", "secure cloud", 0.69),
+        ("RTX A6000", "secure cloud", 0.76),
+    ]
+    assert views[0].chosen
+    a6000 = pod_pool(cloud_type="secure", gpu_types=("NVIDIA RTX A6000",))
+    with pytest.raises(OffersError, match=r"max_price_per_hour \$0.6/h"):
+        await list_offers(a6000)
+    listed = await list_offers(a6000.model_copy(update={"selection": Selection()}))
+    assert [(v.gpu_name, v.price_per_hour) for v in listed] == [("RTX A6000", 0.76)]
