@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent import orphan
 from engine.engine import Engine
 from engine.jobs.pools import Selection
 from engine.ops.offers import OffersError, list_offers
@@ -90,3 +91,17 @@ async def test_offers_lists_gpu_types_by_cloud_and_price(rp) -> None:
         await list_offers(a6000)
     listed = await list_offers(a6000.model_copy(update={"selection": Selection()}))
     assert [(v.gpu_name, v.price_per_hour) for v in listed] == [("RTX A6000", 0.76)]
+
+
+def test_an_orphaned_pod_terminates_itself_with_its_own_key(rp, monkeypatch) -> None:
+    rp.faults.never_start = True  # no container: the pod's own API call is under test
+    mine, other = rp.add_pod("swjob:me:run-1"), rp.add_pod("someone-else")
+    monkeypatch.setenv("RUNPOD_API_KEY", mine.key)  # as RunPod sets it in the pod
+    monkeypatch.setenv("RUNPOD_POD_ID", other.id)  # the key acts on its own pod only
+    assert "could not terminate own RunPod pod" in orphan.terminate_own_pod(rp.url)
+    assert other.status == "RUNNING"
+    monkeypatch.setenv("RUNPOD_POD_ID", mine.id)
+    said = orphan.terminate_own_pod(rp.url)
+    assert said == f"terminated own RunPod pod {mine.id}" and mine.status == "TERMINATED"
+    assert mine.key not in said
+    rp.terminate(other.id)

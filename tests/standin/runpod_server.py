@@ -175,10 +175,8 @@ class RunPodStandIn:
 
     def _pod_may(self, pod: Pod, query: str) -> bool:
         """A pod's key acts on its own pod only."""
-        fields = dict(_FIELD.findall(query))
-        return ("podTerminate" in query or "pod(" in query) and _str(
-            fields.get("podId", "")
-        ) == pod.id
+        fields = {k: _value(v) for k, v in _FIELD.findall(query)}
+        return ("podTerminate" in query or "pod(" in query) and fields.get("podId") == pod.id
 
     def _data(self, query: str) -> dict[str, Any]:
         fields = {k: _value(v) for k, v in _FIELD.findall(query.split("env:")[0])}
@@ -203,6 +201,12 @@ class RunPodStandIn:
         if "myself" in query:
             return {"myself": {"pods": [p.row() for p in self.pods.values()]}}
         raise _Refused("unknown query")
+
+    def add_pod(self, name: str, gpu_type_id: str = "NVIDIA GeForce RTX 3090") -> Pod:
+        """A pod created as if by the API (a test's own, or another operator's)."""
+        with self.lock:
+            made = self._create({"name": name, "gpuTypeId": gpu_type_id}, {}, spot=False)
+            return self.pods[made["id"]]
 
     def _create(self, fields: dict[str, Any], env: dict[str, str], spot: bool) -> dict[str, Any]:
         gpu = next((g for g in self.gpu_types if g["id"] == fields.get("gpuTypeId")), None)
@@ -304,10 +308,6 @@ def _environ(name: str) -> str | None:
     import os
 
     return os.environ.get(name)
-
-
-def _str(raw: Any) -> str:
-    return str(raw)
 
 
 def _value(raw: str) -> Any:
