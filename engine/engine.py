@@ -30,7 +30,7 @@ from agent.transfer.memory import pin_malloc, share_one_arena
 from engine.errors import SwjobError, one_line
 from engine.jobs import envargs
 from engine.jobs.jobspec import JobSpec
-from engine.jobs.pools import Pool, PoolFileError, PoolSet, load_pools
+from engine.jobs.pools import RENTED, Pool, PoolFileError, PoolSet, load_pools
 from engine.providers import localspawn, vast_sdk
 from engine.providers.base import (
     Bootstrap,
@@ -660,7 +660,7 @@ class Engine:
         self.stream.publish(alert)
 
     def _rents_nodes(self) -> bool:
-        return any(p.provider == "vastai" for p in self.config.pools)
+        return any(p.provider in RENTED for p in self.config.pools)
 
     async def orphans(self) -> list[Orphan]:
         """Nodes billing without a live run (Vast.ai labels and ledger rows), for `swjob gc`

@@ -1,7 +1,8 @@
 """Orphaned nodes: find what is billing without a live run, and destroy it (`swjob gc`).
 
-Two sources, because either can be the only trace of a leak: the Vast.ai accounts
-of the configured pools (every instance whose label marks it as swjob's) and the
+Two sources, because either can be the only trace of a leak: the Vast.ai and RunPod
+accounts of the configured pools (every instance whose label, every pod whose name,
+marks it as swjob's — a pod's listing is read as an instance's, `_pod_row`) and the
 ledger's open rows (written before each create, so even a crash in the middle of one
 leaves a row). A node is an orphan when no live engine drives its run
 (engine/state/ownership.py): a run that never finished but whose owner died is
@@ -31,10 +32,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-from engine.jobs.pools import Pool, PoolFileError, PoolSet
+from engine.errors import ProviderError
+from engine.jobs.pools import RENTED, Pool, PoolFileError, PoolSet
 from engine.providers.base import TeardownError
 from engine.providers.gc_local import collect_local_orphans, find_local_orphans
-from engine.providers.vast_api import RetryPolicy, VastApiError
+from engine.providers.vast_api import RetryPolicy
 from engine.providers.vast_boot import operator_of, run_id_of
 from engine.providers.vastai import CONFIRM_FOR_S, CREATE_SETTLE_S, VastProvider, make_api
 from engine.state import warmnodes
@@ -173,17 +175,39 @@ class RunClaims(Protocol):
 
 def _accounts(pools: Iterable[Pool]) -> list[Pool]:
     """One pool per distinct API key source: each account is listed once."""
-    seen: dict[str | None, Pool] = {}
+    seen: dict[tuple[str, str | None], Pool] = {}
     for pool in pools:
-        if pool.provider == "vastai":
-            seen.setdefault(pool.api_key_env, pool)
+        if pool.provider in RENTED:
+            seen.setdefault((pool.provider, pool.api_key_env), pool)
     return list(seen.values())
 
 
 async def _labelled(pool: Pool, server_url: str | None, retry: RetryPolicy | None) -> list[Any]:
-    api = make_api(pool, server_url=server_url, retry=retry)
-    rows = await api.call("show instances", "show_instances")
+    if pool.provider == "runpod":
+        rows = [_pod_row(p) for p in await _runpod(pool, retry).pods()]
+    else:
+        api = make_api(pool, server_url=server_url, retry=retry)
+        rows = await api.call("show instances", "show_instances")
     return [r for r in rows or [] if run_id_of(r.get("label"))]
+
+
+def _runpod(pool: Pool, retry: RetryPolicy | None, ledger: Ledger | None = None) -> Any:
+    from engine.providers.runpod_provider import RunPodProvider  # the SDK only when needed
+
+    return RunPodProvider(pool, ledger or Ledger(), retry=retry)
+
+
+def _pod_row(pod: dict[str, Any]) -> dict[str, Any]:
+    """A RunPod pod as the Vast instance row the rest of gc reads: its name is its label
+    (`swjob:<operator>:<run>`), its desiredStatus its status, costPerHr its $/h. RunPod
+    lists no birth: the ledger's creation time stands in (`_from_row`)."""
+    return {
+        "id": pod["id"],
+        "label": pod.get("name"),
+        "actual_status": str(pod.get("desiredStatus") or "").lower() or None,
+        "dph_total": pod.get("costPerHr"),
+        "start_date": None,
+    }
 
 
 def _from_row(
@@ -217,7 +241,7 @@ def _from_row(
 def _unlisted(entry: LedgerEntry, pools: PoolSet, now: float, abandoned: set[str]) -> Orphan:
     """A ledger row whose instance no account listing shows: gone, if its pool's account
     was listed; unverifiable if that pool is no longer configured."""
-    listed = entry.pool in pools and pools.get(entry.pool or "").provider == "vastai"
+    listed = entry.pool in pools and pools.get(entry.pool or "").provider == entry.provider
     return Orphan(
         pool=entry.pool or "?",
         run_id=entry.run_id,
@@ -241,7 +265,7 @@ async def find_orphans(
     """Labelled instances and open ledger rows that no live run owns; `abandoned` names
     unfinished runs without a live owner (their nodes are orphans, with a hint).
 
-    Raises VastApiError (one sanitized line) when an account cannot be listed: then
+    Raises ProviderError (one sanitized line) when an account cannot be listed: then
     nothing can be said about its ledger rows either."""
     now = time.time()
     entries = [
@@ -260,7 +284,7 @@ async def find_orphans(
         e
         for e in entries
         if e.entry not in claimed
-        and e.provider == "vastai"
+        and e.provider in RENTED
         and not _maybe_creating(e, abandoned or set(), now, retry or RetryPolicy())
     ]
     return orphans + [_unlisted(e, pools, now, abandoned or set()) for e in unlisted]
@@ -326,9 +350,13 @@ async def _destroy(
         if orphan.status != GONE and orphan.instance_id is not None:
             try:
                 pool = pools.get(orphan.pool)
-                provider = VastProvider(pool, ledger, server_url=server_url, retry=retry)
+                provider = (
+                    _runpod(pool, retry, ledger)
+                    if pool.provider == "runpod"
+                    else VastProvider(pool, ledger, server_url=server_url, retry=retry)
+                )
                 gone = await provider.destroy(orphan.instance_id)
-            except (TeardownError, VastApiError, PoolFileError) as exc:
+            except (TeardownError, ProviderError, PoolFileError) as exc:
                 errors.append(str(exc))
                 continue
             if not gone:  # accepted, still listed: rows and run wait until it is seen gone
@@ -387,7 +415,7 @@ def cli_gc(
     try:
         found = find_orphans(pools, ledger, live, abandoned=abandoned, retry=retry)
         orphans = asyncio.run(found)
-    except VastApiError as exc:  # this machine's nodes are looked for all the same: a
+    except ProviderError as exc:  # this machine's nodes are looked for all the same: a
         # pools file naming a Vast.ai pool whose key is not set left a local run's slot
         # taken for good, its waiting run told that `swjob gc` collects its node
         print(f"swjob gc: {exc}", file=out)

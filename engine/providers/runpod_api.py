@@ -33,6 +33,7 @@ MESSAGE_MAX = 300
 # RunPod's words when a create finds no machine (docs and users' reports say them so)
 NO_CAPACITY = ("no longer any instances available", "not enough free", "no instances")
 _LOCK = threading.Lock()  # the SDK's key is a module global
+Sdk = Callable[..., Any] | str
 
 GPU_TYPES_QUERY = """
 query GpuTypes {
@@ -111,8 +112,10 @@ class RunPodApi:
         """Values the answers may echo (the pod's env) that must never be shown."""
         self._redact = Redactor([self._key, *secrets])
 
-    async def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """`fn` (an SDK function) with the key, retried on transient failures."""
+    async def call(self, what: str, fn: Sdk, *args: Any, **kwargs: Any) -> Any:
+        """`fn` (an SDK function, or its name in `runpod`: the SDK is imported in the
+        call's thread, ~1 s never spent on the event loop) with the key, retried on
+        transient failures."""
         for attempt in range(self._policy.attempts):
             try:
                 return await asyncio.to_thread(self._once, what, fn, *args, **kwargs)
@@ -123,19 +126,20 @@ class RunPodApi:
                 await asyncio.sleep(self._policy.delay(attempt))
         raise AssertionError("unreachable")
 
-    async def once(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def once(self, what: str, fn: Sdk, *args: Any, **kwargs: Any) -> Any:
         """`fn` once: for a create, whose lost answer may have made a pod."""
         return await asyncio.to_thread(self._once, what, fn, *args, **kwargs)
 
-    def _once(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _once(self, what: str, fn: Sdk, *args: Any, **kwargs: Any) -> Any:
         import requests
         import runpod
         from runpod import error as sdk_error
 
+        call = getattr(runpod, fn) if isinstance(fn, str) else fn
         with _LOCK:
             runpod.api_key = self._key
             try:
-                return fn(*args, **kwargs)
+                return call(*args, **kwargs)
             except sdk_error.AuthenticationError:
                 raise RunPodApiError(
                     f"RunPod {what}: the API key was refused (check RUNPOD_API_KEY)", auth=True

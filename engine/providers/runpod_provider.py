@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -180,8 +181,6 @@ class RunPodProvider:
             return str(found["id"])
 
     async def _create_once(self, offer: dict[str, Any], bootstrap: Bootstrap, label: str) -> str:
-        import runpod
-
         pool = self._pool
         bootstrap = replace(
             bootstrap,
@@ -210,7 +209,7 @@ class RunPodProvider:
         else:
             pod = await self.api().once(
                 what,
-                runpod.create_pod,
+                "create_pod",
                 name=label,
                 image_name=pool.image,
                 gpu_type_id=offer["gpu_type_id"],
@@ -231,7 +230,6 @@ class RunPodProvider:
     def _on_orphan(self) -> tuple[str, ...]:
         """An orphaned pod terminates itself with its own pod-scoped key, on the API this
         provider talks to (the stand-in in tests)."""
-        import os
 
         url = os.environ.get(URL_ENV)
         return ("--on-orphan", "terminate-pod", *(("--runpod-url", url) if url else ()))
@@ -244,11 +242,13 @@ class RunPodProvider:
             self._alert(f"pod ledger not written ({exc}); `swjob gc` settles its rows later")
             return None
 
-    async def _named(self, label: str) -> dict[str, Any] | None:
-        import runpod
+    async def pods(self) -> list[dict[str, Any]]:
+        """The account's pods RunPod still runs or bills (a TERMINATED one is gone)."""
+        pods = await self.api().call("list pods", "get_pods")
+        return [p for p in pods or [] if p.get("desiredStatus") not in GONE_STATUSES]
 
-        pods = await self.api().call("list pods", runpod.get_pods)
-        found = [p for p in pods or [] if p.get("name") == label]
+    async def _named(self, label: str) -> dict[str, Any] | None:
+        found = [p for p in await self.pods() if p.get("name") == label]
         return found[0] if found else None
 
     # ---- ownership ----------------------------------------------------------------------
@@ -329,13 +329,11 @@ class RunPodProvider:
     async def destroy(self, pod_id: str) -> bool:
         """Terminate, then look for a while: True once RunPod no longer lists the pod (or
         lists it TERMINATED), False when it still does. TeardownError when refused."""
-        import runpod
-
         try:
             with contextlib.suppress(RunPodApiError):
                 if await self._gone_now(pod_id):
                     return True
-            await self.api().call(f"terminate pod {pod_id}", runpod.terminate_pod, pod_id)
+            await self.api().call(f"terminate pod {pod_id}", "terminate_pod", pod_id)
         except RunPodApiError as exc:
             raise TeardownError(
                 f"could not confirm that RunPod pod {pod_id} is terminated ({exc}); "
@@ -349,9 +347,7 @@ class RunPodProvider:
         return False
 
     async def _pod(self, pod_id: str) -> dict[str, Any] | None:
-        import runpod
-
-        return await self.api().once(f"look up pod {pod_id}", runpod.get_pod, pod_id)
+        return await self.api().once(f"look up pod {pod_id}", "get_pod", pod_id)
 
     async def _gone_now(self, pod_id: str) -> bool:
         pod = await self._pod(pod_id)

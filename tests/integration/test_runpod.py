@@ -12,8 +12,10 @@ import pytest
 
 from agent import orphan
 from engine.engine import Engine
-from engine.jobs.pools import Selection
+from engine.jobs.pools import PoolSet, Selection
 from engine.ops.offers import OffersError, list_offers
+from engine.providers.gc import destroy_orphans, find_orphans
+from engine.providers.vast_boot import label_for
 from engine.state.ledger import Ledger
 from tests.standin.runpod_server import RunPodStandIn
 from tests.support.engines import EngineFactory
@@ -105,3 +107,19 @@ def test_an_orphaned_pod_terminates_itself_with_its_own_key(rp, monkeypatch) -> 
     assert said == f"terminated own RunPod pod {mine.id}" and mine.status == "TERMINATED"
     assert mine.key not in said
     rp.terminate(other.id)
+
+
+async def test_gc_collects_our_orphaned_pod_and_never_anothers(rp) -> None:
+    rp.faults.never_start = True
+    pools = PoolSet({"pod": pod_pool()})
+    ours = rp.add_pod(label_for("run-gone"))  # its engine died before writing it down
+    theirs = rp.add_pod("swjob:another-operator:run-x")
+    notebook = rp.add_pod("my-notebook")  # not swjob's at all: never listed
+    found = {o.instance_id: o for o in await find_orphans(pools, Ledger(), set())}
+    assert set(found) == {ours.id, theirs.id}
+    assert found[theirs.id].foreign == "another-operator" and not found[theirs.id].collectable
+    done = await destroy_orphans(list(found.values()), pools, Ledger())
+    assert done.destroyed == 1 and ours.status == "TERMINATED"
+    assert theirs.status == notebook.status == "RUNNING"
+    rp.terminate(theirs.id)
+    rp.terminate(notebook.id)
