@@ -14,12 +14,14 @@ from agent import orphan
 from engine.engine import Engine
 from engine.jobs.pools import PoolSet, Selection
 from engine.ops.offers import OffersError, list_offers
+from engine.ops.poolcheck import check_pool
 from engine.providers.gc import destroy_orphans, find_orphans
 from engine.providers.vast_boot import label_for
 from engine.state.ledger import Ledger
 from tests.standin.runpod_server import RunPodStandIn
 from tests.support.engines import EngineFactory
 from tests.support.runpod import pod_pool, standin
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -31,7 +33,9 @@ def rp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunPodStandI
 
 @pytest.fixture
 async def engine(rp: RunPodStandIn, make_engine: EngineFactory) -> Engine:
-    return await make_engine(pod_pool(), pod_pool("secure", cloud_type="secure"))
+    quick = {"node_lost_after_s": 2.0}  # a preempted pod goes silent: noticed in ~2 s
+    spot = pod_pool("spot", interruptible=True, bid_fraction=0.6, **quick)
+    return await make_engine(pod_pool(), pod_pool("slow", boot_timeout_s=2.0), spot)
 
 
 async def test_a_job_runs_end_to_end_on_a_pod(engine, rp, make_job, capfd) -> None:
@@ -60,6 +64,38 @@ async def test_a_job_runs_end_to_end_on_a_pod(engine, rp, make_job, capfd) -> No
     assert re.search(r"rpa_pod_[0-9a-f]{32}", written) is None
 
 
+async def test_a_spot_pod_bids_and_an_interruption_fails_the_run_preempted(
+    engine, rp, make_job
+) -> None:
+    run_id = await engine.submit(make_job(run="sleep 60"), "spot")
+
+    def running() -> bool:
+        view = engine.run(run_id)
+        assert view is None or view.phase != "done", view.reason if view else None
+        return view is not None and view.phase == "run"
+
+    await eventually_async(running, timeout=60, what=f"run {run_id} in its run step")
+    [pod] = rp.pods.values()
+    # 60 % of the community RTX 3090's $0.22, above its $0.11 spot price
+    assert pod.bid == 0.132 and pod.row()["podType"] == "INTERRUPTABLE"
+    assert Ledger().open_entries()[0].price_per_hour == 0.132
+    rp.preempt(pod.id)
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    assert view.state == "FAILED", view.reason
+    assert (view.reason or "").startswith("preempted: RunPod stopped spot pod"), view.reason
+    assert "higher bid" in (view.reason or "")  # RunPod's own words
+    assert rp.live() == [] and Ledger().open_entries() == []
+
+
+async def test_an_image_that_never_comes_up_fails_in_runpods_words(engine, rp, make_job) -> None:
+    rp.faults.never_start = True
+    run_id = await engine.submit(make_job(run="true"), "slow")
+    view = await asyncio.wait_for(engine.wait(run_id), 30)
+    assert view.state == "FAILED" and "boot timeout" in (view.reason or "")
+    assert "never came up: Error response from daemon: pull access denied" in (view.reason or "")
+    assert rp.live() == [] and Ledger().open_entries() == []
+
+
 async def test_no_capacity_anywhere_fails_in_one_line(engine, rp, make_job) -> None:
     rp.faults.no_capacity = {"*"}
     run_id = await engine.submit(make_job(run="true"), "pod")
@@ -77,6 +113,14 @@ async def test_a_refused_key_fails_in_one_line(engine, rp, make_job, monkeypatch
     reason = view.reason or ""
     assert view.state == "FAILED" and "API key was refused" in reason, reason
     assert "rpa_wrong" not in reason and rp.api_key not in reason
+
+
+async def test_pools_check_says_whether_the_key_works(rp, monkeypatch) -> None:
+    good = await check_pool(pod_pool())
+    assert good.ok and good.note == "API key works ($RUNPOD_API_KEY; 0 pods on the account)"
+    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_wrong")
+    bad = await check_pool(pod_pool())
+    assert not bad.ok and "API key was refused" in bad.note and "rpa_wrong" not in bad.note
 
 
 async def test_offers_lists_gpu_types_by_cloud_and_price(rp) -> None:
