@@ -16,6 +16,7 @@ from engine.jobs.pools import PoolSet, Selection
 from engine.ops.offers import OffersError, list_offers
 from engine.ops.poolcheck import check_pool
 from engine.providers.gc import destroy_orphans, find_orphans
+from engine.providers.runpod_provider import RunPodProvider
 from engine.providers.vast_boot import label_for
 from engine.state.ledger import Ledger
 from tests.standin.runpod_server import RunPodStandIn
@@ -167,3 +168,18 @@ async def test_gc_collects_our_orphaned_pod_and_never_anothers(rp) -> None:
     assert theirs.status == notebook.status == "RUNNING"
     rp.terminate(theirs.id)
     rp.terminate(notebook.id)
+
+
+async def test_a_pod_whose_create_answer_was_never_written_is_found_by_its_name(rp) -> None:
+    """The engine died between the create and writing its answer down: the ledger's intent
+    (written first) and the pod's name find it; price from the pod's own costPerHr."""
+    rp.faults.never_start = True
+    ledger = Ledger()
+    ledger.record_intent("run-7", "runpod", label_for("run-7"), pool="pod")
+    pod = rp.add_pod(label_for("run-7"))
+    provider = RunPodProvider(pod_pool(), ledger)
+    assert await provider.may_have_node("run-7") and not await provider.may_have_node("run-8")
+    handle = await provider.find_node("run-7")
+    assert handle is not None and handle.node_id == pod.id and handle.price_per_hour == 0.22
+    await provider.teardown(handle)
+    assert pod.status == "TERMINATED" and ledger.open_entries() == []
