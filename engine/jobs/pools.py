@@ -32,6 +32,7 @@ _API_KEY_IN_FILE = (
     "variable holding it"
 )
 _Kind = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_ .,-]{0,127}$")]
+_PoolName = Annotated[str, Field(pattern=f"^{SAFE_NAME.pattern}$")]
 _GpuType = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")]
 _Order = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_ .,+-]{0,199}$")]
 _DEFAULTS = {  # provider → defaults that differ by provider
@@ -131,6 +132,9 @@ class _PoolTable(_Strict):
     """RunPod: the pod's volume (kept while the pod is stopped; swjob never stops one)."""
     container_disk_gb: Annotated[int, Field(ge=1, le=10_000)] = 20
     """RunPod: the pod's container disk, where the job's workspace lives."""
+    fallback: Annotated[tuple[_PoolName, ...], Field(strict=False, max_length=8)] = ()
+    """Pools (of any provider) a run moves to, in order, when this one has no offer under
+    its limits at submit (docs/pools.md#fall-over)."""
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
     """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
     attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""
@@ -275,6 +279,11 @@ def load_pools(path: Path | None = None) -> PoolSet:
     for name, table in tables.items():
         _check_bid(text, source, name, table)
         pools[name] = Pool(**dict(table), name=name)
+    for name, table in tables.items():
+        for other in table.fallback:
+            if other == name or other not in pools:
+                what = "the pool itself" if other == name else "no such pool"
+                _raise(text, source, ("pools", name, "fallback"), f"{other!r}: {what}")
     return PoolSet(pools, source)
 
 

@@ -4,6 +4,7 @@ stand-in, and a real agent started by the pod's own start command, joining over 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent import orphan
-from engine.engine import Engine
+from engine.engine import Engine, SubmitError
 from engine.jobs.pools import PoolSet, Selection
 from engine.ops.offers import OffersError, list_offers
 from engine.ops.poolcheck import check_pool
@@ -22,6 +23,7 @@ from engine.state.ledger import Ledger
 from tests.standin.runpod_server import RunPodStandIn
 from tests.support.engines import EngineFactory
 from tests.support.runpod import pod_pool, standin
+from tests.support.vast import gpu_pool
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
@@ -183,3 +185,22 @@ async def test_a_pod_whose_create_answer_was_never_written_is_found_by_its_name(
     assert handle is not None and handle.node_id == pod.id and handle.price_per_hour == 0.22
     await provider.teardown(handle)
     assert pod.status == "TERMINATED" and ledger.open_entries() == []
+
+
+async def test_a_pool_without_an_offer_falls_over_to_another_providers_pool(
+    api, rp, make_engine, make_job
+) -> None:
+    """A Vast.ai pool with no offer (no host is that reliable) falls over to RunPod."""
+    vast = gpu_pool("vast", selection={"reliability_min": 0.9999}, fallback=("pod",))
+    engine = await make_engine(vast, pod_pool())
+    run_id = await engine.submit(make_job(run="true"), "vast")
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED" and view.pool == "pod", view.reason
+    summary = json.loads((view.run_dir / "run.json").read_text())
+    assert summary["pool"] == "pod"
+    [said] = [a for a in summary["alerts"] if "running on pool 'pod'" in str(a)]
+    assert "pool 'vast' has no offer" in str(said) and "reliability" in str(said)
+    assert rp.live() == [] and api.cloud.instances == {}
+    rp.gpu_types.clear()  # RunPod lists nothing either
+    with pytest.raises(SubmitError, match=r"pool 'vast' has no offer .*; pool 'pod' has no offer"):
+        await engine.submit(make_job(run="true"), "vast")

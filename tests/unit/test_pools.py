@@ -228,6 +228,13 @@ def test_dotted_table_errors_find_their_line(tmp_path: Path) -> None:
     [
         ('[pools.a]\nprovider = "aws"\n', "pools.a.provider", "'local', 'vastai' or 'runpod'"),
         ("[pools.a]\nmax_nodes = 2\n", "pools.a.provider", "required field is missing"),
+        ('[pools.a]\nprovider = "local"\nfallback = ["b"]\n', "pools.a.fallback", "'b': no such"),
+        (
+            '[pools.a]\nprovider = "local"\nfallback = ["a"]\n',
+            "pools.a.fallback",
+            "the pool itself",
+        ),
+        ('[pools.a]\nprovider = "runpod"\n', "pools.a", "a runpod pool needs an `image`"),
         ('[pools."a b"]\nprovider = "local"\n', 'pools."a b"', "not a safe pool name"),
         ('[pools."../x"]\nprovider = "local"\n', 'pools."../x"', "not a safe pool name"),
         ("pools = 1\n", "pools", "expected a table, got an integer"),
