@@ -20,6 +20,7 @@ A pod is a local process: its `dockerArgs` run under the Vast stand-in's contain
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -142,7 +143,8 @@ class RunPodStandIn:
         return f"http://127.0.0.1:{self._server.server_port}"
 
     def __enter__(self) -> RunPodStandIn:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        serve = functools.partial(self._server.serve_forever, poll_interval=0.05)  # quick shutdown
+        threading.Thread(target=serve, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
