@@ -22,6 +22,7 @@ from engine.providers.vast_boot import label_for
 from engine.state.ledger import Ledger
 from tests.standin.runpod_server import RunPodStandIn
 from tests.support.engines import EngineFactory
+from tests.support.jobs import RESUMING
 from tests.support.runpod import pod_pool, standin
 from tests.support.vast import gpu_pool
 from tests.support.waiting import eventually_async
@@ -37,7 +38,9 @@ def rp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunPodStandI
 @pytest.fixture
 async def engine(rp: RunPodStandIn, make_engine: EngineFactory) -> Engine:
     quick = {"node_lost_after_s": 2.0}  # a preempted pod goes silent: noticed in ~2 s
-    spot = pod_pool("spot", interruptible=True, bid_fraction=0.6, **quick)
+    spot = pod_pool(
+        "spot", interruptible=True, bid_fraction=0.6, sync_every_s=0.3, max_attempts=2, **quick
+    )
     return await make_engine(pod_pool(), pod_pool("slow", boot_timeout_s=2.0), spot)
 
 
@@ -67,27 +70,36 @@ async def test_a_job_runs_end_to_end_on_a_pod(engine, rp, make_job, capfd) -> No
     assert re.search(r"rpa_pod_[0-9a-f]{32}", written) is None
 
 
-async def test_a_spot_pod_bids_and_an_interruption_fails_the_run_preempted(
+async def test_a_spot_pod_bids_and_an_interrupted_run_resumes_on_a_new_pod(
     engine, rp, make_job
 ) -> None:
-    run_id = await engine.submit(make_job(run="sleep 60"), "spot")
+    """Interrupted → FAILED "preempted" in RunPod's words → the next attempt, on a new spot
+    pod, carries the synced checkpoint and completes; both pods terminated, both at the bid."""
+    first = await engine.submit(make_job(run=RESUMING, outputs=["ck/", "result.txt"]), "spot")
 
     def running() -> bool:
-        view = engine.run(run_id)
+        view = engine.run(first)
         assert view is None or view.phase != "done", view.reason if view else None
         return view is not None and view.phase == "run"
 
-    await eventually_async(running, timeout=60, what=f"run {run_id} in its run step")
+    await eventually_async(running, timeout=60, what=f"run {first} in its run step")
     [pod] = rp.pods.values()
     # 60 % of the community RTX 3090's $0.22, above its $0.11 spot price
     assert pod.bid == 0.132 and pod.row()["podType"] == "INTERRUPTABLE"
     assert Ledger().open_entries()[0].price_per_hour == 0.132
+    landed = engine.run(first).run_dir / "outputs/ck/last.txt"
+    await eventually_async(landed.exists, what="a live sync landed the checkpoint")
     rp.preempt(pod.id)
-    view = await asyncio.wait_for(engine.wait(run_id), 30)
-    assert view.state == "FAILED", view.reason
-    assert (view.reason or "").startswith("preempted: RunPod stopped spot pod"), view.reason
-    assert "higher bid" in (view.reason or "")  # RunPod's own words
-    assert rp.live() == [] and Ledger().open_entries() == []
+    lost = await asyncio.wait_for(engine.wait(first), 30)
+    assert (lost.reason or "").startswith("preempted: RunPod stopped spot pod"), lost.reason
+    assert "higher bid" in (lost.reason or "")  # RunPod's own words
+    second = engine.successor(first)
+    assert second is not None
+    done = await asyncio.wait_for(engine.wait(second), 60)
+    assert done.state == "COMPLETED", done.reason
+    assert (done.run_dir / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
+    assert rp.live() == [] and len(rp.terminated) == 2 and Ledger().open_entries() == []
+    assert lost.node.price_per_hour == done.node.price_per_hour == 0.132
 
 
 async def test_an_image_that_never_comes_up_fails_in_runpods_words(engine, rp, make_job) -> None:
