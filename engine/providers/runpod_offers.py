@@ -48,7 +48,8 @@ def offers_of(pool: Pool, types: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if pool.interruptible and not isinstance(offer["spot_per_gpu"], int | float):
                 continue  # no spot market for this type here
             found.append(offer)
-    found.sort(key=lambda o: price_paid(pool, o))
+    # a fixed bid pays the same everywhere: then the cheapest market first (least outbid)
+    found.sort(key=lambda o: (price_paid(pool, o), o["spot_per_gpu"] or o["price_per_gpu"]))
     cap = pool.selection.max_price_per_hour
     return [o for o in found if cap is None or price_paid(pool, o) <= cap + 1e-9]
 
