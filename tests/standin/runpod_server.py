@@ -135,6 +135,7 @@ class RunPodStandIn:
         self.faults = Faults()
         self.leaked: list[str] = []
         self.lock = threading.RLock()
+        self._boots: list[threading.Timer] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
 
@@ -150,9 +151,13 @@ class RunPodStandIn:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+        for timer in self._boots:  # no pod boots after the test
+            timer.cancel()
+            timer.join()
         with self.lock:
-            self.leaked = [p for p, pod in self.pods.items() if pod.status != "TERMINATED"]
+            self.leaked = self.live()
             for pod in list(self.pods.values()):
+                pod.status = "TERMINATED"
                 stop_process(pod.process)
             self.pods.clear()
 
@@ -237,7 +242,9 @@ class RunPodStandIn:
                 f"Error response from daemon: pull access denied for {fields.get('imageName')}"
             )
         else:
-            threading.Timer(self.faults.boot_delay_s, self._boot, args=(pod,)).start()
+            timer = threading.Timer(self.faults.boot_delay_s, self._boot, args=(pod,))
+            self._boots.append(timer)
+            timer.start()
         return {
             "id": pod_id,
             "imageName": fields.get("imageName"),
