@@ -41,7 +41,8 @@ async def engine(rp: RunPodStandIn, make_engine: EngineFactory) -> Engine:
     spot = pod_pool(
         "spot", interruptible=True, bid_fraction=0.6, sync_every_s=0.3, max_attempts=2, **quick
     )
-    return await make_engine(pod_pool(), pod_pool("slow", boot_timeout_s=2.0), spot)
+    capped = pod_pool("capped", caps={"max_dollars": 0.0002})  # ~3 s of a $0.22/h pod
+    return await make_engine(pod_pool(), pod_pool("slow", boot_timeout_s=2.0), spot, capped)
 
 
 async def test_a_job_runs_end_to_end_on_a_pod(engine, rp, make_job, capfd) -> None:
@@ -100,6 +101,13 @@ async def test_a_spot_pod_bids_and_an_interrupted_run_resumes_on_a_new_pod(
     assert (done.run_dir / "outputs/result.txt").read_text() == "resumed from epoch-3\n"
     assert rp.live() == [] and len(rp.terminated) == 2 and Ledger().open_entries() == []
     assert lost.node.price_per_hour == done.node.price_per_hour == 0.132
+
+
+async def test_a_capped_run_is_stopped_and_its_pod_terminated(engine, rp, make_job) -> None:
+    run_id = await engine.submit(make_job(run="sleep 60"), "capped")
+    view = await asyncio.wait_for(engine.wait(run_id), 40)
+    assert "cap reached: max_dollars $0.0002" in (view.reason or ""), view.reason
+    assert rp.live() == [] and len(rp.terminated) == 1 and Ledger().open_entries() == []
 
 
 async def test_an_image_that_never_comes_up_fails_in_runpods_words(engine, rp, make_job) -> None:
