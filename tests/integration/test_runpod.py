@@ -61,6 +61,11 @@ async def test_a_job_runs_end_to_end_on_a_pod(engine, rp, make_job, capfd) -> No
     assert view.node.price_per_hour == 0.22 and view.node.offer["gpu_name"] == "RTX 3090"
     assert rp.live() == [] and len(rp.terminated) == 1
     assert Ledger().open_entries() == []
+    events = [json.loads(line) for line in (view.run_dir / "events.jsonl").read_text().splitlines()]
+    boot = {e["phase"]: e["detail"] for e in events if e["kind"] == "boot"}
+    assert boot["offer_chosen"] == "1× RTX 3090 (community cloud)"
+    assert boot["instance_created"] == f"RunPod pod {rp.terminated[0]}"
+    assert {"agent_installed", "agent_joined"} <= set(boot)
     log = (view.run_dir / "logs" / "run.log").read_text()
     # the pod's own key (it can terminate the pod) is kept out of the job's environment
     assert f"pod={rp.terminated[0]} key=\n" in log
