@@ -221,6 +221,33 @@ def test_gc_takes_no_live_run_for_abandoned_when_its_lease_cannot_be_read(
     assert "abandoned" not in listed.stdout, listed.stdout
 
 
+def test_a_deleted_lease_file_does_not_make_a_live_run_abandoned(
+    tmp_path: Path, clis: Callable[..., Cli]
+) -> None:
+    """`rm -rf` of the state dir's leases (a careless user, a local-pool job running as the
+    operator) while a `swjob run` drives its run: its lock is held on a file no one can
+    open, a fresh lock file was free, and gc took the live run for abandoned and
+    destroyed its node. The owner's stamp in the run index (its pid and start) says it
+    lives: gc neither lists nor collects it, and the run completes."""
+    pools = tmp_path / "pools.toml"
+    pools.write_text(POOLS.format(orphan_s=600))
+    job = waiting_job(tmp_path / "live", "live", tmp_path / "release-live")
+    live = clis("run", str(job), "--pools", str(pools), "--runs-dir", str(tmp_path / "runs"),
+                cwd=tmp_path)  # fmt: skip
+    run_dir = only_run_dir(tmp_path / "runs", "live")
+    eventually(lambda: live.has_printed("run | line 3"), 60, "the job running")
+    shutil.rmtree(state_dir() / "leases")
+    try:
+        collected = swjob("gc", "--pools", str(pools), "--yes", cwd=tmp_path, timeout=60)
+    finally:
+        (tmp_path / "release-live").touch()
+    assert live.wait(60) == 0, live.output()
+    assert run_json(run_dir)["state"] == "COMPLETED"
+    assert "abandoned" not in collected.stdout and "collected" not in collected.stdout, (
+        collected.stdout
+    )
+
+
 def test_gc_collects_with_the_pools_its_runs_keep_when_the_pools_file_is_broken(
     tmp_path: Path, clis: Callable[..., Cli]
 ) -> None:
