@@ -686,7 +686,7 @@ class Engine:
             return
         for orphan in found:  # one gc leaves alone says why (describe), not "run swjob gc"
             described, ours = orphan.describe(), orphan.collectable
-            action = " — run `swjob gc`" if ours else ""
+            action = " — run `swjob gc`" if ours or orphan.unattributed else ""  # it asks
             self.alert(f"orphaned node: {described}{action}", orphan=described, collectable=ours)
 
     # ---- reading -----------------------------------------------------------------------
