@@ -75,29 +75,36 @@ async def test_orphans_from_labels_and_ledger_are_found_and_collected(api, pools
 
 
 def test_gc_asks_apart_about_unattributed_instances_and_claims_a_lost_operator_id(
-    api: StandIn, tmp_path
+    api: StandIn, pools: PoolSet
 ) -> None:
     """A shared account: an instance whose label names no operator (an older swjob's, or
     another operator's) is never destroyed by --yes, only on a question of its own; one
     labelled with another operator id is left, unless that id is claimed — an operator
     who lost its state dir (and its id with it) collects its own instances so."""
     api.cloud.faults.never_start = True
-    (tmp_path / "pools.toml").write_text(POOLS_FILE)
     old, lost = stray(api, "swjob:run-old-format"), stray(api, "swjob:0badc0de:run-lost")
 
-    said = swjob("gc", "--yes", "--pools", "pools.toml", cwd=tmp_path).stdout
+    out = io.StringIO()
+    assert cli_gc(pools, yes=True, out=out) == 0
+    said = out.getvalue()
     assert "no operator id in its label" in said, said
     assert "0badc0de's, not ours" in said and f"this operator is {operator_id()}" in said
     assert "left 1 instance(s) without an operator id" in said
     assert {old, lost} <= set(api.cloud.instances)
 
-    asked = swjob("gc", "--pools", "pools.toml", cwd=tmp_path, answer="y\ny\n").stdout
-    assert "1 instance(s) carry no operator id" in asked and "collected 1 of 1" in asked
+    questions: list[str] = []
+    out = io.StringIO()
+    assert cli_gc(pools, yes=False, out=out, ask=lambda q: questions.append(q) or "y") == 0
+    assert "1 instance(s) carry no operator id" in questions[0], questions
+    assert "collected 1 of 1" in out.getvalue()
     assert old not in api.cloud.instances and lost in api.cloud.instances
 
-    claimed = swjob("gc", "--yes", "--claim", "0badc0de", "--pools", "pools.toml", cwd=tmp_path)
-    assert "collected 1 of 1" in claimed.stdout, claimed.stdout + claimed.stderr
-    assert api.cloud.instances == {}
+    out = io.StringIO()
+    assert cli_gc(pools, yes=True, out=out, claim=frozenset({"0badc0de"})) == 0
+    assert "collected 1 of 1" in out.getvalue() and api.cloud.instances == {}
+
+
+def test_gc_claim_takes_only_an_operator_id(tmp_path) -> None:
     refused = swjob("gc", "--claim", "nope", cwd=tmp_path)
     assert refused.returncode == 2 and "'nope' is not an operator id" in refused.stderr
 
