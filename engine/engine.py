@@ -46,7 +46,7 @@ from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView, WarmNodeView, short_id
-from engine.run import abandon, attempts, fsm, reclaim, recovery, warm
+from engine.run import abandon, attempts, fsm, nodeend, reclaim, recovery, warm
 from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
 from engine.run.control import ControlServer, NodeSession
@@ -364,7 +364,7 @@ class Engine:
             endpoint=self._endpoint,
         )
         holder.append(driver)
-        driver.recovery.update(keys)
+        driver.recovery.update(keys, **{ownership.OWNER: ownership.me()})
         return driver
 
     async def adopt(self, run_id: str) -> bool:
@@ -381,6 +381,9 @@ class Engine:
         if found is None:
             return await self._take_recorded(run_id, lease)
         view, saved = found
+        if ownership.elsewhere(saved.get(ownership.OWNER)):  # its lock file deleted under it
+            lease.release()
+            return False
         pool = await self._adoptable_pool(run_id, view, saved, lease)
         self._leases[run_id] = lease
         provider = self._provider(pool)
@@ -456,10 +459,12 @@ class Engine:
 
     def _pool_of(self, view: RunView, saved: dict[str, Any]) -> Pool:
         """The pool to carry the run on. The pools file as it is now wins when it still
-        names the run's pool on the same provider: caps and deadlines the operator changed
-        while the run was unattended are the ones meant. A pool since renamed, removed or
-        moved to another provider falls back to the definition kept with the run (its node
-        lives where that says); runs from before it was kept use the configured pool."""
+        names the run's pool on the same provider: deadlines the operator changed while the
+        run was unattended are the ones meant, and caps may be tightened but never lifted
+        (Caps.tightened_by: the run's node keeps the caps it was started with). A pool
+        since renamed, removed or moved to another provider falls back to the definition
+        kept with the run (its node lives where that says); runs from before it was kept
+        use the configured pool."""
         name = saved.get("pool", view.pool)
         if not saved.get("pool_def"):
             return self.config.pools.get(name)
@@ -469,7 +474,8 @@ class Engine:
             configured = None
         kept = Pool.model_validate_json(saved["pool_def"])
         if configured is not None and configured.provider == kept.provider:
-            return configured.model_copy(update=kept.run_choices())
+            caps = kept.caps.tightened_by(configured.caps)
+            return configured.model_copy(update={**kept.run_choices(), "caps": caps})
         return kept
 
     async def _find_node(self, provider: Provider, run_id: str) -> NodeHandle | None:
@@ -510,13 +516,14 @@ class Engine:
         )
         driver.clock.replay(events)  # phase times (and the cost split) span the restart
         driver.logs.restore(events)  # what the dead owner wrote past its datastream goes
-        driver.recovery.update(saved)
+        driver.recovery.update(saved, **{ownership.OWNER: ownership.me()})  # ours now
         driver.started = set(saved.get("started", []))
         driver.birth_run = saved.get("birth_run", view.run_id)  # a warm node's first run
         driver.session.endpoint_id = saved.get("endpoint_id")
         driver.session.heartbeat_s = recovery.node_heartbeat(saved, driver.session.heartbeat_s)
         driver.session.last_seq = max(saved.get("last_seq", 0), recovery.last_node_seq(events))
-        driver.resume(recovery.fsm_state_of(events, job), handle)
+        node_end = handle and nodeend.unattended_end(saved, pool, attempt, handle, events)
+        driver.resume(recovery.fsm_state_of(events, job), handle, node_end)
         driver.start_work(recovery.continue_run(driver, fault, queued=queued))
         if saved.get("agent_ticket") and saved.get("reattach_key"):
             driver.start_work(
@@ -682,9 +689,10 @@ class Engine:
         """(runs some live engine drives, unfinished runs nobody drives). The first are
         never orphans; the nodes of the second are (engine/state/ownership.py)."""
         assert self._store is not None
-        owned = {v.run_id for v in self.running()} | ownership.owned(self._store.path)
+        rows = self._store.unfinished()
+        owned = {v.run_id for v in self.running()} | ownership.owned(self._store.path, rows)
         owned |= warmnodes.holding_runs(owned)  # kept warm: owned, billing, on their timer
-        unfinished = {v.run_id for v, _ in self._store.unfinished()}
+        unfinished = {v.run_id for v, _ in rows}
         return owned, unfinished - owned
 
     async def collect_orphans(self, orphans: list[Orphan]) -> Collection:
@@ -727,7 +735,7 @@ class Engine:
             return
         for orphan in found:  # one gc leaves alone says why (describe), not "run swjob gc"
             described, ours = orphan.describe(), orphan.collectable
-            action = " — run `swjob gc`" if ours else ""
+            action = " — run `swjob gc`" if ours or orphan.unattributed else ""  # it asks
             self.alert(f"orphaned node: {described}{action}", orphan=described, collectable=ours)
 
     # ---- reading -----------------------------------------------------------------------

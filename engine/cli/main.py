@@ -130,6 +130,15 @@ def _parser() -> argparse.ArgumentParser:
     pull.add_argument("--endpoint", default=None, help="the sink's endpoint (R2, MinIO, …)")
     pull.add_argument("--region", default=None, help="the sink's region")
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
+    gc.add_argument(
+        "--claim",
+        action="append",
+        default=[],
+        type=_operator_id,
+        metavar="OPERATOR_ID",
+        help="also collect instances labelled with this operator id (your own, from a "
+        "state dir since lost; shown in every label, swjob:ID:RUN)",
+    )
     nodes.add_parser(sub)
     return parser
 
@@ -407,7 +416,7 @@ def _gc(args: argparse.Namespace) -> int:
         # rather than unfinished and not yet owned (listed as abandoned)
         rows = store.unfinished()
         unfinished = {view.run_id: view.pool for view, _ in rows}
-        owned = ownership.owned(store.path)
+        owned = ownership.owned(store.path, rows)
         abandoned = {run: pool for run, pool in unfinished.items() if run not in owned}
         nodes.say_kept(sys.stdout)  # warm nodes: owned and billing, never orphans
         return cli_gc(
@@ -418,9 +427,17 @@ def _gc(args: argparse.Namespace) -> int:
             abandoned=set(abandoned),
             abandoned_pools=abandoned,
             claims=Claims(store),
+            claim=frozenset(args.claim),
         )
     finally:
         store.close()
+
+
+def _operator_id(text: str) -> str:
+    """An operator id as labels carry it: 8 hex digits."""
+    if len(text) != 8 or any(c not in "0123456789abcdef" for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an operator id (8 hex digits)")
+    return text
 
 
 def _gc_pools(path: Path | None, kept: list[dict[str, Any]]) -> PoolSet:

@@ -81,6 +81,19 @@ class Caps(_Strict):
     max_hours: Annotated[float, Field(gt=0)] | None = None
     max_dollars: Annotated[float, Field(gt=0)] | None = None
 
+    def tightened_by(self, other: Caps) -> Caps:
+        """These caps, lowered where `other` is lower. A run keeps the caps it was started
+        with (its node keeps them too: agent/budget.py); a pools file changed while the
+        operator was away may tighten them, never lift them."""
+        return Caps(
+            max_hours=_lower(self.max_hours, other.max_hours),
+            max_dollars=_lower(self.max_dollars, other.max_dollars),
+        )
+
+
+def _lower(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
 
 class _PoolTable(_Strict):
     """One `[pools.<name>]` table."""

@@ -125,7 +125,7 @@ class VastProvider:
         self._confirm_every_s = confirm_every_s
         self._confirm_for_s = confirm_for_s
         self._confirming: dict[str, asyncio.Task[None]] = {}
-        self._slots = Slots(pool.max_nodes, pool.name)
+        self._slots = Slots(pool.max_nodes, pool.name, node_gone=self._node_gone)
         self._adopted: dict[str, int] = {}
         self._holding: set[str] = set()  # adopted instances that took a slot
         self._run_of: dict[str, str] = {}  # instance → the run whose slot it holds
@@ -439,6 +439,24 @@ class VastProvider:
         """The instance stays warm: its slot is given back, its ledger rows stay open (it
         bills on, and a claim or gc finds it there)."""
         self._release(handle.node_id)
+
+    async def _node_gone(self, run_id: str) -> bool:
+        """Whether the node of `run_id`, whose operator died holding a slot of this pool,
+        is gone: every instance its open ledger rows name unlisted on two looks (a node
+        that gave up on its own leaves its row open). A row whose create may still answer
+        (no instance id yet) is no proof. Its rows stay open for gc, which ends its run."""
+        rows = [e for e in await asyncio.to_thread(self._ledger.open_entries) if e.run_id == run_id]
+        if any(e.instance_id is None for e in rows):
+            return False
+        try:
+            for look in range(2):
+                await asyncio.sleep(self._boot_poll_s if look else 0)
+                for entry in rows:
+                    if not await self._gone_now(str(entry.instance_id)):
+                        return False
+        except VastApiError:
+            return False
+        return True
 
     def forget(self, instance: str) -> None:
         """gc destroyed the instance and closed its ledger rows: free its pool slot."""

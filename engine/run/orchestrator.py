@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import time
 from collections.abc import Awaitable
 from functools import partial
 from typing import Any
@@ -180,13 +181,18 @@ class RunDriver:
         if outcome.commands:
             self._spawn(self._execute(outcome.commands))
 
-    def resume(self, state: fsm.FsmState, handle: NodeHandle | None) -> None:
+    def resume(
+        self, state: fsm.FsmState, handle: NodeHandle | None, node_end: float | None = None
+    ) -> None:
         """Continue a run an earlier engine process left unfinished: start from `state`
-        instead of JobSubmitted (engine/run/recovery.py re-issues the interrupted command)."""
+        instead of JobSubmitted (engine/run/recovery.py re-issues the interrupted command).
+        `node_end`: the latest its node can have lived unattended (engine/run/nodeend.py),
+        which bounds its cost until its agent is heard again."""
         self._queue = asyncio.Queue()
         self._fsm = state
         self.handle = handle
         if handle is not None:
+            self._cost.end_by(node_end)
             self._cost.start(handle)  # the node has billed all along: cost counts from its birth
 
     def start_work(self, coro: Any) -> asyncio.Task[Any]:
@@ -312,6 +318,7 @@ class RunDriver:
         except DeadlinePassed:
             return False
         hello = self.session.hello
+        self._cost.end_by(None)  # its agent spoke: the node is alive and bills on
         self.remember(endpoint_id=self.session.endpoint_id, agent_ticket=hello and hello.ticket)
         self.boot.joined(hello and hello.boot)
         self._node_event(state)
@@ -386,6 +393,7 @@ class RunDriver:
                 self.publish(ev.Alert(run_id=self.view.run_id, message=message, persistent=True))
                 self._node_event(ev.NodeState.UNCONFIRMED)  # never "gone": it may still bill
             else:
+                self._cost.destroyed(time.time())  # a closed node bills up to its destroy
                 self._node_event(ev.NodeState.GONE)
             await asyncio.to_thread(warm.let_go, self.handle)
         self.post(fsm.NodeTornDown())
