@@ -50,6 +50,7 @@ class ManifestEntry:
     sha256: str | None
     verified: bool
     reason: str | None = None  # why it did not land (vanished, unreadable, refused, changed)
+    synced_earlier: bool = False  # not landed now, but outputs/ holds what a live sync landed
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class PullResult:
     bytes: int
     refused: list[str] = field(default_factory=list)
     attempts: int = 1
+    pruned: list[str] = field(default_factory=list)  # synced earlier, gone from the node since
 
     @property
     def not_landed(self) -> list[ManifestEntry]:
@@ -91,7 +93,8 @@ def manifest_entries(
             continue
         reason = receiver.failed.get(entry.path)
         reason = None if reason is None else redact(reason)
-        out.append(ManifestEntry(entry.path, entry.size, entry.mode, None, False, reason))
+        earlier = (receiver.root / entry.path).is_file()  # reconciled: a file, if anything
+        out.append(ManifestEntry(entry.path, entry.size, entry.mode, None, False, reason, earlier))
     return out
 
 
@@ -113,6 +116,8 @@ def write_manifest(
     if cut_short is not None:
         body["cut_short"] = redact(cut_short)
     body |= {"missing": [redact(m) for m in result.missing], "refused": result.refused}
+    if result.pruned:  # a live sync had landed them; the job deleted or replaced them since
+        body["removed_since_sync"] = [redact(p) for p in result.pruned]
     final = run_dir / "manifest.json"
     with landing(final):
         replace_whole(final, json.dumps(body, indent=2) + "\n")

@@ -45,6 +45,7 @@ from engine.run.manifest import (
     worth_another_pass,
     write_manifest,
 )
+from engine.run.reconcile import reconcile
 
 __all__ = [
     "LandingFailed",
@@ -344,21 +345,25 @@ async def pull_outputs(
     ManifestNotWritten, carrying what landed, when it refuses the manifest. Cancelled
     while `stopped.why` says why, the manifest names every output that did not land with
     that reason, and `stopped.result` holds what did."""
-    receiver = Receiver(run_dir / "outputs", hash_chunked=True, per_file=True)
-    with landing(run_dir / "outputs"):
-        (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
+    outputs = run_dir / "outputs"
+    receiver = Receiver(outputs, hash_chunked=True, per_file=True)
+    with landing(outputs):
+        outputs.mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []
     listings: list[_Listing] = []
+    pruned: list[str] = []  # landed by a live sync, since deleted or replaced by the job
 
     def result(listing: _Listing, attempts: int) -> PullResult:
         files = manifest_entries(listing.entries, receiver, redact)
         total = sum(e.size for e in files if e.verified)
         refused = [redact(line) for line in [*listing.refused, *receiver.refused]]
-        return PullResult(files, listing.missing, total, refused, attempts)
+        return PullResult(files, listing.missing, total, refused, attempts, pruned)
 
     async def attempt(number: int) -> _Listing:
         listing = await _list(link, patterns)
         listings.append(listing)
+        if len(listings) == 1:  # before anything lands (a retry keeps what it holds)
+            pruned.extend(await asyncio.to_thread(reconcile, outputs, listing.entries))
         files = [e for e in listing.entries if e.kind == "file"]
         if not meters:
             meters.append(ProgressMeter(on_progress, sum(e.size for e in files), len(files)))
