@@ -1,7 +1,8 @@
 """A hostile job hunting the node's credentials: on a rented node (the Vast stand-in, whose
 instance env carries the join token and the instance's own API key, as Vast's does) it
 dumps its environment and the agent's `/proc/<pid>/environ`, and finds neither the join
-token, nor the container's key, nor the run's re-attach secret."""
+token, nor the container's key, nor the run's re-attach secret; nor does `swjob shell`'s
+environment hold them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import asyncio
 
 import pytest
 
+from agent.livewire import ShellOpen
+from agent.shell import Kind, frame, read_frame
 from engine.engine import Engine
 from engine.state.store import Store
 from tests.standin.server import StandIn
@@ -52,3 +55,36 @@ async def test_a_job_reading_its_env_and_proc_finds_no_credential(
     cmdline = (outputs / "agent_cmdline.txt").read_text()
     assert reattach_secret not in cmdline and token not in cmdline
     assert "--reattach-id" in cmdline  # only the public half is on the node
+
+
+async def test_a_shell_on_the_node_finds_no_credential_in_its_env(
+    engine, api: StandIn, make_job, tmp_path
+) -> None:
+    release = tmp_path / "release"
+    job = make_job(run=f"while [ ! -e {release} ]; do sleep 0.1; done")
+    run_id = await engine.submit(job, "gpu")
+    try:
+        await eventually_async(lambda: (v := engine.run(run_id)) and v.phase == "run", 60)
+        (instance,) = api.cloud.instances.values()
+        said = await _shell_output(engine, run_id, b"env; echo ENV-DONE; exit\n")
+    finally:
+        release.touch()
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    assert view.state == "COMPLETED", view.reason
+    assert "ENV-DONE" in said and "PATH=" in said  # the shell ran and printed its env
+    for secret in (instance.container_key, instance.request["env"]["SWJOB_JOIN_TOKEN"]):
+        assert secret not in said
+
+
+async def _shell_output(engine: Engine, run_id: str, typed: bytes) -> str:
+    """What a shell opened through the engine prints for `typed`, up to its exit."""
+    stream = await engine.live.open(run_id, ShellOpen())
+    await stream.send.write_all(frame(Kind.DATA, typed))
+    out = b""
+    async with asyncio.timeout(30):
+        while (got := await read_frame(stream.reader)) is not None:
+            kind, body = got
+            if kind is Kind.EXIT:
+                break
+            out += body if kind is Kind.DATA else b""
+    return out.decode(errors="replace")
