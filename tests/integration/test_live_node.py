@@ -108,6 +108,8 @@ async def test_console_forward_serves_concurrent_requests_and_closes_with_the_ru
     port = free_port()
     run = f"echo one > a.txt; echo two > b.txt; exec python3 -m http.server {port} --bind 127.0.0.1"
     run_id = await running(engine, make_job, run)
+    with pytest.raises(LiveUnavailable, match="local port 70000 is not a TCP port"):
+        await engine.live.forward(run_id, port, 70000)
     fwd = await engine.live.forward(run_id, port)
     assert await served(fwd.local_port, "a.txt") == "one\n"  # the node's server is up
     sock = socket.create_connection(("127.0.0.1", fwd.local_port))  # held open while others run
