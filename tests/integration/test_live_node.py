@@ -14,6 +14,7 @@ import pexpect
 import pytest
 
 from agent.livewire import ShellOpen
+from engine.cli.live import check_port
 from engine.engine import Engine
 from engine.run.liveops import LiveUnavailable
 from tests.support.http import fetch, served
@@ -233,20 +234,16 @@ async def test_a_shell_from_a_terminal_without_a_size_gets_80x24(engine, make_jo
     await stop(engine, run_id)
 
 
-@pytest.mark.parametrize(
-    ("args", "said"),
-    [
-        (["0"], "node port 0 is not a TCP port (1-65535)"),
-        (["70000"], "node port 70000 is not a TCP port (1-65535)"),
-        (["8000", "--local", "0"], "local port 0 is not a TCP port (1-65535)"),
-    ],
-)
-async def test_forward_refuses_a_port_that_is_not_one_in_one_line(args, said) -> None:
+async def test_forward_refuses_a_port_that_is_not_one_in_one_line() -> None:
     proc = await asyncio.create_subprocess_exec(
-        *CLI, "forward", "no-such-run", *args,
+        *CLI, "forward", "no-such-run", "0",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
     assert proc.returncode == 1 and out == b""
-    assert err.decode() == f"error: {said}\n"
+    assert err.decode() == "error: node port 0 is not a TCP port (1-65535)\n"
+    for port, what in ((70000, "node port"), (0, "local port"), (-1, "local port")):
+        with pytest.raises(LiveUnavailable, match=f"^{what} {port} is not a TCP port"):
+            check_port(port, what)
+    check_port(None, "local port")  # none given: the private Unix socket
