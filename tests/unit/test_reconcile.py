@@ -36,3 +36,19 @@ def test_deleted_and_retyped_paths_go_and_the_rest_stays(tmp_path: Path) -> None
 
 def test_nothing_to_do_on_a_missing_landing_dir(tmp_path: Path) -> None:
     assert reconcile(tmp_path / "none", [Entry("a", "file")]) == []
+
+
+def test_the_manifest_says_when_outputs_keeps_an_earlier_synced_version(tmp_path: Path) -> None:
+    """A file that did not land in the final pull while a live sync's copy of it is still
+    in outputs/: the manifest says so, as it lists what is there."""
+    from agent.transfer.receiver import Receiver
+    from engine.run.manifest import manifest_entries
+
+    (tmp_path / "synced").write_text("v1")
+    receiver = Receiver(tmp_path, per_file=True)
+    receiver.failed.update({"synced": "changed while read", "never": "vanished"})
+    entries = [Entry("synced", "file", 2), Entry("never", "file", 2)]
+    by_path = {e.path: e for e in manifest_entries(entries, receiver, str)}
+    receiver.close()
+    assert by_path["synced"].synced_earlier and not by_path["synced"].verified
+    assert not by_path["never"].synced_earlier
