@@ -174,10 +174,15 @@ class RunDriver:
                 exit_code=outcome.state.exit_code,
             )
         )
-        if isinstance(event, fsm.OperatorStop) and before.state is fsm.JobState.FAILED:
-            # the verdict stands (the exit code decided it); say why collection was cut short
-            message = f"output collection cut short: {event.reason}"
-            self.publish(ev.Alert(run_id=self.view.run_id, message=message))
+        stop_or_loss = isinstance(event, fsm.OperatorStop | fsm.NodeLost)
+        if stop_or_loss and before.phase is fsm.Phase.COLLECTING:
+            # the verdict stands (the exit code decided it); say why collection was cut
+            # short, and record it for every output that did not land
+            why = self.redact(fsm.reason_of(event) or "stopped")
+            self.transfers.cut_short(why)
+            self.publish(
+                ev.Alert(run_id=self.view.run_id, message=f"output collection cut short: {why}")
+            )
         if outcome.commands:
             self._spawn(self._execute(outcome.commands))
 
@@ -335,7 +340,7 @@ class RunDriver:
             if not isinstance(verdict, Listed) or not await self.session.answers():
                 break  # seen dead, or the agent fell silent too
             if not verdict.gone:
-                self.post(fsm.NodeGoing(fsm.reason_for(nodeloss.loss_event(verdict)) or ""))
+                self.post(fsm.NodeGoing(fsm.reason_of(nodeloss.loss_event(verdict)) or ""))
                 return
             if not said:
                 said = True
