@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from iroh import iroh_ffi
+
 from agent import endpoint, procgroup
 from agent.protocol import (
     CTL_ALPN,
@@ -119,9 +121,14 @@ class FakeOrchestrator:
 
     async def _accept_loop(self) -> None:
         while (incoming := await self.ep.accept_next()) is not None:
-            accepting = await incoming.accept()
-            alpn = await accepting.alpn()
-            conn = await accepting.connect()
+            try:
+                accepting = await incoming.accept()
+                alpn = await accepting.alpn()
+                conn = await accepting.connect()
+            except iroh_ffi.IrohError:
+                # a dial the agent gave up mid-handshake (its timeout, on a loaded machine):
+                # the next one must still be accepted, as the engine's server does
+                continue
             if alpn == CTL_ALPN:
                 self._spawn(self._serve_ctl(conn))
             elif alpn == XFER_ALPN:
