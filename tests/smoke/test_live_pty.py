@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.smoke.test_tui_pty import console, write_job
+from tests.smoke.test_tui_pty import console
+from tests.support.jobs import write_job
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def test_bang_opens_a_shell_on_the_node_and_the_console_resumes(tmp_path: Path) -> None:
-    job = write_job(tmp_path / "job", "longjob", "sleep 60")
+    job = write_job(tmp_path / "job", name="longjob", run="sleep 60", outputs=["out.txt"])
     term = console(tmp_path, str(job))
     try:
         term.wait_for(lambda text: "RUNNING" in text and " run " in text)
