@@ -135,6 +135,7 @@ class BoardScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._pools.display = self.prefs.pools
+        self.set_class(not self.prefs.preview, "-no-preview")
         self.refresh_all()
         self._table.focus()
 
@@ -148,6 +149,7 @@ class BoardScreen(Screen[None]):
 
     def action_toggle_preview(self) -> None:
         self.prefs.preview = not self.prefs.preview
+        self.set_class(not self.prefs.preview, "-no-preview")
         self._refresh_selection()
         self._remember()
 

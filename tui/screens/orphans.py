@@ -112,10 +112,12 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
         return any(o.collectable for o in self.found or [])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`y`/enter is shown disabled (dimmed, does nothing) while what is listed is none
-        of ours to destroy; with nothing listed it closes the dialog, as `n` does."""
-        if action == "answer" and parameters == (True,) and self.found and not self._ours():
-            return None
+        """`y`/enter is offered only once something listed is ours to destroy: while the
+        accounts are listed, and when nothing was found, the dialog offered to destroy
+        nothing. What is listed but none of ours shows it disabled (the outcome line
+        says why)."""
+        if action == "answer" and parameters == (True,) and not self._ours():
+            return None if self.found else False
         return True
 
     def action_answer(self, destroy: bool) -> None:
