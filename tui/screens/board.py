@@ -21,6 +21,7 @@ from tui import prefs
 from tui.api import Clock, EngineAPI
 from tui.chains import ChainRows
 from tui.feed import Feed
+from tui.live import forwards_text
 from tui.messages import OpenRun, RunsUpdated
 from tui.owners import owner
 from tui.queue import busy_by_pool, queued
@@ -230,7 +231,8 @@ class BoardScreen(Screen[None]):
         if run is None:
             self._preview.show(None)
         else:
-            self._preview.show(run, queued(run, self._busy), owner(run))
+            forwards = forwards_text(self.engine.live.forwards(run.run_id)) if run.live else ""
+            self._preview.show(run, queued(run, self._busy), owner(run), forwards)
             self._preview.collapse_if_silent()
 
     def _refresh_pools(self, everything: list[RunView]) -> None:
