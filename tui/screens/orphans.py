@@ -70,6 +70,8 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
             "enter", "answer(True)", "Destroy them", show=False, id="swjob.orphans.answer_enter"
         ),
         Binding("n", "answer(False)", "Cancel", id="swjob.orphans.answer_false"),
+        # with nothing listed, y and enter close the dialog (not offered as such)
+        Binding("y,enter", "close", "Close", show=False, id="swjob.orphans.close"),
         Binding("escape", "answer(False)", "Cancel", show=False, id="swjob.orphans.answer_escape"),
     ]
 
@@ -118,7 +120,12 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
         says why)."""
         if action == "answer" and parameters == (True,) and not self._ours():
             return None if self.found else False
+        if action == "close":
+            return not self.found  # listed, none of ours: y stays disabled, said why
         return True
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
     def action_answer(self, destroy: bool) -> None:
         self.dismiss(self.found if destroy and self._ours() else None)
