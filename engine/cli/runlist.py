@@ -111,4 +111,5 @@ def _copy_log(path: Path) -> None:
         for raw in handle:
             line = raw.decode("utf-8", "replace")
             end = "\n" if line.endswith("\n") else ""
-            sys.stdout.write(visible(line.removesuffix("\n")) + end)
+            # a progress update's lone CR (agent/lines.py) ends its line, as its newline does
+            sys.stdout.write(visible(line.removesuffix("\n").removesuffix("\r")) + end)
