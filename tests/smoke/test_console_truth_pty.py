@@ -51,8 +51,8 @@ def test_an_adopted_run_shows_its_first_line_and_following_survives_resizes(
         term.press("\r")  # the detail of the run, following its tail
         term.wait_for(lambda text: "following" in text and "tick" in text, timeout=30)
         term.press("g")  # its top: the first line, not the adoption's, and none twice
-        text = term.wait_for("line 1", timeout=10)
-        assert "paused" in text and text.count("line 3") == 1, text
+        text = term.wait_for(lambda t: "line 1" in t and "paused" in t, timeout=10)
+        assert text.count("line 3") == 1, text
         term.press("G")
         term.wait_for("following", timeout=10)
         for cols, rows in ((80, 24), (160, 45), (100, 30)):
