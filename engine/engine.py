@@ -392,7 +392,9 @@ class Engine:
             provider.adopt(handle)
         else:
             handle = await self._find_node(provider, run_id)
-        events = read_events(view.run_dir / "events.jsonl")
+        # in a thread: a flooded run's events.jsonl is hundreds of MB, and parsing it held
+        # the console's loop (every key and run) for seconds at each adoption
+        events = await asyncio.to_thread(read_events, view.run_dir / "events.jsonl")
         queued = handle is None and await self._still_queued(provider, run_id, events)
         self._launch(self._recovered_driver(view, saved, pool, handle, events, queued=queued))
         return True
@@ -507,7 +509,8 @@ class Engine:
         """A driver carrying on `view` from its `events`; `queued`: it was still waiting for
         a slot of its pool when its operator died (recovery.still_queued)."""
         job, fault = recovery.recovered_job(view, saved)
-        self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
+        seq = events[-1].seq if events else 0
+        self.stream.open_run(view.run_id, view.run_dir / "events.jsonl", seq)
         keys = {k: saved[k] for k in ("token", "reattach_key") if saved.get(k)}
         attempt = attempts.from_record(saved.get("attempt"))
         self._chains.pools[view.run_id] = pool

@@ -154,4 +154,5 @@ def _write(data: bytes) -> None:
         return
     for line in data.decode("utf-8", "replace").splitlines(keepends=True):
         end = "\n" if line.endswith("\n") else ""
-        sys.stdout.write(visible(line.removesuffix("\n")) + end)
+        # a progress update's lone CR (agent/lines.py) ends its line, as its newline does
+        sys.stdout.write(visible(line.removesuffix("\n").removesuffix("\r")) + end)

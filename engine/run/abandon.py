@@ -135,7 +135,7 @@ async def mark_node_gone(store: Store, run_id: str, instance: str) -> str | None
 async def _appended(view: RunView, events: list[ev.Event], *more: ev.Event) -> RunView:
     """Append `more` to the run's events.jsonl (after `events`, read from it): the view then."""
     stream = Datastream()
-    stream.open_run(view.run_id, view.run_dir / "events.jsonl")
+    stream.open_run(view.run_id, view.run_dir / "events.jsonl", events[-1].seq if events else 0)
     added = [stream.publish(event) for event in more]
     await stream.close_run(view.run_id)
     stream.close()
