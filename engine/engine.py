@@ -41,7 +41,7 @@ from engine.providers.base import (
     silence_for,
 )
 from engine.providers.registry import make_provider
-from engine.report import appender, scope
+from engine.report import appender, notifier, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
@@ -128,6 +128,7 @@ class Engine:
         self._adopting: asyncio.Task[None] | None = None
         self._unadoptable: set[str] = set()
         self._warm_read: tuple[float, list[WarmNodeView]] = (-WARM_READ_S, [])
+        self._notifier: notifier.Notifier | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -151,6 +152,7 @@ class Engine:
             await self._adopt_orphans()
             self._adopting = asyncio.create_task(self._keep_adopting())
         self._orphan_check = asyncio.create_task(self._check_orphans())
+        self._notifier = notifier.for_engine(self)  # None: no `notify` targets
         if self.config.warm_agents:
             localspawn.warm()  # last: its imports run while the caller goes on
 
@@ -201,6 +203,8 @@ class Engine:
         if self._index is not None and (unwritten := await self._index.close()):
             self._say_unwritten(unwritten)
         self.stream.close()
+        if self._notifier is not None:  # its last notices, a bounded while
+            await self._notifier.close()
         for store in (self._store, self._writes):
             if store is not None:
                 store.close()
