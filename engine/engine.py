@@ -41,7 +41,7 @@ from engine.providers.base import (
     silence_for,
 )
 from engine.providers.registry import make_provider
-from engine.report import appender, notifier, scope
+from engine.report import appender, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
@@ -62,6 +62,7 @@ from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import foreign_dir, set_private_umask
 from engine.state.store import Store
+from engine.watch import hostwatch, notifier
 
 if TYPE_CHECKING:
     from engine.providers.gc import Collection, Orphan
@@ -129,6 +130,7 @@ class Engine:
         self._unadoptable: set[str] = set()
         self._warm_read: tuple[float, list[WarmNodeView]] = (-WARM_READ_S, [])
         self._notifier: notifier.Notifier | None = None
+        self._host_watch: hostwatch.HostWatch | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -152,7 +154,9 @@ class Engine:
             await self._adopt_orphans()
             self._adopting = asyncio.create_task(self._keep_adopting())
         self._orphan_check = asyncio.create_task(self._check_orphans())
-        self._notifier = notifier.for_engine(self)  # None: no `notify` targets
+        pools = self.config.pools  # None below: no `notify` target, no pool rents nodes
+        self._notifier = notifier.for_engine(pools, self.subscribe, self.run, self.masker)
+        self._host_watch = hostwatch.for_engine(pools, self.subscribe, self.run)
         if self.config.warm_agents:
             localspawn.warm()  # last: its imports run while the caller goes on
 
@@ -205,6 +209,8 @@ class Engine:
         self.stream.close()
         if self._notifier is not None:  # its last notices, a bounded while
             await self._notifier.close()
+        if self._host_watch is not None:
+            await self._host_watch.close()
         for store in (self._store, self._writes):
             if store is not None:
                 store.close()

@@ -1,5 +1,5 @@
 """`swjob`: the headless CLI — run, sweep, validate, plan, runs, logs, attach, stop, shell,
-forward, pull, gc, nodes, notify.
+forward, pull, gc, nodes, notify, hosts.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.cli import nodes, notify, sweepargs
+from engine.cli import hosts, nodes, notify, sweepargs
 from engine.errors import UnusableDirError
 from engine.jobs.fileerror import ConfigFileError
 from engine.state.paths import DEFAULT_RUNS_DIR
@@ -132,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
     nodes.add_parser(sub)
     notify.add_parser(sub)
+    hosts.add_parser(sub)
     return parser
 
 
@@ -460,6 +461,7 @@ _COMMANDS = {
     "completion": _completion,
     "pull": _pull,
     "notify": notify.main,
+    "hosts": hosts.main,
 }
 
 

@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from engine.jobs.pools import load_pools
-    from engine.report.notifier import all_targets, send_once, service
+    from engine.watch.notifier import all_targets, send_once, service
 
     pools = load_pools(args.pools)
     targets = all_targets([pools.notify, *(pool.notify for pool in pools)])

@@ -121,6 +121,9 @@ class _PoolTable(_Strict):
     """The bid in $/h for the whole machine; offers whose minimum bid is higher are skipped."""
     bid_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
     """The bid as a fraction of each offer's on-demand price (e.g. 0.6)."""
+    bad_host_ttl_h: Annotated[float, Field(ge=0, le=8760)] = 72.0
+    """A host whose node never joined or was lost is left out of this pool's offer
+    selection this many hours (0: never remembered; `swjob hosts`)."""
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
     """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
     attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""

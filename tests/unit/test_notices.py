@@ -1,4 +1,4 @@
-"""What of a run's events becomes a notice (engine/report/notices.py): each thing worth
+"""What of a run's events becomes a notice (engine/watch/notices.py): each thing worth
 telling said once — the next attempt, a cap at 80 %, GPUs idle, a node that may still be
 billing, the end with its cost, duration and outputs — and nothing for the rest."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from engine.jobs.pools import Caps
 from engine.report import events as ev
-from engine.report.notices import Notices
 from engine.report.views import RunView
+from engine.watch.notices import Notices
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

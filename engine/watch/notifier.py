@@ -1,4 +1,4 @@
-"""Deliver notices (engine/report/notices.py) through Apprise to the pools file's `notify`
+"""Deliver notices (engine/watch/notices.py) through Apprise to the pools file's `notify`
 targets: a subscriber to the engine's datastream, so it never holds a run up.
 
 Each target is sent to in a thread (Apprise's HTTP is blocking), retried RETRIES times a
@@ -13,18 +13,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
-from engine.jobs.pools import Caps
+from engine.jobs.pools import Caps, PoolSet
 from engine.report.datastream import Subscription
-from engine.report.notices import Notice, Notices
+from engine.report.views import RunView
+from engine.watch.notices import Notice, Notices
 
 RETRIES = 3
 RETRY_AFTER_S = (1.0, 3.0)  # the waits between tries (the last repeated)
 CLOSE_WAIT_S = 15.0
-
-if TYPE_CHECKING:
-    from engine.engine import Engine
 
 log = logging.getLogger("swjob.engine")
 
@@ -109,17 +106,20 @@ async def _deliver(url: str, title: str, body: str) -> None:
     log.warning("notification to %s failed %d times: %s", service(url), RETRIES, title)
 
 
-def for_engine(engine: Engine) -> Notifier | None:
+def for_engine(
+    pools: PoolSet,
+    subscribe: Callable[[], Subscription],
+    view_of: Callable[[str], RunView | None],
+    masker: Callable[[str], Callable[[str], str]],
+) -> Notifier | None:
     """The engine's notifier, or None when its pools file names no target."""
-    pools = engine.config.pools
     if not all_targets([pools.notify, *(pool.notify for pool in pools)]):
         return None
 
     def caps_of(name: str) -> Caps | None:
         return pools.get(name).caps if name in pools else None
 
-    notices = Notices(caps_of, engine.run)
-    return Notifier(engine.subscribe(), notices, pools.targets, engine.masker)
+    return Notifier(subscribe(), Notices(caps_of, view_of), pools.targets, masker)
 
 
 def _same(text: str) -> str:

@@ -1,6 +1,6 @@
 """What of a run's datastream is worth telling someone away from the screen, said once.
 
-Pure: events in, notices out (engine/report/notifier.py delivers them). Read from the
+Pure: events in, notices out (engine/watch/notifier.py delivers them). Read from the
 datastream, so a run started from the console, `swjob run` or the Python API is told
 about alike. The text is masked by the caller with the run's own redaction.
 """
