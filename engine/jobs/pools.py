@@ -105,7 +105,12 @@ class _PoolTable(_Strict):
     """pip requirement the node installs the agent from; default: this build (agent_source)."""
     api_key_env: Annotated[str, Field(pattern=_ENV_NAME)] | None = None
     idle_gpu_alert_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 600.0
-    """Alert when every GPU stays under 5 % this long while the job's `run` step runs."""
+    """Alert when every GPU stays under `idle_gpu_util_pct` this long while `run` runs."""
+    idle_gpu_stop_s: Annotated[float, Field(gt=0, le=30 * 86400)] | None = None
+    """Stop the run, FAILED "GPU idle for 20 min" after its outputs are collected, when
+    every GPU stays under `idle_gpu_util_pct` this long while `run` runs (None: never)."""
+    idle_gpu_util_pct: Annotated[float, Field(ge=0, le=100)] = 5.0
+    """The utilisation under which a GPU counts as idle, for the alert and the stop."""
     orphan_timeout_s: Annotated[float, Field(gt=0, le=30 * 86400)] = 1800.0
     """A node whose operator has been silent this long stops its job and releases itself
     (a Vast instance destroys itself; a local node exits and removes its directory)."""

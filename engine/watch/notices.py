@@ -121,6 +121,8 @@ class Notices:
     def _ended(self, event: ev.Finished, run: _Run) -> Notice:
         view = self._view_of(event.run_id)
         ended = f"stopped: {event.reason}" if _capped(event) else event.state
+        if event.reason and not _capped(event):
+            ended += f": {event.reason}"  # node lost, preempted, GPU idle…
         title = f"swjob: {run.name} {ended}"
         lines = [f"run {event.run_id} on pool {run.pool}: {event.state}"]
         if event.reason:
