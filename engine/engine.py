@@ -742,6 +742,12 @@ class Engine:
 
     # ---- reading -----------------------------------------------------------------------
 
+    def notify(self, pool: str | None, title: str, body: str) -> None:
+        """Tell the pools file's `notify` targets (and `pool`'s) something of no one run —
+        a sweep's end (docs/notifications.md); nothing when none is configured."""
+        if self._notifier is not None:
+            self._notifier.tell(pool, title, body)
+
     def subscribe(self, maxsize: int = 10_000) -> Subscription:
         return self.stream.subscribe(maxsize)
 

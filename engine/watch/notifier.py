@@ -79,6 +79,10 @@ class Notifier:
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
 
+    def tell(self, pool: str | None, title: str, body: str) -> None:
+        """A notice of the engine's own (a sweep's end), to `pool`'s targets."""
+        self._say(Notice("", pool, "engine", title, body))
+
     async def close(self) -> None:
         """Once the subscription has ended: wait for the last notices, a bounded while."""
         with contextlib.suppress(TimeoutError):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.api import Sweep, expand
 from engine.jobs.pools import Caps
 from engine.state.paths import default_pools_file
 from tests.support.cli import swjob
@@ -66,3 +67,21 @@ def test_notify_test_says_per_target_whether_it_was_taken(tmp_path: Path) -> Non
     assert tested.returncode == 1, tested
     assert "1. json://… ok" in tested.stdout and "2. json://… FAILED" in tested.stdout
     assert "127.0.0.1" not in tested.stdout + tested.stderr  # the URL is never shown
+
+
+async def test_a_sweep_says_its_end_once_after_its_runs(
+    tmp_path: Path, make_job, receiver: Receiver
+) -> None:
+    _pools_file(receiver.url)
+    job = make_job(run='exit "$X"', name="sw")
+    async with engine_with(tmp_path / "runs") as engine:
+        sweep = Sweep(engine, job, expand({"X": ["0", "3"]}), concurrency=2)
+        await sweep.run()
+    titles = receiver.titles()
+    assert titles.count("swjob: sweep sw finished: 1 COMPLETED, 1 FAILED") == 1, titles
+    assert sorted(t for t in titles if "sweep" not in t) == [
+        "swjob: sw[X=0] COMPLETED",
+        "swjob: sw[X=3] FAILED: run exited with code 3",
+    ]
+    [summary] = [m for m in receiver.messages if "sweep" in m["title"]]
+    assert summary["message"] == f"sweep {sweep.sweep_id}: 2 variants, $0.00 spent"
