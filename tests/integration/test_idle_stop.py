@@ -12,7 +12,7 @@ import pytest
 from engine.state.paths import default_pools_file
 from tests.support import fake_gpu
 from tests.support.receiver import Receiver
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -41,4 +41,5 @@ async def test_a_job_whose_gpus_idle_is_stopped_with_its_outputs(
     assert (view.run_dir / "outputs/result.txt").read_text() == "partial\n"
     assert any("GPUs idle: under 3 %" in alert for alert in view.all_alerts)
     told = f"swjob: t FAILED: {view.reason}"
-    eventually(lambda: told in receiver.titles(), timeout=20)
+    both = {told, "swjob: t: GPUs idle"}  # the alert's too: nothing left on its way
+    await eventually_async(lambda: both <= set(receiver.titles()), timeout=20)

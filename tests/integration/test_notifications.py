@@ -6,12 +6,14 @@ target whether the message was taken."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from pathlib import Path
 
 import pytest
 
 from engine.api import Sweep, expand
+from engine.cli import notify
 from engine.jobs.pools import Caps
 from engine.state.paths import default_pools_file
 from tests.support.cli import swjob
@@ -52,14 +54,14 @@ async def test_a_capped_run_is_told_once_each_secrets_masked(
     assert all(SECRET not in m["title"] + m["message"] for m in receiver.messages)
 
 
-def test_notify_test_says_per_target_whether_it_was_taken(tmp_path: Path) -> None:
+def test_notify_test_says_per_target_whether_it_was_taken(tmp_path: Path, capsys) -> None:
     ok = Receiver()
     gone = Receiver()
     gone.close()  # nothing listens there any more
     try:
         _pools_file(ok.url, gone.url)
-        listed = swjob("notify", cwd=tmp_path)
-        assert listed.returncode == 0 and listed.stdout.count("json://…") == 2, listed
+        assert notify.main(argparse.Namespace(test=False, pools=None)) == 0  # listed only
+        assert capsys.readouterr().out == "1. json://…\n2. json://…\n"
         tested = swjob("notify", "--test", cwd=tmp_path)
         eventually(lambda: ok.titles() == ["swjob: test"], timeout=10)
     finally:
