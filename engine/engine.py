@@ -62,6 +62,7 @@ from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import foreign_dir, set_private_umask
 from engine.state.store import Store
+from engine.watch import hostwatch, notifier
 
 if TYPE_CHECKING:
     from engine.providers.gc import Collection, Orphan
@@ -128,6 +129,8 @@ class Engine:
         self._adopting: asyncio.Task[None] | None = None
         self._unadoptable: set[str] = set()
         self._warm_read: tuple[float, list[WarmNodeView]] = (-WARM_READ_S, [])
+        self._notifier: notifier.Notifier | None = None
+        self._host_watch: hostwatch.HostWatch | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -151,6 +154,9 @@ class Engine:
             await self._adopt_orphans()
             self._adopting = asyncio.create_task(self._keep_adopting())
         self._orphan_check = asyncio.create_task(self._check_orphans())
+        pools = self.config.pools  # None below: no `notify` target, no pool rents nodes
+        self._notifier = notifier.for_engine(pools, self.subscribe, self.run, self.masker)
+        self._host_watch = hostwatch.for_engine(pools, self.subscribe, self.run)
         if self.config.warm_agents:
             localspawn.warm()  # last: its imports run while the caller goes on
 
@@ -201,6 +207,10 @@ class Engine:
         if self._index is not None and (unwritten := await self._index.close()):
             self._say_unwritten(unwritten)
         self.stream.close()
+        if self._notifier is not None:  # its last notices, a bounded while
+            await self._notifier.close()
+        if self._host_watch is not None:
+            await self._host_watch.close()
         for store in (self._store, self._writes):
             if store is not None:
                 store.close()
@@ -742,6 +752,12 @@ class Engine:
             self.alert(f"orphaned node: {described}{action}", orphan=described, collectable=ours)
 
     # ---- reading -----------------------------------------------------------------------
+
+    def notify(self, pool: str | None, title: str, body: str) -> None:
+        """Tell the pools file's `notify` targets (and `pool`'s) something of no one run —
+        a sweep's end (docs/notifications.md); nothing when none is configured."""
+        if self._notifier is not None:
+            self._notifier.tell(pool, title, body)
 
     def subscribe(self, maxsize: int = 10_000) -> Subscription:
         return self.stream.subscribe(maxsize)

@@ -1,5 +1,5 @@
 """`swjob`: the headless CLI — run, sweep, validate, plan, runs, logs, attach, stop, shell,
-forward, pull, gc, nodes.
+forward, pull, gc, nodes, notify, hosts.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.cli import nodes, sweepargs
+from engine.cli import hosts, nodes, notify, sweepargs
 from engine.errors import UnusableDirError
 from engine.jobs.fileerror import ConfigFileError
 from engine.state.paths import DEFAULT_RUNS_DIR
@@ -140,6 +140,8 @@ def _parser() -> argparse.ArgumentParser:
         "state dir since lost; shown in every label, swjob:ID:RUN)",
     )
     nodes.add_parser(sub)
+    notify.add_parser(sub)
+    hosts.add_parser(sub)
     return parser
 
 
@@ -475,6 +477,8 @@ _COMMANDS = {
     "pools": _pools,
     "completion": _completion,
     "pull": _pull,
+    "notify": notify.main,
+    "hosts": hosts.main,
 }
 
 

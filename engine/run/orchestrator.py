@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import math
 import time
 from collections.abc import Awaitable
 from functools import partial
@@ -41,7 +42,7 @@ from engine.providers.base import Bootstrap, Listed, NodeHandle, Provider
 from engine.report import appender, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream
-from engine.report.gpu import IdleGpuWatch, gpu_summary
+from engine.report.gpu import IdleGpuWatch, duration, gpu_summary
 from engine.report.runbook import apply
 from engine.report.views import RunView
 from engine.run import fsm, nodeloss, warm
@@ -114,7 +115,8 @@ class RunDriver:
         self.healthy = True  # no fault, loss, internal error or cap seen: may be kept warm
         self.birth_run = view.run_id  # the run its node was provisioned for (warm reuse)
         self.pushed: list[dict[str, Any]] = []  # run.json's `push`: one row per tree pushed
-        self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s)
+        self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s, pool.idle_gpu_util_pct)
+        self._gpu_stop = IdleGpuWatch(pool.idle_gpu_stop_s or math.inf, pool.idle_gpu_util_pct)
         self.begin()  # queued first, so a stop that arrives before the loop starts finds a job
 
     def begin(self) -> None:
@@ -455,6 +457,8 @@ class RunDriver:
         self.publish(event)
         if message := self._gpu_idle.observe(event, self._running_step is Step.RUN):
             self.publish(ev.Alert(run_id=self.view.run_id, message=message))
+        if self._gpu_stop.observe(event, self._running_step is Step.RUN):  # idle_gpu_stop_s
+            self.post(fsm.NodeGoing(f"GPU idle for {duration(self._gpu_stop.stretch_s)}"))
 
     def _redacted(self, line: LogLine) -> LogLine:
         """The line with secrets masked; copied only when something was masked (floods)."""

@@ -232,7 +232,7 @@ def test_dotted_table_errors_find_their_line(tmp_path: Path) -> None:
         ('[pools."../x"]\nprovider = "local"\n', 'pools."../x"', "not a safe pool name"),
         ("pools = 1\n", "pools", "expected a table, got an integer"),
         ("[pools]\na = 1\n", "pools.a", "expected a table, got an integer"),
-        ('[pool.a]\nprovider = "local"\n', "pool", "unknown field (allowed: pools)"),
+        ('[pool.a]\nprovider = "local"\n', "pool", "unknown field (allowed: notify, pools)"),
         ("# comments only\n", "pools", "table is missing"),
     ],
 )
