@@ -7,7 +7,9 @@ keeps the same meter, with the same formula (`cap_reason`, which the engine impo
 It is told at boot, on its command line, its price ($/h, storage included where the
 provider bills it), its caps, and a lower bound of when it began to bill (the moment
 before its create request); where the provider reports the instance's own start time
-(Vast's `start_date`, read with the container's scoped key) that one is used instead.
+(Vast's `start_date`, read with the container's scoped key) and it is earlier, that one
+is used. The earlier of the two: the node may stop a moment early (by its create call's
+time, against the operator's meter, which counts from the create's answer), never late.
 
 When lifetime × price reaches a cap:
 - with its operator silent (no control session: the operator is dead, asleep or cut

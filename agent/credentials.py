@@ -90,15 +90,22 @@ def read_secrets(path: Path) -> str:
     return token
 
 
-def reexec_without_secrets(argv: list[str], root: Path, token: str) -> None:
+def reexec_without_secrets(argv: list[str], root: Path, token: str) -> str:
     """When this process was started with secrets in its environment, move them (and
     `token`, from a secrets file already read) to a new secrets file in `root` and become
-    the agent again without them (same pid); it returns only when there was nothing to move."""
+    the agent again without them (same pid). It returns the join token only when there
+    was nothing to move, or nowhere to move it to (then steps still never see it:
+    `scrubbed`)."""
     found = {name: os.environ[name] for name in SECRET_NAMES if name in os.environ}
-    if not found:
-        return None
     token = found.pop(TOKEN_ENV, "") or token
-    secrets = write_secrets(root / f".secrets-{os.getpid()}", token, found)
+    if not found and TOKEN_ENV not in os.environ:
+        return token
+    try:
+        secrets = write_secrets(root / f".secrets-{os.getpid()}", token, found)
+    except OSError as exc:  # a node that still joins beats one that cannot start at all
+        print(f"swjob-agent: secrets left in the environment: {exc.strerror}", file=sys.stderr)
+        _KEPT.update(found)
+        return token
     command = [sys.executable, "-P", "-m", "agent", *_without_secrets_flag(argv)]
     os.execve(sys.executable, [*command, SECRETS_FLAG, str(secrets)], scrubbed(os.environ))
 

@@ -2,7 +2,9 @@
 
 A job may print anything: invalid UTF-8, `\\r` progress bars, a megabyte without a
 newline, or 200k lines in a second. `LineSplitter` makes lines out of that (each
-`\\r\\n`, `\\r` or `\\n` ends a line; a line longer than `max_line` characters is cut
+`\\r\\n`, `\\r` or `\\n` ends a line, and one a lone `\\r` ended keeps it at its end, so a
+reader can rewrite it in place as a terminal does: a progress bar is one line, not one per
+update; a line longer than `max_line` characters is cut
 into pieces; bad bytes become U+FFFD) and redacts them (a long line is cut only once
 `redact.overlap` more characters have arrived past the cut, and never through a
 secret, so one straddling the cut is masked whole). `LogBatcher` groups lines into
@@ -42,7 +44,14 @@ _JSON_PER_CHAR = 6  # the most one character takes in a frame: a control char is
 _JSON_PER_LINE = 32  # '{"stream":"stderr","text":""},'
 STDERR_PREFIX = "[stderr] "
 LOG_FAILED = "[swjob] node log write failed: "
-_NEWLINE = re.compile(r"\r\n|\r|\n")
+_ENDS = re.compile(r"(\r\n|\r|\n)")
+
+
+def _split(text: str) -> tuple[list[str], str]:
+    """The whole lines of `text` (one a lone CR ended keeps it) and what is left after."""
+    pieces = _ENDS.split(text)
+    whole = zip(pieces[0:-1:2], pieces[1::2], strict=True)
+    return [line + ("\r" if end == "\r" else "") for line, end in whole], pieces[-1]
 
 
 class LineSplitter:
@@ -58,8 +67,8 @@ class LineSplitter:
         text = self._pending + self._decoder.decode(data)
         # A trailing "\r" may be the first half of "\r\n": hold it until the next piece.
         held = "\r" if text.endswith("\r") else ""
-        parts = _NEWLINE.split(text[: len(text) - len(held)])
-        self._pending = parts.pop() + held
+        parts, rest = _split(text[: len(text) - len(held)])
+        self._pending = rest + held
         lines = self._cap(parts)
         while len(self._pending) > self._max + self._redact.overlap:
             piece, self._pending = self._redact.cut(self._pending, self._max)
@@ -72,10 +81,8 @@ class LineSplitter:
         self._pending = ""
         if not text:
             return []
-        parts = _NEWLINE.split(text)
-        if parts[-1] == "":
-            parts.pop()
-        return self._cap(parts)
+        parts, rest = _split(text)
+        return self._cap([*parts, rest] if rest else parts)
 
     def _cap(self, parts: list[str]) -> list[str]:
         """Whole lines, redacted, then cut to `max_line`."""

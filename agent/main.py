@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     except credentials.CredentialError as exc:
         print(f"swjob-agent: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    credentials.reexec_without_secrets(argv, root, token)  # returns when nothing is to hide
+    token = credentials.reexec_without_secrets(argv, root, token)  # returns: nothing to hide
     if not token:
         print(f"swjob-agent: no join token ({credentials.SECRETS_FLAG})", file=sys.stderr)
         return USAGE_ERROR

@@ -237,7 +237,7 @@ class NodeAgent:
         assert meter is not None
         if self.cfg.on_orphan == "destroy-instance":  # the provider's own start, if it says
             start = await asyncio.to_thread(budget.provider_start, self.cfg.vast_url)
-            meter = meter if start is None else replace(meter, since=start)
+            meter = meter if start is None else replace(meter, since=min(start, meter.since))
         allowed = meter.allowance_s()
         log.info("keeping the run's cap: %.0f s of node life", allowed or 0)
         return await budget.reached(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 from pathlib import Path
 
 from iroh import iroh_ffi
@@ -81,15 +80,10 @@ def interrupted(state_dir: Path, record_name: str) -> str | None:
 
 
 def _write(path: Path, data: bytes) -> None:
-    """`data` at `path`, 0600, whole or not at all, through no link planted there."""
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    """`data` at `path`, 0600, in a fresh file: never through a link planted there. A
+    file torn by a crash reads as none (a new key, the command line's target)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(temp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
+    with os.fdopen(os.open(path, flags, 0o600), "wb") as handle:
+        handle.write(data)

@@ -11,6 +11,8 @@
 - `ops/`       what a client asks of runs and pools by name — stop a run from any
                terminal, follow its log, list offers, check pools — shared by the CLI's
                verbs and `api.py`.
+- `watch/`     subscribers acting on what runs tell: notifications (Apprise), the bad-host
+               memory; started by the Engine, never driving a run.
 - `sweep/`     many runs of one job: grid variants, a concurrency bound, one dollar cap,
                the sweep's record for other processes (on top of the Engine).
 - `cli/`       the headless `swjob` program.

@@ -47,7 +47,7 @@ from engine.report import events as ev
 from engine.report.datastream import Datastream, Subscription, read_events
 from engine.report.runbook import fold, new_view
 from engine.report.views import PoolView, RunView, WarmNodeView, short_id
-from engine.run import abandon, attempts, fsm, reclaim, recovery, warm
+from engine.run import abandon, attempts, fsm, nodeend, reclaim, recovery, warm
 from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
 from engine.run.control import ControlServer, NodeSession
@@ -63,6 +63,7 @@ from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import foreign_dir, set_private_umask
 from engine.state.store import Store
+from engine.watch import hostwatch, notifier
 
 if TYPE_CHECKING:
     from engine.providers.gc import Collection, Orphan
@@ -129,6 +130,8 @@ class Engine:
         self._adopting: asyncio.Task[None] | None = None
         self._unadoptable: set[str] = set()
         self._warm_read: tuple[float, list[WarmNodeView]] = (-WARM_READ_S, [])
+        self._notifier: notifier.Notifier | None = None
+        self._host_watch: hostwatch.HostWatch | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -152,6 +155,9 @@ class Engine:
             await self._adopt_orphans()
             self._adopting = asyncio.create_task(self._keep_adopting())
         self._orphan_check = asyncio.create_task(self._check_orphans())
+        pools = self.config.pools  # None below: no `notify` target, no pool rents nodes
+        self._notifier = notifier.for_engine(pools, self.subscribe, self.run, self.masker)
+        self._host_watch = hostwatch.for_engine(pools, self.subscribe, self.run)
         if self.config.warm_agents:
             localspawn.warm()  # last: its imports run while the caller goes on
 
@@ -202,6 +208,10 @@ class Engine:
         if self._index is not None and (unwritten := await self._index.close()):
             self._say_unwritten(unwritten)
         self.stream.close()
+        if self._notifier is not None:  # its last notices, a bounded while
+            await self._notifier.close()
+        if self._host_watch is not None:
+            await self._host_watch.close()
         for store in (self._store, self._writes):
             if store is not None:
                 store.close()
@@ -392,7 +402,7 @@ class Engine:
             endpoint=self._endpoint,
         )
         holder.append(driver)
-        driver.recovery.update(keys)
+        driver.recovery.update(keys, **{ownership.OWNER: ownership.me()})
         return driver
 
     async def adopt(self, run_id: str) -> bool:
@@ -409,6 +419,9 @@ class Engine:
         if found is None:
             return await self._take_recorded(run_id, lease)
         view, saved = found
+        if ownership.elsewhere(saved.get(ownership.OWNER)):  # its lock file deleted under it
+            lease.release()
+            return False
         pool = await self._adoptable_pool(run_id, view, saved, lease)
         self._leases[run_id] = lease
         provider = self._provider(pool)
@@ -417,7 +430,9 @@ class Engine:
             provider.adopt(handle)
         else:
             handle = await self._find_node(provider, run_id)
-        events = read_events(view.run_dir / "events.jsonl")
+        # in a thread: a flooded run's events.jsonl is hundreds of MB, and parsing it held
+        # the console's loop (every key and run) for seconds at each adoption
+        events = await asyncio.to_thread(read_events, view.run_dir / "events.jsonl")
         queued = handle is None and await self._still_queued(provider, run_id, events)
         self._launch(self._recovered_driver(view, saved, pool, handle, events, queued=queued))
         return True
@@ -484,10 +499,12 @@ class Engine:
 
     def _pool_of(self, view: RunView, saved: dict[str, Any]) -> Pool:
         """The pool to carry the run on. The pools file as it is now wins when it still
-        names the run's pool on the same provider: caps and deadlines the operator changed
-        while the run was unattended are the ones meant. A pool since renamed, removed or
-        moved to another provider falls back to the definition kept with the run (its node
-        lives where that says); runs from before it was kept use the configured pool."""
+        names the run's pool on the same provider: deadlines the operator changed while the
+        run was unattended are the ones meant, and caps may be tightened but never lifted
+        (Caps.tightened_by: the run's node keeps the caps it was started with). A pool
+        since renamed, removed or moved to another provider falls back to the definition
+        kept with the run (its node lives where that says); runs from before it was kept
+        use the configured pool."""
         name = saved.get("pool", view.pool)
         if not saved.get("pool_def"):
             return self.config.pools.get(name)
@@ -497,7 +514,8 @@ class Engine:
             configured = None
         kept = Pool.model_validate_json(saved["pool_def"])
         if configured is not None and configured.provider == kept.provider:
-            return configured.model_copy(update=kept.run_choices())
+            caps = kept.caps.tightened_by(configured.caps)
+            return configured.model_copy(update={**kept.run_choices(), "caps": caps})
         return kept
 
     async def _find_node(self, provider: Provider, run_id: str) -> NodeHandle | None:
@@ -529,7 +547,8 @@ class Engine:
         """A driver carrying on `view` from its `events`; `queued`: it was still waiting for
         a slot of its pool when its operator died (recovery.still_queued)."""
         job, fault = recovery.recovered_job(view, saved)
-        self.stream.open_run(view.run_id, view.run_dir / "events.jsonl")
+        seq = events[-1].seq if events else 0
+        self.stream.open_run(view.run_id, view.run_dir / "events.jsonl", seq)
         keys = {k: saved[k] for k in ("token", "reattach_key") if saved.get(k)}
         attempt = attempts.from_record(saved.get("attempt"))
         self._chains.pools[view.run_id] = pool
@@ -538,13 +557,14 @@ class Engine:
         )
         driver.clock.replay(events)  # phase times (and the cost split) span the restart
         driver.logs.restore(events)  # what the dead owner wrote past its datastream goes
-        driver.recovery.update(saved)
+        driver.recovery.update(saved, **{ownership.OWNER: ownership.me()})  # ours now
         driver.started = set(saved.get("started", []))
         driver.birth_run = saved.get("birth_run", view.run_id)  # a warm node's first run
         driver.session.endpoint_id = saved.get("endpoint_id")
         driver.session.heartbeat_s = recovery.node_heartbeat(saved, driver.session.heartbeat_s)
         driver.session.last_seq = max(saved.get("last_seq", 0), recovery.last_node_seq(events))
-        driver.resume(recovery.fsm_state_of(events, job), handle)
+        node_end = handle and nodeend.unattended_end(saved, pool, attempt, handle, events)
+        driver.resume(recovery.fsm_state_of(events, job), handle, node_end)
         driver.start_work(recovery.continue_run(driver, fault, queued=queued))
         if saved.get("agent_ticket") and saved.get("reattach_key"):
             driver.start_work(
@@ -710,9 +730,10 @@ class Engine:
         """(runs some live engine drives, unfinished runs nobody drives). The first are
         never orphans; the nodes of the second are (engine/state/ownership.py)."""
         assert self._store is not None
-        owned = {v.run_id for v in self.running()} | ownership.owned(self._store.path)
+        rows = self._store.unfinished()
+        owned = {v.run_id for v in self.running()} | ownership.owned(self._store.path, rows)
         owned |= warmnodes.holding_runs(owned)  # kept warm: owned, billing, on their timer
-        unfinished = {v.run_id for v, _ in self._store.unfinished()}
+        unfinished = {v.run_id for v, _ in rows}
         return owned, unfinished - owned
 
     async def collect_orphans(self, orphans: list[Orphan]) -> Collection:
@@ -755,10 +776,16 @@ class Engine:
             return
         for orphan in found:  # one gc leaves alone says why (describe), not "run swjob gc"
             described, ours = orphan.describe(), orphan.collectable
-            action = " — run `swjob gc`" if ours else ""
+            action = " — run `swjob gc`" if ours or orphan.unattributed else ""  # it asks
             self.alert(f"orphaned node: {described}{action}", orphan=described, collectable=ours)
 
     # ---- reading -----------------------------------------------------------------------
+
+    def notify(self, pool: str | None, title: str, body: str) -> None:
+        """Tell the pools file's `notify` targets (and `pool`'s) something of no one run —
+        a sweep's end (docs/notifications.md); nothing when none is configured."""
+        if self._notifier is not None:
+            self._notifier.tell(pool, title, body)
 
     def subscribe(self, maxsize: int = 10_000) -> Subscription:
         return self.stream.subscribe(maxsize)

@@ -3,9 +3,12 @@
     python scripts/screenshots.py [--out screenshots]
 
 A small training-like job (a workspace to push, a run that logs to stdout and
-stderr for a few seconds, outputs to pull) runs on the built-in local pool while
-the console is driven headless; the board and the job detail are captured mid-run,
-the outputs browser after it completed, and the submit modal on the job's folder.
+stderr for a few seconds, outputs to pull) runs on the built-in local pool beside
+eleven short jobs (a sweep's variants, and jobs that fail each their own way) while
+the console is driven headless; the board (twelve runs) and the job detail are
+captured mid-run, the outputs browser after it completed, the orphans dialog and the
+submit modal on the job's folder. Each at 120×40 (`NAME.svg`) and 80×24
+(`NAME-80x24.svg`).
 """
 
 from __future__ import annotations
@@ -34,14 +37,14 @@ from tui.app import SwjobApp  # noqa: E402
 TRAIN = """import json, random, sys, time
 random.seed(7)
 with open("metrics.jsonl", "w") as out:
-    for epoch in range(1, 41):
+    for epoch in range(1, 81):
         loss = 2.0 / epoch + random.random() * 0.05
         print(f"epoch {epoch:3d}  loss {loss:.4f}  lr 3e-4  {64 * epoch} samples/s", flush=True)
         if epoch % 7 == 0:
             print(f"warning: epoch {epoch}: gradient norm clipped", file=sys.stderr, flush=True)
         out.write(json.dumps({"epoch": epoch, "loss": round(loss, 4)}) + "\\n")
         time.sleep(0.15)
-json.dump({"epochs": 40, "final_loss": round(loss, 4), "model": "tiny-mlp"},
+json.dump({"epochs": 80, "final_loss": round(loss, 4), "model": "tiny-mlp"},
           open("final_metrics.json", "w"), indent=None)
 """
 
@@ -74,30 +77,73 @@ async def until(pilot: Pilot, condition: Callable[[], object], timeout: float = 
         await pilot.pause(0.05)
 
 
+SHORT = [
+    *((f"sweep-lr-3e-4-batch-{2 ** (4 + i % 4)}-seed-{i}", "echo ok", None) for i in range(6)),
+    ("eval-checkpoint", "echo evaluating; exit 3", None),
+    ("prep-data", "echo never", "echo installing; exit 1"),
+    ("export-onnx", "echo exported", None),
+    ("tokenize", "echo tokenized", None),
+    ("smoke", "true", None),
+]
+"""The board's other runs: (name, run, setup); each ends its own way."""
+SIZES = {"": (120, 40), "-80x24": (80, 24)}
+
+
+def short_jobs() -> list[Path]:
+    made = []
+    for name, run, setup in SHORT:
+        folder = _TMP / "jobs" / name
+        folder.mkdir(parents=True)
+        lines = ["[job]", f'name = "{name}"', f'run = "{run}"']
+        lines += [f'setup = "{setup}"'] if setup else []
+        (folder / "job.toml").write_text("\n".join(lines) + "\n")
+        made.append(folder / "job.toml")
+    return made
+
+
+async def capture(pilot: Pilot, name: str, out: Path) -> None:
+    """The screen as it is now, at each size."""
+    for suffix, size in SIZES.items():
+        await pilot.resize_terminal(*size)
+        await pilot.pause(0.4)
+        pilot.app.save_screenshot(f"{name}{suffix}.svg", path=str(out))
+    await pilot.resize_terminal(*SIZES[""])
+    await pilot.pause(0.2)
+
+
 async def shoot(out: Path) -> None:
     root = project()
-    engine = Engine(EngineConfig(runs_dir=_TMP / "runs", pools=load_pools(None)))
-    app = SwjobApp(engine, jobs=[load_job(root / "job.toml")], cwd=root)
-    async with app.run_test(size=(140, 42)) as pilot:
+    pools = load_pools(None)
+    local = pools.get("local").model_copy(update={"max_nodes": 16})  # all twelve at once
+    every = type(pools)({p.name: p for p in (*pools, local)}, pools.source)
+    engine = Engine(EngineConfig(runs_dir=_TMP / "runs", pools=every))
+    app = SwjobApp(engine, cwd=root)
+    async with app.run_test(size=SIZES[""]) as pilot:
         async with asyncio.timeout(30):
             await app.booted.wait()
-        run_id = engine.runs()[0].run_id
+        others = [await engine.submit(load_job(job), "local") for job in short_jobs()]
+        run_id = await engine.submit(load_job(root / "job.toml"), "local")
+        app.board.select_run(run_id)
+        async with asyncio.timeout(120):
+            for other in others:
+                await engine.wait(other)
         await until(pilot, lambda: engine.run(run_id).phase == "run")
         await until(pilot, lambda: len(app.feed.log(run_id).lines) >= 12)
-        await pilot.pause(0.3)
-        app.save_screenshot("board.svg", path=str(out))
+        await capture(pilot, "board", out)
         await pilot.press("enter")
         await until(pilot, lambda: len(app.feed.log(run_id).lines) >= 20)
-        await pilot.pause(0.3)
-        app.save_screenshot("job-detail.svg", path=str(out))
-        async with asyncio.timeout(60):
+        await capture(pilot, "job-detail", out)
+        async with asyncio.timeout(90):
             await engine.wait(run_id)
         await pilot.press("o")
         await browse_to(pilot, "metrics.jsonl")
-        app.save_screenshot("outputs.svg", path=str(out))
-        await pilot.press("escape", "escape", "n", *"job.toml")
+        await capture(pilot, "outputs", out)
+        await pilot.press("escape", "escape", "x")
+        await until(pilot, lambda: "no orphaned" in str(app.screen.query_one("#found").content))
+        await capture(pilot, "orphans", out)
+        await pilot.press("escape", "n", *"job.toml")
         await until(pilot, lambda: "push:" in str(app.screen.query_one("#plan").content))
-        app.save_screenshot("submit.svg", path=str(out))
+        await capture(pilot, "submit", out)
         await pilot.press("escape", "q")
 
 

@@ -19,6 +19,7 @@ from tests.support.faults import (  # noqa: F401
     record_fault,
 )
 from tests.support.jobs import make_job  # noqa: F401  (fixture)
+from tests.support.receiver import receiver  # noqa: F401  (fixture)
 from tests.support.s3 import s3, s3_server  # noqa: F401  (fixtures)
 
 if TYPE_CHECKING:

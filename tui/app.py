@@ -271,7 +271,8 @@ class SwjobApp(App[None]):
         if active is None or active.enabled:
             return
         action = active.binding.action.removeprefix("app.").split("(")[0]
-        in_dialog = isinstance(self.work_screen, ModalScreen)
+        # a console key under a dialog (not the dialog's own key)
+        in_dialog = isinstance(self.work_screen, ModalScreen) and active.node is self
         why = keys.why_not(action, active.binding.description, self.target, in_dialog)
         self.notify(why, title=f"{self.get_key_display(active.binding)}", timeout=3)
 

@@ -27,10 +27,22 @@ lines held per run cost a flood no collector time. With the LogLines kept, full
 collections walked them and stalled key handling for up to ~180 ms."""
 
 
+CR = "\r"
+"""Ends the text of a line a lone CR ended (a progress update, agent/lines.py): the log
+view writes the next line of its stream over it, as a terminal does."""
+
+
 def lines_of(step: str, lines: list[LogLine], when: float = 0.0) -> list[Line]:
-    """The lines as the console holds them: drawable text only (tui/printable.py)."""
+    """The lines as the console holds them: drawable text only (tui/printable.py), with
+    the CR mark kept."""
     err = Stream.STDERR
-    return [(step, line.stream is err, printable(line.text), when) for line in lines]
+    return [(step, line.stream is err, _drawable(line.text), when) for line in lines]
+
+
+def _drawable(text: str) -> str:
+    if text.endswith(CR):
+        return printable(text[:-1]) + CR
+    return printable(text)
 
 
 @dataclass

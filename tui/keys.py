@@ -24,6 +24,8 @@ def why_not(action: str, description: str, run: RunView | None, in_dialog: bool)
         return f"{description}: close this dialog first (esc)"
     if action == "attempt":
         return "no other attempt that way: the job ran this one only"
+    if action == "answer":  # the orphans dialog's y: what it lists is someone else's
+        return f"{description}: nothing listed is ours to destroy"
     verb = RUN_ACTIONS.get(action)
     if verb is None:
         return f"{description} does not apply here"

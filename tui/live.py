@@ -28,6 +28,10 @@ async def run_shell(app: App[object], run_id: str) -> int:
     """`swjob shell RUN` in the terminal, the console suspended; its exit status.
     Raises textual's SuspendNotSupported where the console cannot step aside."""
     with app.batch_update(), app.suspend():
+        # the terminal is the shell's now, blank until the node answers (seconds): say so
+        if sys.__stdout__ is not None:
+            sys.__stdout__.write(f"swjob: connecting to the node of {run_id}… (exit returns)\n")
+            sys.__stdout__.flush()
         proc = await asyncio.create_subprocess_exec(*SHELL_COMMAND, run_id)
         return await proc.wait()
 

@@ -1,5 +1,5 @@
 """`swjob`: the headless CLI — run, sweep, validate, plan, runs, logs, attach, stop, shell,
-forward, pull, gc, nodes.
+forward, pull, gc, nodes, notify, hosts.
 
 Exit codes: 0 success (a run COMPLETED), 1 the run FAILED or the input was invalid,
 2 usage errors (argparse), 130 when a stopped run could not even be stopped cleanly,
@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.cli import nodes, sweepargs
+from engine.cli import hosts, nodes, notify, sweepargs
 from engine.errors import UnusableDirError
 from engine.jobs.fileerror import ConfigFileError
 from engine.state.paths import DEFAULT_RUNS_DIR
@@ -130,7 +130,18 @@ def _parser() -> argparse.ArgumentParser:
     pull.add_argument("--endpoint", default=None, help="the sink's endpoint (R2, MinIO, …)")
     pull.add_argument("--region", default=None, help="the sink's region")
     gc.add_argument("--yes", action="store_true", help="destroy without asking")
+    gc.add_argument(
+        "--claim",
+        action="append",
+        default=[],
+        type=_operator_id,
+        metavar="OPERATOR_ID",
+        help="also collect instances labelled with this operator id (your own, from a "
+        "state dir since lost; shown in every label, swjob:ID:RUN)",
+    )
     nodes.add_parser(sub)
+    notify.add_parser(sub)
+    hosts.add_parser(sub)
     return parser
 
 
@@ -407,7 +418,7 @@ def _gc(args: argparse.Namespace) -> int:
         # rather than unfinished and not yet owned (listed as abandoned)
         rows = store.unfinished()
         unfinished = {view.run_id: view.pool for view, _ in rows}
-        owned = ownership.owned(store.path)
+        owned = ownership.owned(store.path, rows)
         abandoned = {run: pool for run, pool in unfinished.items() if run not in owned}
         nodes.say_kept(sys.stdout)  # warm nodes: owned and billing, never orphans
         return cli_gc(
@@ -418,9 +429,17 @@ def _gc(args: argparse.Namespace) -> int:
             abandoned=set(abandoned),
             abandoned_pools=abandoned,
             claims=Claims(store),
+            claim=frozenset(args.claim),
         )
     finally:
         store.close()
+
+
+def _operator_id(text: str) -> str:
+    """An operator id as labels carry it: 8 hex digits."""
+    if len(text) != 8 or any(c not in "0123456789abcdef" for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an operator id (8 hex digits)")
+    return text
 
 
 def _gc_pools(path: Path | None, kept: list[dict[str, Any]]) -> PoolSet:
@@ -458,6 +477,8 @@ _COMMANDS = {
     "pools": _pools,
     "completion": _completion,
     "pull": _pull,
+    "notify": notify.main,
+    "hosts": hosts.main,
 }
 
 

@@ -28,7 +28,7 @@ def offers(args: argparse.Namespace) -> int:
     table = Table("", "offer", "$/h", "GPU", "VRAM", "reliability", "location")
     for o in found:
         table.add_row(
-            "*" if o.chosen else "",
+            "*" if o.chosen else "bad host" if o.bad_host else "",
             str(o.offer_id),
             _price(o.price_per_hour),
             f"{o.num_gpus}× {o.gpu_name or 'GPU'}",
@@ -37,7 +37,10 @@ def offers(args: argparse.Namespace) -> int:
             o.location or "",
         )
     Console(highlight=False).print(table)
-    chosen = next(o for o in found if o.chosen)
+    chosen = next((o for o in found if o.chosen), None)
+    if chosen is None:
+        print("every offer is on a host remembered as bad: `swjob hosts forget --all` clears")
+        return 1
     print(f"* swjob run would take offer {chosen.offer_id} ({_price(chosen.price_per_hour)} $/h)")
     return 0
 

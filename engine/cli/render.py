@@ -116,7 +116,10 @@ class RunPrinter:
             mark = "!" if line.stream is Stream.STDERR else "|"
             style = "red" if line.stream is Stream.STDERR else "default"
             self.console.print(
-                f"[dim]{event.step.value:>5} {mark}[/] [{style}]{shown(line.text)}[/]",
+                # a line a lone CR ended (a progress update, agent/lines.py) is printed
+                # as a line of its own, as before: its CR is no control to draw
+                f"[dim]{event.step.value:>5} {mark}[/] "
+                f"[{style}]{shown(line.text.removesuffix(chr(13)))}[/]",
                 highlight=False,
                 soft_wrap=True,
             )

@@ -40,12 +40,8 @@ def print_runs(console: Console, limit: int) -> None:
     store = Store()
     try:
         views = store.views(limit)
-        unreadable = store.unreadable
     finally:
         store.close()
-    if unreadable:  # one broken row is said and skipped, never the end of the listing
-        said = ", ".join(unreadable)
-        print(f"swjob: unreadable in the run index, skipped: {said}", file=sys.stderr)
     if not console.is_terminal:
         for v in views:
             code = "" if v.exit_code is None else str(v.exit_code)
@@ -158,4 +154,5 @@ def _write(data: bytes) -> None:
         return
     for line in data.decode("utf-8", "replace").splitlines(keepends=True):
         end = "\n" if line.endswith("\n") else ""
-        sys.stdout.write(visible(line.removesuffix("\n")) + end)
+        # a progress update's lone CR (agent/lines.py) ends its line, as its newline does
+        sys.stdout.write(visible(line.removesuffix("\n").removesuffix("\r")) + end)

@@ -27,6 +27,10 @@ from engine.jobs.tomlload import (
 from engine.state import paths
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
+NotifyUrl = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9+.-]{0,31}://\S{1,2048}$")]
+"""An Apprise URL (ntfy://…, slack://…, json://…): what each service needs is Apprise's
+business; `swjob notify --test` says whether Apprise understands it (docs/notifications.md)."""
+NotifyTargets = Annotated[list[NotifyUrl], Field(max_length=32)]
 _API_KEY_IN_FILE = (
     "never put the key in this file; set `api_key_env` to the name of an environment "
     "variable holding it"
@@ -85,6 +89,19 @@ class Caps(_Strict):
     max_hours: Annotated[float, Field(gt=0)] | None = None
     max_dollars: Annotated[float, Field(gt=0)] | None = None
 
+    def tightened_by(self, other: Caps) -> Caps:
+        """These caps, lowered where `other` is lower. A run keeps the caps it was started
+        with (its node keeps them too: agent/budget.py); a pools file changed while the
+        operator was away may tighten them, never lift them."""
+        return Caps(
+            max_hours=_lower(self.max_hours, other.max_hours),
+            max_dollars=_lower(self.max_dollars, other.max_dollars),
+        )
+
+
+def _lower(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
 
 class _PoolTable(_Strict):
     """One `[pools.<name>]` table."""
@@ -105,7 +122,12 @@ class _PoolTable(_Strict):
     """pip requirement the node installs the agent from; default: this build (agent_source)."""
     api_key_env: Annotated[str, Field(pattern=_ENV_NAME)] | None = None
     idle_gpu_alert_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 600.0
-    """Alert when every GPU stays under 5 % this long while the job's `run` step runs."""
+    """Alert when every GPU stays under `idle_gpu_util_pct` this long while `run` runs."""
+    idle_gpu_stop_s: Annotated[float, Field(gt=0, le=30 * 86400)] | None = None
+    """Stop the run, FAILED "GPU idle for 20 min" after its outputs are collected, when
+    every GPU stays under `idle_gpu_util_pct` this long while `run` runs (None: never)."""
+    idle_gpu_util_pct: Annotated[float, Field(ge=0, le=100)] = 5.0
+    """The utilisation under which a GPU counts as idle, for the alert and the stop."""
     orphan_timeout_s: Annotated[float, Field(gt=0, le=30 * 86400)] = 1800.0
     """A node whose operator has been silent this long stops its job and releases itself
     (a Vast instance destroys itself; a local node exits and removes its directory)."""
@@ -135,12 +157,19 @@ class _PoolTable(_Strict):
     fallback: Annotated[tuple[_PoolName, ...], Field(strict=False, max_length=8)] = ()
     """Pools (of any provider) a run moves to, in order, when this one has no offer under
     its limits at submit (docs/pools.md#fall-over)."""
+    bad_host_ttl_h: Annotated[float, Field(ge=0, le=8760)] = 72.0
+    """A host whose node never joined or was lost is left out of this pool's offer
+    selection this many hours (0: never remembered; `swjob hosts`)."""
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
     """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
     attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""
     sink: Annotated[str, Field(pattern=r"^s3://\S{3,1024}$")] | None = None
     """An S3-compatible bucket (`s3://bucket/prefix`) the node puts the outputs in by
     itself, under `<prefix>/<job>/<run id>/` with a manifest.json (docs/sink.md)."""
+    notify: Annotated[NotifyTargets, Field(exclude=True)] = []
+    """Where this pool's runs are told about (Apprise URLs), besides the file's top-level
+    `notify` targets (docs/notifications.md). Never serialised: the URLs hold tokens, and
+    a run's record keeps its pool."""
     sink_endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]{1,255}/?$")] | None = None
     """The store's endpoint for R2, B2, MinIO, SeaweedFS…; none: AWS S3 itself."""
     sink_region: Annotated[str, Field(pattern=r"^[a-z0-9-]{1,64}$")] | None = None
@@ -223,9 +252,18 @@ BUILTIN_LOCAL = Pool(name="local", **_DEFAULTS["local"], provider="local")
 class PoolSet:
     """The pools one can submit to, by name, in file order (builtins first)."""
 
-    def __init__(self, pools: dict[str, Pool], source: Path | None = None) -> None:
+    def __init__(
+        self, pools: dict[str, Pool], source: Path | None = None, notify: list[str] | None = None
+    ) -> None:
         self._pools = pools
         self.source = source
+        self.notify = notify or []
+        """The file's top-level notification targets: told about every pool's runs."""
+
+    def targets(self, pool: str | None) -> list[str]:
+        """Where a run of `pool` is told about (None: only the top-level targets)."""
+        own = self._pools[pool].notify if pool in self._pools else []
+        return list(dict.fromkeys([*self.notify, *own]))
 
     def get(self, name: str) -> Pool:
         try:
@@ -242,7 +280,7 @@ class PoolSet:
         (the run records the pool it ran on, override included)."""
         pools = dict(self._pools)
         pools[name] = self.get(name).model_copy(update=changes)
-        return PoolSet(pools, self.source)
+        return PoolSet(pools, self.source, self.notify)
 
     def __iter__(self) -> Iterator[Pool]:
         return iter(self._pools.values())
@@ -255,6 +293,7 @@ class PoolSet:
 
 
 class _PoolsFile(_Strict):
+    notify: NotifyTargets = []
     pools: Annotated[dict[str, _PoolTable], Field(max_length=1000)]
 
 
@@ -272,19 +311,19 @@ def load_pools(path: Path | None = None) -> PoolSet:
     text, data = read_toml(source, PoolFileError)
     _check_tables(text, data, source)
     try:
-        tables = _PoolsFile.model_validate(data).pools
+        parsed = _PoolsFile.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc, text, source, _PoolsFile, PoolFileError) from None
     pools = {"local": BUILTIN_LOCAL}
-    for name, table in tables.items():
+    for name, table in parsed.pools.items():
         _check_bid(text, source, name, table)
         pools[name] = Pool(**dict(table), name=name)
-    for name, table in tables.items():
+    for name, table in parsed.pools.items():
         for other in table.fallback:
             if other == name or other not in pools:
                 what = "the pool itself" if other == name else "no such pool"
                 _raise(text, source, ("pools", name, "fallback"), f"{other!r}: {what}")
-    return PoolSet(pools, source)
+    return PoolSet(pools, source, parsed.notify)
 
 
 def bid_problem(table: _PoolTable) -> tuple[str, str] | None:

@@ -26,6 +26,7 @@ class OfferView:
     reliability: float | None
     location: str | None
     chosen: bool  # the one `swjob run` would take now
+    bad_host: bool = False  # on a host remembered as bad: left out (`swjob hosts`)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -38,12 +39,15 @@ async def list_offers(pool: Pool) -> list[OfferView]:
         return await _runpod_offers(pool)
     from engine.providers import vast_offers
     from engine.providers.vastai import VastProvider
+    from engine.state import badhosts
     from engine.state.ledger import Ledger
 
     try:
-        found = await VastProvider(pool, Ledger()).search()
+        found = await VastProvider(pool, Ledger()).search(keep_bad=True)
     except (ProvisionError, ProviderError) as exc:
         raise OffersError(str(exc)) from None
+    bad = badhosts.machines(VastProvider.name) if pool.bad_host_ttl_h > 0 else set()
+    good = [offer for offer in found if str(offer.get("machine_id")) not in bad]
     views = [
         OfferView(
             offer_id=offer.get("id"),
@@ -53,9 +57,10 @@ async def list_offers(pool: Pool) -> list[OfferView]:
             gpu_ram_gb=_gb(offer.get("gpu_ram")),
             reliability=offer.get("reliability"),
             location=offer.get("geolocation"),
-            chosen=index == 0,
+            chosen=bool(good) and offer is good[0],
+            bad_host=offer not in good,
         )
-        for index, offer in enumerate(found)
+        for offer in found
     ]
     return sorted(views, key=lambda v: (v.price_per_hour is None, v.price_per_hour or 0.0))
 

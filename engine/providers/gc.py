@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TextIO
 
 from engine.errors import ProviderError
@@ -59,6 +59,8 @@ class Orphan:
     entries: tuple[int, ...] = ()  # ledger rows that close when it is gone
     abandoned: bool = False  # its run never finished and no live engine drives it
     foreign: str | None = None  # another operator's id: listed, never destroyed by us
+    unattributed: bool = False  # its label names no operator and no ledger row is ours:
+    # an older swjob's, or another operator's on a shared account — asked about apart
     destroy_asked_s: float | None = None  # how long ago swjob asked Vast to destroy it
 
     @property
@@ -89,6 +91,8 @@ class Orphan:
         """Why collecting leaves it alone, or None when it is ours to collect."""
         if self.foreign:
             return f"operator {self.foreign}'s, not ours"
+        if self.unattributed:
+            return "no operator id in its label: maybe another operator's (asked apart)"
         if self.settling:
             return "being destroyed: Vast lists it until the destroy settles"
         if self.status == UNVERIFIABLE:
@@ -118,6 +122,8 @@ class Orphan:
         )
         if self.foreign:
             return f"{line} — operator {self.foreign}'s, not ours: left alone"
+        if self.unattributed:
+            return f"{line} — {self.why_left}"
         if self.abandoned:
             return f"{line} — its run is abandoned: `swjob attach {self.run_id}` carries it on"
         if self.destroy_asked_s is not None:
@@ -211,14 +217,20 @@ def _pod_row(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_row(
-    pool: Pool, row: dict[str, Any], entries: list[LedgerEntry], now: float, abandoned: set[str]
+    pool: Pool,
+    row: dict[str, Any],
+    entries: list[LedgerEntry],
+    now: float,
+    abandoned: set[str],
+    claim: frozenset[str] = frozenset(),
 ) -> Orphan:
     instance_id = str(row["id"])
     label = row.get("label")
     rows = [e for e in entries if e.instance_id == instance_id or e.label == label]
     mine = [e.entry for e in rows]
     operator = operator_of(label)
-    foreign = operator if operator not in (None, operator_id()) and not mine else None
+    ours = (None, operator_id(), *claim)  # `--claim`: an id this operator had before
+    foreign = operator if operator not in ours and not mine else None
     # Vast's start_date is null until the instance starts (created, loading): since then
     # it has billed for its disk, from when our ledger saw it created
     created = [e.created_at for e in rows if e.created_at is not None]
@@ -234,6 +246,7 @@ def _from_row(
         entries=tuple(mine),
         abandoned=run_id_of(label) in abandoned,
         foreign=foreign,
+        unattributed=operator is None and not mine,
         destroy_asked_s=now - max(asked) if asked else None,
     )
 
@@ -261,6 +274,7 @@ async def find_orphans(
     abandoned: set[str] | None = None,
     server_url: str | None = None,
     retry: RetryPolicy | None = None,
+    claim: frozenset[str] = frozenset(),
 ) -> list[Orphan]:
     """Labelled instances and open ledger rows that no live run owns; `abandoned` names
     unfinished runs without a live owner (their nodes are orphans, with a hint).
@@ -278,7 +292,7 @@ async def find_orphans(
             if run_id_of(row.get("label")) in live_run_ids or str(row["id"]) in seen:
                 continue
             seen.add(str(row["id"]))
-            orphans.append(_from_row(pool, row, entries, now, abandoned or set()))
+            orphans.append(_from_row(pool, row, entries, now, abandoned or set(), claim))
     claimed = {e for o in orphans for e in o.entries}
     unlisted = [
         e
@@ -287,7 +301,29 @@ async def find_orphans(
         and e.provider in RENTED
         and not _maybe_creating(e, abandoned or set(), now, retry or RetryPolicy())
     ]
-    return orphans + [_unlisted(e, pools, now, abandoned or set()) for e in unlisted]
+    found = [_unlisted(e, pools, now, abandoned or set()) for e in unlisted]
+    return orphans + await _settled_destroys(found, unlisted, ledger)
+
+
+async def _settled_destroys(
+    found: list[Orphan], rows: list[LedgerEntry], ledger: Ledger
+) -> list[Orphan]:
+    """`found` (from `rows`) without the destroys that settled: swjob asked Vast to
+    destroy the instance, Vast took a while to stop listing it, and the process confirming
+    it ended first. No longer listed, it is gone: its row closes here, with nothing to say
+    (the next `swjob run` warned of an orphan, gc offered to destroy what was gone). An
+    abandoned run's row stays, for gc to end the run."""
+    left = []
+    for orphan, row in zip(found, rows, strict=True):
+        settled = orphan.status == GONE and row.destroy_requested_at is not None
+        if settled and not orphan.abandoned:
+            try:
+                await asyncio.to_thread(ledger.record_destroyed, row.entry)
+                continue
+            except StateNotWritten:  # listed, as before: a later look closes it
+                pass
+        left.append(orphan)
+    return left
 
 
 def _maybe_creating(
@@ -404,16 +440,19 @@ def cli_gc(
     ledger: Ledger | None = None,
     retry: RetryPolicy | None = None,
     stop_grace_s: float = 10.0,
+    claim: frozenset[str] = frozenset(),
 ) -> int:
     """`swjob gc`: list orphans with how long each has been billing, destroy ours on yes.
     `abandoned_pools` (run → pool) are the abandoned runs whose local nodes are looked
-    for too (engine/providers/gc_local.py; collected only with `claims`)."""
+    for too (engine/providers/gc_local.py; collected only with `claims`). `claim`: other
+    operator ids whose instances are ours too (a state dir lost, and its id with it).
+    Instances no operator id attributes are destroyed only on a question of their own."""
 
     ledger = ledger or Ledger()
     live = live_run_ids or set()
     failed = 0  # a Vast.ai account not listed: said, and the exit code says it
     try:
-        found = find_orphans(pools, ledger, live, abandoned=abandoned, retry=retry)
+        found = find_orphans(pools, ledger, live, abandoned=abandoned, retry=retry, claim=claim)
         orphans = asyncio.run(found)
     except ProviderError as exc:  # this machine's nodes are looked for all the same: a
         # pools file naming a Vast.ai pool whose key is not set left a local run's slot
@@ -426,8 +465,12 @@ def cli_gc(
         return failed
     for orphan in [*orphans, *local]:
         print(f"  {orphan.describe()}", file=out)
+    if any(o.foreign for o in orphans):
+        hint = "`swjob gc --claim ID` also collects an id's that was yours (a lost state dir)"
+        print(f"this operator is {operator_id()}; {hint}", file=out)
     ours = [o for o in orphans if o.collectable]
     ours_local = [o for o in local if o.collectable] if claims is not None else []
+    ours += _unattributed_asked(orphans, yes, ask, out)
     if not ours and not ours_local:  # each line above says why it is left
         print("nothing to destroy", file=out)
         return failed
@@ -447,6 +490,27 @@ def cli_gc(
         print(f"swjob gc: {problem}", file=out)
     print(done.summary(), file=out)
     return 1 if done.problems else failed
+
+
+def _unattributed_asked(
+    orphans: list[Orphan], yes: bool, ask: Callable[[str], str], out: TextIO
+) -> list[Orphan]:
+    """The instances without an operator id to collect: only on a yes to a question of
+    their own (never by --yes: on a shared account they may be someone else's)."""
+    unknown = [o for o in orphans if o.unattributed and replace(o, unattributed=False).collectable]
+    if not unknown:
+        return []
+    if yes:
+        said = f"left {len(unknown)} instance(s) without an operator id"
+        print(f"{said}: `swjob gc` without --yes asks about them", file=out)
+        return []
+    question = (
+        f"{len(unknown)} instance(s) carry no operator id (an older swjob's, or another "
+        "operator's on this account): count them in? [y/N] "
+    )
+    if not _confirmed(ask, question, out):
+        return []
+    return [replace(o, unattributed=False) for o in unknown]
 
 
 def _confirmed(ask: Callable[[str], str], question: str, out: TextIO) -> bool:

@@ -19,6 +19,8 @@ again for the node it takes over. A node kept warm for the pool's next run
 the run that claims it takes a slot as an adopter does. Slot files past the limit count
 too: a process started before the user lowered max_nodes may hold one, and its node is
 as real as the others.
+A run whose node its provider confirms gone (a node that gave up on its own while nobody
+drove its run: `node_gone`) holds its slot no more.
 A process whose pool slots are all taken elsewhere
 waits, looking again every SHARED_POLL_S, and says once why. Before, `max_nodes` held
 within one process only: two `swjob run` on a one-node Vast.ai pool rented two instances
@@ -32,7 +34,7 @@ import contextlib
 import fcntl
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
@@ -52,9 +54,17 @@ def pool_slots(pool: str) -> Path:
 
 
 class Slots:
-    def __init__(self, limit: int, pool: str | None = None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        pool: str | None = None,
+        node_gone: Callable[[str], Awaitable[bool]] | None = None,
+    ) -> None:
         """`pool`: the pool's name, whose slots every swjob process shares; None: this
-        engine's only."""
+        engine's only. `node_gone(run)`: whether the provider confirms that the node of
+        a run whose operator died is gone (its slot is then free)."""
+        self._node_gone = node_gone
+        self._gone: set[str] = set()  # such runs: their slots are free
         self._limit = limit
         self._used = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
@@ -73,13 +83,25 @@ class Slots:
         take it; `say` is told once when every slot is taken by other processes' nodes."""
         await self._take_here()
         try:
-            if (orphans := self._claim(run_id)) is not None:
+            if (orphans := await self._claim_healed(run_id)) is not None:
                 say(self._held_elsewhere(orphans))
-                while self._claim(run_id) is not None:
+                while await self._claim_healed(run_id) is not None:
                     await asyncio.sleep(SHARED_POLL_S)
         except BaseException:
             self._give_back_here()
             raise
+
+    async def _claim_healed(self, run_id: str) -> list[str] | None:
+        """`_claim`, once more after asking the provider about the dead operators' runs
+        that hold slots: those whose nodes are gone free theirs."""
+        orphans = self._claim(run_id)
+        if not orphans or self._node_gone is None:
+            return orphans
+        gone = {run for run in orphans if run not in self._gone and await self._node_gone(run)}
+        if not gone:
+            return orphans
+        self._gone |= gone
+        return self._claim(run_id)
 
     def _held_elsewhere(self, orphans: list[str]) -> str:
         ours = sum(map(len, self._claims.values()))
@@ -157,7 +179,8 @@ class Slots:
                     taken += 1  # a live process's node
                     continue
                 opened.append(fd)
-                if (named := _named(fd)) and named != run_id and run_unfinished(named):
+                named = _named(fd)
+                if named and named not in (run_id, *self._gone) and run_unfinished(named):
                     taken += 1
                     orphans.append(named)
                 elif path.name.isdigit() and int(path.name) < self._limit:

@@ -120,9 +120,22 @@ def bid_for(pool: Pool, offer: dict[str, Any]) -> float | None:
 
 
 def price_paid(pool: Pool, offer: dict[str, Any]) -> float | None:
-    """The $/h the node bills: the bid when bidding, else the listing's total."""
+    """The $/h the node bills: the listing's total, or when bidding the bid plus the disk's
+    storage (Vast bills storage on top of a bid; the total already holds it)."""
     bid = bid_for(pool, offer)
-    return bid if bid is not None else offer.get("dph_total")
+    return round(bid + storage_per_hour(offer), 6) if bid is not None else offer.get("dph_total")
+
+
+def storage_per_hour(offer: dict[str, Any]) -> float:
+    """The $/h of the offer's disk as searched for: Vast's `storage_total_cost`, else what
+    its total adds to the base price (0 when neither is listed)."""
+    listed = offer.get("storage_total_cost")
+    if isinstance(listed, int | float) and math.isfinite(listed):
+        return max(0.0, float(listed))
+    total, base = offer.get("dph_total"), offer.get("dph_base")
+    if isinstance(total, int | float) and isinstance(base, int | float):
+        return max(0.0, float(total) - float(base))
+    return 0.0
 
 
 def takes_bid(pool: Pool, offer: dict[str, Any]) -> bool:

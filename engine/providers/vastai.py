@@ -56,6 +56,7 @@ from engine.providers.vast_boot import AGENT_LOG, label_for, onstart_command
 from engine.providers.vast_status import BootWatch, boot_poll_s
 from engine.report import scope
 from engine.report.events import BootPhase
+from engine.state import badhosts
 from engine.state.ledger import Ledger, LedgerEntry
 from engine.state.locked import StateNotWritten
 
@@ -125,7 +126,7 @@ class VastProvider:
         self._confirm_every_s = confirm_every_s
         self._confirm_for_s = confirm_for_s
         self._confirming: dict[str, asyncio.Task[None]] = {}
-        self._slots = Slots(pool.max_nodes, pool.name)
+        self._slots = Slots(pool.max_nodes, pool.name, node_gone=self._node_gone)
         self._adopted: dict[str, int] = {}
         self._holding: set[str] = set()  # adopted instances that took a slot
         self._run_of: dict[str, str] = {}  # instance → the run whose slot it holds
@@ -168,19 +169,33 @@ class VastProvider:
             f"{self._pool.name!r} were all rented away before we could create an instance"
         )
 
-    async def search(self) -> list[dict[str, Any]]:
+    async def search(self, *, keep_bad: bool = False) -> list[dict[str, Any]]:
         """The offers this pool rents from, in its order (the first is the one a run takes,
         unless it is rented away meanwhile); ProvisionError naming the requirement that
-        found nothing, or the bid no offer takes. `swjob offers` shows the same list."""
+        found nothing, or the bid no offer takes. `swjob offers` shows the same list, with
+        (`keep_bad`) the offers on hosts remembered as bad (engine/state/badhosts.py)."""
         clauses = offers.clauses(self._pool)
         found = await self._query(clauses)
         if found:
             taking = [o for o in found if offers.takes_bid(self._pool, o)]
             if not taking:
                 raise ProvisionError(offers.no_bid_reason(self._pool, found))
-            return taking
+            return taking if keep_bad else await self._good_hosts(taking)
         culprits = [c for c in clauses if await self._query([x for x in clauses if x is not c])]
         raise ProvisionError(offers.no_offer_reason(self._pool.name, clauses, culprits))
+
+    async def _good_hosts(self, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`found` without the offers on hosts remembered as bad (`bad_host_ttl_h`)."""
+        if self._pool.bad_host_ttl_h <= 0:
+            return found
+        bad = await asyncio.to_thread(badhosts.machines, self.name)
+        good = [o for o in found if str(o.get("machine_id")) not in bad]
+        if not good:
+            raise ProvisionError(
+                f"every Vast.ai offer for pool {self._pool.name!r} is on a host remembered "
+                "as bad: `swjob hosts` lists them, `swjob hosts forget --all` clears"
+            )
+        return good
 
     async def _query(self, clauses: list[offers.Clause]) -> list[dict[str, Any]]:
         order = offers.order_string(self._pool)
@@ -439,6 +454,24 @@ class VastProvider:
         """The instance stays warm: its slot is given back, its ledger rows stay open (it
         bills on, and a claim or gc finds it there)."""
         self._release(handle.node_id)
+
+    async def _node_gone(self, run_id: str) -> bool:
+        """Whether the node of `run_id`, whose operator died holding a slot of this pool,
+        is gone: every instance its open ledger rows name unlisted on two looks (a node
+        that gave up on its own leaves its row open). A row whose create may still answer
+        (no instance id yet) is no proof. Its rows stay open for gc, which ends its run."""
+        rows = [e for e in await asyncio.to_thread(self._ledger.open_entries) if e.run_id == run_id]
+        if any(e.instance_id is None for e in rows):
+            return False
+        try:
+            for look in range(2):
+                await asyncio.sleep(self._boot_poll_s if look else 0)
+                for entry in rows:
+                    if not await self._gone_now(str(entry.instance_id)):
+                        return False
+        except VastApiError:
+            return False
+        return True
 
     def forget(self, instance: str) -> None:
         """gc destroyed the instance and closed its ledger rows: free its pool slot."""

@@ -99,9 +99,11 @@ class Datastream:
         self._paths: dict[str, Path] = {}
         self._unwritten = WarnOnce(log)  # runs whose event log a write failed on
 
-    def open_run(self, run_id: str, path: Path) -> None:
-        """Start (or continue, after recovery) the run's event log; seq resumes after the last."""
-        self._seq[run_id] = last_seq(path)
+    def open_run(self, run_id: str, path: Path, seq: int | None = None) -> None:
+        """Start (or continue, after recovery) the run's event log; seq resumes after the last
+        (`seq`, when the caller has just read the log: reading it again parsed every event
+        of a flooded run twice, on the event loop)."""
+        self._seq[run_id] = last_seq(path) if seq is None else seq
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = self._files[run_id] = open_append(path)
         self._paths[run_id] = path

@@ -75,30 +75,34 @@ def gpu_summary(gpus: list[GpuView]) -> dict[str, Any] | None:
 
 
 class IdleGpuWatch:
-    """Raises the alarm once per idle stretch: every GPU under IDLE_PCT for `after_s` while
-    the job's `run` step runs — a stalled job that still bills."""
+    """Raises the alarm once per idle stretch: every GPU under `pct` for `after_s` while
+    the job's `run` step runs — a stalled job that still bills. The same watch, with the
+    pool's `idle_gpu_stop_s`, stops such a run (engine/run/orchestrator.py)."""
 
-    def __init__(self, after_s: float) -> None:
+    def __init__(self, after_s: float, pct: float = IDLE_PCT) -> None:
         self.after_s = after_s
+        self.pct = pct
         self._idle_since: float | None = None
         self._alerted = False
+        self.stretch_s = 0.0  # the idle stretch so far, as of the last sample
 
     def observe(self, event: ev.GpuMetrics, running: bool) -> str | None:
         """The alert's message when this sample completes an idle stretch, else None."""
         utils = [g.util_pct for g in event.gpus if g.util_pct is not None]
-        if not running or not utils or max(utils) >= IDLE_PCT:
-            self._idle_since, self._alerted = None, False
+        if not running or not utils or max(utils) >= self.pct:
+            self._idle_since, self._alerted, self.stretch_s = None, False, 0.0
             return None
         if self._idle_since is None:
             self._idle_since = event.t
-        if self._alerted or event.t - self._idle_since < self.after_s:
+        self.stretch_s = event.t - self._idle_since
+        if self._alerted or self.stretch_s < self.after_s:
             return None
         self._alerted = True
         return (
-            f"GPUs idle: under {IDLE_PCT:g} % for {_duration(event.t - self._idle_since)} "
+            f"GPUs idle: under {self.pct:g} % for {duration(self.stretch_s)} "
             "while the job runs — stalled? the node still bills"
         )
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"

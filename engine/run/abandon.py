@@ -23,6 +23,7 @@ from engine.report import events as ev
 from engine.report.datastream import Datastream, read_events
 from engine.report.runbook import fold
 from engine.report.views import RunView
+from engine.run import nodeend
 from engine.run.runrecord import PhaseClock, write_run_json, write_summary
 from engine.state import ownership
 from engine.state.locked import StateNotWritten
@@ -45,6 +46,10 @@ class Claims:
         """Take the run's lease; False when an engine adopted it since it was listed."""
         lease = ownership.acquire(run_id)
         if lease is None:
+            return False
+        found = self._store.unfinished_run(run_id)
+        if found is not None and ownership.elsewhere(found[1].get(ownership.OWNER)):
+            lease.release()  # its owner lives: its lock file was deleted under it
             return False
         self._leases[run_id] = lease
         return True
@@ -81,12 +86,14 @@ async def mark_abandoned(store: Store, run_id: str, reason: str = REASON) -> str
     found = store.unfinished_run(run_id)
     if found is None:
         return None
-    view, _ = found
+    view, saved = found
     events = await asyncio.to_thread(read_events, view.run_dir / "events.jsonl")
     before = fold(events) or view
+    closing = nodeend.closing_events(run_id, saved, events, found_gone=reason == GONE_REASON)
     after = await _appended(
         view,
         events,
+        *closing,
         ev.Transition(
             run_id=run_id,
             cause="Abandoned",
@@ -128,7 +135,7 @@ async def mark_node_gone(store: Store, run_id: str, instance: str) -> str | None
 async def _appended(view: RunView, events: list[ev.Event], *more: ev.Event) -> RunView:
     """Append `more` to the run's events.jsonl (after `events`, read from it): the view then."""
     stream = Datastream()
-    stream.open_run(view.run_id, view.run_dir / "events.jsonl")
+    stream.open_run(view.run_id, view.run_dir / "events.jsonl", events[-1].seq if events else 0)
     added = [stream.publish(event) for event in more]
     await stream.close_run(view.run_id)
     stream.close()
@@ -142,7 +149,7 @@ def _record_end(index: Path, view: RunView, failed: list[str]) -> None:
     clock = PhaseClock()  # the phases were timed by the dead owner; only the end is ours
     clock.enter("done")
     try:
-        write_run_json(view, clock, {"job_file": None})
+        write_run_json(view, clock, {"job_file": None, "cost_by_phase": view.cost_by_phase})
     except OSError as exc:
         failed.append(f"run.json of run {view.run_id} not written: {exc}")
 

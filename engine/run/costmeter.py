@@ -46,6 +46,7 @@ class CostMeter:
         self._d = driver
         self._handle: NodeHandle | None = None
         self._task: asyncio.Task[None] | None = None
+        self._end: float | None = None  # the node ended by then at the latest (end_by)
 
     def start(self, handle: NodeHandle) -> None:
         """Meter `handle` (once per run: a recovered run starts it when it resumes)."""
@@ -61,19 +62,36 @@ class CostMeter:
         if self._task is not None:
             self._task.cancel()
 
+    def end_by(self, at: float | None) -> None:
+        """The node was gone by epoch `at` at the latest: destroyed then, or ended by its
+        own timers while nobody drove it (engine/run/nodeend.py); None: it is alive again
+        (its agent spoke), and bills up to now."""
+        self._end = at
+
+    def destroyed(self, at: float) -> None:
+        """The node was destroyed at `at`: it billed up to then (or up to an earlier end
+        its own timers set while nobody drove it)."""
+        self._end = at if self._end is None else min(self._end, at)
+
+    def _until(self) -> float:
+        now = time.time()
+        return now if self._end is None else min(now, self._end)
+
     @property
     def _price(self) -> float | None:
         return self._handle.price_per_hour if self._handle else None
 
     def _alive_s(self) -> float:
         assert self._handle is not None and self._handle.created_at is not None
-        return max(0.0, time.time() - self._handle.created_at)
+        return max(0.0, self._until() - self._handle.created_at)
 
     def by_phase(self) -> dict[str, float]:
         """Dollars per phase so far ({} when the node has no price)."""
         if self._handle is None or self._price is None:
             return {}
-        return cost_by_phase(self._price, self._d.clock.spans(), self._handle.created_at)
+        end = self._until()
+        spans = [(p, b, min(e, end)) for p, b, e in self._d.clock.spans(end)]
+        return cost_by_phase(self._price, spans, self._handle.created_at)
 
     def publish_final(self) -> None:
         if self._price is not None:

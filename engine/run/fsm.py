@@ -269,8 +269,9 @@ ACTIVE: tuple[tuple[JobState, Phase], ...] = (
     (R, MAT),
     (R, SETUP),
     (R, RUN),
-    (R, COLL),
 )
+"""Where a fault, a loss or a stop fails the run. Collecting after exit 0 is active too, but
+there the exit code has decided (spec §6): see the (R, COLL) rows."""
 
 TABLE: tuple[Row, ...] = (
     Row((None, NEW), JobSubmitted, (ProvisionNode(),), (P, PROV)),
@@ -314,6 +315,13 @@ TABLE: tuple[Row, ...] = (
         for src in ACTIVE
         for ev in (NodeFault, NodeLost, OperatorStop, InternalError)
     ),
+    # collecting after exit 0: the exit code decided COMPLETED. A stop (operator, cap) or
+    # the node's loss cuts collection short — what did not land is recorded with the
+    # reason — and keeps the verdict; a collection that failed or raised fails the run.
+    Row((R, COLL), OperatorStop, (TeardownNode(),), (C, TEAR)),
+    Row((R, COLL), NodeLost, (TeardownNode(),), (C, TEAR)),
+    Row((R, COLL), NodeFault, (TeardownNode(),), (F, TEAR)),
+    Row((R, COLL), InternalError, (TeardownNode(),), (F, TEAR)),
     # the teardown itself broke past its retries (and said so in an alert): never hang
     *(Row((st, TEAR), InternalError, (), (st, DONE)) for st in (C, F)),
     # the provider confirms the node is gone: the run is over
@@ -321,8 +329,8 @@ TABLE: tuple[Row, ...] = (
 )
 
 
-def reason_for(event: Event) -> str | None:
-    """The run's reason when `event` fails it (None for events that do not)."""
+def reason_of(event: Event) -> str | None:
+    """The one line a run that this event fails gives as its reason."""
     match event:
         case SetupFailed(code):
             return f"setup failed with code {code}"
@@ -350,7 +358,7 @@ def step(state: FsmState, event: Event) -> Outcome:
         if isinstance(event, JobExited):
             new = replace(new, exit_code=event.code)
         if new.reason is None and row.target[0] is F:
-            new = replace(new, reason=reason_for(event))
+            new = replace(new, reason=reason_of(event))
         return Outcome(new, row.commands)
     return Outcome(state, (), ignored=True)
 

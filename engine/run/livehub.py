@@ -79,6 +79,8 @@ class LiveHub:
         self._live_driver(run_id)
         if not 1 <= remote_port <= 65535:
             raise LiveUnavailable(f"port {remote_port} is not a TCP port (1-65535)")
+        if not 0 <= local_port <= 65535:
+            raise LiveUnavailable(f"local port {local_port} is not a TCP port (1-65535)")
         request = ForwardOpen(port=remote_port)
         forward = Forward(run_id=run_id, remote_port=remote_port, local_port=local_port)
 

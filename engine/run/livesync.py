@@ -2,13 +2,15 @@
 
 A node can vanish mid-run (an interruptible instance taken back, a host that dies), and
 then the final pull has nothing to pull from: whatever the job wrote is lost with the
-node. So every `sync_every_s` the engine lists the declared outputs on the node and pulls
-the files whose size or modification time changed since the last sync that landed them,
-into the run's landing dir (`outputs/`), verified like the final pull (SHA-256, atomic
-rename, torn files refused). It runs beside the job, never pausing it; when nothing
-changed it costs one listing and moves no file. A failed sync is said once and tried
-again at the next interval. Syncs stop before the final pull starts, which then lands
-every output again at its final version (and writes manifest.json).
+node. So every `sync_every_s` the engine lists the declared outputs on the node and
+pulls the files whose size or modification time changed since the last sync that landed
+them, into the run's landing dir (`outputs/`), verified like the final pull (SHA-256,
+atomic rename, torn files refused), after removing what the job deleted or replaced by
+another kind of thing since (engine/run/reconcile.py): `outputs/` is the last synced
+state. It runs beside the job, never pausing it; when nothing changed it costs one
+listing and moves no file. A failed sync is said once and tried again at the next
+interval. Syncs stop before the final pull starts, which then lands every output again
+at its final version (and writes manifest.json).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from agent.transfer.receiver import Receiver
 from agent.transfer.schedule import schedule
 from agent.transfer.walk import Entry
 from engine.report import events as ev
+from engine.run.reconcile import reconcile
 from engine.run.transfer import XferLink, _list, _pull_stream
 
 if TYPE_CHECKING:
@@ -38,6 +41,10 @@ async def sync_changed(
     landed verified (and records them in `seen`). Nothing changed: nothing is pulled."""
     listing = await _list(link, patterns)
     files = [e for e in listing.entries if e.kind == "file"]
+    listed = {e.path for e in files}
+    for path in [p for p in seen if p not in listed]:  # deleted, or now a directory
+        del seen[path]
+    await asyncio.to_thread(reconcile, landing, listing.entries)
     changed = [e for e in files if seen.get(e.path) != (e.size, e.mtime_ns)]
     if not changed:
         return []

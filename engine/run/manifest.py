@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ class ManifestEntry:
     sha256: str | None
     verified: bool
     reason: str | None = None  # why it did not land (vanished, unreadable, refused, changed)
+    synced_earlier: bool = False  # not landed now, but outputs/ holds what a live sync landed
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,18 @@ class PullResult:
     bytes: int
     refused: list[str] = field(default_factory=list)
     attempts: int = 1
+    pruned: list[str] = field(default_factory=list)  # synced earlier, gone from the node since
 
     @property
     def not_landed(self) -> list[ManifestEntry]:
         """Listed files that did not land, each with its reason."""
         return [e for e in self.files if not e.verified]
+
+    def cut_short(self, why: str) -> PullResult:
+        """This result of a collection stopped before its end (the operator, a cap, the
+        node lost): each file that did not land and has no reason of its own gets `why`."""
+        files = [e if e.verified or e.reason else replace(e, reason=why) for e in self.files]
+        return replace(self, files=files)
 
 
 def worth_another_pass(reason: str) -> bool:
@@ -85,20 +93,31 @@ def manifest_entries(
             continue
         reason = receiver.failed.get(entry.path)
         reason = None if reason is None else redact(reason)
-        out.append(ManifestEntry(entry.path, entry.size, entry.mode, None, False, reason))
+        earlier = (receiver.root / entry.path).is_file()  # reconciled: a file, if anything
+        out.append(ManifestEntry(entry.path, entry.size, entry.mode, None, False, reason, earlier))
     return out
 
 
 def write_manifest(
-    run_dir: Path, result: PullResult, redact: Callable[[str], str], *, complete: bool = True
+    run_dir: Path,
+    result: PullResult,
+    redact: Callable[[str], str],
+    *,
+    complete: bool = True,
+    cut_short: str | None = None,
 ) -> None:
     """`complete` is False when the pull failed: the files marked verified landed whole,
-    the others did not land at all. A path holding a secret is written masked (the file
-    itself lands under its real name). LandingFailed when the disk refuses it: then no
-    manifest is left, never a half-written one."""
+    the others did not land at all (`cut_short`: why the collection was stopped). A path
+    holding a secret is written masked (the file itself lands under its real name).
+    LandingFailed when the disk refuses it: then no manifest is left, never a half-written
+    one."""
     files = [asdict(e) | {"path": redact(e.path)} for e in result.files]
     body: dict[str, Any] = {"complete": complete, "files": files}
+    if cut_short is not None:
+        body["cut_short"] = redact(cut_short)
     body |= {"missing": [redact(m) for m in result.missing], "refused": result.refused}
+    if result.pruned:  # a live sync had landed them; the job deleted or replaced them since
+        body["removed_since_sync"] = [redact(p) for p in result.pruned]
     final = run_dir / "manifest.json"
     with landing(final):
         replace_whole(final, json.dumps(body, indent=2) + "\n")

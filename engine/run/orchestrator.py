@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import math
+import time
 from collections.abc import Awaitable
 from functools import partial
 from typing import Any
@@ -40,7 +42,7 @@ from engine.providers.base import Bootstrap, Listed, NodeHandle, Provider
 from engine.report import appender, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream
-from engine.report.gpu import IdleGpuWatch, gpu_summary
+from engine.report.gpu import IdleGpuWatch, duration, gpu_summary
 from engine.report.runbook import apply
 from engine.report.views import RunView
 from engine.run import fsm, nodeloss, warm
@@ -113,7 +115,8 @@ class RunDriver:
         self.healthy = True  # no fault, loss, internal error or cap seen: may be kept warm
         self.birth_run = view.run_id  # the run its node was provisioned for (warm reuse)
         self.pushed: list[dict[str, Any]] = []  # run.json's `push`: one row per tree pushed
-        self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s)
+        self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s, pool.idle_gpu_util_pct)
+        self._gpu_stop = IdleGpuWatch(pool.idle_gpu_stop_s or math.inf, pool.idle_gpu_util_pct)
         self.begin()  # queued first, so a stop that arrives before the loop starts finds a job
 
     def begin(self) -> None:
@@ -173,20 +176,30 @@ class RunDriver:
                 exit_code=outcome.state.exit_code,
             )
         )
-        if isinstance(event, fsm.OperatorStop) and before.state is fsm.JobState.FAILED:
-            # the verdict stands (the exit code decided it); say why collection was cut short
-            message = f"output collection cut short: {event.reason}"
-            self.publish(ev.Alert(run_id=self.view.run_id, message=message))
+        stop_or_loss = isinstance(event, fsm.OperatorStop | fsm.NodeLost)
+        if stop_or_loss and before.phase is fsm.Phase.COLLECTING:
+            # the verdict stands (the exit code decided it); say why collection was cut
+            # short, and record it for every output that did not land
+            why = self.redact(fsm.reason_of(event) or "stopped")
+            self.transfers.cut_short(why)
+            self.publish(
+                ev.Alert(run_id=self.view.run_id, message=f"output collection cut short: {why}")
+            )
         if outcome.commands:
             self._spawn(self._execute(outcome.commands))
 
-    def resume(self, state: fsm.FsmState, handle: NodeHandle | None) -> None:
+    def resume(
+        self, state: fsm.FsmState, handle: NodeHandle | None, node_end: float | None = None
+    ) -> None:
         """Continue a run an earlier engine process left unfinished: start from `state`
-        instead of JobSubmitted (engine/run/recovery.py re-issues the interrupted command)."""
+        instead of JobSubmitted (engine/run/recovery.py re-issues the interrupted command).
+        `node_end`: the latest its node can have lived unattended (engine/run/nodeend.py),
+        which bounds its cost until its agent is heard again."""
         self._queue = asyncio.Queue()
         self._fsm = state
         self.handle = handle
         if handle is not None:
+            self._cost.end_by(node_end)
             self._cost.start(handle)  # the node has billed all along: cost counts from its birth
 
     def start_work(self, coro: Any) -> asyncio.Task[Any]:
@@ -312,6 +325,7 @@ class RunDriver:
         except DeadlinePassed:
             return False
         hello = self.session.hello
+        self._cost.end_by(None)  # its agent spoke: the node is alive and bills on
         self.remember(endpoint_id=self.session.endpoint_id, agent_ticket=hello and hello.ticket)
         self.boot.joined(hello and hello.boot)
         self._node_event(state)
@@ -328,7 +342,7 @@ class RunDriver:
             if not isinstance(verdict, Listed) or not await self.session.answers():
                 break  # seen dead, or the agent fell silent too
             if not verdict.gone:
-                self.post(fsm.NodeGoing(fsm.reason_for(nodeloss.loss_event(verdict)) or ""))
+                self.post(fsm.NodeGoing(fsm.reason_of(nodeloss.loss_event(verdict)) or ""))
                 return
             if not said:
                 said = True
@@ -386,6 +400,7 @@ class RunDriver:
                 self.publish(ev.Alert(run_id=self.view.run_id, message=message, persistent=True))
                 self._node_event(ev.NodeState.UNCONFIRMED)  # never "gone": it may still bill
             else:
+                self._cost.destroyed(time.time())  # a closed node bills up to its destroy
                 self._node_event(ev.NodeState.GONE)
             await asyncio.to_thread(warm.let_go, self.handle)
         self.post(fsm.NodeTornDown())
@@ -442,6 +457,8 @@ class RunDriver:
         self.publish(event)
         if message := self._gpu_idle.observe(event, self._running_step is Step.RUN):
             self.publish(ev.Alert(run_id=self.view.run_id, message=message))
+        if self._gpu_stop.observe(event, self._running_step is Step.RUN):  # idle_gpu_stop_s
+            self.post(fsm.NodeGoing(f"GPU idle for {duration(self._gpu_stop.stretch_s)}"))
 
     def _redacted(self, line: LogLine) -> LogLine:
         """The line with secrets masked; copied only when something was masked (floods)."""

@@ -3,6 +3,7 @@ and caps) lives in engine/run/costmeter.py."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from engine.run.transfer import (
     ManifestNotWritten,
     PullResult,
     PushResult,
+    Stopped,
     TransferError,
     pull_outputs,
     push_workspace,
@@ -44,6 +46,12 @@ class Transfers:
     def __init__(self, driver: RunDriver) -> None:
         self._d = driver
         self.live = LiveSync(driver)
+        self._stopped = Stopped()
+
+    def cut_short(self, why: str) -> None:
+        """The collection under way is about to be stopped (the operator, a cap, the node
+        lost): every output that does not land is recorded with `why`."""
+        self._stopped.why = why
 
     def _progress(self, direction: ev.TransferDirection) -> Callable[[Progress], None]:
         def report(p: Progress) -> None:
@@ -138,8 +146,13 @@ class Transfers:
                     self._d.view.run_dir,
                     progress,
                     redact=self._d.redact,
+                    stopped=self._stopped,
                 )
             )
+        except asyncio.CancelledError:
+            if self._stopped.result is not None and self._stopped.why is not None:
+                self._d.outputs = self._cut(self._stopped.result, self._stopped.why)
+            raise
         except Stalled as exc:
             return self._not_collected(f"collection stalled: {exc}")
         except ManifestNotWritten as exc:
@@ -167,6 +180,16 @@ class Transfers:
         # a declared output that matched nothing may hold a secret: shown masked, as in
         # manifest.json
         return {"missing": [redact(m) for m in result.missing], "summary": summary}
+
+    def _cut(self, result: PullResult, why: str) -> dict[str, Any]:
+        """What run.json records of a collection cut short: every output that did not land
+        (each with its reason, `why` where it had none of its own), and the note."""
+        redact = self._d.redact
+        not_landed = {redact(e.path): e.reason and redact(e.reason) for e in result.not_landed}
+        summary = {"files": len(result.files), "bytes": result.bytes, "not_landed": not_landed}
+        missing = [redact(m) for m in result.missing] + list(not_landed)
+        note = redact(f"output collection cut short: {why}")
+        return {"missing": missing, "summary": summary | {"refused": result.refused}, "note": note}
 
     def _without_manifest(self, result: PullResult, why: str) -> dict[str, Any]:
         """Pulled, but manifest.json could not be written: the outputs that landed whole

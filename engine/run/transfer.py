@@ -46,6 +46,7 @@ from engine.run.manifest import (
     worth_another_pass,
     write_manifest,
 )
+from engine.run.reconcile import reconcile
 
 __all__ = [
     "LandingFailed",
@@ -374,35 +375,51 @@ def _landed_size(receiver: Receiver, path: str) -> int | None:
     return None if landed is None else landed.size
 
 
+@dataclass
+class Stopped:
+    """Why a pull may be cancelled (set by whoever cancels it, before), and what it had
+    collected by then (set by the pull)."""
+
+    why: str | None = None
+    result: PullResult | None = None
+
+
 async def pull_outputs(
     link: XferLink,
     patterns: list[str],
     run_dir: Path,
     on_progress: OnProgress,
     redact: Callable[[str], str] = str,
+    stopped: Stopped | None = None,
 ) -> PullResult:
     """Pull the declared outputs into `run_dir/outputs/`, verified, and write manifest.json.
 
     `redact` masks secrets in the refusal messages, the reasons and in manifest.json's
     paths (they quote names the job chose). LandingFailed when the operator's own disk
     refuses the landing directory (an output it refuses is one not landed);
-    ManifestNotWritten, carrying what landed, when it refuses the manifest."""
-    receiver = Receiver(run_dir / "outputs", hash_chunked=True, per_file=True)
-    with landing(run_dir / "outputs"):
-        (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
+    ManifestNotWritten, carrying what landed, when it refuses the manifest. Cancelled
+    while `stopped.why` says why, the manifest names every output that did not land with
+    that reason, and `stopped.result` holds what did."""
+    outputs = run_dir / "outputs"
+    receiver = Receiver(outputs, hash_chunked=True, per_file=True)
+    with landing(outputs):
+        outputs.mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []
     listings: list[_Listing] = []
+    pruned: list[str] = []  # landed by a live sync, since deleted or replaced by the job
 
     def result(listing: _Listing, attempts: int) -> PullResult:
         files = manifest_entries(listing.entries, receiver, redact)
         total = sum(e.size for e in files if e.verified)
         refused = [redact(line) for line in [*listing.refused, *receiver.refused]]
-        return PullResult(files, listing.missing, total, refused, attempts)
+        return PullResult(files, listing.missing, total, refused, attempts, pruned)
 
     async def attempt(number: int) -> _Listing:
         listing = await _list(link, patterns, digests=True)
         receiver.expected_sha256 = listing.sha256
         listings.append(listing)
+        if len(listings) == 1:  # before anything lands (a retry keeps what it holds)
+            pruned.extend(await asyncio.to_thread(reconcile, outputs, listing.entries))
         files = [e for e in listing.entries if e.kind == "file"]
         if not meters:
             meters.append(ProgressMeter(on_progress, sum(e.size for e in files), len(files)))
@@ -429,9 +446,14 @@ async def pull_outputs(
     except BaseException:
         # failed or stopped: say which outputs landed whole; drop the partial ones' pieces
         receiver.close(discard_partials=True)
-        if listings:  # the transfer's own error is the one to say; no manifest is no claim
-            with contextlib.suppress(LandingFailed):
-                write_manifest(run_dir, result(listings[-1], len(listings)), redact, complete=False)
+        why = stopped.why if stopped is not None else None
+        partial = result(listings[-1], len(listings)) if listings else None
+        if why is not None:  # cut short: even before the listing, every output is named
+            partial = (partial or PullResult([], list(patterns), 0)).cut_short(why)
+            stopped.result = partial
+        if partial is not None:  # a transfer's own error is the one to say; no manifest
+            with contextlib.suppress(LandingFailed):  # is no claim
+                write_manifest(run_dir, partial, redact, complete=False, cut_short=why)
         raise
     receiver.close()
     meters[0].finish()

@@ -30,6 +30,14 @@ lock that can be taken has no owner.
 The lease is taken before the store is read for the run's state, and an adopter
 checks the run is still unfinished after taking it, so a run that ended between the
 two is left alone. The lock file of a finished run is removed by its last owner.
+
+A lock file can be deleted under its owner (a careless `rm -rf` of the leases, a job on
+the local pool running as the operator): the owner still holds its lock, on a file no
+one can open, and the next `acquire` takes a fresh one — the run read as abandoned, and
+gc destroyed a live run's node. So the owner also stamps the run's row in the run index
+with its pid and that process's start time (`me`); a run whose stamp names a live
+process (`alive`: the same pid *and* start, so a recycled pid is no owner) is owned
+whatever the leases folder holds, and neither adopted nor collected.
 """
 
 from __future__ import annotations
@@ -37,12 +45,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
+from agent.procgroup import started_at
 from engine.state import spill
 from engine.state.paths import state_dir
 from engine.state.planted import Planted, own_subdir
+
+if TYPE_CHECKING:
+    from engine.report.views import RunView
 
 
 def _lease_path(run_id: str) -> Path:
@@ -110,8 +123,39 @@ def live_runs() -> set[str]:
     return owned
 
 
-def owned(index: Path) -> set[str]:
+def owned(index: Path, recorded: Iterable[tuple[RunView, dict[str, Any]]] = ()) -> set[str]:
     """The runs gc must never treat as abandoned: those some live process drives (its
-    lease held, whether or not the index holds their row), and those whose row is kept
-    beside `index` (engine/state/spill.py: to be written in, then adopted)."""
-    return live_runs() | set(spill.kept(index))
+    lease held, whether or not the index holds their row, or its owner's stamp in the
+    `recorded` rows naming another live process), and those whose row is kept beside `index`
+    (engine/state/spill.py: to be written in, then adopted)."""
+    stamped = {view.run_id for view, saved in recorded if elsewhere(saved.get(OWNER))}
+    return live_runs() | stamped | set(spill.kept(index))
+
+
+OWNER = "owner"  # the key of the owner's stamp in a run's recovery facts
+
+
+def me() -> dict[str, float]:
+    """This process as a run's owner: its pid and start time (see the module's end)."""
+    pid = os.getpid()
+    return {"pid": pid, "started": started_at(pid)}
+
+
+def alive(stamp: object) -> bool:
+    """The process a stamp names still runs: the same pid, started at the same time."""
+    if not isinstance(stamp, dict):
+        return False
+    pid, started = stamp.get("pid"), stamp.get("started")
+    if type(pid) is not int or pid <= 0 or not isinstance(started, int | float):
+        return False
+    now = started_at(pid)
+    return now != 0.0 and (started == 0.0 or abs(now - started) < STARTED_SLACK_S)
+
+
+STARTED_SLACK_S = 0.01
+
+
+def elsewhere(stamp: object) -> bool:
+    """The stamp names a live process other than this one: the run's owner, whose lock
+    file is gone. (This process's own engines hold their leases by their open files.)"""
+    return alive(stamp) and isinstance(stamp, dict) and stamp.get("pid") != os.getpid()

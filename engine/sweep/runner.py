@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -120,7 +120,19 @@ class Sweep:
                 future.cancel()
             self.record.done = True
             records.save(self.record)
-        return self.rows()
+        rows = self.rows()
+        self.engine.notify(self.pool, *self._summary(rows))
+        return rows
+
+    def _summary(self, rows: list[SweepRow]) -> tuple[str, str]:
+        """The sweep's end in a notice: a count per state, its cost, why it halted."""
+        states = Counter(row.state for row in rows)
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        title = f"swjob: sweep {self.job.name} finished: {counts}"
+        body = f"sweep {self.sweep_id}: {len(rows)} variants, ${self.spent():.2f} spent"
+        if self.record.halted:
+            body += f"; halted: {self.record.halted}"
+        return title, body
 
     async def stop(self, reason: str = "stopped by operator") -> None:
         """Halt: stop the running runs, start no other."""

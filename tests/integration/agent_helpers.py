@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from iroh import iroh_ffi
+
 from agent import endpoint, procgroup
 from agent.credentials import write_secrets
 from agent.protocol import (
@@ -120,9 +122,14 @@ class FakeOrchestrator:
 
     async def _accept_loop(self) -> None:
         while (incoming := await self.ep.accept_next()) is not None:
-            accepting = await incoming.accept()
-            alpn = await accepting.alpn()
-            conn = await accepting.connect()
+            try:
+                accepting = await incoming.accept()
+                alpn = await accepting.alpn()
+                conn = await accepting.connect()
+            except iroh_ffi.IrohError:
+                # a dial the agent gave up mid-handshake (its timeout, on a loaded machine):
+                # the next one must still be accepted, as the engine's server does
+                continue
             if alpn == CTL_ALPN:
                 self._spawn(self._serve_ctl(conn))
             elif alpn == XFER_ALPN:

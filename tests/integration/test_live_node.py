@@ -14,6 +14,7 @@ import pexpect
 import pytest
 
 from agent.livewire import ShellOpen
+from engine.cli.live import check_port
 from engine.engine import Engine
 from engine.run.liveops import LiveUnavailable
 from tests.support.http import fetch, free_port, served
@@ -40,9 +41,9 @@ class Terminal:
     """`swjob shell` in a real pseudo-terminal; pexpect's blocking calls run off the loop
     (the engine the shell talks to shares the test's event loop)."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, dimensions: tuple[int, int] = (24, 80)) -> None:
         self.child = pexpect.spawn(
-            CLI[0], [*CLI[1:], "shell", run_id], dimensions=(24, 80), timeout=TIMEOUT_S
+            CLI[0], [*CLI[1:], "shell", run_id], dimensions=dimensions, timeout=TIMEOUT_S
         )
 
     async def expect(self, pattern: str) -> None:
@@ -102,6 +103,8 @@ async def test_console_forward_serves_concurrent_requests_and_closes_with_the_ru
     port = free_port()
     run = f"echo one > a.txt; echo two > b.txt; exec python3 -m http.server {port} --bind 127.0.0.1"
     run_id = await running(engine, make_job, run)
+    with pytest.raises(LiveUnavailable, match="local port 70000 is not a TCP port"):
+        await engine.live.forward(run_id, port, 70000)
     fwd = await engine.live.forward(run_id, port)
     assert await served(fwd.local_port, "a.txt") == "one\n"  # the node's server is up
     sock = socket.create_connection(("127.0.0.1", fwd.local_port))  # held open while others run
@@ -209,3 +212,32 @@ async def test_a_shell_opened_during_setup_survives_the_end_of_the_step(engine, 
     finally:
         term.close()
     await stop(engine, run_id)
+
+
+async def test_a_shell_from_a_terminal_without_a_size_gets_80x24(engine, make_job) -> None:
+    """A fresh pty (and some IDE and serial terminals) reports 0×0: it ended in a
+    traceback; the shell now opens at 80×24."""
+    run_id = await running(engine, make_job, "sleep 60")
+    term = Terminal(run_id, dimensions=(0, 0))
+    try:
+        await term.run("stty size", r"24 80")
+        term.child.sendline("exit 3")
+        assert await term.exit_status() == 3
+    finally:
+        term.close()
+    await stop(engine, run_id)
+
+
+async def test_forward_refuses_a_port_that_is_not_one_in_one_line() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *CLI, "forward", "no-such-run", "0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
+    assert proc.returncode == 1 and out == b""
+    assert err.decode() == "error: node port 0 is not a TCP port (1-65535)\n"
+    for port, what in ((70000, "node port"), (0, "local port"), (-1, "local port")):
+        with pytest.raises(LiveUnavailable, match=f"^{what} {port} is not a TCP port"):
+            check_port(port, what)
+    check_port(None, "local port")  # none given: the private Unix socket

@@ -5,6 +5,7 @@ is not pulled again; what the syncs held survives a node that dies before the fi
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -158,3 +159,53 @@ async def test_syncing_goes_on_after_the_operator_restarts(tmp_path: Path, clis:
     finally:
         await engine.close()
     assert view.state == "COMPLETED", view.reason
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every path under `root` and its kind (file contents for files)."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        found[rel] = "dir" if path.is_dir() else path.read_text()
+    return found
+
+
+async def test_outputs_that_change_type_or_go_follow_the_job_exactly(
+    tmp_path: Path, make_job
+) -> None:
+    """A synced file later replaced by a directory ended an exit-0 job FAILED; a directory
+    replaced by a file never landed; a deleted output stayed in outputs/, outside the
+    manifest. Each sync and the final pull now land exactly what the job has."""
+    step2, step3 = tmp_path / "step2", tmp_path / "step3"
+    job = make_job(
+        run=(
+            "mkdir -p out/d && echo a1 > out/a && echo x > out/d/x && echo g > out/gone "
+            "&& echo k > out/keep && "
+            f"{_blocks_until(step2)} && rm out/a out/gone && mkdir out/a && echo i > out/a/i "
+            f"&& rm -r out/d && echo d2 > out/d && {_blocks_until(step3)} && "
+            "rm -r out/a && echo a3 > out/a && rm out/d && mkdir out/d && echo y > out/d/y "
+            "&& rm out/keep"
+        ),
+        outputs=["out/"],
+    )
+    async with engine_with(tmp_path / "runs", sync_every_s=EVERY_S) as engine:
+        tap = Tap(engine)
+        run_id = await engine.submit(job, "local")
+        await tap.until(lambda e: _synced(e, 1))
+        landed = engine._drivers[run_id].view.run_dir / "outputs"
+        step2.touch()  # a: file → dir, d: dir → file, gone: deleted; synced while running
+        await tap.until(lambda e: _synced(e, 2))
+        synced = {"out": "dir", "out/a": "dir", "out/a/i": "i\n", "out/d": "d2\n"}
+        assert _tree(landed) == synced | {"out/keep": "k\n"}
+        await _live(engine, run_id).stop()  # no sync sees what follows: the final pull does
+        step3.touch()  # the same changes back, and keep deleted
+        view = await asyncio.wait_for(engine.wait(run_id), 30)
+        tap.close()
+    assert view.state == "COMPLETED", view.reason
+    final = {"out": "dir", "out/a": "a3\n", "out/d": "dir", "out/d/y": "y\n"}
+    assert _tree(landed) == final
+    manifest = json.loads((view.run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is True
+    assert sorted(f["path"] for f in manifest["files"] if f["verified"]) == ["out/a", "out/d/y"]
+    assert len(manifest["files"]) == 2
+    assert sorted(manifest["removed_since_sync"]) == ["out/a", "out/d", "out/keep"]

@@ -8,6 +8,7 @@ its orphan timeout, half an hour later.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agent import orphan
-from agent.budget import Budget, cap_reason
+from agent.budget import OPERATOR_MARGIN_S, Budget, cap_reason, reached
 from agent.protocol import NodeFault, RunStep, Step
 from tests.integration.agent_helpers import AgentProc, FakeOrchestrator, kill_leftover_group
 from tests.standin.server import StandIn
@@ -36,6 +37,25 @@ def test_the_node_and_the_operator_meter_with_one_formula() -> None:
     assert cap_reason(3.0, PRICE, 3.0, 1.0) == "cap reached: max_dollars $3 (spent $3.0000)"
     assert Budget(since=0, max_hours=0.5).allowance_s() == 1800
     assert Budget(since=0, max_dollars=1.0).allowance_s() is None  # no price: no dollars
+
+
+async def test_with_its_operator_connected_the_node_steps_in_only_when_it_does_not_meter() -> None:
+    """Past the cap by more than the margin, the job still running, never asked to stop:
+    the operator heartbeats but does not meter, and the node acts. Asked to stop (the
+    operator collecting what the job left), it leaves the node to the operator."""
+    overdue = Budget(since=time.time() - OPERATOR_MARGIN_S - 10, max_hours=1 / 3600)
+    unmetered = reached(overdue, alone=lambda: False, operator_stopping=lambda: False,
+                        busy=lambda: True)  # fmt: skip
+    said = await asyncio.wait_for(unmetered, 5)
+    assert said == "cap reached: max_hours 0.000277778; the operator did not stop the job"
+    metered = reached(overdue, alone=lambda: False, operator_stopping=lambda: True,
+                      busy=lambda: True)  # fmt: skip
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(metered, 1.1)
+    fresh = Budget(since=time.time() - 2, max_hours=1 / 3600)  # just past: its meter's turn
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(reached(fresh, alone=lambda: False, operator_stopping=lambda: False,
+                                       busy=lambda: True), 1.1)  # fmt: skip
 
 
 def test_the_bootstrap_gives_the_node_its_caps_only_with_a_billing_start() -> None:

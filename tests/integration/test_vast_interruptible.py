@@ -15,6 +15,7 @@ from engine.engine import Engine
 from engine.providers.base import Preempted, ProvisionError
 from engine.run import fsm, nodeloss
 from engine.state.ledger import Ledger
+from tests.standin.cloud import storage
 from tests.standin.server import StandIn
 from tests.support.engines import EngineFactory
 from tests.support.jobs import RESUMING
@@ -24,6 +25,7 @@ from tests.support.waiting import eventually_async
 pytestmark = pytest.mark.timeout(90)
 
 BID = {"interruptible": True, "bid_fraction": 0.5}  # offer 103: $0.22 on demand, min bid 0.11
+BILLED = 0.132  # $/h: the bid plus the disk's storage (offer 103's $0.22 total − $0.198 base)
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ async def test_a_preempted_node_fails_the_run_preempted_is_destroyed_and_costs_t
     run_id = await engine.submit(make_job(run="sleep 60"), "spot")
     instance = await _running_instance(engine, api, run_id)
     [row] = Ledger().open_entries()
-    assert row.price_per_hour == 0.11, "the ledger prices the node at the bid"
+    assert row.price_per_hour == BILLED, "the ledger prices the node at the bid + storage"
     searches = [json.loads(b) for m, p, _, b in api.requests if p.startswith("/api/v0/bundles")]
     assert searches and all(s["type"] == "bid" for s in searches)
     [create] = [json.loads(b) for m, p, _, b in api.requests if m == "PUT" and "/asks/" in p]
@@ -73,10 +75,10 @@ async def test_a_preempted_node_fails_the_run_preempted_is_destroyed_and_costs_t
     assert detected_s < 2.0 + 5.0 + 5.0, "within the node-loss deadline (+ look + teardown)"
     assert api.cloud.instances == {} and api.cloud.destroyed == [instance]
     assert Ledger().open_entries() == []
-    assert view.node is not None and view.node.price_per_hour == 0.11
+    assert view.node is not None and view.node.price_per_hour == BILLED
     assert view.node.offer["bid"] == 0.11 and view.node.offer["dph"] == 0.22
     elapsed_h = (time.monotonic() - started) / 3600
-    assert view.cost_dollars is not None and 0 < view.cost_dollars <= 0.11 * elapsed_h
+    assert view.cost_dollars is not None and 0 < view.cost_dollars <= BILLED * elapsed_h
     summary = json.loads((view.run_dir / "run.json").read_text())
     assert summary["reason"].startswith("preempted")
 
@@ -115,7 +117,7 @@ async def test_a_preempted_run_resumes_on_a_new_node_and_completes(engine, api, 
     assert (done.attempt, done.attempts, done.previous_run) == (2, 2, first)
     assert api.cloud.instances == {} and len(api.cloud.destroyed) == 2
     assert instance in api.cloud.destroyed and Ledger().open_entries() == []
-    assert lost.node.price_per_hour == done.node.price_per_hour == 0.11
+    assert lost.node.price_per_hour == done.node.price_per_hour == BILLED
 
 
 async def test_the_same_stop_on_an_on_demand_node_is_a_node_loss(engine, api, make_job) -> None:
@@ -159,7 +161,9 @@ async def test_a_fixed_bid_searches_offers_whose_minimum_it_meets(api: StandIn) 
     vast = provider(api, pool, [])
     handle = await vast.provision(bootstrap())
     try:
-        assert handle.price_per_hour == 0.18 and handle.offer["offer_id"] in (103, 102)
+        assert handle.offer["offer_id"] in (103, 102)
+        offer = api.cloud.offers[handle.offer["offer_id"]]
+        assert handle.price_per_hour == round(0.18 + storage(offer), 6)  # bid + storage
         assert api.cloud.instances[int(handle.node_id)].bid == 0.18
     finally:
         await vast.teardown(handle)

@@ -12,6 +12,7 @@ import pytest
 from engine.jobs.pools import BUILTIN_LOCAL, PoolSet
 from engine.providers.gc import GONE, cli_gc, destroy_orphans, find_orphans
 from engine.run.abandon import GONE_REASON
+from engine.state.identity import operator_id
 from engine.state.ledger import Ledger
 from engine.state.store import Store
 from tests.standin.server import PAGE_CAP, StandIn
@@ -60,17 +61,52 @@ async def test_orphans_from_labels_and_ledger_are_found_and_collected(api, pools
     assert (
         by_run["run-crashed"].billing_s >= 0 and "billing for" in by_run["run-crashed"].describe()
     )
-    assert (
-        by_run["run-elsewhere"].instance_id == str(foreign) and not by_run["run-elsewhere"].entries
-    )
+    elsewhere = by_run["run-elsewhere"]
+    assert elsewhere.instance_id == str(foreign) and not elsewhere.entries
+    assert elsewhere.unattributed and not elsewhere.collectable  # no operator id: asked apart
     assert by_run["run-halfway"].status == GONE and by_run["run-halfway"].entries == (half,)
 
     done = await destroy_orphans(orphans, pools, ledger, retry=FAST)
-    assert done.problems == [] and done.summary() == "collected 3 of 3", done
-    assert set(api.cloud.instances) == {int(live), unrelated}
+    assert done.problems == [] and done.summary() == "collected 2 of 2", done
+    assert set(api.cloud.instances) == {int(live), unrelated, foreign}
     assert [e.run_id for e in ledger.open_entries()] == ["run-live"]
-    api.cloud.destroy(int(live))
-    api.cloud.destroy(unrelated)
+    for instance in (int(live), unrelated, foreign):
+        api.cloud.destroy(instance)
+
+
+def test_gc_asks_apart_about_unattributed_instances_and_claims_a_lost_operator_id(
+    api: StandIn, pools: PoolSet
+) -> None:
+    """A shared account: an instance whose label names no operator (an older swjob's, or
+    another operator's) is never destroyed by --yes, only on a question of its own; one
+    labelled with another operator id is left, unless that id is claimed — an operator
+    who lost its state dir (and its id with it) collects its own instances so."""
+    api.cloud.faults.never_start = True
+    old, lost = stray(api, "swjob:run-old-format"), stray(api, "swjob:0badc0de:run-lost")
+
+    out = io.StringIO()
+    assert cli_gc(pools, yes=True, out=out) == 0
+    said = out.getvalue()
+    assert "no operator id in its label" in said, said
+    assert "0badc0de's, not ours" in said and f"this operator is {operator_id()}" in said
+    assert "left 1 instance(s) without an operator id" in said
+    assert {old, lost} <= set(api.cloud.instances)
+
+    questions: list[str] = []
+    out = io.StringIO()
+    assert cli_gc(pools, yes=False, out=out, ask=lambda q: questions.append(q) or "y") == 0
+    assert "1 instance(s) carry no operator id" in questions[0], questions
+    assert "collected 1 of 1" in out.getvalue()
+    assert old not in api.cloud.instances and lost in api.cloud.instances
+
+    out = io.StringIO()
+    assert cli_gc(pools, yes=True, out=out, claim=frozenset({"0badc0de"})) == 0
+    assert "collected 1 of 1" in out.getvalue() and api.cloud.instances == {}
+
+
+def test_gc_claim_takes_only_an_operator_id(tmp_path) -> None:
+    refused = swjob("gc", "--claim", "nope", cwd=tmp_path)
+    assert refused.returncode == 2 and "'nope' is not an operator id" in refused.stderr
 
 
 def test_cli_gc_lists_then_destroys_only_after_confirmation(api, pools) -> None:
@@ -147,7 +183,8 @@ async def test_an_instance_labelled_later_through_the_sdk_is_found(api, pools) -
     api.cloud.faults.never_start = True
     instance = stray(api, None)
     assert await find_orphans(pools, Ledger(), set(), retry=FAST) == []
-    await make_api(gpu_pool()).call("label", "label_instance", instance, "swjob:run-late")
+    label = f"swjob:{operator_id()}:run-late"
+    await make_api(gpu_pool()).call("label", "label_instance", instance, label)
     [orphan] = await find_orphans(pools, Ledger(), set(), retry=FAST)
     assert (orphan.run_id, orphan.instance_id) == ("run-late", str(instance))
     done = await destroy_orphans([orphan], pools, Ledger(), retry=FAST)

@@ -7,6 +7,7 @@ is frozen (SIGSTOP) as collection begins, so it neither sends nor closes anythin
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -149,4 +150,56 @@ async def test_the_hours_cap_stops_the_run_on_time(tmp_path, make_job, record_fa
         f"max_hours cap of {cap_s:g} s of node life on a 5-minute job",
         stopped_after,
         f"stopped at {stopped_after:.1f} s of node life, FAILED with the cap, node torn down",
+    )
+
+
+@pytest.mark.parametrize("how", ["operator", "cap", "loss"])
+async def test_stop_cap_or_loss_during_a_successful_collection_keeps_it_completed(
+    tmp_path, make_job, record_fault, how: str
+) -> None:
+    """Exit 0 → collection, which hangs (frozen node). The operator stops the run, a cap is
+    reached, or the node is declared lost (its deadline): the exit code decided COMPLETED,
+    and every output that did not land is recorded with the reason in run.json and
+    manifest.json, and said in an alert. Before, it ended FAILED and recorded nothing of
+    the outputs; and with collecting left out of the FSM's active phases, it hung."""
+    job = make_job(run=f"echo small > small.txt; {BIG_OUTPUT}", outputs=["big.bin", "small.txt"])
+    deadline_s = 2.0 if how == "loss" else 30.0
+    async with engine_with(
+        tmp_path / "runs", deadline_s=deadline_s, caps=Caps(max_hours=10.0)
+    ) as engine:
+        tap = Tap(engine)
+        try:
+            run_id, agent = await freeze_at_collection(engine, tap, job)
+            frozen = time.monotonic()
+            if how == "operator":
+                await engine.stop(run_id)
+            elif how == "cap":
+                driver = engine._drivers[run_id]
+                driver.pool = driver.pool.model_copy(update={"caps": Caps(max_hours=1e-9)})
+            view = await asyncio.wait_for(engine.wait(run_id), 60)
+            ended = time.monotonic() - frozen
+            messages = alerts(tap, run_id)
+        finally:
+            tap.close()
+    why = {"operator": "stopped by operator", "cap": "cap reached", "loss": "node lost"}[how]
+    assert view.state == "COMPLETED" and view.exit_code == 0 and view.reason is None, view
+    assert any(m.startswith(f"output collection cut short: {why}") for m in messages), messages
+    assert_torn_down(view, agent)
+    summary = json.loads((view.run_dir / "run.json").read_text())
+    manifest = json.loads((view.run_dir / "manifest.json").read_text())
+    landed = {f["path"] for f in manifest["files"] if f["verified"]}
+    assert manifest["complete"] is False and manifest["cut_short"].startswith(why)
+    for name in {"big.bin", "small.txt"} - landed:  # every output that did not land, why
+        assert name in summary["missing_outputs"], summary
+        if name in manifest["missing"]:  # stopped before the node listed its outputs
+            continue
+        (entry,) = [f for f in manifest["files"] if f["path"] == name]
+        assert entry["reason"].startswith(why), entry
+        assert summary["outputs"]["not_landed"][name].startswith(why), summary["outputs"]
+    assert "big.bin" not in landed
+    record_fault(
+        f"{why} during collection after exit 0",
+        ended,
+        "COMPLETED (exit code kept), node torn down, outputs not landed recorded with why",
+        "the unsent outputs (named in run.json and manifest.json)",
     )

@@ -37,7 +37,10 @@ async def test_a_flood_leaves_events_jsonl_within_budget(
     assert size <= 1.5 * printed, (size, printed)
     logs = [e for e in read_events(view.run_dir / "events.jsonl") if isinstance(e, ev.Log)]
     replayed = "".join(line.text + "\n" for e in logs for line in e.lines)
-    assert replayed == (view.run_dir / "logs" / "run.log").read_text(encoding="utf-8")
+    # newline="": a line a lone CR ended keeps it (agent/lines.py), which universal
+    # newlines would read as a line break of its own
+    with (view.run_dir / "logs" / "run.log").open(encoding="utf-8", newline="") as handle:
+        assert replayed == handle.read()
     assert replayed  # positive control: the lines are there
     record_fault(
         f"job prints {printed / MB:.1f} MB of {kind}",

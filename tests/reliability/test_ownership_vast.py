@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from engine.providers.vast_boot import run_id_of
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
@@ -84,6 +86,12 @@ def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
     assert {b_instance, foreign.id} <= set(api.cloud.instances)
     summary = run_json(a_dir)
     assert summary["state"] == "FAILED" and summary["reason"] == "abandoned: destroyed by gc"
+    rows = [e for e in Ledger().entries_of(a_dir.name) if e.created_at is not None]
+    [row] = rows  # its node; its cost: its life up to gc's destroy
+    assert row.destroyed_at is not None and row.created_at is not None
+    billed = row.price_per_hour * (row.destroyed_at - row.created_at) / 3600
+    assert summary["cost_dollars"] == pytest.approx(billed, rel=0.02), summary["cost_dollars"]
+    assert summary["node"]["state"] == "gone", summary["node"]
     assert finished(b_dir) is None and b.proc.poll() is None
 
     b.kill9()  # now B's operator dies too; `swjob attach` carries it on

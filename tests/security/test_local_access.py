@@ -231,6 +231,24 @@ print(repr(got))
 """
 
 
+DIAL = """
+import json, socket
+where = json.loads({where!r})
+try:
+    if "socket" in where:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(where["socket"])
+    else:
+        s = socket.create_connection(("127.0.0.1", where["port"]), timeout=10)
+    s.sendall(b'{{"token": "guess", "run_id": "x", "request": {{}}}}\\n')
+    s.settimeout(10)
+    got = s.recv(4096)
+    print(repr(got) if got else "refused")
+except OSError:
+    print("refused")
+"""
+
+
 @pytest.mark.skipif(not can_switch_user(), reason="needs root and setpriv for a second user")
 async def test_another_local_user_cannot_use_a_forwarded_port(engine, make_job, tmp_path) -> None:
     port = _free_port()
@@ -249,6 +267,9 @@ async def test_another_local_user_cannot_use_a_forwarded_port(engine, make_job, 
         assert stranger.returncode == 0, stranger.stderr
         assert "private" not in stranger.stdout
         assert stranger.stdout.strip() == "b''"  # closed before a byte was relayed
+        where = access(run_id)  # the engine's access point, which `swjob shell` uses
+        shell = await asyncio.to_thread(as_stranger, DIAL.format(where=json.dumps(where)))
+        assert shell.stdout.strip() == "refused", shell.stdout + shell.stderr
     finally:
         proc.kill()
         await proc.wait()

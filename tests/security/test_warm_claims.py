@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from agent.protocol import WARM_ALPN, Claim
-from agent.reattach import proof
+from agent.reattach import new_key, proof
 from engine.jobs.jobspec import JobSpec
 from engine.run.reclaim import ReclaimRefused, handshake
 from engine.state import warmnodes
@@ -38,7 +38,9 @@ async def test_a_stranger_cannot_claim_a_warm_node(
     (parked,) = warmnodes.listing()
     async with rogues(1) as (rogue,):
         with pytest.raises(ReclaimRefused, match="bad warm key proof"):
-            await handshake(rogue, parked.agent_ticket, WARM_ALPN, _claim("guess" * 8))
+            await handshake(
+                rogue, parked.agent_ticket, WARM_ALPN, _claim(new_key())
+            )  # not the warm secret
         in_its_name = _claim(parked.warm_key, claimed_for=parked.agent_id)  # key leaked, even
         with pytest.raises(ReclaimRefused, match="endpoint id is not the peer's own"):
             await handshake(rogue, parked.agent_ticket, WARM_ALPN, in_its_name)

@@ -73,6 +73,12 @@ class Terminal:
                 break
         raise AssertionError(f"timed out waiting for {condition!r}; screen:\n{self.text()}")
 
+    def resize(self, cols: int, rows: int) -> None:
+        """Resize the terminal, as dragging its window does (the program gets SIGWINCH)."""
+        self.screen.resize(rows, cols)
+        self.child.setwinsize(rows, cols)
+        self.pump(0.1)
+
     def press(self, *keys: str) -> None:
         for key in keys:
             self.child.send(key)

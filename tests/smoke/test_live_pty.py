@@ -7,17 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.smoke.test_tui_pty import console, write_job
+from tests.smoke.test_tui_pty import console
+from tests.support.jobs import write_job
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def test_bang_opens_a_shell_on_the_node_and_the_console_resumes(tmp_path: Path) -> None:
-    job = write_job(tmp_path / "job", "longjob", "sleep 60")
+    job = write_job(tmp_path / "job", name="longjob", run="sleep 60", outputs=["out.txt"])
     term = console(tmp_path, str(job))
     try:
         term.wait_for(lambda text: "RUNNING" in text and " run " in text)
         term.press("!")
+        term.wait_for("connecting to the node of")  # not a blank screen while it connects
         term.wait_for("/work")  # the shell's prompt: the node's workdir (keys typed before
         # it may still go to the console, as with any program that takes the terminal over)
         term.press(*"echo MARK-$((6*7))", "\r")

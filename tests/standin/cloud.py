@@ -50,6 +50,13 @@ NULLABLE = (  # fields Vast may list as null on an instance (other tools guard t
 BARE_TOOLS = ("bash", "sh", "mkdir", "date", "cat", "sleep")  # a bare image's own
 
 
+def storage(offer: dict[str, Any]) -> float:
+    """$/h of an offer's disk: what its total adds to its base price (Vast's
+    `storage_total_cost`, listed with each offer a search returns)."""
+    total, base = offer.get("dph_total"), offer.get("dph_base")
+    return round(total - base, 6) if total is not None and base is not None else 0.0
+
+
 def image_bin(
     root: Path, with_uv: bool, with_python: bool = True, python: Path | None = None
 ) -> Path:
@@ -174,7 +181,8 @@ class Instance:
             "num_gpus": o["num_gpus"],
             "gpu_name": o["gpu_name"],
             "gpu_ram": o["gpu_ram"],
-            "dph_total": o["dph_total"] if self.bid is None else self.bid,
+            # a bid instance bills its bid plus its disk's storage, like an on-demand one
+            "dph_total": o["dph_total"] if self.bid is None else self.bid + storage(o),
             "geolocation": o["geolocation"],
             "disk_space": self.request["disk"],
             "onstart": self.request["onstart"],

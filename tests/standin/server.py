@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.standin.cloud import Cloud
+from tests.standin.cloud import Cloud, storage
 from tests.standin.search import BadRequest, search
 
 PAGE_CAP = 2  # rows per page of the instance list, small so paging is exercised
@@ -177,7 +177,8 @@ class StandIn:
         offers = self.cloud.rentable()
         if isinstance(body, dict) and body.get("type") == "bid":  # the interruptible market
             offers = [o for o in offers if o.get("min_bid") is not None]
-        return {"offers": search(offers, body)}
+        found = search(offers, body)
+        return {"offers": [{**o, "storage_total_cost": storage(o)} for o in found]}
 
     def _create(self, body: Any, _q: Any, offer_id: str) -> dict[str, Any]:
         _check_create(body)

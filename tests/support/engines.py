@@ -28,7 +28,7 @@ def local_pools(*extra: Pool, **settings: Any) -> PoolSet:
     pools = load_pools(None)
     local = pools.get("local").model_copy(update=settings)
     every = {pool.name: pool for pool in (*pools, local, *extra)}
-    return PoolSet(every, pools.source)
+    return PoolSet(every, pools.source, pools.notify)
 
 
 def engine_config(

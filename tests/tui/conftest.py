@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from textual.app import App
 from textual.pilot import Pilot
+from textual.widgets import DirectoryTree
 
 from engine.engine import Engine
 from engine.jobs.jobspec import JobSpec
@@ -101,6 +102,16 @@ def screen_text(app: SwjobApp) -> str:
 def screen_rows(app: App[object]) -> list[str]:
     """What the terminal shows, row by row as laid out (every column, spaces included)."""
     return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def tree_labels(tree: DirectoryTree) -> list[str]:
+    """Every label of a directory tree's loaded nodes (open or not)."""
+    labels, todo = [], [tree.root]
+    while todo:
+        node = todo.pop()
+        labels.append(str(node.label))
+        todo.extend(node.children)
+    return labels
 
 
 def toasts(app: SwjobApp) -> list[str]:

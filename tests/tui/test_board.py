@@ -4,6 +4,7 @@ submitted, a run queued for a free node, panes by tab — against a real engine.
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,16 @@ from engine.jobs.jobspec import load_job
 from tests.support.engines import engine_config
 from tests.support.runs import only_run_dir, waiting_job
 from tests.support.waiting import eventually
-from tests.tui.conftest import HELLO, REPO, booted, finished, screen_text, toasts, until
+from tests.tui.conftest import (
+    HELLO,
+    REPO,
+    booted,
+    finished,
+    screen_text,
+    toasts,
+    until,
+    with_history,
+)
 from tui import history
 from tui.app import SwjobApp
 from tui.screens.modals import ConfirmStopScreen
@@ -22,6 +32,8 @@ from tui.widgets.log_view import LogView
 from tui.widgets.run_preview import RunPreview
 
 SMALL = (80, 24)
+DATA = Path(__file__).parent / "data"
+RECORDED_HELLO = "20260102-110000-0011"  # data/runs/hello
 
 
 def preview_text(app: SwjobApp) -> str:
@@ -58,17 +70,16 @@ async def test_preview_shows_the_selected_run_live_and_follows_the_cursor(engine
 
 
 async def test_a_past_run_previews_the_tail_of_its_log_files(engine) -> None:
-    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    """A recorded run, history to this console: its log is read from its files."""
+    app = SwjobApp(with_history(engine, DATA / "runs"))
     async with app.run_test(size=SMALL) as pilot:
         await booted(pilot)
-        run_id = engine.runs()[0].run_id
-        await finished(app, run_id)
-    restarted = SwjobApp(Engine(engine.config))  # a new console: the run is history
-    async with restarted.run_test(size=SMALL) as pilot:
-        await booted(pilot)
-        preview = restarted.screen.query_one(RunPreview)
-        await until(pilot, lambda: preview.run_id == run_id)
-        assert not restarted.engine.run(run_id).live
+        table = app.screen.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 2)
+        await pilot.press("slash", *"hello", "enter")
+        preview = app.screen.query_one(RunPreview)
+        await until(pilot, lambda: preview.run_id == RECORDED_HELLO)
+        assert not app.engine.run(RECORDED_HELLO).live
         view = preview.query_one(LogView)
         await until(pilot, lambda: [line[-2:] for line in view.lines] == ["hi"])
 

@@ -77,6 +77,10 @@ def test_the_row_colours_its_reason_and_the_cost_turns_at_80_percent_of_its_cap(
     assert str(cost_text(0.006, 0.01)) == "$0.006/0.01"
     assert cost_text(0.0079, 0.01).style == "" and "yellow" in str(cost_text(0.008, 0.01).style)
     assert cost_text(0.5, None) == "$0.500"
+    from engine.api import cost_split
+
+    split = cost_split({"run": 0.00042, "setup": 0.000042}, ["setup", "run"])
+    assert split == "setup $0.000042 · run $0.00042"  # not $0.000 for every part
     assert ellipsis("sweep-lr-3e-4", 8) == "sweep-l…" and ellipsis("job", 8) == "job"
     from engine.api import RunView
 

@@ -74,3 +74,17 @@ async def test_the_forward_dialogs_enter_forwards_the_port_typed(engine) -> None
         assert app.screen is dialog and answers == []
         await pilot.press("backspace", *"6006 9000", "enter")
         await until(pilot, lambda: answers == [(6006, 9000)])
+
+
+async def test_the_orphans_dialog_offers_to_destroy_only_what_it_found(engine) -> None:
+    async def nothing() -> list[Orphan]:
+        return []
+
+    app = SwjobApp(engine, jobs=[])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await booted(pilot)
+        dialog = OrphansScreen(nothing)
+        app.push_screen(dialog)
+        await until(pilot, lambda: any("no orphaned nodes" in row for row in screen_rows(app)))
+        await until(pilot, lambda: "Cancel" in screen_rows(app)[-1])
+        assert "Destroy" not in screen_rows(app)[-1]

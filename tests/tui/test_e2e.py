@@ -13,7 +13,16 @@ from engine.run.masking import mask_from_job_file
 from engine.state.store import Store
 from tests.support.processes import pid_alive
 from tests.support.tap import Tap
-from tests.tui.conftest import HELLO, REPO, SIZE, booted, finished, screen_text, until
+from tests.tui.conftest import (
+    HELLO,
+    REPO,
+    SIZE,
+    booted,
+    finished,
+    screen_text,
+    tree_labels,
+    until,
+)
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen
 from tui.screens.modals import ConfirmStopScreen, QuitScreen
@@ -24,15 +33,6 @@ from tui.widgets.jobs_table import JobsTable
 
 def state_cell(app: SwjobApp, run_id: str) -> str:
     return str(app.screen.query_one(JobsTable).get_cell(run_id, "state"))
-
-
-def tree_labels(tree: DirectoryTree) -> list[str]:
-    labels, todo = [], [tree.root]
-    while todo:
-        node = todo.pop()
-        labels.append(str(node.label))
-        todo.extend(node.children)
-    return labels
 
 
 async def test_hello_through_the_submit_modal_to_the_outputs_browser(engine) -> None:

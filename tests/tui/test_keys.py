@@ -9,7 +9,7 @@ import pytest
 from rich.cells import cell_len
 from rich.text import Text
 from textual.command import CommandList, CommandPalette
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from engine.jobs.jobspec import load_job
 from tests.tui.conftest import (
@@ -189,6 +189,12 @@ async def test_submit_modal_shows_problems_inline_naming_the_field(engine, tmp_p
         await pilot.press(*"x")
         await until(pilot, lambda: inline_error(app) == "bad.tomlx: file not found")
         assert "file not found" in screen_text(app)
+        # tab lands on the pool's select: what is typed there still goes to the path
+        await pilot.press("tab")
+        assert app.screen.query_one("#pool").has_focus
+        await pilot.press("backspace", "y")
+        field = app.screen.query_one("#path", Input)
+        assert field.has_focus and field.value == "bad.tomlxy"
         await pilot.press("escape")
         assert isinstance(app.screen, BoardScreen)
 

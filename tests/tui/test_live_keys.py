@@ -53,7 +53,7 @@ async def test_gpu_sparkline_on_the_board_and_bars_in_the_detail(
         await engine.stop(run_id)
 
 
-async def test_p_forwards_a_port_listed_in_the_detail(engine, make_job) -> None:
+async def test_p_forwards_a_port_listed_in_the_detail_and_the_preview(engine, make_job) -> None:
     port = free_port()
     app = SwjobApp(engine, jobs=[make_job(name="web", run=HTTP_RUN.format(port=port))])
     async with app.run_test(size=SIZE) as pilot:
@@ -72,6 +72,8 @@ async def test_p_forwards_a_port_listed_in_the_detail(engine, make_job) -> None:
         body = await served(local, "page.txt")
         assert body == "served\n"
         await until(pilot, lambda: "1 served" in screen_text(app) or "2 served" in screen_text(app))
+        await pilot.press("escape")  # the board's preview lists it too
+        await until(pilot, lambda: f"⇄ 127.0.0.1:{local} → node port {port}" in screen_text(app))
         await engine.stop(run_id)
         await asyncio.wait_for(engine.wait(run_id), 30)
         assert engine.live.forwards(run_id) == []

@@ -145,3 +145,27 @@ async def test_t_shows_each_lines_time_and_search_marks_the_current_match() -> N
         assert any("bright_yellow" in str(span.style) for span in marked.spans)
         await pilot.press("t")
         assert view.lines[0].endswith("│ step 1 loss")
+
+
+async def test_a_progress_bar_rewrites_its_line_as_a_terminal_does() -> None:
+    """Each `\\r` update (agent/lines.py keeps the lone CR) is written over the last: a
+    tqdm bar is one line, not one per update; a line of the other stream is not."""
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = RunLog(500)
+        view.attach(ring)
+        ring.extend([("run", False, "start", 0.0), ("run", False, " 10%\r", 0.0)])
+        view.flush()
+        ring.extend([("run", False, " 50%\r", 0.0), ("run", True, "warn", 0.0)])
+        ring.extend([("run", False, "100%\r", 0.0)])
+        view.flush()
+        ring.extend([("run", False, "done", 0.0)])
+        view.flush()
+        await pilot.pause()
+        assert [line.split("│ ")[-1].split("┃ ")[-1] for line in view.lines] == [
+            "start",
+            " 50%",
+            "warn",
+            "done",
+        ]

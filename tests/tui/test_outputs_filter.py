@@ -6,20 +6,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.tui.conftest import booted, fixed_clock, screen_text, until, with_history
+from tests.tui.conftest import (
+    booted,
+    fixed_clock,
+    screen_text,
+    tree_labels,
+    until,
+    with_history,
+)
 from tui.app import SwjobApp
 from tui.screens.outputs import OutputsFilter, OutputsScreen, OutputsTree
 
 DATA = Path(__file__).parent / "data" / "runs"
-
-
-def labels(tree: OutputsTree) -> list[str]:
-    found, todo = [], [tree.root]
-    while todo:
-        node = todo.pop()
-        found.append(str(node.label))
-        todo.extend(node.children)
-    return found
 
 
 async def test_slash_filters_the_outputs_and_a_folder_says_what_it_holds(engine) -> None:
@@ -32,16 +30,16 @@ async def test_slash_filters_the_outputs_and_a_folder_says_what_it_holds(engine)
         await until(pilot, lambda: screen.path is not None and screen.path.name == "hello.txt")
         tree = screen.query_one(OutputsTree)
         await pilot.press("slash", *"nomatch")
-        await until(pilot, lambda: "hello.txt" not in labels(tree))
-        assert "outputs" in labels(tree)  # folders stay, to be opened
+        await until(pilot, lambda: "hello.txt" not in tree_labels(tree))
+        assert "outputs" in tree_labels(tree)  # folders stay, to be opened
         await pilot.press("enter")
         assert not screen.query_one(OutputsFilter).display and tree.has_focus
         assert "filter: nomatch" in str(tree.border_title)
         await pilot.press("escape")  # clears the filter, the browser stays
         assert app.screen is screen
-        await until(pilot, lambda: "hello.txt" in labels(tree))
+        await until(pilot, lambda: "hello.txt" in tree_labels(tree))
         await pilot.press("slash", *"hello", "enter")
-        await until(pilot, lambda: "hello.txt" in labels(tree) and "logs" in labels(tree))
+        await until(pilot, lambda: "hello.txt" in tree_labels(tree) and "logs" in tree_labels(tree))
         await pilot.press("escape")
         outputs = next(n for n in tree.root.children if str(n.label) == "outputs")
         tree.move_cursor(outputs, animate=False)

@@ -162,10 +162,45 @@ def test_nonzero_exit_collects_best_effort_then_tears_down_and_fails() -> None:
         fsm.InternalError("internal"),
     ],
 )
-@pytest.mark.parametrize("source", ACTIVE)
+@pytest.mark.parametrize(  # stated here, not taken from the table under test
+    "source",
+    [(S.PENDING, P.PROVISIONING), (S.RUNNING, P.MATERIALIZING), (S.RUNNING, P.SETUP),
+     (S.RUNNING, P.RUN)],
+)  # fmt: skip
 def test_fault_loss_and_stop_tear_down_and_fail(source: tuple[S, P], event: fsm.Event) -> None:
     out = fsm.step(at(*source), event)
     assert out.state.state is S.FAILED and out.state.phase is P.TEARDOWN
+    assert names(out) == ["TeardownNode"]
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        (fsm.NodeLost("no heartbeat for 12 s"), "node lost: no heartbeat for 12 s"),
+        (fsm.NodePreempted("outbid"), "preempted: outbid"),
+        (fsm.OperatorStop(), "stopped by operator"),
+        (fsm.OperatorStop("cap reached: max_hours 1"), "cap reached: max_hours 1"),
+    ],
+)
+def test_a_stop_or_loss_while_collecting_after_exit_0_tears_down_and_completes(
+    event: fsm.Event, reason: str
+) -> None:
+    """The exit code decided (spec §6): a successful run cut short while its outputs come
+    back is COMPLETED; what did not land is recorded with the reason (the driver's part)."""
+    collecting = fsm.step(at(S.RUNNING, P.RUN), fsm.JobExited(0)).state
+    out = fsm.step(collecting, event)
+    assert (out.state.state, out.state.phase) == (S.COMPLETED, P.TEARDOWN)
+    assert names(out) == ["TeardownNode"] and out.state.exit_code == 0
+    assert fsm.reason_of(event) == reason
+    done = fsm.step(out.state, fsm.NodeTornDown()).state
+    assert done.finished and done.state is S.COMPLETED
+
+
+@pytest.mark.parametrize("event", [fsm.NodeFault("transfer failed: x"), fsm.InternalError("x")])
+def test_a_failed_collection_after_exit_0_tears_down_and_fails(event: fsm.Event) -> None:
+    collecting = fsm.step(at(S.RUNNING, P.RUN), fsm.JobExited(0)).state
+    out = fsm.step(collecting, event)
+    assert (out.state.state, out.state.phase) == (S.FAILED, P.TEARDOWN)
     assert names(out) == ["TeardownNode"]
 
 

@@ -202,6 +202,7 @@ ROOMS_MAY_NOT = {
         "engine.providers.local",
         "engine.providers.gc",
     ),
+    "engine.watch": ("engine.run", "engine.providers", "engine.cli", "engine.engine"),
     "engine.engine": ("engine.cli", "engine.api", "engine.sweep"),
     "engine.sweep": ("engine.cli", "engine.api", "engine.run", "engine.providers"),
 }

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.jobs.pools import BUILTIN_LOCAL, Pool, PoolFileError, PoolSet, load_pools
+from engine.jobs.pools import BUILTIN_LOCAL, Caps, Pool, PoolFileError, PoolSet, load_pools
 from engine.state import paths
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "pools.toml"
@@ -239,7 +239,7 @@ def test_dotted_table_errors_find_their_line(tmp_path: Path) -> None:
         ('[pools."../x"]\nprovider = "local"\n', 'pools."../x"', "not a safe pool name"),
         ("pools = 1\n", "pools", "expected a table, got an integer"),
         ("[pools]\na = 1\n", "pools.a", "expected a table, got an integer"),
-        ('[pool.a]\nprovider = "local"\n', "pool", "unknown field (allowed: pools)"),
+        ('[pool.a]\nprovider = "local"\n', "pool", "unknown field (allowed: notify, pools)"),
         ("# comments only\n", "pools", "table is missing"),
     ],
 )
@@ -298,3 +298,14 @@ def test_node_loss_and_collection_stall_are_judged_per_pool(tmp_path: Path) -> N
     assert problem in str(error_of(tmp_path, VAST + "node_lost_after_s = 0\n"))
     too_short = str(error_of(tmp_path, VAST + "node_lost_after_s = 0.001\n"))
     assert problem in too_short and "greater than or equal to 0.5" in too_short, too_short
+
+
+def test_a_run_keeps_its_caps_a_changed_pools_file_may_tighten_never_lift() -> None:
+    """An adopter reads the pools file as it is now: a cap removed while the operator was
+    away stays (the run's node keeps it anyway), a lower one applies."""
+    started = Caps(max_dollars=2.0)
+    assert started.tightened_by(Caps()) == started  # removed from the file: kept
+    assert started.tightened_by(Caps(max_dollars=5.0, max_hours=1.0)) == Caps(
+        max_dollars=2.0, max_hours=1.0
+    )
+    assert Caps().tightened_by(Caps(max_dollars=0.5)) == Caps(max_dollars=0.5)

@@ -64,6 +64,16 @@ def test_a_fixed_bid_asks_for_offers_whose_minimum_bid_it_meets() -> None:
     assert not vo.takes_bid(p, {"dph_total": 0.5, "min_bid": 0.31})
 
 
+def test_a_bid_node_bills_its_bid_plus_its_disks_storage() -> None:
+    """Vast bills storage on top of a bid: metered at the bid alone, a bid pool read 3.7 %
+    low in a probe. The offer's `storage_total_cost`, else what its total adds to its base."""
+    p = pool().model_copy(update={"interruptible": True, "bid_per_hour": 0.3})
+    listed = {"dph_total": 0.5, "dph_base": 0.45, "min_bid": 0.25, "storage_total_cost": 0.011}
+    assert vo.price_paid(p, listed) == 0.311
+    assert vo.price_paid(p, {"dph_total": 0.5, "dph_base": 0.45}) == 0.35
+    assert vo.price_paid(pool(), listed) == 0.5  # on demand: the total holds it already
+
+
 def test_a_fractional_bid_is_priced_per_offer_and_capped_through_the_on_demand_price() -> None:
     p = pool().model_copy(update={"interruptible": True, "bid_fraction": 0.5})
     assert sdk_filters(p)["dph_total"] == {"lte": "1.2"}, "a bid <= $0.60/h"

@@ -21,6 +21,7 @@ from tui import prefs
 from tui.api import Clock, EngineAPI
 from tui.chains import ChainRows
 from tui.feed import Feed
+from tui.live import forwards_text
 from tui.messages import OpenRun, RunsUpdated
 from tui.owners import owner
 from tui.queue import busy_by_pool, queued
@@ -143,6 +144,7 @@ class BoardScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._pools.display = self.prefs.pools
+        self.set_class(not self.prefs.preview, "-no-preview")
         self.refresh_all()
         self._table.focus()
 
@@ -156,6 +158,7 @@ class BoardScreen(Screen[None]):
 
     def action_toggle_preview(self) -> None:
         self.prefs.preview = not self.prefs.preview
+        self.set_class(not self.prefs.preview, "-no-preview")
         self._refresh_selection()
         self._remember()
 
@@ -236,7 +239,8 @@ class BoardScreen(Screen[None]):
         if run is None:
             self._preview.show(None)
         else:
-            self._preview.show(run, queued(run, self._busy), owner(run))
+            forwards = forwards_text(self.engine.live.forwards(run.run_id)) if run.live else ""
+            self._preview.show(run, queued(run, self._busy), owner(run), forwards)
             self._preview.collapse_if_silent()
 
     def _refresh_pools(self, everything: list[RunView]) -> None:

@@ -70,6 +70,8 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
             "enter", "answer(True)", "Destroy them", show=False, id="swjob.orphans.answer_enter"
         ),
         Binding("n", "answer(False)", "Cancel", id="swjob.orphans.answer_false"),
+        # with nothing listed, y and enter close the dialog (not offered as such)
+        Binding("y,enter", "close", "Close", show=False, id="swjob.orphans.close"),
         Binding("escape", "answer(False)", "Cancel", show=False, id="swjob.orphans.answer_escape"),
     ]
 
@@ -112,11 +114,18 @@ class OrphansScreen(ModalScreen["list[Orphan] | None"]):
         return any(o.collectable for o in self.found or [])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`y`/enter is shown disabled (dimmed, does nothing) while what is listed is none
-        of ours to destroy; with nothing listed it closes the dialog, as `n` does."""
-        if action == "answer" and parameters == (True,) and self.found and not self._ours():
-            return None
+        """`y`/enter is offered only once something listed is ours to destroy: while the
+        accounts are listed, and when nothing was found, the dialog offered to destroy
+        nothing. What is listed but none of ours shows it disabled (the outcome line
+        says why)."""
+        if action == "answer" and parameters == (True,) and not self._ours():
+            return None if self.found else False
+        if action == "close":
+            return not self.found  # listed, none of ours: y stays disabled, said why
         return True
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
     def action_answer(self, destroy: bool) -> None:
         self.dismiss(self.found if destroy and self._ours() else None)

@@ -118,7 +118,15 @@ class OutputsFilter(Input):
 class OutputsScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "back", "Back", id="swjob.outputs.back"),
-        Binding("slash", "filter", "Filter", key_display="/", id="swjob.outputs.filter"),
+        Binding(
+            "slash",
+            "filter",
+            "Filter",
+            key_display="/",
+            show=False,  # in ? (the footer keeps ? and q at 80 columns)
+            tooltip="Show only the files whose name holds what is typed",
+            id="swjob.outputs.filter",
+        ),
         Binding(
             "e",
             "open('EDITOR')",

@@ -16,6 +16,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.events import Key
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DirectoryTree, Input, Label, Select, Static
@@ -109,6 +110,16 @@ class SubmitScreen(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         self.query_one("#path", Input).focus()
+
+    def on_key(self, event: Key) -> None:
+        """Typing on the pool's select (tab from the path lands there) goes to the path:
+        the select took the characters, and the path the user went on typing lost them."""
+        select = self.query_one("#pool", Select)
+        if select.has_focus and not select.expanded and event.is_printable and event.character:
+            field = self.query_one("#path", Input)
+            field.focus()
+            field.insert_text_at_cursor(event.character)
+            event.stop()
 
     @property
     def path(self) -> Path:

@@ -39,7 +39,7 @@ from textual.scrollbar import ScrollTo, ScrollUp
 from textual.widgets import Log
 
 from tui import history
-from tui.feed import Line, RunLog
+from tui.feed import CR, Line, RunLog
 from tui.messages import SearchRequested
 
 TAG_WIDTH = 7
@@ -215,12 +215,33 @@ class LogView(Log):
 
     def add(self, lines: Iterable[Line], total: int | None = None) -> None:
         """Append lines that did not come through the ring (e.g. a finished run's disk
-        tail); `total` is how many the run logged in all, when more than these."""
+        tail); `total` is how many the run logged in all, when more than these. A line
+        after one a lone CR ended, of the same stream, is written over it (a progress
+        bar is one line, as in a terminal)."""
         new = list(lines)
-        self.held.extend(new)
         self.total = max(self.total + len(new), total or 0)
-        self.write_lines(self._render(new))
+        if new and self.held and self.held[-1][2].endswith(CR) and self.held[-1][:2] == new[0][:2]:
+            self._drop_last()
+        kept: list[Line] = []
+        for line in new:
+            last = kept[-1] if kept else None
+            if last is not None and last[2].endswith(CR) and last[:2] == line[:2]:
+                kept[-1] = line
+            else:
+                kept.append(line)
+        self.held.extend(kept)
+        self.write_lines(self._render(kept))
         self._note_dropped()
+
+    def _drop_last(self) -> None:
+        """Take the last held line (a progress update) off the view: the next is drawn in
+        its place."""
+        last = self.held.pop()
+        rows = len(self._render([last]))
+        del self._lines[len(self._lines) - rows :]
+        self._render_line_cache.clear()
+        self.virtual_size = self.virtual_size.with_height(len(self._lines))
+        self.refresh()
 
     def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> LogView:
         """Log's write, with following kept by state: the tail stays in view while
@@ -348,11 +369,13 @@ class LogView(Log):
         times = self.highlighter.times
         if not self.wrap:
             if times:
-                return [TAGS[step, err] + stamp(when) + text for step, err, text, when in lines]
-            return [TAGS[step, err] + text for step, err, text, _ in lines]
+                return [TAGS[step, err] + stamp(when) + text.removesuffix(CR)
+                        for step, err, text, when in lines]  # fmt: skip
+            return [TAGS[step, err] + text.removesuffix(CR) for step, err, text, _ in lines]
         width = max(10, self.scrollable_content_region.width - TAG_WIDTH - 1)
         out: list[str] = []
         for step, err, text, when in lines:
+            text = text.removesuffix(CR)
             line = stamp(when) + text if times else text
             pieces = chop_cells(line, width) if line else [""]
             out.extend(tag(step, err, i == 0) + p for i, p in enumerate(pieces))

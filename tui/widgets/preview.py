@@ -7,6 +7,8 @@ screen); these functions are pure and never touch Textual.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import importlib
 import json
 import os
 from collections.abc import Callable
@@ -14,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pygments.lexer import Lexer
-from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
-from pygments.util import ClassNotFound
+from pygments.lexers import LEXERS
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
@@ -132,15 +133,30 @@ def lexer_for(name: str, text: str) -> str:
     text. Only the lexers that match are imported. Rich's `Syntax.guess_lexer` imports all
     ~250 of Pygments' lexer modules the first time (0.44 s of CPU here, holding the
     interpreter in the console's process), and their ~46 k objects stayed for every later
-    full garbage collection to walk."""
-    try:
-        return _alias(get_lexer_for_filename(name, text))
-    except ClassNotFound:
-        pass
-    try:
-        return _alias(get_lexer_by_name(Path(name).suffix.lstrip(".").lower()))
-    except ClassNotFound:
+    full garbage collection to walk. Only Pygments' own lexers are looked through: a
+    plugin lexer (Mako's, installed with Optuna's Alembic) imports a dozen lexer modules of
+    its own the moment `get_lexer_for_filename` looks at it."""
+    filename, extension = Path(name).name, Path(name).suffix.lstrip(".").lower()
+    matches = _builtin_lexers(lambda _aliases, patterns: _matches(filename, patterns))
+    if not matches:
+        matches = _builtin_lexers(lambda aliases, _patterns: extension in aliases)
+    if not matches:
         return "text"
+    return _alias(max(matches, key=lambda lexer: lexer.analyse_text(text)))
+
+
+def _matches(filename: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatch(filename, pattern) for pattern in patterns)
+
+
+def _builtin_lexers(wanted: Callable[[tuple[str, ...], tuple[str, ...]], bool]) -> list[Any]:
+    """Pygments' own lexer classes that `wanted(aliases, file patterns)`, each imported
+    only because it is wanted (the table is Pygments' `LEXERS` mapping)."""
+    return [
+        getattr(importlib.import_module(module), class_name)
+        for class_name, (module, _name, aliases, patterns, _mimetypes) in LEXERS.items()
+        if wanted(aliases, patterns)
+    ]
 
 
 def _alias(lexer: Lexer) -> str:

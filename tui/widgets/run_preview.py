@@ -48,9 +48,14 @@ class RunPreview(Vertical):
         return self.query_one(LogView)
 
     def show(
-        self, run: RunView | None, queued: Queued | None = None, owner: Owner | None = None
+        self,
+        run: RunView | None,
+        queued: Queued | None = None,
+        owner: Owner | None = None,
+        forwards: str = "",
     ) -> None:
-        """Show this run (None: nothing is selected); cheap when nothing changed."""
+        """Show this run (None: nothing is selected); cheap when nothing changed.
+        `forwards`: its forwarded ports, one line each (they were only in the detail)."""
         self.display = run is not None
         if run is None:
             self.run_id = None
@@ -60,11 +65,13 @@ class RunPreview(Vertical):
         elif run.live:  # adopted since it was selected: its new lines come from the feed
             self.view.follow(self.feed.log(run.run_id))
         now = self.clock()
-        key = (run, queued, owner, 0 if run.finished else int(now.timestamp()))
+        key = (run, queued, owner, forwards, 0 if run.finished else int(now.timestamp()))
         if key == self._shown:
             return
         self._shown = key
-        self.query_one("#preview-summary", Static).update(summary(run, now, queued, owner))
+        text = summary(run, now, queued, owner)
+        text.append(f"\n{forwards}" if forwards else "", style="cyan")
+        self.query_one("#preview-summary", Static).update(text)
         spark = row_sparkline(run)
         self.query_one("#gpu", Static).update(f"GPU {spark}" if spark else NO_GPU)
         self.view.set_label(run.job_name)
