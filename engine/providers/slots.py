@@ -32,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import inspect
 import os
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -62,8 +64,15 @@ class Slots:
     ) -> None:
         """`pool`: the pool's name, whose slots every swjob process shares; None: this
         engine's only. `node_gone(run)`: whether the provider confirms that the node of
-        a run whose operator died is gone (its slot is then free)."""
-        self._node_gone = node_gone
+        a run whose operator died is gone (its slot is then free). A provider's own
+        method is held weakly: a strong one would tie the provider and these slots in a
+        cycle, and an engine dropped without tearing down would keep its slot files
+        locked until the cycle collector ran, not let them go at once (below)."""
+        self._node_gone: Callable[[], Callable[[str], Awaitable[bool]] | None] | None = None
+        if inspect.ismethod(node_gone):
+            self._node_gone = weakref.WeakMethod(node_gone)
+        elif node_gone is not None:
+            self._node_gone = lambda: node_gone
         self._gone: set[str] = set()  # such runs: their slots are free
         self._limit = limit
         self._used = 0
@@ -95,9 +104,10 @@ class Slots:
         """`_claim`, once more after asking the provider about the dead operators' runs
         that hold slots: those whose nodes are gone free theirs."""
         orphans = self._claim(run_id)
-        if not orphans or self._node_gone is None:
+        node_gone = self._node_gone() if self._node_gone is not None else None
+        if not orphans or node_gone is None:
             return orphans
-        gone = {run for run in orphans if run not in self._gone and await self._node_gone(run)}
+        gone = {run for run in orphans if run not in self._gone and await node_gone(run)}
         if not gone:
             return orphans
         self._gone |= gone
