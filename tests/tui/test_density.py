@@ -50,7 +50,9 @@ async def test_at_80x24_ten_runs_show_beside_the_preview_and_panes_fold_away(twe
         await pilot.press("P", "v")  # pools and preview folded: every run fits
         await until(pilot, lambda: len(run_rows(app)) == 12)
         assert not app.screen.query_one("#pools").display
-    again = SwjobApp(twelve, clock=fixed_clock)  # the next session remembers
+    # the next session (a new engine, as a new console's: the first one's closes with its
+    # app, and may still be closing) remembers
+    again = SwjobApp(Engine(twelve.config), clock=fixed_clock)
     async with again.run_test(size=(80, 24)) as pilot:
         await booted(pilot)
         assert not again.screen.query_one("#pools").display
