@@ -196,6 +196,7 @@ class Engine:
             for task in self._tasks.values():
                 task.cancel()
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+            self._disown()
         if self._orphan_check is not None:
             self._orphan_check.cancel()
             await asyncio.gather(self._orphan_check, return_exceptions=True)
@@ -219,6 +220,15 @@ class Engine:
             self._identity.release()
         for lease in self._leases.values():
             lease.release()
+
+    def _disown(self) -> None:
+        """Runs left running lose this process's owner stamp in their last row: their
+        leases are freed for an adopter, and a stamp naming a process that lives on (a
+        console embedded in a longer-lived one, a test) made every other process's
+        adopter take them for driven elsewhere, for as long as this process lived."""
+        for driver in self._drivers.values():
+            if driver.view.finished is None:
+                driver.remember(**{ownership.OWNER: None})
 
     # ---- runs --------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """The board's sweep group (tui/widgets/sweep_group.py) through Pilot, on a real engine
 running a real sweep: its row counts running and queued runs, shows cost against the cap,
-collapses, and `s` stops the whole group — running runs stopped, queued ones held."""
+collapses, and `s` stops the whole group — running runs stopped, queued ones held; the
+board mounts one, collapsed, per sweep with runs it knows."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from engine.api import Engine, Sweep, expand, load_job
 from tests.support.engines import EngineFactory
 from tests.support.runs import waiting_job
 from tests.support.waiting import eventually_async
+from tests.tui.conftest import SIZE, booted
+from tui.app import SwjobApp
 from tui.widgets.sweep_group import SweepGroup
 
 
@@ -59,3 +62,23 @@ async def test_the_group_row_counts_its_runs_and_s_stops_the_group(
         await pilot.press("enter")
         assert group.collapsed
     assert [row.state for row in rows] == ["FAILED", "FAILED", "NOT STARTED"]
+
+
+async def test_the_board_shows_a_collapsed_group_row_for_each_sweep(
+    engine: Engine, tmp_path: Path
+) -> None:
+    release = tmp_path / "release"
+    job = load_job(waiting_job(tmp_path / "p", "grid", release))
+    app = SwjobApp(engine)  # starts the engine, and closes it on unmount
+    async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        sweep = Sweep(engine, job, expand({"LR": ["0.1", "0.2"]}), concurrency=2, tick_s=0.1)
+        running = asyncio.create_task(sweep.run())
+        await eventually_async(
+            lambda: app.screen.query(SweepGroup), 30, "a group row", pause=pilot.pause
+        )
+        group = app.screen.query_one(SweepGroup)
+        assert group.sweep_id == sweep.sweep_id and group.collapsed
+        release.touch()
+        rows = await asyncio.wait_for(running, 60)
+    assert [row.state for row in rows] == ["COMPLETED", "COMPLETED"]

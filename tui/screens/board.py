@@ -13,10 +13,11 @@ from __future__ import annotations
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static
 
-from engine.api import RunView
+from engine.api import RunView, all_records
 from tui import prefs
 from tui.api import Clock, EngineAPI
 from tui.chains import ChainRows
@@ -30,6 +31,7 @@ from tui.widgets.footer import Footer
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import PoolsPanel
 from tui.widgets.run_preview import RunPreview
+from tui.widgets.sweep_group import SweepGroup
 
 EMPTY_HINT = (
     "No jobs yet. Press [b]n[/] to submit a job file, or start with "
@@ -37,6 +39,9 @@ EMPTY_HINT = (
 )
 
 NO_MATCH = "No run matches the filter. [b]esc[/] clears it."
+
+SWEEP_SCAN_S = 2.0
+"""How often the board looks for a sweep it has no group row for yet (a few small files)."""
 
 
 class FilterBar(Input):
@@ -122,12 +127,15 @@ class BoardScreen(Screen[None]):
         self._table = JobsTable(clock, id="jobs")
         self._hint = Static("", id="empty")
         self._preview = RunPreview(clock, feed, id="run-preview")
+        self._sweeps = Vertical(id="sweeps")
+        self._groups: dict[str, SweepGroup] = {}
         self.prefs = prefs.load()
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield self._pools
         yield self._banner
+        yield self._sweeps
         self._bar.display = False
         yield self._bar
         yield self._table
@@ -146,6 +154,7 @@ class BoardScreen(Screen[None]):
         self._pools.display = self.prefs.pools
         self.set_class(not self.prefs.preview, "-no-preview")
         self.refresh_all()
+        self.set_interval(SWEEP_SCAN_S, self._refresh_sweeps)
         self._table.focus()
 
     def action_toggle_pools(self) -> None:
@@ -185,9 +194,24 @@ class BoardScreen(Screen[None]):
 
     def refresh_all(self) -> None:
         self._refresh_filter_title()
+        self._refresh_sweeps()
         everything = self.engine.runs()
         runs = self._rows(everything)
         self._redraw(runs, everything, keep={r.run_id for r in runs})
+
+    def _refresh_sweeps(self) -> None:
+        """A collapsed group row (tui/widgets/sweep_group.py) for each sweep on record with
+        runs this console knows, newest first; each group reads its own record and runs."""
+        if not self._sweeps.is_attached:
+            return
+        for record in reversed(all_records()):  # oldest first, each new one on top
+            if record.sweep_id in self._groups:
+                continue
+            if not any(m.run_id and self.engine.run(m.run_id) for m in record.members):
+                continue
+            group = SweepGroup(self.engine, record.sweep_id, collapsed=True)
+            self._groups[record.sweep_id] = group
+            self._sweeps.mount(group, before=0 if self._sweeps.children else None)
 
     def _redraw(
         self, runs: list[RunView], everything: list[RunView], keep: set[str] | None = None

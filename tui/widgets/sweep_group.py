@@ -55,11 +55,14 @@ class SweepGroup(Collapsible):
             view = views.get(member.run_id or "")
             if view is None:
                 continue
+            # cells() also fills a wide board's columns (pool, price, …): the group's
+            # table has the standard ones only
             row = cells(view, now) | {"name": member.label}
+            shown = [(key, row.get(key, "")) for key, _, _ in COLUMNS]
             if view.run_id not in table.rows:
-                table.add_row(*(row.get(key, "") for key, _, _ in COLUMNS), key=view.run_id)
+                table.add_row(*(value for _, value in shown), key=view.run_id)
                 continue
-            for key, value in row.items():
+            for key, value in shown:
                 table.update_cell(view.run_id, key, value)
 
     async def action_stop_group(self) -> None:
