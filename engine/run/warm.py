@@ -42,9 +42,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("swjob.engine")
 
 PARK_SEND_S = 5.0
-CLAIM_TIMEOUT_S = 3.0
+CLAIM_TIMEOUT_S = 10.0
 """A live warm node answers a claim in milliseconds (a relay: a second or two); one that
-does not within this is taken for gone, and the run rents anew rather than wait."""
+does not within this is taken for gone, and the run rents anew rather than wait. 3 s was
+too short on a busy 2-core machine (the claim's QUIC handshake alone took longer, and a
+live warm node was passed over for a new one); a rented node's boot takes minutes."""
 UNHEALTHY = ("NodeFault", "NodeLost", "NodePreempted", "InternalError")
 CAPPED = "cap reached"
 

@@ -160,8 +160,9 @@ class Squatter:
         self.heard = b""
 
     def listen_once(self) -> None:
-        """Take what a connection sends within a few seconds, answering like a shell."""
-        with contextlib.suppress(TimeoutError):
+        """Take what a connection sends within a few seconds, answering like a shell. A
+        client that found us out closes at once: our answer then meets a closed pipe."""
+        with contextlib.suppress(TimeoutError, BrokenPipeError, ConnectionResetError):
             conn, _ = self.sock.accept()
             with conn:
                 conn.settimeout(3)
