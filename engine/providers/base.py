@@ -8,14 +8,16 @@ because joining is a fact of the control protocol, not of the provider.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from agent import credentials
 from agent.credentials import SECRETS_FLAG, TOKEN_ENV
 from engine.report.events import Alert
+from engine.state.locked import StateNotWritten
 
 __all__ = ["TOKEN_ENV", "Bootstrap"]  # TOKEN_ENV: what a provider's node env carries
 AGENT_SILENCE_MAX_S = 10.0  # the agent's own default (agent/main.py --deadline)
@@ -221,3 +223,17 @@ class Provider(Protocol):
         """One look: did the provider take the node back? None when it did not (or has no
         such thing). Asked when the node went silent, to tell a preempted node from a dead one."""
         ...
+
+
+async def ledger_note(
+    alert: Callable[[str], None], what: str, write: Callable[..., object], *args: Any, **kwargs: Any
+) -> object:
+    """A ledger write about a node that exists (or existed), off the event loop: when
+    another process holds the ledger it is said, not raised — the node is still ours to tear
+    down, and its intent row, written first, names its label for `swjob gc`. `what` names
+    the node's kind ("instance", "pod")."""
+    try:
+        return await asyncio.to_thread(write, *args, **kwargs)
+    except StateNotWritten as exc:
+        alert(f"{what} ledger not written ({exc}); `swjob gc` settles its rows later")
+        return None

@@ -38,6 +38,7 @@ from engine.providers.base import (
     Preempted,
     ProvisionError,
     TeardownError,
+    ledger_note,
 )
 from engine.providers.hearsay import Hearsay
 from engine.providers.runpod_api import URL_ENV, RunPodApi, RunPodApiError, gpu_types, rent_spot
@@ -235,12 +236,7 @@ class RunPodProvider:
         return ("--on-orphan", "terminate-pod", *(("--runpod-url", url) if url else ()))
 
     async def _note(self, write: Callable[..., object], *args: Any, **kwargs: Any) -> object:
-        """A ledger write about a pod that exists: said, not raised, when it fails."""
-        try:
-            return await asyncio.to_thread(write, *args, **kwargs)
-        except StateNotWritten as exc:
-            self._alert(f"pod ledger not written ({exc}); `swjob gc` settles its rows later")
-            return None
+        return await ledger_note(self._alert, "pod", write, *args, **kwargs)
 
     async def pods(self) -> list[dict[str, Any]]:
         """The account's pods RunPod still runs or bills (a TERMINATED one is gone)."""

@@ -48,6 +48,7 @@ from engine.providers.base import (
     Preempted,
     ProvisionError,
     TeardownError,
+    ledger_note,
 )
 from engine.providers.hearsay import Hearsay
 from engine.providers.slots import Slots
@@ -242,14 +243,7 @@ class VastProvider:
         )
 
     async def _note(self, write: Callable[..., object], *args: Any, **kwargs: Any) -> object:
-        """A ledger write about an instance that exists (or existed): when another process
-        holds the ledger it is said, not raised — the instance is still ours to tear down,
-        and its intent row, written first, names its label for `swjob gc`."""
-        try:
-            return await asyncio.to_thread(write, *args, **kwargs)
-        except StateNotWritten as exc:
-            self._alert(f"instance ledger not written ({exc}); `swjob gc` settles its rows later")
-            return None
+        return await ledger_note(self._alert, "instance", write, *args, **kwargs)
 
     async def _sweep_refused_bid(self, label: str, entry: int) -> bool:
         """A bid Vast refused can still leave an instance behind, stopped, billing its
