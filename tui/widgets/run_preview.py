@@ -100,3 +100,4 @@ class RunPreview(Vertical):
     def _tail_loaded(self, run_id: str, lines: list[Line], total: int) -> None:
         if run_id == self.run_id:  # the cursor may have moved on meanwhile
             self.view.merge(lines, total)
+            self.collapse_if_silent()  # now: no board tick comes while a dialog covers it
