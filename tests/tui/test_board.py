@@ -156,7 +156,10 @@ async def test_tab_switches_panes_on_the_board_and_in_the_detail(engine) -> None
         await booted(pilot)
         await finished(app, engine.runs()[0].run_id)
         table = app.screen.query_one(JobsTable)
-        preview_log = app.screen.query_one(RunPreview).query_one(LogView)
+        preview = app.screen.query_one(RunPreview)
+        preview_log = preview.query_one(LogView)
+        # the log box shows once the run's line is in it (a silent run's preview has none)
+        await until(pilot, lambda: not preview.has_class("-silent"))
         assert table.has_focus
         await pilot.press("tab")
         assert preview_log.has_focus
