@@ -2,7 +2,8 @@
 
 `<prefix>/<job>/<run id>/outputs/<path>` holds each output file under the path the job
 wrote it at; `<prefix>/<job>/<run id>/manifest.json` is written after every file it
-lists, so a reader that finds `"complete": true` knows the set is whole. A live sync
+lists, so a reader that finds `"complete": true` knows the set is whole. A big file
+lies in part objects instead (agent/sink/parts.py); its manifest row names their size. A live sync
 writes `synced.json` of the same shape (never complete: the job still runs), which is
 what a next attempt resumes from when no manifest was written.
 """
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.sink.parts import MOST_PARTS, part_count
 from agent.transfer.errors import TransferError
 from agent.transfer.safety import check_link_target, check_relpath
 
@@ -53,6 +55,7 @@ class Manifest:
     """What a run's prefix holds: each file's size and SHA-256, its links, what did not land."""
 
     files: dict[str, tuple[int, str]] = field(default_factory=dict)  # path → (size, sha256)
+    parts: dict[str, int] = field(default_factory=dict)  # path → part size: a big file's
     links: dict[str, str] = field(default_factory=dict)
     not_landed: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
@@ -68,13 +71,20 @@ class Manifest:
         body = {
             "complete": self.complete,
             "written_at": time.time(),
-            "files": {p: {"size": s, "sha256": h} for p, (s, h) in sorted(self.files.items())},
+            "files": {p: self._row(p) for p in sorted(self.files)},
             "links": dict(sorted(self.links.items())),
             "not_landed": dict(sorted(self.not_landed.items())),
             "missing": self.missing,
             "refused": self.refused,
         }
         return json.dumps(body, indent=1).encode() + b"\n"
+
+    def _row(self, path: str) -> dict[str, Any]:
+        size, sha = self.files[path]
+        row: dict[str, Any] = {"size": size, "sha256": sha}
+        if path in self.parts:
+            row["part_size"] = self.parts[path]
+        return row
 
     @classmethod
     def decode(cls, data: bytes) -> Manifest:
@@ -85,9 +95,15 @@ class Manifest:
                 check_relpath(p): (_size(row["size"]), _digest(row["sha256"]))
                 for p, row in body["files"].items()
             }
+            parts = {
+                p: _part_size(row["part_size"], files[p][0])
+                for p, row in body["files"].items()
+                if "part_size" in row
+            }
             links = {check_relpath(p): check_link_target(p, t) for p, t in body["links"].items()}
             return cls(
                 files=files,
+                parts=parts,
                 links=links,
                 not_landed={str(p): str(r) for p, r in body.get("not_landed", {}).items()},
                 missing=[str(m) for m in body.get("missing", [])],
@@ -102,6 +118,12 @@ class Manifest:
 def _size(value: Any) -> int:
     if not isinstance(value, int) or value < 0:
         raise ValueError(f"bad size {value!r}")
+    return value
+
+
+def _part_size(value: Any, size: int) -> int:
+    if not isinstance(value, int) or value < 1 or part_count(size, value) > MOST_PARTS:
+        raise ValueError(f"bad part_size {value!r}")
     return value
 
 

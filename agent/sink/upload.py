@@ -4,8 +4,10 @@ Only what changed goes: a file whose size and modification time are those of the
 already put (this agent's record) is not read again, and one the store already holds
 whole (a listing's size and MD5 ETag: an upload cut short and begun anew, a seeded
 workdir) is not sent again. Small files are read once, hashed and put in one request
-whose ETag proves the bytes arrived; big ones go as parallel multipart uploads while a
-thread hashes them, and the object's size is checked after. A file that fails is tried
+whose ETag proves the bytes arrived; big ones go as part objects, several at once, each
+proved by its own ETag (agent/sink/parts.py), and a part the store already holds with
+the same bytes is not sent again: an upload cut mid-file (the node's agent killed, its
+connection cut) resumes from the parts it put. A file that fails is tried
 again (the client already retries each request), then named in the manifest's
 `not_landed` with its reason; the others still go. The manifest is written last.
 """
@@ -15,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import io
 import os
 import re
 from collections.abc import Callable
@@ -26,11 +27,12 @@ import obstore
 
 from agent.protocol import SinkDone, SinkTarget
 from agent.sink.layout import MANIFEST, OUTPUTS, SYNCED, Manifest, output_key
+from agent.sink.parts import PARTS, at_once, parse_part_key, part_count, part_key
 from agent.sink.store import describe, open_store
 from agent.transfer.safety import open_for_read
 from agent.transfer.walk import Entry, resolve_outputs
 
-SMALL = 8 * 1024 * 1024  # put in one request; above it, multipart
+SMALL = 8 * 1024 * 1024  # put in one request; above it, in parts
 PART = 16 * 1024 * 1024
 PARTS_AT_ONCE = 8
 SMALL_AT_ONCE = 32
@@ -50,34 +52,6 @@ class Meter:
     bytes_total: int = 0
     files_done: int = 0
     bytes_done: int = 0
-
-
-class _Counting(io.RawIOBase):
-    """A file as obstore reads it part by part, each read counted on the meter: a big
-    file's progress shows while its parts go up, not only once it is whole."""
-
-    def __init__(self, raw: io.BufferedReader, meter: Meter) -> None:
-        super().__init__()
-        self._raw, self._meter = raw, meter
-        self.counted = 0  # taken back off the meter once the file is done with
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        return self._raw.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._raw.tell()
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._raw.read(size)
-        self.counted += len(data)
-        self._meter.bytes_done += len(data)
-        return data
 
 
 class NotLanded(Exception):
@@ -114,8 +88,11 @@ class Uploader:
         self.target = target
         self.workdir = workdir
         self.store = open_store(target)
-        self._put: dict[str, tuple[int, int, str]] = {}  # path → (size, mtime_ns, sha256)
+        self._put: dict[str, tuple[int, int, str, int]] = {}
+        """path → (size, mtime_ns, sha256, part size: 0 for one object) of what was put"""
         self._remote: dict[str, tuple[int, str]] | None = None  # path → (size, md5) listed
+        self._parts: dict[str, dict[int, tuple[int, str]]] = {}
+        """path → {index: (size, md5)}: the parts the store holds (listed, or put since)"""
         self._lock = asyncio.Lock()
         self._small = asyncio.Semaphore(SMALL_AT_ONCE)
         self._big = asyncio.Semaphore(BIG_AT_ONCE)
@@ -147,33 +124,39 @@ class Uploader:
             return Report(manifest, sent[0], sent[1])
 
     async def _listed(self) -> dict[str, tuple[int, str]]:
-        """What the store already holds under outputs/ (an earlier agent's, or a cut upload)."""
+        """What the store already holds under outputs/ and parts/ (an earlier agent's, or
+        a cut upload's)."""
         held: dict[str, tuple[int, str]] = {}
-        async for chunk in obstore.list(self.store, OUTPUTS + "/"):
-            for meta in chunk:
-                md5 = _MD5.match(meta.get("e_tag") or "")
-                if md5:
-                    held[meta["path"].removeprefix(OUTPUTS + "/")] = (meta["size"], md5.group(1))
+        for top in (OUTPUTS, PARTS):
+            async for chunk in obstore.list(self.store, top + "/"):
+                for meta in chunk:
+                    if not (md5 := _MD5.match(meta.get("e_tag") or "")):
+                        continue
+                    kept = (meta["size"], md5.group(1))
+                    if top == OUTPUTS:
+                        held[meta["path"].removeprefix(OUTPUTS + "/")] = kept
+                    elif part := parse_part_key(meta["path"]):
+                        self._parts.setdefault(part[0], {})[part[1]] = kept
         return held
 
     async def _one(self, entry: Entry, manifest: Manifest, sent: list[int]) -> None:
         known = self._put.get(entry.path)
         if known is not None and known[:2] == (entry.size, entry.mtime_ns):
-            manifest.files[entry.path] = (entry.size, known[2])
+            self._list(manifest, entry, known[2], known[3])
             self._count(entry)
             return
         reason = ""
         for attempt in range(TRIES):
             try:
-                sha, moved = await self._send(entry)
+                sha, moved, part_size = await self._send(entry)
             except NotLanded as exc:
                 reason = str(exc)
                 entry = _restat(self.workdir, entry)  # the next try puts the version there now
             except Exception as exc:  # the store's errors, said in one line
                 reason = describe(exc, self.target.bucket)
             else:
-                self._put[entry.path] = (entry.size, entry.mtime_ns, sha)
-                manifest.files[entry.path] = (entry.size, sha)
+                self._put[entry.path] = (entry.size, entry.mtime_ns, sha, part_size)
+                self._list(manifest, entry, sha, part_size)
                 if moved is not None:
                     sent[0] += 1
                     sent[1] += moved
@@ -183,18 +166,25 @@ class Uploader:
         manifest.not_landed[entry.path] = reason
         self._count(entry)
 
+    @staticmethod
+    def _list(manifest: Manifest, entry: Entry, sha: str, part_size: int) -> None:
+        manifest.files[entry.path] = (entry.size, sha)
+        if part_size:
+            manifest.parts[entry.path] = part_size
+
     def _count(self, entry: Entry) -> None:
         """One file is done with (put, found held, or given up)."""
         self.meter.files_done += 1
         self.meter.bytes_done += entry.size
 
-    async def _send(self, entry: Entry) -> tuple[str, int | None]:
-        """(sha256, bytes sent — None: the sink held it already), put whole or not at all."""
+    async def _send(self, entry: Entry) -> tuple[str, int | None, int]:
+        """(sha256, bytes sent — None: the sink held it already, part size — 0: one
+        object), put whole or not at all."""
         if entry.size <= SMALL:
             async with self._small:
-                return await self._send_small(entry)
+                return (*await self._send_small(entry), 0)
         async with self._big:
-            return await self._send_big(entry)
+            return (*await self._send_big(entry), PART)
 
     async def _send_small(self, entry: Entry) -> tuple[str, int | None]:
         if entry.size <= INLINE_READ:
@@ -212,25 +202,52 @@ class Uploader:
         return sha, len(data)
 
     async def _send_big(self, entry: Entry) -> tuple[str, int | None]:
-        fd = open_for_read(self.workdir, entry.path)
-        with os.fdopen(fd, "rb") as raw:
-            reader = _Counting(raw, self.meter)
-            put = obstore.put_async(
-                self.store,
-                output_key(entry.path),
-                reader,
-                chunk_size=PART,
-                max_concurrency=PARTS_AT_ONCE,
-            )
+        """Put the parts the store lacks, PARTS_AT_ONCE at a time, reading the file once,
+        in order, for its SHA-256 and each part's MD5; the parts it holds already (same
+        size, same MD5) are not sent."""
+        held = self._parts.setdefault(entry.path, {})
+        whole, gate = hashlib.sha256(), asyncio.Semaphore(PARTS_AT_ONCE)
+        count, sent, shown = part_count(entry.size, PART), [0], [0]
+
+        async def put(index: int, data: bytes, md5: str) -> None:
             try:
-                sha, _ = await asyncio.gather(asyncio.to_thread(_hash, self.workdir, entry), put)
-            finally:  # the parts read were shown as they went; the file counts once, done
-                self.meter.bytes_done -= reader.counted
-        meta = await obstore.head_async(self.store, output_key(entry.path))
-        if meta["size"] != entry.size:
-            raise NotLanded(f"verification failed: {meta['size']} bytes in the store")
+                put = await obstore.put_async(
+                    self.store, part_key(entry.path, index), data, use_multipart=False
+                )
+                etag = _MD5.match(put.get("e_tag") or "")
+                if etag and etag.group(1) != md5:
+                    raise NotLanded(f"verification failed: the store holds other bytes than {md5}")
+                held[index] = (len(data), md5)
+                sent[0] += len(data)
+                self._show(shown, len(data))
+            finally:
+                gate.release()
+
+        fd = open_for_read(self.workdir, entry.path)
+        try:
+            async with at_once() as group:
+                for index in range(count):
+                    await gate.acquire()
+                    data, md5 = await asyncio.to_thread(_read_part, fd, entry, index, whole)
+                    if held.get(index) != (len(data), md5):
+                        group.create_task(put(index, data, md5))
+                        continue
+                    gate.release()  # the store has this part's very bytes
+                    self._show(shown, len(data))
+        finally:  # the parts were shown as they went; the file counts once, done
+            os.close(fd)
+            self.meter.bytes_done -= shown[0]
         _unchanged(self.workdir, entry)
-        return sha, entry.size
+        if stale := [i for i in held if i >= count]:  # a longer version's tail: unread now
+            await obstore.delete_async(self.store, [part_key(entry.path, i) for i in stale])
+            for index in stale:
+                del held[index]
+        return whole.hexdigest(), sent[0] or None
+
+    def _show(self, shown: list[int], size: int) -> None:
+        """A big file's part is done with: its progress shows while the rest go."""
+        shown[0] += size
+        self.meter.bytes_done += size
 
 
 def _read(workdir: Path, entry: Entry) -> bytes:
@@ -252,13 +269,15 @@ def _restat(workdir: Path, entry: Entry) -> Entry:
     return dataclasses.replace(entry, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
-def _hash(workdir: Path, entry: Entry) -> str:
-    digest = hashlib.sha256()
-    fd = open_for_read(workdir, entry.path)
-    with os.fdopen(fd, "rb") as reader:
-        while block := reader.read(PART):
-            digest.update(block)
-    return digest.hexdigest()
+def _read_part(fd: int, entry: Entry, index: int, whole: hashlib._Hash) -> tuple[bytes, str]:
+    """Part `index` of the file, fed to its SHA-256 (parts are read in order), and its MD5;
+    a file shorter than listed was rewritten while read."""
+    offset = index * PART
+    data = os.pread(fd, min(PART, entry.size - offset), offset)
+    if len(data) != min(PART, entry.size - offset):
+        raise NotLanded(CHANGED)
+    whole.update(data)
+    return data, hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def _unchanged(workdir: Path, entry: Entry) -> None:

@@ -1,7 +1,8 @@
 """The sink's upload against its floor: the agent's Uploader (what a node runs at
-collection: listing, SHA-256 of every file, MD5 check of each small one's ETag, size
-check of each big one, the manifest) beside the same bytes put by the bare obstore client
-with the same concurrency (4 files × 8 parts for big files, 32 small files at once), in
+collection: listing, SHA-256 of every file, MD5 check of each small one's ETag, a big
+one's parts put as objects each checked by its ETag, the manifest) beside the same bytes
+put by the bare obstore client as multipart uploads with the same concurrency (4 files
+× 8 parts for big files, 32 small files at once), in
 the same run, into a real S3 server on loopback (SeaweedFS's `weed`, as the tests use).
 
 Two trees: 1 GiB as 4 × 256 MiB, and 20,000 small files (4 KiB). Each is put twice by

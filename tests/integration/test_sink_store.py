@@ -1,6 +1,7 @@
 """The sink's two halves against a real S3 server (SeaweedFS): the node's upload of the
 declared outputs (changed files only, resumable, verified, manifest last) and the
-download every reader uses, which checks each file against the manifest."""
+download every reader uses, which checks each file against the manifest. An upload cut
+mid-file resumes: tests/integration/test_sink_resume.py."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def workdir(tmp_path: Path) -> Path:
 async def test_outputs_land_whole_and_only_changes_go_again(
     s3: Bucket, workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(up, "SMALL", 1024 * 1024)  # the checkpoint goes multipart
+    monkeypatch.setattr(up, "SMALL", 1024 * 1024)  # the checkpoint goes in parts
     monkeypatch.setattr(up, "PART", 5 * 1024 * 1024)
     target = s3.target(patterns=["metrics.jsonl", "ckpt", "empty.txt", "absent.bin"])
     uploader = Uploader(target, workdir)
@@ -65,7 +66,8 @@ async def test_outputs_land_whole_and_only_changes_go_again(
     assert (await uploader.upload(final=True)).sent_files == 0  # nothing changed
     (workdir / "metrics.jsonl").write_text('{"loss": 0.5}\n')
     again = await Uploader(target, workdir).upload(final=True)  # a new agent: resumes
-    assert again.sent_files == 2  # the changed file, and the big one it cannot prove held
+    assert again.sent_files == 1  # the changed file: the big one's parts are all held
+    assert again.manifest.parts == {"ckpt/step_1.pt": up.PART}
 
 
 async def test_a_file_that_is_not_the_manifests_is_refused(

@@ -64,7 +64,12 @@ def test_a_job_asks_for_the_sinks_keys_by_name_only_where_there_is_a_sink(make_j
 def test_a_hostile_manifest_is_refused() -> None:
     good = Manifest(files={"a/b": (1, "0" * 64)}, links={"l": "a/b"}, complete=True)
     assert Manifest.decode(good.encode()).files == good.files
+    big = Manifest(files={"w": (1 << 30, "0" * 64)}, parts={"w": 16 << 20})
+    assert Manifest.decode(big.encode()).parts == {"w": 16 << 20}
+    row = b'{"complete": true, "links": {}, "files": {"w": {"size": 1073741824, "sha256": "'
     for body in (
+        row + b"0" * 64 + b'", "part_size": 0}}}',
+        row + b"0" * 64 + b'", "part_size": 1024}}}',  # a million requests for one file
         b'{"complete": true, "files": {"../x": {"size": 1, "sha256": "' + b"0" * 64 + b'"}}, '
         b'"links": {}}',
         b'{"complete": true, "files": {}, "links": {"l": "../../etc/passwd"}}',
