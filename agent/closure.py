@@ -6,12 +6,16 @@ operator runs (engine/providers/agent_source.py pins them). That keeps boot — 
 a Vast.ai user pays for on every run — to the agent's own closure instead of the
 whole product's (textual, rich, the vastai SDK and their trees).
 
-tests/unit/test_agent_closure.py keeps this list equal to what `agent/` imports and
+tests/unit/test_agent_closure.py keeps these lists equal to what `agent/` imports and
 to what pyproject.toml declares.
 """
 
 from __future__ import annotations
 
-DISTRIBUTIONS = ("iroh", "obstore", "pathspec", "psutil", "pydantic", "zstandard")
-"""obstore (agent/sink/): the node puts outputs in the sink itself; one Rust wheel whose
-only requirement, typing-extensions, pydantic already brings (docs/sink.md)."""
+DISTRIBUTIONS = ("iroh", "pathspec", "psutil", "pydantic", "zstandard")
+"""What every node installs: 10 packages with what they require."""
+SINK_DISTRIBUTIONS = ("obstore",)
+"""What a node whose run's pool has a `sink` installs as well (11 packages then): the
+store client the node puts outputs in the sink with (agent/sink/), one Rust wheel whose
+only requirement, typing-extensions, pydantic already brings (docs/sink.md). The agent
+imports it only when it is given a sink (agent/sinkhand.py)."""

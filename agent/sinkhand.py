@@ -26,9 +26,23 @@ ASK = "@sink:"
 job writes to the bucket itself): the only way they reach a job's environment."""
 FIELDS = ("access_key_id", "secret_access_key", "session_token")
 PROGRESS_EVERY_S = 0.5
+NO_CLIENT = (
+    "the run's pool has a sink, but obstore is not installed on this node "
+    "(pip install obstore): its outputs go to the operator only"
+)
+"""Said once, in the agent's log, and as the answer to every piece of sink work: a node
+installs obstore only for a pool with a sink (agent/closure.py)."""
 LAST_UPLOAD_S = 3600.0
-"""The most a node leaving on its own spends on its last upload: a store that hangs must
-not keep a node nobody owns billing for ever."""
+"""The most an orphaned node spends on its last upload: a store that hangs must not keep
+a node nobody owns billing for ever."""
+AT_CAP_UPLOAD_S = 10.0
+"""The most a node at its run's cap spends on its last upload: the cap is money, so the
+node stops billing within its job's stop grace plus this. What the live syncs put is
+there already; a big file cut short resumes from its parts (agent/sink/parts.py)."""
+BEFORE_PARK_UPLOAD_S = 60.0
+"""The most a node about to be kept warm spends putting outputs its collection's upload
+did not (the laptop took them from the node): then nothing is left unsaved when it
+expires, and a claim waits at most this long."""
 
 
 class SinkHand:
@@ -42,13 +56,19 @@ class SinkHand:
         self._emit = emit
         self._spawn = spawn
         self._uploader: Uploader | None = None
+        self._unusable: str | None = None  # why a sink it was given cannot be used
+        self.whole = False  # the last final upload's manifest vouched for every output
 
     def use(self, target: SinkTarget, busy: Callable[[], bool]) -> None:
         """Take the run's target (once: a rejoin sends it again); start the live sync."""
         if self._uploader is not None:
             return
-        from agent.sink.upload import Uploader, sync_every  # a run with a sink: obstore now
-
+        try:
+            from agent.sink.upload import Uploader, sync_every  # a run with a sink: obstore now
+        except ImportError:
+            self._unusable = NO_CLIENT
+            log.error("%s", NO_CLIENT)
+            return
         self._uploader = Uploader(target, self._workdir)
         if target.sync_every_s:
             self._spawn(sync_every(self._uploader, target.sync_every_s, busy, self._emit))
@@ -71,7 +91,7 @@ class SinkHand:
     async def _answer(self, msg: SinkWork) -> None:
         try:
             if self._uploader is None:
-                raise RuntimeError("no sink was given to this node")
+                raise RuntimeError(self._unusable or "no sink was given to this node")
             if msg.op == "upload":
                 done = await self._upload(self._uploader, msg.id)
             else:
@@ -85,9 +105,11 @@ class SinkHand:
         """The final upload, its progress said while it goes (only when it moved)."""
         ticker = asyncio.create_task(self._tell_progress(uploader, work_id))
         try:
-            return (await uploader.upload(final=True)).event("upload", work_id)
+            done = (await uploader.upload(final=True)).event("upload", work_id)
         finally:
             ticker.cancel()
+        self.whole = done.complete
+        return done
 
     async def _tell_progress(self, uploader: Uploader, work_id: int) -> None:
         from agent.sink.upload import Meter
@@ -120,16 +142,22 @@ class SinkHand:
             complete=not failed,
         )
 
-    async def save_before_leaving(self) -> str | None:
-        """The last upload of a node leaving on its own; what to say of it (None: no sink)."""
+    async def save_before_leaving(self, within: float = LAST_UPLOAD_S) -> str | None:
+        """The last upload of a node leaving on its own, given at most `within` seconds;
+        what to say of it (None: no sink). Every way a node ends itself calls this: its
+        orphan timeout, its cap, a park that follows a collection the sink missed."""
         if self._uploader is None:
-            return None
+            return self._unusable and f"outputs not saved to the sink: {self._unusable}"
         try:
-            async with asyncio.timeout(LAST_UPLOAD_S):
+            async with asyncio.timeout(within):
                 report = await self._uploader.upload(final=True)
+        except TimeoutError:
+            return f"outputs not all saved to the sink before leaving: not done in {within:g} s"
         except Exception as exc:
             return f"outputs not saved to the sink before leaving: {describe(exc)}"
-        self._emit(report.event("final"))
+        event = report.event("final")
+        self.whole = event.complete
+        self._emit(event)
         m = report.manifest
         lost = f", {len(m.not_landed)} did not land" if m.not_landed else ""
         unsaid = f"; {report.error}" if report.error else ""

@@ -397,6 +397,7 @@ class Engine:
             orphan_timeout_s=pool.orphan_timeout_s,
             max_dollars=pool.caps.max_dollars,
             max_hours=pool.caps.max_hours,
+            sink=pool.sink is not None,
         )
         driver = RunDriver(
             view=view.model_copy(update={"live": True}),

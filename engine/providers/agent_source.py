@@ -19,7 +19,7 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from agent.closure import DISTRIBUTIONS
+from agent.closure import DISTRIBUTIONS, SINK_DISTRIBUTIONS
 
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # a bundle's bytes depend on the code alone
 
@@ -49,15 +49,16 @@ def python_needed() -> str:
     return metadata.metadata("swjob").get("Requires-Python") or "any version"
 
 
-def agent_closure() -> list[str]:
-    """The agent's distributions and everything they require, each pinned to the version
-    installed here: a node runs the libraries this operator tested with, and installs
-    them in one `--no-deps` step with nothing to resolve. A requirement not installed
+def agent_closure(sink: bool = False) -> list[str]:
+    """The agent's distributions (with `sink`, the store client's too: a run whose pool
+    has a sink) and everything they require, each pinned to the version installed here:
+    a node runs the libraries this operator tested with, and installs them in one
+    `--no-deps` step with nothing to resolve. A requirement not installed
     here (an extra, or one for another Python) is not needed by this build either;
     tests/unit/test_agent_closure.py checks none depends on the platform (the node is
     Linux, the operator may be a Mac)."""
     pins: dict[str, str] = {}
-    todo = list(DISTRIBUTIONS)
+    todo = [*DISTRIBUTIONS, *(SINK_DISTRIBUTIONS if sink else ())]
     while todo:
         name = _canonical(todo.pop())
         if name in pins:

@@ -51,6 +51,8 @@ class Bootstrap:
     billed_since: float | None = None
     """Set by a provider whose nodes bill: the price, and a time no later than the node's
     billing began. With a cap they make the node keep its own meter (agent/budget.py)."""
+    sink: bool = False
+    """The run's pool has a sink: the node installs the store client too (agent/closure.py)."""
 
     def agent_env(self) -> dict[str, str]:
         """The secret a node whose provider has no other way reads from its environment."""

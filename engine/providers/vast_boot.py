@@ -1,7 +1,8 @@
 """What a Vast.ai instance is told to do when it boots: get the agent and start it.
 
 The instance's on-start command installs the agent's third-party closure
-(agent/closure.py, pinned to the operator's versions) with `--no-deps` — with `uv` when
+(agent/closure.py, pinned to the operator's versions; the sink's client only for a run
+whose pool has a sink) with `--no-deps` — with `uv` when
 the image has it, else pip — and then runs agent/codefetch.py inline: it fetches this
 operator's own agent code over iroh, checks it against the SHA-256 named in the command,
 and starts the agent from it (engine/providers/agent_source.py). A pool's `agent_install`
@@ -100,11 +101,11 @@ def onstart_command(bootstrap: Bootstrap, agent_install: str | None) -> str:
     Without `agent_install` the node runs the operator's own agent code (codefetch)."""
     args = " ".join(shlex.quote(a) for a in bootstrap.agent_args())
     if agent_install is None:
-        install = install_command(agent_closure())
+        install = install_command(agent_closure(bootstrap.sink))
         _, digest = agent_bundle()
         agent = f"python3 -P -c {shlex.quote(_fetch_inline())} {digest}"
     else:
-        install = install_command([agent_install, *agent_closure()])
+        install = install_command([agent_install, *agent_closure(bootstrap.sink)])
         agent = _AGENT
     return (
         f"mkdir -p {NODE_ROOT} && cd {NODE_ROOT} && "
