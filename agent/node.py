@@ -13,6 +13,7 @@ keeps running and the agent redials, waiting for its owner or an adopter. Only a
 that has been alone for `orphan_timeout` gives up (a node nobody owns must not bill
 forever): it stops its job and releases itself (agent/orphan.py). A node given its run's
 caps keeps its own meter (agent/budget.py) and releases itself the same way at the cap.
+Either way, a run with a sink has its outputs put there first (agent/sinkhand.py).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from agent.protocol import (
 )
 from agent.reattach import ResumeService, Target
 from agent.redial import Backoff, describe, serve_forever, serve_xfer_forever
-from agent.sinkhand import SinkHand
+from agent.sinkhand import AT_CAP_UPLOAD_S, BEFORE_PARK_UPLOAD_S, SinkHand
 from agent.supervisor import Supervisor
 from agent.transfer import held
 
@@ -204,6 +205,8 @@ class NodeAgent:
                 return ExitCode.ORPHANED
             log.info("shutting down")
             await self.supervisor.stop(self.cfg.grace)
+            if self.parked is not None:
+                await self._save_before_parking()
             await self._flush_sent(FLUSH_ON_EXIT_S)
             return ExitCode.OK
         finally:
@@ -248,14 +251,26 @@ class NodeAgent:
         )
 
     async def _release_at_cap(self, reason: str, serve: asyncio.Task[ExitCode]) -> None:
-        """At the cap: stop the job, say so (to a connected operator too), release the node."""
+        """At the cap: stop the job, put its outputs in the sink (bounded: the cap is
+        money), say so (to a connected operator too), release the node."""
         await self.supervisor.stop(self.cfg.grace)
         action = "destroying node" if self.cfg.on_orphan in orphan.DESTROYS else "exiting"
         self._note(f"{reason}: job stopped, {action}")
+        if said := await self.sink.save_before_leaving(AT_CAP_UPLOAD_S):
+            self._note(said)
         await self._flush_sent(FLUSH_ON_EXIT_S)
         await cancel_within(ENDPOINT_CLOSE_S, serve)
         if self.cfg.on_orphan in orphan.DESTROYS:
             self._note(await asyncio.to_thread(self._destroy_own))
+
+    async def _save_before_parking(self) -> None:
+        """A node kept warm may expire unclaimed (agent/warm.py): what its collection's
+        upload did not put in the sink (the laptop took the outputs from the node) goes
+        now, so nothing is left unsaved when it releases itself."""
+        if self.sink.whole:
+            return
+        if said := await self.sink.save_before_leaving(BEFORE_PARK_UPLOAD_S):
+            log.warning("%s", said)
 
     async def _serve(self) -> ExitCode:
         """Join and serve sessions until refused; redial with backoff whenever one is lost."""

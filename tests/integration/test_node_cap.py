@@ -2,7 +2,8 @@
 
 A real agent on a Vast.ai stand-in instance, told its price and cap on its command line as
 the provider's on-start tells it: its operator gone (closed laptop, kill -9), the node
-stops the job and destroys its own instance with the container's key at the cap — not at
+stops the job, puts its outputs in the run's sink (a real S3 server: SeaweedFS) within
+its bound, and destroys its own instance with the container's key at the cap — not at
 its orphan timeout, half an hour later.
 """
 
@@ -18,9 +19,12 @@ import pytest
 
 from agent import orphan
 from agent.budget import OPERATOR_MARGIN_S, Budget, cap_reason, reached
-from agent.protocol import NodeFault, RunStep, Step
+from agent.protocol import NodeFault, RunStep, Step, UseSink
+from agent.sink.download import read_manifest
+from agent.sink.store import open_store
 from tests.integration.agent_helpers import AgentProc, FakeOrchestrator, kill_leftover_group
 from tests.standin.server import StandIn
+from tests.support.s3 import Bucket
 from tests.support.vast import bootstrap, gpu_pool, provider
 from tests.support.waiting import eventually_async
 
@@ -73,8 +77,8 @@ def _notes(root: Path) -> list[str]:
     return [e["reason"] for e in events if e["type"] == NodeFault.model_fields["type"].default]
 
 
-async def test_a_node_whose_operator_is_gone_destroys_itself_at_its_cap(
-    tmp_path: Path, api: StandIn, monkeypatch: pytest.MonkeyPatch
+async def test_a_node_whose_operator_is_gone_saves_to_the_sink_and_destroys_itself_at_its_cap(
+    tmp_path: Path, api: StandIn, monkeypatch: pytest.MonkeyPatch, s3: Bucket
 ) -> None:
     api.cloud.faults.never_start = True  # the instance is ours; its agent runs here
     vast = provider(api, gpu_pool(), [])
@@ -99,7 +103,10 @@ async def test_a_node_whose_operator_is_gone_destroys_itself_at_its_cap(
     try:
         await eventually_async(lambda: "joined; replaying" in node.stderr(), 30, "the join")
         await orch.until(lambda: orch.channel is not None)
-        await orch.send(RunStep(step=Step.RUN, command="sleep 300"))
+        target = s3.target(prefix="results/job/run-1", patterns=["out.txt"])
+        await orch.send(UseSink(target=target))
+        await orch.send(RunStep(step=Step.RUN, command="echo 42 > out.txt; sleep 300"))
+        await eventually_async(lambda: (root / "work/out.txt").exists(), 30, "the output")
         await orch.close()  # the operator is gone for good: kill -9, a closed lid
         assert await node.exit_code(60) == 6, node.stderr()
     finally:
@@ -111,6 +118,9 @@ async def test_a_node_whose_operator_is_gone_destroys_itself_at_its_cap(
     notes = _notes(root)
     assert notes[0].startswith(f"cap reached: max_dollars ${cap:g} (spent $"), notes
     assert notes[0].endswith(": job stopped, destroying node")
-    assert notes[1] == f"destroyed own Vast.ai instance {inst.id}"
+    assert notes[1] == "outputs saved to the sink before leaving: 1 files"
+    assert notes[2] == f"destroyed own Vast.ai instance {inst.id}"
     assert inst.container_key not in node.stderr() + "".join(notes)
+    manifest = await read_manifest(open_store(target))
+    assert manifest is not None and manifest.complete and set(manifest.files) == {"out.txt"}
     await vast.teardown(handle)
