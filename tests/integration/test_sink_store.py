@@ -13,6 +13,7 @@ import pytest
 
 from agent.sink import upload as up
 from agent.sink.download import download, read_manifest
+from agent.sink.parts import PARTS, part_key
 from agent.sink.store import describe, open_store
 from agent.sink.upload import Uploader
 from agent.transfer.safety import open_for_read
@@ -68,6 +69,14 @@ async def test_outputs_land_whole_and_only_changes_go_again(
     again = await Uploader(target, workdir).upload(final=True)  # a new agent: resumes
     assert again.sent_files == 1  # the changed file: the big one's parts are all held
     assert again.manifest.parts == {"ckpt/step_1.pt": up.PART}
+
+    (workdir / "ckpt" / "step_1.pt").write_bytes(os.urandom(3 * 1024 * 1024))  # shorter
+    await Uploader(target, workdir).upload(final=True)
+    parts = await obstore.list(store, PARTS + "/").collect_async()
+    assert [m["path"] for m in parts] == [part_key("ckpt/step_1.pt", 0)]  # its old tail went
+    manifest = await read_manifest(store)
+    assert manifest is not None and await download(store, manifest, tmp_path / "again") == {}
+    assert tree(tmp_path / "again") == tree(workdir)
 
 
 async def test_a_file_that_is_not_the_manifests_is_refused(
