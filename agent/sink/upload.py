@@ -195,11 +195,15 @@ class Uploader:
         md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
         if self._remote and self._remote.get(entry.path) == (len(data), md5):
             return sha, None  # already whole in the sink: an earlier upload's
-        put = await obstore.put_async(self.store, output_key(entry.path), data, use_multipart=False)
+        await self._put_proved(output_key(entry.path), data, md5)
+        return sha, len(data)
+
+    async def _put_proved(self, key: str, data: bytes, md5: str) -> None:
+        """One request, whose MD5 ETag proves the store holds these very bytes."""
+        put = await obstore.put_async(self.store, key, data, use_multipart=False)
         etag = _MD5.match(put.get("e_tag") or "")
         if etag and etag.group(1) != md5:
             raise NotLanded(f"verification failed: the store holds other bytes than {md5}")
-        return sha, len(data)
 
     async def _send_big(self, entry: Entry) -> tuple[str, int | None]:
         """Put the parts the store lacks, PARTS_AT_ONCE at a time, reading the file once,
@@ -211,12 +215,7 @@ class Uploader:
 
         async def put(index: int, data: bytes, md5: str) -> None:
             try:
-                put = await obstore.put_async(
-                    self.store, part_key(entry.path, index), data, use_multipart=False
-                )
-                etag = _MD5.match(put.get("e_tag") or "")
-                if etag and etag.group(1) != md5:
-                    raise NotLanded(f"verification failed: the store holds other bytes than {md5}")
+                await self._put_proved(part_key(entry.path, index), data, md5)
                 held[index] = (len(data), md5)
                 sent[0] += len(data)
                 self._show(shown, len(data))
