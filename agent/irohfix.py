@@ -1,6 +1,13 @@
-"""Speed up the iroh 1.2 Python binding's send path.
+"""Two fixes to the iroh Python binding's costs, applied on import.
 
-The uniffi-generated `_UniffiRustBufferBuilder.write` copies bytes into Rust one
+Errors: iroh's errors carry a backtrace when RUST_BACKTRACE is set, and the binding formats
+each one it hands to Python in full; resolving the backtrace parses the library's debug
+info, ~75 ms of CPU per error. An agent dialling its side services as its run ends leaves
+a handshake or two aborted per run: with RUST_BACKTRACE=1 (a Rust user's shell) that was
+most of the operator's CPU at 100 runs. RUST_LIB_BACKTRACE=0 drops errors' backtraces
+only (a panic keeps its own), unless the user chose otherwise.
+
+The send path: the uniffi-generated `_UniffiRustBufferBuilder.write` copies bytes into Rust one
 byte at a time, which caps a stream near 8 MiB/s. We replace it with a single
 `ctypes.memmove`. The patch is applied once at import; if the binding's shape
 changes (another iroh version), `apply()` raises instead of silently running slow
@@ -12,8 +19,11 @@ source took 9-20 ms of every operator's and agent's start.
 from __future__ import annotations
 
 import ctypes
+import os
 
 from iroh import iroh_ffi
+
+BACKTRACE_ENV = "RUST_LIB_BACKTRACE"
 
 _EXPECTED_FIELDS = ["capacity", "len", "data"]
 _LOOP_VARIABLES = ("self", "value", "i", "byte")  # `for i, byte in enumerate(value):`
@@ -49,3 +59,4 @@ def apply() -> None:
 
 
 apply()
+os.environ.setdefault(BACKTRACE_ENV, "0")  # read by Rust at its first error, not before

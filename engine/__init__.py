@@ -15,12 +15,14 @@
                memory; started by the Engine, never driving a run.
 - `sweep/`     many runs of one job: grid variants, a concurrency bound, one dollar cap,
                the sweep's record for other processes (on top of the Engine).
+- `core/`      the Engine's collaborators: a provider per pool, the runs it drives
+               (submit, chain, stop), adoption, orphans, pools and warm nodes.
 - `cli/`       the headless `swjob` program.
 - `logsetup.py` where the engine's warnings go: stderr for `swjob`, a private file for the
                console (re-exported by `api.py`).
-- `engine.py`  the Engine: the one object a program drives; `api.py` is the surface a
-               console may use (the TUI and the `swjob` Python package import nothing else of the
-               engine).
+- `engine.py`  the Engine: the one object a program drives, wiring `core/`; `api.py` is
+               the surface a console may use (the TUI and the `swjob` Python package import
+               nothing else of the engine).
 
 Imports `agent` (the shared wire and codec) but never `tui` or `textual`; no package
 imports `cli`, and the lower rooms (jobs, report, state) never import run or providers.

@@ -12,7 +12,7 @@
         async for event in run.events(): ...
 
 A façade over the engine's public API (engine/api.py), which the CLI and the console call
-too; see docs/python-api.md. `swjob.optuna` (extra `swjob[optuna]`) runs Optuna trials.
+too; see docs/api.md. `swjob.optuna` (extra `swjob[optuna]`) runs Optuna trials.
 """
 
 from __future__ import annotations

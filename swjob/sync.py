@@ -145,6 +145,10 @@ class Session:
         sweep = self._async.sweep(job, grid, **options)
         return self.call(sweep.run())
 
+    def run(self, run_id: str) -> SyncRun:
+        """The handle of a run this session submitted (SubmitError for any other)."""
+        return SyncRun(self, self._async.run(run_id))
+
     def runs(self) -> list[RunView]:
         return self._async.runs()
 

@@ -79,9 +79,9 @@ class Slots:
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._pool = pool
         self._shared = pool_slots(pool) if pool is not None else None
-        # run → the slot files it holds: files, not descriptors, so an engine dropped
-        # without tearing down (a test's, a crashed one's) lets its locks go with it
-        self._claims: dict[str, list[BinaryIO]] = {}
+        # run → the slot files it holds (name, file): files, not descriptors, so an engine
+        # dropped without tearing down (a test's, a crashed one's) lets its locks go with it
+        self._claims: dict[str, list[tuple[str, BinaryIO]]] = {}
 
     @property
     def used(self) -> int:
@@ -156,7 +156,7 @@ class Slots:
         """`run_id`'s node is gone (or was never made): its slot goes to the longest waiting."""
         held = self._claims.get(run_id)
         if held:
-            slot = held.pop()
+            _name, slot = held.pop()
             if not held:
                 del self._claims[run_id]
             with contextlib.suppress(OSError):
@@ -174,16 +174,25 @@ class Slots:
 
     def _claim(self, run_id: str) -> list[str] | None:
         """Lock a free slot file for `run_id`: None once one is ours, else the runs of dead
-        operators among those holding the slots (the rest are held by live processes)."""
+        operators among those holding the slots (the rest are held by live processes).
+        The files held here count as taken unopened; with no file past the limit and no
+        node parked, the first free one is taken at once (the ones after it cannot fill
+        the pool). A hundred claims opened, locked and read ten thousand files before."""
         if self._shared is None:
             return None
         own_subdir(own_subdir(self._shared.parent) / self._shared.name)
         orphans: list[str] = []
         opened: list[int] = []  # closed at the end, but the one kept
-        free: list[int] = []
-        taken = 0
+        free: list[tuple[int, str]] = []
+        files = self._slot_files()
+        taken = warmnodes.parked_in(self._pool) if self._pool is not None else 0
+        first_free_fits = taken == 0 and len(files) == self._limit
+        mine = {name for held in self._claims.values() for name, _slot in held}
         try:
-            for path in self._slot_files():
+            for path in files:
+                if path.name in mine:
+                    taken += 1
+                    continue
                 fd = _locked(path)
                 if fd is None:
                     taken += 1  # a live process's node
@@ -194,12 +203,13 @@ class Slots:
                     taken += 1
                     orphans.append(named)
                 elif path.name.isdigit() and int(path.name) < self._limit:
-                    free.append(fd)  # (one past the limit is free, not one to take)
-            taken += warmnodes.parked_in(self._pool) if self._pool is not None else 0
+                    free.append((fd, path.name))  # (one past the limit is free, not one to take)
+                    if first_free_fits:
+                        break
             if taken >= self._limit or not free:
                 return orphans
-            opened.remove(free[0])
-            self._keep(run_id, free[0])
+            opened.remove(free[0][0])
+            self._keep(run_id, *free[0])
             return None
         finally:
             for fd in opened:
@@ -224,16 +234,16 @@ class Slots:
             if fd is None:
                 continue
             if _named(fd) == run_id:
-                self._keep(run_id, fd)
+                self._keep(run_id, fd, path.name)
                 return True
             os.close(fd)
         return False
 
-    def _keep(self, run_id: str, fd: int) -> None:
+    def _keep(self, run_id: str, fd: int, name: str) -> None:
         slot = os.fdopen(fd, "r+b", buffering=0)
         slot.truncate(0)
         write_all(fd, run_id.encode())
-        self._claims.setdefault(run_id, []).append(slot)
+        self._claims.setdefault(run_id, []).append((name, slot))
 
 
 def _locked(path: Path) -> int | None:

@@ -67,5 +67,6 @@ async def test_sync_session_inside_a_running_loop(tmp_path: Path, make_job) -> N
         result = run.wait(timeout=60)
         kinds = {type(e).__name__ for e in run.events()}
         assert "hi from 7" in run.logs()
+        assert s.run(run.run_id).view.exit_code == 0
     assert result.ok and result.name == "t[N=7]"
     assert {"Submitted", "Transition", "Finished"} <= kinds

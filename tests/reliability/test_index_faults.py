@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.engine as engine_module
+import engine.core.adoption as adoption_module
 from engine.jobs.jobspec import load_job
 from engine.providers.vast_boot import label_for
 from engine.report import events as ev
@@ -126,7 +126,7 @@ async def test_the_adoption_scan_never_says_the_index_is_written_while_it_is_hel
     index write. Finding none to write, it counted as a write that succeeded: "run index
     written again" was said at every scan (5 s) while the lock was still held, and the
     retries of the rows kept meanwhile stopped until the next save failed again."""
-    monkeypatch.setattr(engine_module, "ADOPT_SCAN_S", 0.2)
+    monkeypatch.setattr(adoption_module, "ADOPT_SCAN_S", 0.2)
     engine = await make_engine(adopt_orphans=True)
     index = state_dir() / "runs.sqlite"
     release = tmp_path / "release"

@@ -130,7 +130,9 @@ async def test_cut_network_is_lost_after_the_deadline(
 
     monkeypatch.setenv("SWJOB_IROH_BIND", f"{netns.host_ip}:0")  # the engine listens on the veth
     async with engine_with(tmp_path / "runs", deadline_s=DEADLINE_S) as engine:
-        engine._providers["local"] = netns_provider(netns, stop_grace_s=engine.config.stop_grace_s)
+        engine._providers.built["local"] = netns_provider(
+            netns, stop_grace_s=engine.config.stop_grace_s
+        )
         loss = await lose_node(engine, make_job(run=JOB), cut)
     assert_lost_and_clean(loss, "no heartbeat")
     assert DEADLINE_S - HEARTBEAT_S <= loss.detected_s < DEADLINE_S + 1.5

@@ -133,7 +133,7 @@ async def test_an_exception_in_any_command_ends_the_run_and_tears_down(
     provider = provider_type()
     try:
         async with engine_with(tmp_path / "runs", grace_s=1.0) as engine:
-            engine._providers["local"] = provider
+            engine._providers.built["local"] = provider
             tap = Tap(engine)
             run_id = await engine.submit(job, "local")
             prepare(workspace, engine.run(run_id).run_dir)  # the driver has not started yet
@@ -164,7 +164,7 @@ async def test_outputs_that_cannot_land_keep_the_verdict_and_say_why(
     job = make_job(run=f"echo x > o; exit {code}", outputs=["o"])
     provider = Recording()
     async with engine_with(tmp_path / "runs", grace_s=1.0) as engine:
-        engine._providers["local"] = provider
+        engine._providers.built["local"] = provider
         run_id = await engine.submit(job, "local")
         run_dir = engine.run(run_id).run_dir
         _outputs_is_a_file(tmp_path, run_dir)  # the driver has not started yet
@@ -190,7 +190,7 @@ async def test_a_teardown_that_raises_is_retried_and_never_hangs(
     provider = TeardownFails(times)
     job = make_job(run="echo done")
     async with engine_with(tmp_path / "runs", grace_s=1.0) as engine:
-        engine._providers["local"] = provider
+        engine._providers.built["local"] = provider
         tap = Tap(engine)
         try:
             run_id = await engine.submit(job, "local")

@@ -1,7 +1,12 @@
 """The send-path fix is installed, and refuses a binding whose write is not the byte loop
-it was written for (checked on the compiled code, not the source)."""
+it was written for (checked on the compiled code, not the source); iroh's errors carry no
+backtrace to resolve unless the user asked for library backtraces."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import pytest
 from iroh import iroh_ffi
@@ -38,3 +43,16 @@ def test_only_the_known_byte_loop_is_replaced(monkeypatch, write, refused) -> No
     else:
         irohfix.apply()
         assert BUILDER.write is irohfix._fast_write
+
+
+@pytest.mark.parametrize(("chosen", "seen"), [(None, "0"), ("1", "1")], ids=["unset", "chosen"])
+def test_errors_carry_no_backtrace_unless_the_user_chose_one(chosen, seen) -> None:
+    env = {k: v for k, v in os.environ.items() if k != irohfix.BACKTRACE_ENV}
+    env["RUST_BACKTRACE"] = "1"  # a Rust user's shell: panics keep their backtraces
+    if chosen is not None:
+        env[irohfix.BACKTRACE_ENV] = chosen
+    code = "import os, agent.endpoint; print(os.environ['RUST_LIB_BACKTRACE'])"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.strip() == seen, out.stderr

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from engine import engine as engine_module
 from engine.cli.lookup import find_run, no_such_run
 from engine.cli.main import main
 from engine.cli.runlist import print_runs
+from engine.core import runs as runs_module
 from engine.engine import Engine
 from engine.report.views import RunView
 from engine.state.store import Store
@@ -56,10 +56,10 @@ def test_a_new_run_never_takes_a_short_id_in_use(
     index: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     drawn = iter(["20261206-000000-aaaa1111", "20261206-000000-cccc4444"])
-    monkeypatch.setattr(engine_module, "new_run_id", lambda: next(drawn))
-    engine = Engine()
-    engine._store = index
-    assert engine._new_run_id() == "20261206-000000-cccc4444"
+    monkeypatch.setattr(runs_module, "new_run_id", lambda: next(drawn))
+    table = Engine()._table
+    table._store = index
+    assert table._new_run_id() == "20261206-000000-cccc4444"
 
 
 @pytest.mark.parametrize(("width", "whole"), [(80, False), (120, False), (200, True)])
