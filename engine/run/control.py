@@ -78,6 +78,7 @@ class NodeSession:
         self.joined = asyncio.Event()
         self._channel: Channel | None = None
         self._connected = asyncio.Event()
+        self._ended = asyncio.Event()  # the node ended the current connection (`ended_by_node`)
         self._xfer: Any = None
         self._xfer_ready = asyncio.Event()
         self._conns: list[Any] = []
@@ -137,6 +138,7 @@ class NodeSession:
         self._channel = channel
         self._conns.append(conn)
         self._heard()
+        self._ended.clear()
         self._connected.set()
         self.joined.set()
         self._spawn(self._read(channel))
@@ -162,6 +164,13 @@ class NodeSession:
                 log.info("send to %s failed: %s", self.run_id, exc)
                 self._drop(channel)
         raise NodeGone("node did not accept the message")
+
+    async def ended_by_node(self) -> None:
+        """Return once the node has ended its control connection. After a message that
+        makes the node leave (`Park`), this is its word that the message arrived: a message
+        we wrote may still sit in our send buffer, and closing the connection ourselves
+        (the run's end) drops it — QUIC discards unsent stream data at a close."""
+        await self._ended.wait()
 
     async def open_bi(self) -> Any:
         """XferLink: a stream on the node's current transfer connection."""
@@ -199,6 +208,7 @@ class NodeSession:
         if self._channel is channel:
             self._channel = None
             self._connected.clear()
+            self._ended.set()
 
     async def _read(self, channel: Channel) -> None:
         try:

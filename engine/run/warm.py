@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("swjob.engine")
 
-PARK_SEND_S = 5.0
+PARK_S = 10.0
+"""For the node to take `Park` and end its session (it flushes its last events first,
+agent/node.py `_flush_sent`): milliseconds when well; past it the node is destroyed."""
 CLAIM_TIMEOUT_S = 10.0
 """A live warm node answers a claim in milliseconds (a relay: a second or two); one that
 does not within this is taken for gone, and the run rents anew rather than wait. 3 s was
@@ -141,8 +143,13 @@ async def park(driver: RunDriver, provider: Provider) -> bool:
     key = reattach.new_key()  # its secret half stays in our private store
     keep_s = driver.pool.keep_warm_s
     try:
-        async with asyncio.timeout(PARK_SEND_S):
+        async with asyncio.timeout(PARK_S):
             await driver.session.send(Park(keep_warm_s=keep_s, warm_id=reattach.public_of(key)))
+            # sent is not received: the run's end closes the connection, and a Park still
+            # in our buffer then never arrives (the node, never parked, redials a run that
+            # is over, and its record's claim fails). The node ends its session once it
+            # has it.
+            await driver.session.ended_by_node()
     except Exception as exc:
         log.info("could not park the node of %s: %s", driver.view.run_id, describe(exc))
         return False

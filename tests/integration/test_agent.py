@@ -242,19 +242,24 @@ async def test_orphaned_agent_stops_the_job_and_exits_5(start_agent: StartAgent)
     assert "no orchestrator" in node.stderr()
 
 
+RECORDED = "until [ -f ../state/step.pgid ]; do sleep 0.01; done; "
+"""Each wreck waits for the agent's step record (written just after the spawn, in state/):
+a job that wrecks state/ before it races that write, and what it prints then depends on
+the race — `rm -rf ../state` said "Directory not empty" when the record landed between
+its unlinks and its rmdir (a loaded machine, 1 run in ~20), and `echo junk > ../state`
+failed on the directory the agent's write had made again. The agent relays what the job
+printed, rightly; the lines under test are the job's own `before` and `after`."""
+
+
 @pytest.mark.parametrize(
     "wreck",
     [
-        # the pgid file (written just after the spawn) becomes a directory
-        "until [ -f ../state/step.pgid ]; do sleep 0.01; done; rm ../state/step.pgid; "
-        "mkdir ../state/step.pgid",
-        "rm -rf ../state",  # the agent's state dir deleted, journal and all
-        # ... and replaced by a file, once the agent has written the step's pgid there (a
-        # rm before that write lost the race for the name: the agent's mkdir came between
-        # the rm and the echo, which failed on a directory: 1 full run in 4)
-        "until [ -f ../state/step.pgid ]; do sleep 0.01; done; "
-        "rm -rf ../state; echo junk > ../state",
-        "rm -rf ../state ../logs; mkdir -p ../state/events.jsonl",  # names taken by directories
+        # the pgid file becomes a directory
+        RECORDED + "rm ../state/step.pgid; mkdir ../state/step.pgid",
+        RECORDED + "rm -rf ../state",  # the agent's state dir deleted, journal and all
+        RECORDED + "rm -rf ../state; echo junk > ../state",  # ... and replaced by a file
+        # names taken by directories
+        RECORDED + "rm -rf ../state ../logs; mkdir -p ../state/events.jsonl",
     ],
 )
 async def test_a_job_that_wrecks_the_agent_state_still_ends_and_replays(
