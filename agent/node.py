@@ -28,7 +28,7 @@ from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import budget, endpoint, facts, gpu, orphan, restart
+from agent import budget, endpoint, facts, gpu, orphan, preflight, restart
 from agent.journal import Journal
 from agent.live import serve_live
 from agent.protocol import (
@@ -43,6 +43,8 @@ from agent.protocol import (
     Hello,
     NodeFault,
     Park,
+    Preflight,
+    PreflightDone,
     ProtocolError,
     Reject,
     RunStep,
@@ -438,8 +440,15 @@ class NodeAgent:
             self.sink.use(msg.target, lambda: self.supervisor.busy)
         elif isinstance(msg, SinkWork):
             self.sink.work(msg)
+        elif isinstance(msg, Preflight):
+            self._spawn_background(self._preflight(msg))
         else:
             log.warning("ignoring unexpected %s message", type(msg).__name__)
+
+    async def _preflight(self, request: Preflight) -> None:
+        """Check the node against what its pool asked for (agent/preflight.py)."""
+        checks = await preflight.run(request, self.cfg.workdir)
+        self.journal.append(PreflightDone(seq=0, checks=checks))
 
     async def _send_events(self, s: _Session) -> None:
         """Drain the journal to the wire in seq order: replay first, then live events."""
