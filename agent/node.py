@@ -28,7 +28,7 @@ from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import budget, endpoint, facts, gpu, orphan, preflight, restart
+from agent import budget, endpoint, facts, gpu, nodenotify, orphan, preflight, restart
 from agent.journal import Journal
 from agent.live import serve_live
 from agent.protocol import (
@@ -163,7 +163,7 @@ class NodeAgent:
             cfg.logs_dir,
             self.journal.append,
             pgid_file=cfg.state_dir / STEP_RECORD,
-            node_secrets=[credential[1]] if credential else [],
+            node_secrets=[*(credential[1:] if credential else ()), *nodenotify.secrets()],
         )
         self.shutdown = asyncio.Event()
         self._wake = asyncio.Event()
@@ -254,6 +254,7 @@ class NodeAgent:
         await self.supervisor.stop(self.cfg.grace)
         action = "destroying node" if self.cfg.on_orphan in orphan.DESTROYS else "exiting"
         self._note(f"{reason}: job stopped, {action}")
+        await nodenotify.tell(self.cfg, f"{reason}: job stopped", alone=self._session is None)
         await self._flush_sent(FLUSH_ON_EXIT_S)
         await cancel_within(ENDPOINT_CLOSE_S, serve)
         if self.cfg.on_orphan in orphan.DESTROYS:
@@ -316,6 +317,7 @@ class NodeAgent:
         await self.supervisor.stop(self.cfg.grace)
         if said := await self.sink.save_before_leaving():
             self._note(said)
+        await nodenotify.tell(self.cfg, f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped")
         if self.cfg.on_orphan not in orphan.DESTROYS:
             return
         self._note(f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped, destroying node")

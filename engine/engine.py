@@ -63,7 +63,7 @@ from engine.state.ledger import Ledger
 from engine.state.paths import DEFAULT_RUNS_DIR, cache_dir, state_dir
 from engine.state.private import foreign_dir, set_private_umask
 from engine.state.store import Store
-from engine.watch import hostwatch, notifier
+from engine.watch import hostwatch, nodetargets, notifier
 
 if TYPE_CHECKING:
     from engine.providers.gc import Collection, Orphan
@@ -131,6 +131,7 @@ class Engine:
         self._unadoptable: set[str] = set()
         self._warm_read: tuple[float, list[WarmNodeView]] = (-WARM_READ_S, [])
         self._notifier: notifier.Notifier | None = None
+        self._node_notify: dict[str, nodetargets.NodeTargets] = {}  # pool → what nodes tell
         self._host_watch: hostwatch.HostWatch | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -157,6 +158,7 @@ class Engine:
         self._orphan_check = asyncio.create_task(self._check_orphans())
         pools = self.config.pools  # None below: no `notify` target, no pool rents nodes
         self._notifier = notifier.for_engine(pools, self.subscribe, self.run, self.masker)
+        self._node_notify = await asyncio.to_thread(nodetargets.for_pools, pools)
         self._host_watch = hostwatch.for_engine(pools, self.subscribe, self.run)
         if self.config.warm_agents:
             localspawn.warm()  # last: its imports run while the caller goes on
@@ -387,6 +389,8 @@ class Engine:
             on_lost=lambda reason: holder[0].on_node_lost(reason),
         )
         self._server.sessions[view.run_id] = session
+        told = self._node_notify.get(pool.name, nodetargets.NodeTargets())
+        told.say_skipped(view.run_id)
         bootstrap = Bootstrap(
             run_id=view.run_id,
             ticket=iroh_endpoint.ticket_of(self._endpoint),
@@ -397,6 +401,7 @@ class Engine:
             orphan_timeout_s=pool.orphan_timeout_s,
             max_dollars=pool.caps.max_dollars,
             max_hours=pool.caps.max_hours,
+            notify=told.spec,
         )
         driver = RunDriver(
             view=view.model_copy(update={"live": True}),

@@ -20,6 +20,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import Any
 
+from agent import nodenotify
 from agent.protocol import (
     AgentEvent,
     GpuMetrics,
@@ -93,7 +94,8 @@ class RunDriver:
         self._grace = stop_grace_s
         self._on_change = on_change
         self.sink = SinkLink(self)
-        self.redact = Redactor([*job.secrets(), *self.sink.secrets()])
+        node_notify = nodenotify.secrets(bootstrap.notify)  # the node's notify targets
+        self.redact = Redactor([*job.secrets(), *self.sink.secrets(), *node_notify])
         self._queue: asyncio.Queue[fsm.Event] = asyncio.Queue()
         self._fsm = fsm.FsmState()
         self._work: set[asyncio.Task[None]] = set()
