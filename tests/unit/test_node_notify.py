@@ -5,9 +5,16 @@ Discord ones and nothing of the others; each service's body (agent/nodenotify.py
 from __future__ import annotations
 
 import json
+import socket
+import time
+from pathlib import Path
 
-from agent import nodenotify
+import pytest
+
+from agent import credentials, nodenotify
+from agent.node import AgentConfig
 from engine.watch.nodetargets import for_urls
+from tests.support.receiver import Receiver
 
 
 def test_the_node_gets_plain_requests_for_the_http_targets_only() -> None:
@@ -45,3 +52,36 @@ def test_each_service_gets_its_own_body_and_the_secrets_are_known() -> None:
     }  # fmt: skip
     assert nodenotify.payload({"kind": "discord"}, "T", "B" * 3000)["content"].startswith("**T**")
     assert nodenotify.payload({"kind": "json"}, "T", "B")["title"] == "T"
+
+
+async def test_a_hung_target_delays_the_node_only_by_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One target never answers, another takes the message: `tell` is back within the
+    bound (the destroy goes on), the good target told, the join token masked."""
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen()  # connects, never answers
+    served = Receiver()
+    try:
+        spec = [
+            {"kind": "json", "url": f"http://127.0.0.1:{hung.getsockname()[1]}/", "headers": {}},
+            {"kind": "json", "url": served.url.replace("json://", "http://"), "headers": {}},
+        ]
+        monkeypatch.setenv(credentials.NOTIFY_ENV, json.dumps(spec))
+        monkeypatch.setattr(nodenotify, "SEND_BOUND_S", 0.5)
+        (tmp_path / "logs").mkdir()
+        (tmp_path / "logs" / "run.log").write_text("step 9\nsaw join-token-xyz\n")
+        cfg = AgentConfig("r1", "ticket", "o" * 64, tmp_path, "join-token-xyz")
+        started = time.monotonic()
+        assert await nodenotify.tell(cfg, "cap reached: max_hours 1: job stopped") == 1
+        assert time.monotonic() - started < 3
+        assert await nodenotify.tell(cfg, "cap reached", alone=False) == 0  # operator's turn
+        [message] = served.messages
+        assert message["title"] == "swjob run r1: cap reached"
+        assert message["message"] == (
+            "cap reached: max_hours 1: job stopped; exiting\nlast output:\nstep 9\nsaw ***"
+        )
+    finally:
+        served.close()
+        hung.close()
