@@ -140,6 +140,7 @@ class PreflightCheck:
             d.publish(ev.Alert(run_id=d.view.run_id, message=message, persistent=True))
             self._stuck = f"pre-flight failed on {host}, and its teardown failed: {message}"
             return
+        self.tried[-1].update(_bill(handle))
         await self._remember(handle, failed)
         said = f"{host} destroyed and remembered as bad; renting the next offer"
         d.publish(ev.Alert(run_id=d.view.run_id, message=said))
@@ -156,6 +157,17 @@ class PreflightCheck:
         except OSError as exc:
             message = f"host {machine} not remembered as bad: {exc}"
             self._d.publish(ev.Alert(run_id=self._d.view.run_id, message=message))
+
+
+def _bill(handle: NodeHandle) -> dict[str, float]:
+    """What a destroyed node cost (the run's own cost is its serving node's)."""
+    if handle.created_at is None:
+        return {}
+    seconds = max(0.0, time.time() - handle.created_at)
+    price = handle.price_per_hour
+    return {"seconds": round(seconds, 3)} | (
+        {"dollars": round(price * seconds / 3600, 6)} if price is not None else {}
+    )
 
 
 def _host_of(row: dict[str, Any]) -> str:

@@ -45,6 +45,7 @@ async def test_a_host_without_its_gpu_is_replaced_remembered_and_skipped(
     failed, passed = record["preflight"]
     assert failed["machine_id"] == machine[first] and not failed["passed"]
     assert failed["failed"] == "gpus: 0 GPUs visible, the pool asked for 1"
+    assert failed["seconds"] > 0 and failed["dollars"] > 0  # not in the run's own cost
     assert passed["passed"] and [c["name"] for c in passed["checks"]] == [
         "driver", "gpus", "cuda", "disk", "clock",
     ]  # fmt: skip
