@@ -427,7 +427,7 @@ class RunDriver:
         token = secrets.token_urlsafe(24)
         await self.session.rearm(token)
         self._bootstrap = dataclasses.replace(self._bootstrap, token=token)
-        self.remember(token=token)
+        self.remember(token=token, last_seq=0)  # the next node's journal starts anew
         problem = await destroy(self._provider, self.handle)
         if problem is None:
             self._cost.destroyed(time.time())  # until the next node joins (await_join)
