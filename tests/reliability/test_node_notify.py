@@ -45,7 +45,7 @@ def test_an_orphaned_node_tells_the_targets_once_with_secrets_masked(
     (tmp_path / "pools.toml").write_text(
         f'notify = ["{target}", "{SKIPPED}"]\n'
         '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob"\n'
-        "orphan_timeout_s = 1\nnode_lost_after_s = 1\n[pools.gpu.resources]\ngpu_count = 1\n"
+        "orphan_timeout_s = 2\nnode_lost_after_s = 2\n[pools.gpu.resources]\ngpu_count = 1\n"
     )
     job = 'run = "echo token is $HF_TOKEN; sleep 300"'
     (tmp_path / "job.toml").write_text(
@@ -61,10 +61,10 @@ def test_an_orphaned_node_tells_the_targets_once_with_secrets_masked(
     assert destroyed_after < 30
     [message] = listening.messages
     assert message["title"].startswith("swjob run ") and message["title"].endswith(
-        ": orphaned for 1 s"
+        ": orphaned for 2 s"
     )
     body = message["message"]
-    assert body.startswith("orphaned for 1 s: job stopped; destroying node"), body
+    assert body.startswith("orphaned for 2 s: job stopped; destroying node"), body
     assert "last output:\ntoken is ***" in body
     [run_dir] = (tmp_path / "swjob-runs" / "alone").iterdir()
     said = cli.output() + str(message) + (run_dir / "events.jsonl").read_text()
