@@ -26,6 +26,7 @@ from engine.state import badhosts
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
 
+HOST_SAID_MAX = 120  # of each host's failure in the run's reason (run.json keeps it whole)
 ANSWER_TIMEOUT_S = 180.0  # the node's checks are bounded by 15 s + 120 s (agent/preflight.py)
 
 
@@ -57,7 +58,7 @@ class PreflightCheck:
         failed = [row for row in self.tried if row["pool"] == pool.name and not row["passed"]]
         if len(failed) < pool.max_offers_tried:
             return
-        hosts = "; ".join(f"{_host_of(row)}: {row['failed']}" for row in failed)
+        hosts = "; ".join(f"{_host_of(row)}: {row['failed'][:HOST_SAID_MAX]}" for row in failed)
         raise OffersUsedUp(
             f"pre-flight failed on {len(failed)} offer{'s' * (len(failed) != 1)} "
             f"of pool {pool.name!r}: {hosts}"
