@@ -425,14 +425,7 @@ AgentEvent = (
 )
 Message = Annotated[
     Hello
-    | LogBatch
-    | StepStarted
-    | StepExited
-    | NodeFault
-    | GpuMetrics
-    | SinkDone
-    | SinkProgress
-    | PreflightDone
+    | AgentEvent  # the union flattens: one discriminated union of every message
     | Welcome
     | Reject
     | RunStep
