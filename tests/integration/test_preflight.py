@@ -19,7 +19,7 @@ from tests.support.engines import EngineFactory
 from tests.support.runs import run_json
 from tests.support.vast import gpu_pool
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
 
 
 def _rented(api: StandIn) -> list[int]:
@@ -38,7 +38,7 @@ async def test_a_host_without_its_gpu_is_replaced_remembered_and_skipped(
     api.cloud.faults.gpus_shown[machine[first]] = 0
 
     run_id = await engine.submit(make_job(run="echo served"), "gpu")
-    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    view = await asyncio.wait_for(engine.wait(run_id), 90)
     assert view.state == "COMPLETED", view
     assert _rented(api) == [first, second]
     record = run_json(view.run_dir)
@@ -60,7 +60,7 @@ async def test_a_host_without_its_gpu_is_replaced_remembered_and_skipped(
 
     api.cloud.faults.gpus_shown |= {machine[second]: 0, machine[third]: 0}
     run_id = await engine.submit(make_job(run="echo never"), "gpu")
-    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    view = await asyncio.wait_for(engine.wait(run_id), 90)
     assert _rented(api)[2:] == [second, third]  # the first host left out
     assert view.state == "FAILED", view
     reason = view.reason or ""
