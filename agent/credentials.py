@@ -27,10 +27,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 TOKEN_ENV = "SWJOB_JOIN_TOKEN"  # same name as engine.providers.base.TOKEN_ENV
+NOTIFY_ENV = "SWJOB_NOTIFY"  # the operator's notify targets the node tells (agent/nodenotify.py)
 SECRETS_FLAG = "--secrets-file"
 SECRET_NAMES = (
     TOKEN_ENV,
     "SWJOB_REATTACH_KEY",  # older engines' re-attach secret
+    NOTIFY_ENV,  # notification targets: their URLs hold tokens
     "CONTAINER_API_KEY",  # Vast's instance-scoped key: it can destroy the node
     "RUNPOD_API_KEY",  # RunPod's pod-scoped key
 )

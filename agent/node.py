@@ -29,7 +29,7 @@ from typing import Any
 
 from iroh import iroh_ffi
 
-from agent import budget, endpoint, facts, gpu, orphan, restart
+from agent import budget, endpoint, facts, gpu, nodenotify, orphan, preflight, restart
 from agent.journal import Journal
 from agent.live import serve_live
 from agent.protocol import (
@@ -44,6 +44,8 @@ from agent.protocol import (
     Hello,
     NodeFault,
     Park,
+    Preflight,
+    PreflightDone,
     ProtocolError,
     Reject,
     RunStep,
@@ -162,7 +164,7 @@ class NodeAgent:
             cfg.logs_dir,
             self.journal.append,
             pgid_file=cfg.state_dir / STEP_RECORD,
-            node_secrets=[credential[1]] if credential else [],
+            node_secrets=[*(credential[1:] if credential else ()), *nodenotify.secrets()],
         )
         self.shutdown = asyncio.Event()
         self._wake = asyncio.Event()
@@ -258,6 +260,7 @@ class NodeAgent:
         self._note(f"{reason}: job stopped, {action}")
         if said := await self.sink.save_before_leaving(AT_CAP_UPLOAD_S):
             self._note(said)
+        await nodenotify.tell(self.cfg, f"{reason}: job stopped", alone=self._session is None)
         await self._flush_sent(FLUSH_ON_EXIT_S)
         await cancel_within(ENDPOINT_CLOSE_S, serve)
         if self.cfg.on_orphan in orphan.DESTROYS:
@@ -329,6 +332,7 @@ class NodeAgent:
         await self.supervisor.stop(self.cfg.grace)
         if said := await self.sink.save_before_leaving():
             self._note(said)
+        await nodenotify.tell(self.cfg, f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped")
         if self.cfg.on_orphan not in orphan.DESTROYS:
             return
         self._note(f"orphaned for {self.cfg.orphan_timeout:g} s: job stopped, destroying node")
@@ -453,8 +457,15 @@ class NodeAgent:
             self.sink.use(msg.target, lambda: self.supervisor.busy)
         elif isinstance(msg, SinkWork):
             self.sink.work(msg)
+        elif isinstance(msg, Preflight):
+            self._spawn_background(self._preflight(msg))
         else:
             log.warning("ignoring unexpected %s message", type(msg).__name__)
+
+    async def _preflight(self, request: Preflight) -> None:
+        """Check the node against what its pool asked for (agent/preflight.py)."""
+        checks = await preflight.run(request, self.cfg.workdir)
+        self.journal.append(PreflightDone(seq=0, checks=checks))
 
     async def _send_events(self, s: _Session) -> None:
         """Drain the journal to the wire in seq order: replay first, then live events."""

@@ -20,7 +20,8 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
-CTL_ALPN = b"swjob/ctl/3"  # 2: Park (warm nodes, agent/warm.py); 3: the sink messages
+CTL_ALPN = b"swjob/ctl/4"  # 2: Park (warm nodes, agent/warm.py); 3: the sink messages;
+# 4: the host pre-flight (Preflight, PreflightDone: agent/preflight.py)
 XFER_ALPN = b"swjob/xfer/3"  # 2: chunks carry a CRC-32; 3: held/adopt (warm nodes)
 LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
 CODE_ALPN = b"swjob/code/1"
@@ -238,6 +239,30 @@ class SinkProgress(_Msg):
     files_total: int
 
 
+class PreflightCheck(_Msg):
+    """One check of the node's pre-flight: `name` is one of agent/preflight.py's CHECKS;
+    `skipped`: the node had no way to run it (said in `detail`), which is no failure."""
+
+    name: str = Field(max_length=20)
+    ok: bool
+    detail: Annotated[str, BeforeValidator(lambda d: d[:300] if isinstance(d, str) else d)]
+    skipped: bool = False
+
+
+class PreflightDone(_Msg):
+    """The node's answer to Preflight: each check and what it found."""
+
+    type: Literal["preflight_done"] = "preflight_done"
+    seq: int
+    checks: Annotated[
+        list[PreflightCheck], BeforeValidator(lambda c: c[:16] if isinstance(c, list) else c)
+    ]
+
+    @property
+    def failed(self) -> list[PreflightCheck]:
+        return [check for check in self.checks if not check.ok]
+
+
 # ---- orchestrator → agent -------------------------------------------------------------
 
 
@@ -268,6 +293,19 @@ class StopStep(_Msg):
 
     type: Literal["stop"] = "stop"
     grace_s: float = 10.0
+
+
+class Preflight(_Msg):
+    """Check the joined node against what its pool asked for before any of the run's
+    files reach it (agent/preflight.py); answered by PreflightDone. `operator_time` is
+    the operator's clock at sending: the node's clock is judged against it."""
+
+    type: Literal["preflight"] = "preflight"
+    gpu_count: int = Field(default=0, ge=0, le=MAX_GPUS)
+    gpu_memory_mb: int | None = Field(default=None, ge=0)
+    disk_mb: int | None = Field(default=None, ge=0)
+    operator_time: float
+    clock_skew_max_s: float = Field(default=120.0, gt=0)
 
 
 class Shutdown(_Msg):
@@ -375,20 +413,24 @@ class Heartbeat(_Msg):
     last_seq: int = 0  # from the orchestrator: the last event it stored (lets the agent trim)
 
 
-AgentEvent = LogBatch | StepStarted | StepExited | NodeFault | GpuMetrics | SinkDone | SinkProgress
-Message = Annotated[
-    Hello
-    | LogBatch
+AgentEvent = (
+    LogBatch
     | StepStarted
     | StepExited
     | NodeFault
     | GpuMetrics
     | SinkDone
     | SinkProgress
+    | PreflightDone
+)
+Message = Annotated[
+    Hello
+    | AgentEvent  # the union flattens: one discriminated union of every message
     | Welcome
     | Reject
     | RunStep
     | StopStep
+    | Preflight
     | Shutdown
     | Park
     | UseSink

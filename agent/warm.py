@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agent import endpoint, orphan, restart
+from agent import endpoint, nodenotify, orphan, restart
 from agent.node import DIAL_ERRORS, AgentConfig, ExitCode, NodeAgent
 from agent.protocol import RESUME_ALPN, WARM_ALPN, Claim, Park
 from agent.reattach import ResumeService, verified
@@ -199,6 +199,7 @@ class NodeLife:
         """No claim within keep_warm_s: release the node as an orphan does (exit; the
         local pool's directory is removed by main; a Vast instance destroys itself)."""
         log.error("warm node idle for %g s: releasing it", park.keep_warm_s)
+        await nodenotify.tell(self.cfg, f"warm node unclaimed for {park.keep_warm_s:g} s")
         if self.cfg.on_orphan in orphan.DESTROYS:
             cfg = self.cfg
             said = await asyncio.to_thread(

@@ -48,7 +48,7 @@ from engine.state.indexwrites import IndexWrites, Unwritten
 from engine.state.paths import cache_dir, state_dir
 from engine.state.private import set_private_umask
 from engine.state.store import Store
-from engine.watch import hostwatch, notifier
+from engine.watch import hostwatch, nodetargets, notifier
 
 if TYPE_CHECKING:
     from engine.providers.gc import Collection, Orphan
@@ -111,6 +111,7 @@ class Engine:
         self._orphan_check = asyncio.create_task(self._orphans.check())
         pools = self.config.pools  # None below: no `notify` target, no pool rents nodes
         self._notifier = notifier.for_engine(pools, self.subscribe, self.run, self.masker)
+        self._table.node_notify = await asyncio.to_thread(nodetargets.for_pools, pools)
         self._host_watch = hostwatch.for_engine(pools, self.subscribe, self.run)
         if self.config.warm_agents:
             localspawn.warm()  # last: its imports run while the caller goes on

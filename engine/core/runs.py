@@ -36,6 +36,7 @@ from engine.state import ownership
 from engine.state.indexwrites import IndexWrites
 from engine.state.private import foreign_dir
 from engine.state.store import Store
+from engine.watch import nodetargets
 
 # The events that change a run's summary in the index. Cost is one (every few seconds while
 # a priced node bills): another console follows the run from the index alone.
@@ -58,6 +59,7 @@ class RunTable:
         self.chains = Chains()  # next attempts: recorded, then started (engine/run/chain.py)
         self.leases: dict[str, ownership.Lease] = {}
         self.closing = False
+        self.node_notify: dict[str, nodetargets.NodeTargets] = {}  # pool → what nodes tell
         self._server: ControlServer | None = None
         self._endpoint: Any = None
         self._store: Store | None = None  # read here, on the loop
@@ -198,6 +200,8 @@ class RunTable:
             on_lost=lambda reason: holder[0].on_node_lost(reason),
         )
         self._server.sessions[view.run_id] = session
+        told = self.node_notify.get(pool.name, nodetargets.NodeTargets())
+        told.say_skipped(view.run_id)
         bootstrap = Bootstrap(
             run_id=view.run_id,
             ticket=iroh_endpoint.ticket_of(self._endpoint),
@@ -209,6 +213,7 @@ class RunTable:
             max_dollars=pool.caps.max_dollars,
             max_hours=pool.caps.max_hours,
             sink=pool.sink is not None,
+            notify=told.spec,
         )
         driver = RunDriver(
             view=view.model_copy(update={"live": True}),

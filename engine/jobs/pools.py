@@ -158,8 +158,11 @@ class _PoolTable(_Strict):
     """Pools (of any provider) a run moves to, in order, when this one has no offer under
     its limits at submit (docs/pools.md#fall-over)."""
     bad_host_ttl_h: Annotated[float, Field(ge=0, le=8760)] = 72.0
-    """A host whose node never joined or was lost is left out of this pool's offer
-    selection this many hours (0: never remembered; `swjob hosts`)."""
+    """A host whose node never joined, was lost or failed its pre-flight is left out of this
+    pool's offer selection this many hours (0: never remembered; `swjob hosts`)."""
+    max_offers_tried: Annotated[int, Field(ge=1, le=20)] = 3
+    """A rented node that fails its host pre-flight (agent/preflight.py) is destroyed and
+    the next offer rented, up to this many offers for one run."""
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
     """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
     attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""

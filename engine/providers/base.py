@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent import credentials
-from agent.credentials import SECRETS_FLAG, TOKEN_ENV
+from agent.credentials import NOTIFY_ENV, SECRETS_FLAG, TOKEN_ENV
 from engine.report.events import Alert
 from engine.state.locked import StateNotWritten
 
@@ -54,14 +54,20 @@ class Bootstrap:
     sink: bool = False
     """The run's pool has a sink: the node installs the store client too (agent/closure.py)."""
 
+    notify: str = ""
+    """The notify targets the node tells by itself when its operator is gone, as plain
+    HTTP requests (JSON; engine/watch/nodetargets.py): a secret, like the token."""
+
     def agent_env(self) -> dict[str, str]:
-        """The secret a node whose provider has no other way reads from its environment."""
-        return {TOKEN_ENV: self.token}
+        """The secrets a node whose provider has no other way reads from its environment."""
+        return {TOKEN_ENV: self.token, **({NOTIFY_ENV: self.notify} if self.notify else {})}
 
     def write_secrets(self, path: Path) -> list[str]:
         """The token in a 0600 file at `path` (the agent deletes it once read), and the
         agent arguments that name it."""
-        credentials.write_secrets(path, self.token)
+        credentials.write_secrets(
+            path, self.token, {NOTIFY_ENV: self.notify} if self.notify else {}
+        )
         return [SECRETS_FLAG, str(path)]
 
     def agent_args(self) -> list[str]:

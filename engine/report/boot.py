@@ -32,6 +32,7 @@ LABELS = {
     BootPhase.CONTAINER_RUNNING: "container running",
     BootPhase.AGENT_INSTALLED: "agent installed",
     BootPhase.AGENT_JOINED: "agent joined",
+    BootPhase.PREFLIGHT: "pre-flight",
 }
 PROVISIONING = "provisioning"
 STEPS = [phase for phase in BootPhase if phase in LABELS and phase is not BootPhase.WARM_REUSED]

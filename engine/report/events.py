@@ -44,6 +44,7 @@ class BootPhase(StrEnum):
     CONTAINER_RUNNING = "container_running"
     AGENT_INSTALLED = "agent_installed"  # the on-start command's install, as the node reports it
     AGENT_JOINED = "agent_joined"
+    PREFLIGHT = "preflight"  # the host pre-flight's verdict (engine/run/preflight.py)
 
 
 class TransferDirection(StrEnum):

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
 
 DETAIL_MAX = 200
+FAILED = "failed"
+"""How a failed pre-flight's mark detail starts: the next node's boot begins anew after it."""
 
 
 class BootMarks:
@@ -35,7 +37,18 @@ class BootMarks:
     def over(self) -> bool:
         """The node joined once: its boot is over (a rejoin, or an adopting engine's fresh
         look at the instance, adds no boot step)."""
-        return any(m.phase is ev.BootPhase.AGENT_JOINED for m in self._driver.view.boot)
+        return any(m.phase is ev.BootPhase.AGENT_JOINED for m in self._this_node())
+
+    def _this_node(self) -> list[ev.Boot]:
+        """The marks of the node booting now: those after the last node that failed its
+        pre-flight (engine/run/preflight.py; the next offer's node boots step by step)."""
+        marks = self._driver.view.boot
+        failed = [
+            i
+            for i, m in enumerate(marks)
+            if m.phase is ev.BootPhase.PREFLIGHT and (m.detail or "").startswith(FAILED)
+        ]
+        return marks[failed[-1] + 1 :] if failed else list(marks)
 
     def reached(self, phase: ev.BootPhase, detail: str | None) -> None:
         """A step the provider saw; its detail (an offer, Vast's status message) is foreign
@@ -52,7 +65,7 @@ class BootMarks:
         again (the first was rented away under us): the one rented counts."""
         if phase is ev.BootPhase.OFFER_CHOSEN:
             return False
-        return any(m.phase is phase for m in self._driver.view.boot)
+        return any(m.phase is phase for m in self._this_node())
 
     def joined(self, report: BootReport | None) -> None:
         """The node joined: the first time, its install and the join end the boot."""

@@ -122,6 +122,28 @@ class NodeSession:
             return "join token already used by another node"
         return None
 
+    async def rearm(self, token: str) -> None:
+        """The joined node is being destroyed before the run's end (it failed its host
+        pre-flight): forget it — its connections, its liveness watch, its journal's place —
+        and admit only the next node, which comes with `token`."""
+        tasks = [*self._tasks, *([self._watchdog] if self._watchdog else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._watchdog = None
+        for conn in self._conns:
+            with contextlib.suppress(Exception):
+                conn.close(0, b"node replaced")
+        self._conns = []
+        self._channel = self._xfer = None
+        self._connected.clear()
+        self._xfer_ready.clear()
+        self.joined.clear()
+        self._token = token
+        self.endpoint_id = self.hello = None
+        self.last_seq = 0
+        self._twin_joined = False
+
     def may_fetch_code(self, token: str) -> bool:
         """Whether a node asking for the agent's code with `token` is this run's, before its
         agent has joined (the code is public; the check keeps strangers from making the

@@ -14,17 +14,20 @@ import contextlib
 import contextvars
 import dataclasses
 import math
+import secrets
 import time
 from collections.abc import Awaitable
 from functools import partial
 from typing import Any
 
+from agent import nodenotify
 from agent.protocol import (
     AgentEvent,
     GpuMetrics,
     LogBatch,
     LogLine,
     NodeFault,
+    PreflightDone,
     RunStep,
     Shutdown,
     SinkDone,
@@ -51,6 +54,7 @@ from engine.run.bootmarks import BootMarks
 from engine.run.control import NodeGone, NodeSession
 from engine.run.costmeter import CostMeter
 from engine.run.paused import DeadlinePassed, RunningDeadline
+from engine.run.preflight import PreflightCheck
 from engine.run.runrecord import LogFiles, PhaseClock, run_summary, write_summary
 from engine.run.runsupport import Transfers
 from engine.run.sinkwork import SinkLink
@@ -90,7 +94,8 @@ class RunDriver:
         self._grace = stop_grace_s
         self._on_change = on_change
         self.sink = SinkLink(self)
-        self.redact = Redactor([*job.secrets(), *self.sink.secrets()])
+        node_notify = nodenotify.secrets(bootstrap.notify)  # the node's notify targets
+        self.redact = Redactor([*job.secrets(), *self.sink.secrets(), *node_notify])
         self._queue: asyncio.Queue[fsm.Event] = asyncio.Queue()
         self._fsm = fsm.FsmState()
         self._work: set[asyncio.Task[None]] = set()
@@ -115,6 +120,7 @@ class RunDriver:
         self.healthy = True  # no fault, loss, internal error or cap seen: may be kept warm
         self.birth_run = view.run_id  # the run its node was provisioned for (warm reuse)
         self.pushed: list[dict[str, Any]] = []  # run.json's `push`: one row per tree pushed
+        self.preflight = PreflightCheck(self)  # the host pre-flight of each node rented
         self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s, pool.idle_gpu_util_pct)
         self._gpu_stop = IdleGpuWatch(pool.idle_gpu_stop_s or math.inf, pool.idle_gpu_util_pct)
         self.begin()  # queued first, so a stop that arrives before the loop starts finds a job
@@ -288,6 +294,9 @@ class RunDriver:
         self._node_event(ev.NodeState.PROVISIONING)
         timeout_s = self.pool.boot_timeout_s
         if await self.await_join(timeout_s, ev.NodeState.READY):
+            if not await self.preflight.passed():  # destroyed: the next offer, or no more
+                await self._provision()
+                return
             await self.hand_over_sink()
             self.post(fsm.NodeReady())
             return
@@ -300,6 +309,7 @@ class RunDriver:
 
     async def _warm_or_new(self) -> NodeHandle:
         """A warm node of the pool when one fits and takes the run, else a new one."""
+        self.preflight.offers_left()  # OffersUsedUp: the pool's offers failed pre-flight
         if self._endpoint is not None and self.pool.keep_warm_s > 0 and not self.cold:
             taken = await warm.claim(self._endpoint, self._provider, self.pool, self._bootstrap)
             if taken is not None:
@@ -405,6 +415,26 @@ class RunDriver:
             await asyncio.to_thread(warm.let_go, self.handle)
         self.post(fsm.NodeTornDown())
 
+    async def drop_node(self) -> str | None:
+        """Destroy the node before the run's end: it failed its pre-flight (preflight.py).
+        Its watch and session end first (its silence is no loss); the next node joins with
+        a fresh token (the failed host saw this one). None once the destroy is confirmed,
+        else why it is not."""
+        assert self.handle is not None
+        if self._watch is not None:
+            self._watch.cancel()
+        self._node_event(ev.NodeState.TEARING_DOWN)
+        token = secrets.token_urlsafe(24)
+        await self.session.rearm(token)
+        self._bootstrap = dataclasses.replace(self._bootstrap, token=token)
+        self.remember(token=token, last_seq=0)  # the next node's journal starts anew
+        problem = await destroy(self._provider, self.handle)
+        if problem is None:
+            self._cost.destroyed(time.time())  # until the next node joins (await_join)
+            self._node_event(ev.NodeState.GONE)
+            self.handle = None  # nothing left for the run's teardown
+        return problem
+
     async def _release_node(self) -> None:
         """Ask a connected agent to stop its step and exit before the provider destroys it
         (a lost node cannot answer: waiting on it would only delay the teardown)."""
@@ -442,6 +472,8 @@ class RunDriver:
             case SinkProgress():
                 self.sink.on_progress(msg)
                 return
+            case PreflightDone():
+                self.preflight.on_done(msg)
             case StepExited():
                 self._on_exit(msg)
             case NodeFault() if msg.reason.startswith(RESTARTED):  # agent/restart.py
@@ -522,6 +554,8 @@ class RunDriver:
             extra["cost_by_phase"] = by_phase
         if self.pushed:
             extra["push"] = self.pushed
+        if self.preflight.tried:
+            extra["preflight"] = self.preflight.tried
         summary = run_summary(self.view, self.clock, extra)
         appender.later(partial(self._write_summary, summary, asyncio.get_running_loop()))
 

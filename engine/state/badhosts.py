@@ -1,7 +1,7 @@
 """Hosts that let a run down, remembered for a while so the next run rents elsewhere.
 
-A Vast machine whose node never joined or was lost is kept in the state dir's
-`bad_hosts.json` (machine id, provider, reason, when, until when: the pool's
+A Vast machine whose node never joined, was lost or failed its pre-flight is kept in the
+state dir's `bad_hosts.json` (machine id, provider, reason, when, until when: the pool's
 `bad_host_ttl_h`) and left out of offer selection until then; `swjob hosts` lists them,
 `swjob hosts forget ID|--all` clears (docs/pools.md). Every process reads and writes the
 file under one lock, replaced whole, so two runs ending at once both stay on record.

@@ -39,6 +39,7 @@ LABELS = [
     "container running",
     "agent installed",
     "agent joined",
+    "pre-flight",  # after the boot: the node checked before the workspace comes
 ]
 SECRET = "hf-secret-value-4242"
 

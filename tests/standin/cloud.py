@@ -10,7 +10,8 @@ command to a script in its own directory and running it under container.py (a ti
 init) with the instance's env, `HOME` pointing into that directory and the host's
 iroh settings (loopback only in tests), so the real `swjob-agent` joins for real.
 Like on Vast, each container gets `CONTAINER_ID` and a `CONTAINER_API_KEY` scoped to
-its own instance (server.py refuses it for anything else).
+its own instance (server.py refuses it for anything else), and sees the host's GPUs
+through the `nvidia-smi` the NVIDIA runtime would give it (gpus.py).
 
 The image's programs are the host venv's `python3`, and `uv` when the image ships it
 (`Cloud.image_has_uv`, as many ML images do, if uv is installed next to this
@@ -36,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.standin import gpus
 
 HERE = Path(__file__).parent
 HOST_ENV = ("SWJOB_IROH_RELAY", "SWJOB_IROH_BIND")  # the "host network" of the stand-in
@@ -125,6 +128,8 @@ class Faults:
     unstarted_null_start: bool = False  # start_date is null until the instance first runs
     null_listing: bool = False  # instance rows list price, GPU, place and ssh as null
     search_answer: dict[str, Any] | str | None = None  # the next search answers 200 with this
+    gpus_shown: dict[int, int] = field(default_factory=dict)  # machine id → the GPUs its
+    # containers see (default: the offer's num_gpus): a host whose GPUs went missing
 
     def take(self, name: str) -> bool:
         left = getattr(self, name)
@@ -271,7 +276,12 @@ class Cloud:
                 return  # destroyed while "loading"
             (inst.root / "root").mkdir(parents=True)
             (inst.root / "onstart.sh").write_text(inst.request["onstart"] or "true")
-            image_bin(inst.root, self.image_has_uv, self.image_has_python, self.image_python)
+            programs = image_bin(
+                inst.root, self.image_has_uv, self.image_has_python, self.image_python
+            )
+            o = inst.offer
+            shown = self.faults.gpus_shown.get(o["machine_id"], o["num_gpus"])
+            gpus.install(programs, shown, o["gpu_name"], o["gpu_ram"])
             self._start_container(inst)
             inst.running()
 

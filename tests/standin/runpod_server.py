@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.standin import gpus
 from tests.standin.cloud import HERE, HOST_ENV, image_bin, stop_process
 
 NO_CAPACITY = (
@@ -263,6 +264,9 @@ class RunPodStandIn:
                 str(pod.fields.get("dockerArgs") or "sleep infinity")
             )
             programs = image_bin(pod.root, with_uv=True)
+            board = next(g for g in self.gpu_types if g["id"] == pod.fields.get("gpuTypeId"))
+            count = int(pod.fields.get("gpuCount") or 1)
+            gpus.install(programs, count, board["displayName"], board["memoryInGb"] * 1024)
             env = {
                 "PATH": f"{programs}:/usr/local/bin:/usr/bin:/bin",
                 "HOME": str(home),

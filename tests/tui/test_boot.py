@@ -30,7 +30,9 @@ from tui.screens.detail import DetailScreen
 
 DATA = Path(__file__).parent / "data" / "boot"
 LABELS = list(boot.LABELS.values())  # the words; tests/integration pins them
-NEW_NODE = [boot.LABELS[phase] for phase in boot.STEPS]  # a warm node's reuse is not one
+NEW_NODE = [  # a warm node's reuse is not one; the recording predates the pre-flight
+    boot.LABELS[phase] for phase in boot.STEPS if phase is not boot.BootPhase.PREFLIGHT
+]
 
 pytestmark = pytest.mark.usefixtures("utc")
 

@@ -51,6 +51,7 @@ def test_each_step_took_from_the_previous_mark_or_its_own_start() -> None:
         P.CONTAINER_RUNNING: 36.0,
         P.AGENT_INSTALLED: 5.0,  # timed on the node: not the 7 s since "running" was seen
         P.AGENT_JOINED: 1.0,
+        P.PREFLIGHT: None,  # a step after the boot: none was asked here
     }
     assert timeline.total_s == 48.0
     assert timeline.not_seen == []
