@@ -27,7 +27,7 @@ from agent import endpoint as iroh_endpoint
 from agent import reattach
 from agent.transfer.errors import TransferError
 from agent.transfer.memory import pin_malloc, share_one_arena
-from engine.errors import ProviderError, SwjobError, one_line
+from engine.errors import SwjobError, one_line
 from engine.jobs import envargs
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import RENTED, Pool, PoolFileError, PoolSet, load_pools
@@ -36,7 +36,6 @@ from engine.providers.base import (
     Bootstrap,
     NodeHandle,
     Provider,
-    ProvisionError,
     TeardownError,
     heartbeat_for,
     silence_for,
@@ -51,6 +50,7 @@ from engine.run import abandon, attempts, fsm, nodeend, reclaim, recovery, warm
 from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
 from engine.run.control import ControlServer, NodeSession
+from engine.run.fallover import PoolSource
 from engine.run.livehub import LiveHub
 from engine.run.manifest import LandingFailed
 from engine.run.masking import mask_from_job_file
@@ -248,40 +248,20 @@ class Engine:
             pool_def = self.config.pools.get(pool)
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
-        passed: list[str] = []
-        if pool_def.fallback:
-            pool_def, passed = await self._fall_over(pool_def)
         await self._providers_ready(pool_def)
         try:
             check_job_env(job, pool_def)
             await check_sink(pool_def, job.name)
         except SinkError as exc:  # before any node is rented
             raise SubmitError(str(exc)) from None
-        run_id = self._start(job, pool_def, None, cold=cold, names=(label, sweep))
-        if passed:  # in its timeline and run.json's alerts: which pool served, and why
-            said = f"{'; '.join(passed)}: running on pool {pool_def.name!r}"
-            self._drivers[run_id].publish(ev.Alert(run_id=run_id, message=said))
-        return run_id
+        return self._start(job, pool_def, None, cold=cold, names=(label, sweep))
 
-    async def _fall_over(self, first: Pool) -> tuple[Pool, list[str]]:
-        """The first of `first` and its `fallback` pools with an offer under its limits
-        (the provider's own search: one call each), and why each one before it had none.
-        A pool that cannot be searched (local) serves as it is; none with an offer: one
-        line naming each pool's reason."""
-        passed: list[str] = []
-        for name in (first.name, *first.fallback):
-            pool = self.config.pools.get(name)
-            await self._providers_ready(pool)
-            search = getattr(self._provider(pool), "search", None)
-            if search is None:
-                return pool, passed
-            try:
-                await search()
-            except (ProvisionError, ProviderError) as exc:
-                passed.append(f"pool {name!r} has no offer ({one_line(exc)})")
-                continue
-            return pool, passed
-        raise SubmitError("; ".join(passed))
+    async def _ready_pool(self, name: str) -> tuple[Pool, Provider]:
+        """A configured pool and its provider, ready: where a run falls over to
+        (engine/run/fallover.py)."""
+        pool = self.config.pools.get(name)
+        await self._providers_ready(pool)
+        return pool, self._provider(pool)
 
     def _start(
         self,
@@ -410,6 +390,7 @@ class Engine:
             on_change=self._save,
             attempt=attempt,
             endpoint=self._endpoint,
+            pools=PoolSource(self._ready_pool, self.config.heartbeat_s),
         )
         holder.append(driver)
         driver.recovery.update(keys, **{ownership.OWNER: ownership.me()})
