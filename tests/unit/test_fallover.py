@@ -4,12 +4,17 @@ one-line reason when no pool is left. The real pools and reducer; the driver is 
 
 from __future__ import annotations
 
+import io
+from datetime import UTC, datetime
 from typing import Any
+
+from rich.console import Console
 
 from engine.jobs.pools import Pool, PoolSet
 from engine.report import events as ev
 from engine.report.runbook import apply, new_view
 from engine.run.fallover import LEFT, PASSED, PoolSource, fall_over
+from tui.widgets.timeline import render_timeline
 
 POOLS = {
     "vast": Pool(
@@ -80,3 +85,21 @@ async def test_no_pool_left_fails_the_run_naming_each_pools_reason(make_job) -> 
     assert driver.seated == [] and driver.view.pool == "vast"
     alone = _Driver(make_job(run="true"), pool="pod")  # no fallback at all
     assert await fall_over(alone, "no capacity") == "provisioning failed: no capacity"
+
+
+def test_the_job_detail_timeline_names_each_pool_passed_and_its_reason() -> None:
+    run = new_view(ev.Submitted(run_id="r", job_name="j", pool="vast", run_dir="/r"))
+    provisioning = ev.Transition(
+        run_id="r", cause="JobSubmitted", from_state=None, to_state="PENDING",
+        from_phase="new", to_phase="provisioning", commands=["ProvisionNode"],
+    )  # fmt: skip
+    why = "Vast.ai: the 3 best offers for pool 'vast' were all rented away"
+    for event in (
+        provisioning,
+        ev.PoolPassed(run_id="r", pool="vast", reason=why, next_pool="pod"),
+    ):
+        run = apply(run, event)
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(render_timeline(run, datetime.now(UTC)))
+    text = console.export_text()
+    assert "pool vast passed" in text and "were all rented away" in text
