@@ -22,7 +22,7 @@ from engine.providers.slots import pool_slots
 from engine.providers.vast_boot import label_for
 from engine.state.ledger import Ledger
 from tests.standin.runpod_server import RunPodStandIn
-from tests.support.engines import EngineFactory
+from tests.support.engines import EngineFactory, engine_config
 from tests.support.jobs import RESUMING
 from tests.support.runpod import pod_pool, standin
 from tests.support.vast import gpu_pool
@@ -244,6 +244,32 @@ async def test_a_pool_whose_offers_are_taken_falls_over_to_another_providers_poo
     assert boot["instance_created"]["detail"].startswith("RunPod pod ")
     for phase in ("image_loading", "container_running", "agent_joined"):
         assert boot[phase]["at"] is not None, (phase, boot)  # seen or inferred: never missing
+
+
+async def test_a_run_that_fell_over_is_adopted_on_the_pool_it_moved_to(
+    api, rp, make_engine, make_job, tmp_path
+) -> None:
+    """Its engine closes leaving it running: the next engine adopts it on the RunPod pool
+    it moved to (its pod rejoins and completes), never on the Vast.ai pool it left."""
+    vast = gpu_pool("vast", fallback=("pod",))
+    api.cloud.faults.vanish_at_create = set(api.cloud.offers)
+    release = tmp_path / "release"
+    job = make_job(run=f"while [ ! -e {release} ]; do sleep 0.1; done; echo done")
+    first = Engine(engine_config(tmp_path / "runs", vast, pod_pool()))
+    await first.start()
+    try:
+        run_id = await first.submit(job, "vast")
+        await eventually_async(lambda: first.run(run_id).phase == "run", timeout=60)
+    finally:
+        await first.close(stop_running=False)
+    assert rp.live() != []  # its pod bills on, unowned for now
+    release.touch()
+    second = await make_engine(vast, pod_pool(), adopt_orphans=True)
+    view = await asyncio.wait_for(second.wait(run_id), 60)
+    assert view.state == "COMPLETED" and view.pool == "pod", view.reason
+    assert view.pools_passed == [{"pool": "vast", "reason": view.pools_passed[0]["reason"]}]
+    assert rp.live() == [] and len(rp.terminated) == 1 and api.cloud.instances == {}
+    assert Ledger().open_entries() == []
 
 
 async def test_every_pool_exhausted_fails_the_run_naming_each_pools_reason(
