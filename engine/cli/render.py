@@ -101,7 +101,7 @@ class RunPrinter:
         when = event.at.astimezone().strftime("%H:%M:%S")
         detail = f" [dim]{shown(step.detail)}[/]" if step.detail else ""
         self.console.print(
-            f"[dim]{when}[/] [magenta]{'boot':<9}[/] {step.label} ({took(step.seconds)}){detail}"
+            f"[dim]{when}[/] [magenta]{'boot':<9}[/] {step.label} ({step.took}){detail}"
         )
         if event.phase is ev.BootPhase.AGENT_JOINED:
             missing = ", ".join(s.label for s in timeline.not_seen)

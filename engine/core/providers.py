@@ -44,6 +44,13 @@ class Providers:
         except Exception as exc:
             raise SubmitError(f"pool {pool.name!r}: cannot load the Vast.ai SDK: {exc}") from None
 
+    async def ready_pool(self, name: str) -> tuple[Pool, Provider]:
+        """A configured pool and its provider, ready: where a run falls over to
+        (engine/run/fallover.py)."""
+        pool = self.config.pools.get(name)
+        await self.ready(pool)
+        return pool, self.get(pool)
+
     def get(self, pool: Pool) -> Provider:
         """One provider per configured pool; an adopted run whose pool was since renamed,
         removed or changed gets one of its own definition."""

@@ -13,7 +13,6 @@ from typing import Any
 from agent import endpoint as iroh_endpoint
 from agent import reattach
 from engine.core.config import EngineConfig, SubmitError, new_run_id
-from engine.core.fallover import fall_over
 from engine.core.providers import Providers
 from engine.jobs import envargs
 from engine.jobs.jobspec import JobSpec
@@ -28,6 +27,7 @@ from engine.run import attempts, fsm, recovery
 from engine.run.attempts import Attempt
 from engine.run.chain import Chains, NextStep
 from engine.run.control import ControlServer, NodeSession
+from engine.run.fallover import PoolSource
 from engine.run.livehub import LiveHub
 from engine.run.orchestrator import RunDriver
 from engine.sink.check import check_job_env, check_sink
@@ -75,26 +75,19 @@ class RunTable:
     async def submit(
         self, job: JobSpec, pool: str, *, cold: bool, names: tuple[str | None, str | None]
     ) -> str:
-        """Engine.submit: the run of `job` on `pool` (or a `fallback` pool with an offer)
-        started; `names` are its (label, sweep)."""
+        """Engine.submit: the run of `job` on `pool` started (it moves to a `fallback`
+        pool while provisioning: engine/run/fallover.py); `names` are its (label, sweep)."""
         try:
             pool_def = self.config.pools.get(pool)
         except PoolFileError as exc:
             raise SubmitError(str(exc)) from None
-        passed: list[str] = []
-        if pool_def.fallback:
-            pool_def, passed = await fall_over(self.providers, pool_def)
         await self.providers.ready(pool_def)
         try:
             check_job_env(job, pool_def)
             await check_sink(pool_def, job.name)
         except SinkError as exc:  # before any node is rented
             raise SubmitError(str(exc)) from None
-        run_id = self.start(job, pool_def, None, cold=cold, names=names)
-        if passed:  # in its timeline and run.json's alerts: which pool served, and why
-            said = f"{'; '.join(passed)}: running on pool {pool_def.name!r}"
-            self.drivers[run_id].publish(ev.Alert(run_id=run_id, message=said))
-        return run_id
+        return self.start(job, pool_def, None, cold=cold, names=names)
 
     def start(
         self,
@@ -227,6 +220,7 @@ class RunTable:
             on_change=self._save,
             attempt=attempt,
             endpoint=self._endpoint,
+            pools=PoolSource(self.providers.ready_pool, self.config.heartbeat_s),
         )
         holder.append(driver)
         driver.recovery.update(keys, **{ownership.OWNER: ownership.me()})

@@ -155,8 +155,8 @@ class _PoolTable(_Strict):
     container_disk_gb: Annotated[int, Field(ge=1, le=10_000)] = 20
     """RunPod: the pod's container disk, where the job's workspace lives."""
     fallback: Annotated[tuple[_PoolName, ...], Field(strict=False, max_length=8)] = ()
-    """Pools (of any provider) a run moves to, in order, when this one has no offer under
-    its limits at submit (docs/pools.md#fall-over)."""
+    """Pools (of any provider) a run moves to, in order, when this one has nothing left
+    for it while it provisions (docs/pools.md#fall-over, engine/run/fallover.py)."""
     bad_host_ttl_h: Annotated[float, Field(ge=0, le=8760)] = 72.0
     """A host whose node never joined, was lost or failed its pre-flight is left out of this
     pool's offer selection this many hours (0: never remembered; `swjob hosts`)."""

@@ -159,6 +159,15 @@ class ProvisionError(Exception):
     """Provisioning failed; the message is one sanitized line for the run's reason."""
 
 
+class PoolExhausted(ProvisionError):
+    """This pool has nothing left for this run: no offer under its limits, every offer
+    tried was taken or had no capacity, or (host pre-flight) every node tried failed it.
+    The one seam of fall-over: raised out of `provision` (or the orchestrator's own work
+    while it provisions) once this pool holds nothing of the run — its slot given back,
+    its ledger rows closed — it moves the run to the pool's next `fallback` pool
+    (engine/run/fallover.py); with none left the run fails naming each pool's reason."""
+
+
 class TeardownError(Exception):
     """Teardown could not be confirmed; the node may still be billing."""
 

@@ -9,7 +9,11 @@ A create whose answer was lost may still have made the pod: it is looked for by 
 Boot: RunPod has no on-start script. The pod's start command (`dockerArgs`, which
 replaces the image's CMD and keeps its ENTRYPOINT) runs the same boot as a Vast
 on-start (vast_boot), base64-wrapped (the SDK puts the string between GraphQL quotes
-as it is), then keeps the container up. The join token travels in the pod's env.
+as it is), then keeps the container up. The join token travels in the pod's env. Its
+steps, for the boot timeline: pod created (the create's answer), image loading (listed
+RUNNING without a `runtime`; looked at once, then every `boot_poll_s`), container running
+(a `runtime`); the agent's install and join come from the agent. A step that came and
+went between two looks is inferred at the join (engine/run/bootmarks.py).
 
 Teardown: terminate (retried; a pod already gone counts), then look: gone → the ledger
 rows close; still listed (RunPod lists a terminated pod for a while) → the rows are
@@ -35,6 +39,7 @@ from engine.providers.base import (
     Bootstrap,
     Listed,
     NodeHandle,
+    PoolExhausted,
     Preempted,
     ProvisionError,
     TeardownError,
@@ -122,19 +127,19 @@ class RunPodProvider:
                     raise
                 full.append(offers.describe(offer))
                 self._alert(f"RunPod has no {offers.describe(offer)} free; trying the next")
-        raise ProvisionError(
+        raise PoolExhausted(
             f"RunPod pool {self._pool.name!r}: no capacity for any of its offers "
             f"({'; '.join(full)})"
         )
 
     async def search(self) -> list[dict[str, Any]]:
-        """The pool's offers in the order a run tries them; ProvisionError naming the
+        """The pool's offers in the order a run tries them; PoolExhausted naming the
         limit that left none. `swjob offers` shows the same list."""
         types = await self.api().call("list GPU types", gpu_types)
         found = offers.offers_of(self._pool, types)
         found = [o for o in found if offers.takes_bid(self._pool, o)]
         if not found:
-            raise ProvisionError(offers.no_offer_reason(self._pool, types))
+            raise PoolExhausted(offers.no_offer_reason(self._pool, types))
         return found
 
     async def _rent(self, offer: dict[str, Any], bootstrap: Bootstrap) -> NodeHandle:
@@ -356,11 +361,13 @@ class RunPodProvider:
         pool's node_lost_after_s), or took a spot pod back. Marks the boot's steps."""
         pod_id = handle.node_id
         hearsay = Hearsay(self._pool.node_lost_after_s)
-        running = False
+        running = looked = False
         while True:
             every = min(self._poll_s, self._pool.node_lost_after_s / 2)
             fast = not running or hearsay.suspected
-            await asyncio.sleep(min(self._boot_poll_s, every) if fast else every)
+            if looked:  # the first look at once: a pod may be up before a poll's pause ends
+                await asyncio.sleep(min(self._boot_poll_s, every) if fast else every)
+            looked = True
             try:
                 pod = await self._pod(pod_id)
             except RunPodApiError:
@@ -369,9 +376,8 @@ class RunPodProvider:
                 if hearsay.heard("unlisted") is not None:
                     return Listed(f"RunPod pod {pod_id} was terminated", gone=True)
                 continue
-            if not running and pod.get("runtime"):
-                running = True
-                scope.boot_reached(BootPhase.CONTAINER_RUNNING, _said(pod))
+            if not running:
+                running = _boot_step(pod)
             taken = self._taken_back(pod_id, pod)
             if taken is not None:
                 return taken
@@ -409,6 +415,18 @@ class RunPodProvider:
         if not self._pool.interruptible or pod.get("desiredStatus") != "EXITED":
             return None
         return Preempted(f"RunPod stopped spot pod {pod_id}{_tail(pod)}")
+
+
+def _boot_step(pod: dict[str, Any]) -> bool:
+    """Mark what a look at a booting pod shows; True once its container runs. RunPod
+    says no more than this: a pod it runs (`desiredStatus` RUNNING) whose `runtime` is
+    still null is pulling its image and starting its container; a runtime means it is up."""
+    if pod.get("runtime"):
+        scope.boot_reached(BootPhase.CONTAINER_RUNNING, _said(pod))
+        return True
+    if pod.get("desiredStatus") == "RUNNING":
+        scope.boot_reached(BootPhase.IMAGE_LOADING, _said(pod))
+    return False
 
 
 def _said(pod: dict[str, Any]) -> str | None:

@@ -45,6 +45,7 @@ from engine.providers.base import (
     Bootstrap,
     Listed,
     NodeHandle,
+    PoolExhausted,
     Preempted,
     ProvisionError,
     TeardownError,
@@ -165,14 +166,14 @@ class VastProvider:
                 return await self._rent(offer, bootstrap)
             except _OfferGone:
                 self._alert(f"Vast.ai offer {offer.get('id')} was rented away; trying the next")
-        raise ProvisionError(
+        raise PoolExhausted(
             f"Vast.ai: the {min(len(candidates), CREATE_TRIES)} best offers for pool "
             f"{self._pool.name!r} were all rented away before we could create an instance"
         )
 
     async def search(self, *, keep_bad: bool = False) -> list[dict[str, Any]]:
         """The offers this pool rents from, in its order (the first is the one a run takes,
-        unless it is rented away meanwhile); ProvisionError naming the requirement that
+        unless it is rented away meanwhile); PoolExhausted naming the requirement that
         found nothing, or the bid no offer takes. `swjob offers` shows the same list, with
         (`keep_bad`) the offers on hosts remembered as bad (engine/state/badhosts.py)."""
         clauses = offers.clauses(self._pool)
@@ -180,10 +181,10 @@ class VastProvider:
         if found:
             taking = [o for o in found if offers.takes_bid(self._pool, o)]
             if not taking:
-                raise ProvisionError(offers.no_bid_reason(self._pool, found))
+                raise PoolExhausted(offers.no_bid_reason(self._pool, found))
             return taking if keep_bad else await self._good_hosts(taking)
         culprits = [c for c in clauses if await self._query([x for x in clauses if x is not c])]
-        raise ProvisionError(offers.no_offer_reason(self._pool.name, clauses, culprits))
+        raise PoolExhausted(offers.no_offer_reason(self._pool.name, clauses, culprits))
 
     async def _good_hosts(self, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`found` without the offers on hosts remembered as bad (`bad_host_ttl_h`)."""
@@ -192,7 +193,7 @@ class VastProvider:
         bad = await asyncio.to_thread(badhosts.machines, self.name)
         good = [o for o in found if str(o.get("machine_id")) not in bad]
         if not good:
-            raise ProvisionError(
+            raise PoolExhausted(
                 f"every Vast.ai offer for pool {self._pool.name!r} is on a host remembered "
                 "as bad: `swjob hosts` lists them, `swjob hosts forget --all` clears"
             )

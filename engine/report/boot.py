@@ -12,7 +12,12 @@ those marks into durations, one rule for every screen:
   own mark, or from its own `since` when it was timed on its own (the agent install,
   measured on the node);
 - a step never reached is `None` — "not seen", never 0 s: the local pool has no image
-  to load, and a provider's status poll may miss a short one;
+  to load;
+- a step no status poll saw, though a later one proves it happened (a container that ran
+  had its image; an agent that joined ran in its container), is done but `inferred`: no
+  time of its own, and the step after it counts from the last step seen;
+- a boot begins at its slot: a run that moved to another pool (engine/run/fallover.py), or
+  rented again, shows the boot of the node it got, not the steps of one it left;
 - the total runs from the clock's start to the agent joining.
 """
 
@@ -44,12 +49,18 @@ STEPS = [phase for phase in BootPhase if phase in LABELS and phase is not BootPh
 class BootStep:
     phase: BootPhase
     at: datetime | None  # when it was reached; None: not seen
-    seconds: float | None  # how long reaching it took; None: not seen
+    seconds: float | None  # how long reaching it took; None: not seen (or inferred)
     detail: str | None = None
+    inferred: bool = False  # done, though no look saw it: a later step proves it
 
     @property
     def label(self) -> str:
         return LABELS[self.phase]
+
+    @property
+    def took(self) -> str:
+        """How long it took, as the CLI prints it; an inferred step has no time of its own."""
+        return "inferred" if self.inferred else took(self.seconds)
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,7 @@ class BootTimeline:
                     "at": s.at.isoformat() if s.at else None,
                     "seconds": None if s.seconds is None else round(s.seconds, 3),
                     "detail": s.detail,
+                    "inferred": s.inferred,
                 }
                 for s in self.steps
             ],
@@ -104,12 +116,20 @@ def provisioning_start(timeline: Iterable[Transition]) -> datetime | None:
     return next((t.ts for t in timeline if t.to_phase == PROVISIONING), None)
 
 
+def current_boot(marks: Iterable[Boot]) -> list[Boot]:
+    """The marks of the boot under way or done: from the last slot taken on (an earlier
+    slot's boot was of a pool or node the run left)."""
+    marks = list(marks)
+    slots = [i for i, m in enumerate(marks) if m.phase is BootPhase.SLOT_TAKEN]
+    return marks[slots[-1] :] if slots else marks
+
+
 def boot_timeline(start: datetime | None, marks: Iterable[Boot]) -> BootTimeline:
     """The steps from the marks a run's datastream holds, `start` being when the run entered
     provisioning (a phase marked twice — an offer rented away under us, then the next one
     chosen — counts at its last mark)."""
     latest: dict[BootPhase, Boot] = {}
-    for mark in marks:
+    for mark in current_boot(marks):
         latest[mark.phase] = mark
     slot = latest.get(BootPhase.SLOT_TAKEN)
     start = slot.at if slot else start
@@ -120,6 +140,9 @@ def boot_timeline(start: datetime | None, marks: Iterable[Boot]) -> BootTimeline
         mark = latest.get(phase)
         if mark is None:
             steps.append(BootStep(phase, None, None))
+            continue
+        if mark.inferred:  # done by then, but when: unknown; the next counts from `previous`
+            steps.append(BootStep(phase, mark.at, None, mark.detail, inferred=True))
             continue
         began = mark.since or previous
         seconds = max(0.0, (mark.at - began).total_seconds()) if began else None

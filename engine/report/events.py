@@ -138,13 +138,25 @@ class Node(_Ev):
 class Boot(_Ev):
     """The node's boot reached `phase` at `at`. `since`: when the step that led here began,
     when it is known on its own (the agent install, timed on the node); otherwise the
-    step began where the previous one ended (engine/report/boot.py)."""
+    step began where the previous one ended (engine/report/boot.py). `inferred`: no look
+    saw it, a later step proves it happened (engine/run/bootmarks.py), no later than `at`."""
 
     kind: Literal["boot"] = "boot"
     phase: BootPhase
     at: datetime
     since: datetime | None = None
     detail: str | None = None
+    inferred: bool = False
+
+
+class PoolPassed(_Ev):
+    """The run's pool had nothing left for it while it provisioned (engine/run/fallover.py):
+    `reason` in one line; the run moved to `next_pool`, or None: no pool was left."""
+
+    kind: Literal["pool_passed"] = "pool_passed"
+    pool: str
+    reason: str
+    next_pool: str | None = None
 
 
 class Alert(_Ev):
@@ -197,6 +209,7 @@ Event = Annotated[
     | TransferProgress
     | Node
     | Boot
+    | PoolPassed
     | Alert
     | Cost
     | OutputsSynced

@@ -75,6 +75,11 @@ def apply(view: RunView, event: ev.Event) -> RunView:
                 changes["alerts"] = []  # its "may still be billing" no longer holds
         case ev.Boot():
             changes["boot"] = [*view.boot, event]
+        case ev.PoolPassed():
+            passed = {"pool": event.pool, "reason": event.reason}
+            changes["pools_passed"] = [*view.pools_passed, passed]
+            if event.next_pool is not None:  # the pool that serves it now
+                changes["pool"] = event.next_pool
         case ev.Alert():
             changes["all_alerts"] = [*view.all_alerts, event.message]
             if event.persistent:

@@ -91,6 +91,7 @@ class RunView(_View):
     label: str | None = None  # a variant's name, e.g. `train[LR=0.1,SEED=1]`
     sweep: str | None = None  # the sweep the run belongs to (engine/sweep/)
     sink: str | None = None  # the run's outputs in its pool's sink (docs/sink.md)
+    pools_passed: list[dict[str, str]] = []  # pools that had nothing for it: pool, reason
 
     @property
     def name(self) -> str:

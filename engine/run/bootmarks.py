@@ -16,7 +16,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from agent.protocol import BootReport
+from engine.jobs.pools import RENTED
 from engine.report import events as ev
+from engine.report.boot import current_boot
 
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
@@ -37,18 +39,19 @@ class BootMarks:
     def over(self) -> bool:
         """The node joined once: its boot is over (a rejoin, or an adopting engine's fresh
         look at the instance, adds no boot step)."""
-        return any(m.phase is ev.BootPhase.AGENT_JOINED for m in self._this_node())
+        return any(m.phase is ev.BootPhase.AGENT_JOINED for m in self._marks())
 
-    def _this_node(self) -> list[ev.Boot]:
-        """The marks of the node booting now: those after the last node that failed its
-        pre-flight (engine/run/preflight.py; the next offer's node boots step by step)."""
-        marks = self._driver.view.boot
+    def _marks(self) -> list[ev.Boot]:
+        """The marks of the node booting now: from the last slot taken on (a pool the run
+        left, engine/run/fallover.py), after the last node that failed its pre-flight
+        (engine/run/preflight.py; the next offer's node boots step by step)."""
+        marks = current_boot(self._driver.view.boot)
         failed = [
             i
             for i, m in enumerate(marks)
             if m.phase is ev.BootPhase.PREFLIGHT and (m.detail or "").startswith(FAILED)
         ]
-        return marks[failed[-1] + 1 :] if failed else list(marks)
+        return marks[failed[-1] + 1 :] if failed else marks
 
     def reached(self, phase: ev.BootPhase, detail: str | None) -> None:
         """A step the provider saw; its detail (an offer, Vast's status message) is foreign
@@ -65,13 +68,46 @@ class BootMarks:
         again (the first was rented away under us): the one rented counts."""
         if phase is ev.BootPhase.OFFER_CHOSEN:
             return False
-        return any(m.phase is phase for m in self._this_node())
+        return any(m.phase is phase for m in self._marks())
 
     def joined(self, report: BootReport | None) -> None:
-        """The node joined: the first time, its install and the join end the boot."""
+        """The node joined: the first time, its install and the join end the boot, after
+        the container steps no status look saw (a rented node's: see `inferred_marks`)."""
         if not self.over:
-            for mark in join_marks(self._driver.view.run_id, report, ev.utcnow()):
+            marks = join_marks(self._driver.view.run_id, report, ev.utcnow())
+            if self._driver.pool.provider in RENTED:
+                marks = [*inferred_marks(self._marks(), marks[0]), *marks]
+            for mark in marks:
                 self._driver.publish(mark)
+
+
+IMPLIED = (  # (step, what proves it), latest first: each proves the one before it
+    (ev.BootPhase.CONTAINER_RUNNING, "its agent ran in it"),
+    (ev.BootPhase.IMAGE_LOADING, "its container ran"),
+)
+
+
+def inferred_marks(seen: list[ev.Boot], first_join_mark: ev.Boot) -> list[ev.Boot]:
+    """The container steps of a rented node's boot that no status look saw, though its
+    agent's join proves them: the container ran (no later than the agent install began),
+    so its image was loaded. A provider polls its listing every few seconds; a pod or
+    instance that comes up between two looks, or just before the agent joins, is not
+    seen running. Marked done and `inferred`, never "not seen"; a node kept warm, or one
+    not created (nothing but a join), infers nothing."""
+    phases = {m.phase for m in seen}
+    if ev.BootPhase.INSTANCE_CREATED not in phases or ev.BootPhase.WARM_REUSED in phases:
+        return []
+    bound = first_join_mark.since or first_join_mark.at
+    marks: list[ev.Boot] = []
+    for phase, proof in IMPLIED:
+        seen_at = next((m.at for m in seen if m.phase is phase), None)
+        if seen_at is not None:
+            bound = seen_at
+            continue
+        said = f"not seen by the provider's status looks: {proof}"
+        run_id = first_join_mark.run_id
+        marks.insert(0, ev.Boot(run_id=run_id, phase=phase, at=bound, detail=said, inferred=True))
+    return marks
 
 
 def join_marks(run_id: str, report: BootReport | None, received: datetime) -> list[ev.Boot]:

@@ -90,6 +90,12 @@ class NodeSession:
         self.closed = False
         self._twin_joined = False  # a second agent came with this run's token (refused)
 
+    def pace(self, heartbeat_s: float, deadline_s: float) -> None:
+        """Take another pool's heartbeat and silence deadline: its run moved there before
+        its node joined (engine/run/fallover.py); nothing is watching the silence yet."""
+        self.heartbeat_s, self.deadline_s = heartbeat_s, deadline_s
+        self._silence = RunningDeadline(deadline_s)
+
     async def answers(self) -> bool:
         """Whether the node's agent is heard afresh within a few heartbeats: whatever a
         provider's listing says, such a node is alive. (A node heard a moment ago is not

@@ -41,14 +41,22 @@ from agent.restart import RESTARTED
 from engine.errors import one_line
 from engine.jobs.jobspec import JobSpec
 from engine.jobs.pools import Pool
-from engine.providers.base import Bootstrap, Listed, NodeHandle, Provider
+from engine.providers.base import (
+    Bootstrap,
+    Listed,
+    NodeHandle,
+    PoolExhausted,
+    Provider,
+    heartbeat_for,
+    silence_for,
+)
 from engine.report import appender, scope
 from engine.report import events as ev
 from engine.report.datastream import Datastream
 from engine.report.gpu import IdleGpuWatch, duration, gpu_summary
 from engine.report.runbook import apply
 from engine.report.views import RunView
-from engine.run import fsm, nodeloss, warm
+from engine.run import attempts, fallover, fsm, nodeloss, warm
 from engine.run.attempts import Attempt
 from engine.run.bootmarks import BootMarks
 from engine.run.control import NodeGone, NodeSession
@@ -81,8 +89,10 @@ class RunDriver:
         on_change: Any,
         attempt: Attempt | None = None,
         endpoint: Any = None,
+        pools: fallover.PoolSource | None = None,
     ) -> None:
-        """`endpoint`: the engine's, to claim a warm node with (None: never claims one)."""
+        """`endpoint`: the engine's, to claim a warm node with (None: never claims one);
+        `pools`: the engine's, to fall over to another pool with (None: never does)."""
         self.view = view
         self.job = job
         self.pool = pool
@@ -116,6 +126,7 @@ class RunDriver:
         self.lost = False
         self.workspace_refused: list[str] = []
         self._endpoint = endpoint
+        self.pools = pools
         self.cold = False  # rent a fresh node even when a warm one fits (`swjob run --cold`)
         self.healthy = True  # no fault, loss, internal error or cap seen: may be kept warm
         self.birth_run = view.run_id  # the run its node was provisioned for (warm reuse)
@@ -282,9 +293,23 @@ class RunDriver:
     # ---- commands ---------------------------------------------------------------------
 
     async def _provision(self) -> None:
+        """Provision on the run's pool; one with nothing left for it (PoolExhausted,
+        whoever raised it while provisioning) passes the run to its next fallback pool."""
+        while True:
+            try:
+                await self._provision_here()
+                return
+            except PoolExhausted as exc:
+                self.handle = None  # whoever raised it let go of any node the pool gave
+                failed = await fallover.fall_over(self, self.redact(one_line(exc)))
+                if failed is not None:
+                    self.post(fsm.NodeFault(failed))
+                    return
+
+    async def _provision_here(self) -> None:
         try:
             self.handle = await self._warm_or_new()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, PoolExhausted):
             raise
         except Exception as exc:
             self.post(fsm.NodeFault(f"provisioning failed: {self.redact(str(exc))}"))
@@ -295,7 +320,7 @@ class RunDriver:
         timeout_s = self.pool.boot_timeout_s
         if await self.await_join(timeout_s, ev.NodeState.READY):
             if not await self.preflight.passed():  # destroyed: the next offer, or no more
-                await self._provision()
+                await self._provision_here()
                 return
             await self.hand_over_sink()
             self.post(fsm.NodeReady())
@@ -306,6 +331,24 @@ class RunDriver:
                 if why := await self._provider.why_not_joined(self.handle):
                     said += f" ({self.redact(why)})"
         self.post(fsm.NodeFault(said))
+
+    def seat(self, pool: Pool, provider: Provider, heartbeat_s: float) -> None:
+        """Provision on `pool` from now on (engine/run/fallover.py): its provider, the caps
+        the attempt has left there, its deadlines and idle-GPU watches. No node of the run
+        has joined yet: nothing else holds the pool it leaves."""
+        self.pool = attempts.capped(pool, self.attempt)
+        self._provider = provider
+        self._bootstrap = dataclasses.replace(
+            self._bootstrap,
+            silence_s=silence_for(pool.node_lost_after_s),
+            orphan_timeout_s=pool.orphan_timeout_s,
+            max_dollars=self.pool.caps.max_dollars,
+            max_hours=self.pool.caps.max_hours,
+        )
+        lost_after = pool.node_lost_after_s
+        self.session.pace(heartbeat_for(heartbeat_s, lost_after), lost_after)
+        self._gpu_idle = IdleGpuWatch(pool.idle_gpu_alert_s, pool.idle_gpu_util_pct)
+        self._gpu_stop = IdleGpuWatch(pool.idle_gpu_stop_s or math.inf, pool.idle_gpu_util_pct)
 
     async def _warm_or_new(self) -> NodeHandle:
         """A warm node of the pool when one fits and takes the run, else a new one."""

@@ -5,8 +5,9 @@ A failed node is destroyed (teardown confirmed: its ledger row closes, its slot 
 its host is remembered as bad (engine/state/badhosts.py, reason "pre-flight: …") so no
 later rent picks it, and the driver rents the next offer — each step an alert and a boot
 mark. After `max_offers_tried` failed offers of the pool, `offers_left` raises
-OffersUsedUp, a ProvisionError: the run then ends through the orchestrator's one
-provisioning-failure path (RunDriver._provision), naming each host's failure.
+OffersUsedUp, a PoolExhausted: the run moves to its next fallback pool as when the pool has
+no offer (RunDriver._provision, engine/run/fallover.py), or, with none left, ends FAILED
+naming each host's failure.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent.protocol import Preflight, PreflightDone
-from engine.providers.base import NodeHandle, ProvisionError
+from engine.providers.base import NodeHandle, PoolExhausted, ProvisionError
 from engine.report import events as ev
 from engine.run.bootmarks import DETAIL_MAX, FAILED
 from engine.run.control import NodeGone
@@ -30,7 +31,7 @@ HOST_SAID_MAX = 120  # of each host's failure in the run's reason (run.json keep
 ANSWER_TIMEOUT_S = 180.0  # the node's checks are bounded by 15 s + 120 s (agent/preflight.py)
 
 
-class OffersUsedUp(ProvisionError):
+class OffersUsedUp(PoolExhausted):
     """Every offer the pool may try (`max_offers_tried`) failed its pre-flight."""
 
 

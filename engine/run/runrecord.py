@@ -170,6 +170,7 @@ def run_summary(view: RunView, clock: PhaseClock, extra: dict[str, Any]) -> dict
         "run_id": view.run_id,
         "job_name": view.job_name,
         "pool": view.pool,
+        "pools_passed": view.pools_passed,  # before `pool` served (engine/run/fallover.py)
         "state": view.state,
         "exit_code": view.exit_code,
         "reason": view.reason,

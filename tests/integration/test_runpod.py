@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 
 from agent import orphan
-from engine.engine import Engine, SubmitError
+from engine.engine import Engine
 from engine.jobs.pools import PoolSet, Selection
 from engine.ops.offers import OffersError, list_offers
 from engine.ops.poolcheck import check_pool
 from engine.providers.gc import destroy_orphans, find_orphans
 from engine.providers.runpod_provider import RunPodProvider
+from engine.providers.slots import pool_slots
 from engine.providers.vast_boot import label_for
 from engine.state.ledger import Ledger
 from tests.standin.runpod_server import RunPodStandIn
-from tests.support.engines import EngineFactory
+from tests.support.engines import EngineFactory, engine_config
 from tests.support.jobs import RESUMING
 from tests.support.runpod import pod_pool, standin
 from tests.support.vast import gpu_pool
@@ -52,6 +53,7 @@ async def test_a_job_runs_end_to_end_on_a_pod(engine, rp, make_job, capfd) -> No
         workspace={"workdir": "."},
         outputs=["result.txt"],
     )
+    rp.faults.boot_delay_s = 0.5  # RunPod pulling the image: listed without a runtime
     run_id = await engine.submit(job, "pod")
     view = await asyncio.wait_for(engine.wait(run_id), 60)
     assert view.state == "COMPLETED", view.reason
@@ -66,6 +68,11 @@ async def test_a_job_runs_end_to_end_on_a_pod(engine, rp, make_job, capfd) -> No
     assert boot["offer_chosen"] == "1× RTX 3090 (community cloud)"
     assert boot["instance_created"] == f"RunPod pod {rp.terminated[0]}"
     assert {"agent_installed", "agent_joined"} <= set(boot)
+    # RunPod's phases, each done: seen by a status look, or proven by a later step
+    steps = json.loads((view.run_dir / "run.json").read_text())["boot"]["steps"]
+    assert [s["phase"] for s in steps if s["at"] is None] == [], steps
+    running = next(s for s in steps if s["phase"] == "container_running")
+    assert running["inferred"] or "started container" in running["detail"], running
     log = (view.run_dir / "logs" / "run.log").read_text()
     # the pod's own key (it can terminate the pod) is kept out of the job's environment
     assert f"pod={rp.terminated[0]} key=\n" in log
@@ -212,20 +219,73 @@ async def test_a_pod_whose_create_answer_was_never_written_is_found_by_its_name(
     assert pod.status == "TERMINATED" and ledger.open_entries() == []
 
 
-async def test_a_pool_without_an_offer_falls_over_to_another_providers_pool(
+async def test_a_pool_whose_offers_are_taken_falls_over_to_another_providers_pool(
     api, rp, make_engine, make_job
 ) -> None:
-    """A Vast.ai pool with no offer (no host is that reliable) falls over to RunPod."""
-    vast = gpu_pool("vast", selection={"reliability_min": 0.9999}, fallback=("pod",))
+    """Vast.ai has offers, but each create answers that it was rented away (no_such_ask):
+    the run moves to the RunPod pool while it provisions, and runs there. The Vast pool
+    keeps nothing of it (slot, ledger row, instance); run.json says which pool served and
+    why the other did not; the boot timeline is the pod's, every step done."""
+    vast = gpu_pool("vast", max_nodes=1, fallback=("pod",))
     engine = await make_engine(vast, pod_pool())
+    api.cloud.faults.vanish_at_create = set(api.cloud.offers)
     run_id = await engine.submit(make_job(run="true"), "vast")
     view = await asyncio.wait_for(engine.wait(run_id), 60)
     assert view.state == "COMPLETED" and view.pool == "pod", view.reason
     summary = json.loads((view.run_dir / "run.json").read_text())
-    assert summary["pool"] == "pod"
-    [said] = [a for a in summary["alerts"] if "running on pool 'pod'" in str(a)]
-    assert "pool 'vast' has no offer" in str(said) and "reliability" in str(said)
-    assert rp.live() == [] and api.cloud.instances == {}
-    rp.gpu_types.clear()  # RunPod lists nothing either
-    with pytest.raises(SubmitError, match=r"pool 'vast' has no offer .*; pool 'pod' has no offer"):
-        await engine.submit(make_job(run="true"), "vast")
+    assert summary["pool"] == "pod" and summary["node"]["provider"] == "runpod"
+    [passed] = summary["pools_passed"]
+    assert passed["pool"] == "vast" and "rented away" in passed["reason"], passed
+    assert any("moving to pool 'pod'" in a for a in summary["alerts"]), summary["alerts"]
+    assert api.cloud.instances == {} and rp.live() == [] and Ledger().open_entries() == []
+    # its slot given back: no slot file of the Vast pool names the run (which runs on)
+    assert [p.read_text() for p in pool_slots("vast").iterdir()] == [""]
+    boot = {s["phase"]: s for s in summary["boot"]["steps"]}
+    assert boot["instance_created"]["detail"].startswith("RunPod pod ")
+    for phase in ("image_loading", "container_running", "agent_joined"):
+        assert boot[phase]["at"] is not None, (phase, boot)  # seen or inferred: never missing
+
+
+async def test_a_run_that_fell_over_is_adopted_on_the_pool_it_moved_to(
+    api, rp, make_engine, make_job, tmp_path
+) -> None:
+    """Its engine closes leaving it running: the next engine adopts it on the RunPod pool
+    it moved to (its pod rejoins and completes), never on the Vast.ai pool it left."""
+    vast = gpu_pool("vast", fallback=("pod",))
+    api.cloud.faults.vanish_at_create = set(api.cloud.offers)
+    release = tmp_path / "release"
+    job = make_job(run=f"while [ ! -e {release} ]; do sleep 0.1; done; echo done")
+    first = Engine(engine_config(tmp_path / "runs", vast, pod_pool()))
+    await first.start()
+    try:
+        run_id = await first.submit(job, "vast")
+        await eventually_async(lambda: first.run(run_id).phase == "run", timeout=60)
+    finally:
+        await first.close(stop_running=False)
+    assert rp.live() != []  # its pod bills on, unowned for now
+    release.touch()
+    second = await make_engine(vast, pod_pool(), adopt_orphans=True)
+    view = await asyncio.wait_for(second.wait(run_id), 60)
+    assert view.state == "COMPLETED" and view.pool == "pod", view.reason
+    assert view.pools_passed == [{"pool": "vast", "reason": view.pools_passed[0]["reason"]}]
+    assert rp.live() == [] and len(rp.terminated) == 1 and api.cloud.instances == {}
+    assert Ledger().open_entries() == []
+
+
+async def test_every_pool_exhausted_fails_the_run_naming_each_pools_reason(
+    api, rp, make_engine, make_job
+) -> None:
+    """No Vast.ai host is that reliable; RunPod has no capacity for any GPU type: FAILED,
+    one line naming both pools' reasons, nothing rented or left in the ledger."""
+    vast = gpu_pool("vast", selection={"reliability_min": 0.9999}, fallback=("pod",))
+    engine = await make_engine(vast, pod_pool())
+    rp.faults.no_capacity = {"*"}
+    run_id = await engine.submit(make_job(run="true"), "vast")
+    view = await asyncio.wait_for(engine.wait(run_id), 60)
+    reason = view.reason or ""
+    assert view.state == "FAILED" and "\n" not in reason, reason
+    assert reason.startswith("no pool could serve the run: pool 'vast': "), reason
+    assert "reliability" in reason and "pool 'pod': RunPod pool 'pod': no capacity" in reason
+    summary = json.loads((view.run_dir / "run.json").read_text())
+    assert [p["pool"] for p in summary["pools_passed"]] == ["vast", "pod"]
+    assert rp.pods == {} and api.cloud.instances == {} and Ledger().open_entries() == []

@@ -6,12 +6,13 @@ and the same result from a run's folded datastream; and the marks a join adds
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 from agent.protocol import BootReport
 from engine.report import events as ev
 from engine.report.boot import STEPS, boot_timeline, provisioning_start
 from engine.report.runbook import apply, fold, new_view
-from engine.run.bootmarks import BootMarks, join_marks
+from engine.run.bootmarks import BootMarks, inferred_marks, join_marks
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 P = ev.BootPhase
@@ -128,6 +129,7 @@ def test_the_folded_datastream_gives_the_same_timeline_and_run_json_form() -> No
         "at": at(47.0).isoformat(),
         "seconds": 5.0,
         "detail": None,
+        "inferred": False,
     }
 
 
@@ -160,8 +162,9 @@ def test_install_times_no_clock_gives_are_dropped_and_the_join_still_counts() ->
 class _Driver:
     """What BootMarks needs of a run's driver: its view, publish and redact."""
 
-    def __init__(self) -> None:
+    def __init__(self, provider: str = "local") -> None:
         self.view = new_view(ev.Submitted(run_id="r", job_name="j", pool="gpu", run_dir="/r"))
+        self.pool = SimpleNamespace(provider=provider)
 
     def publish(self, event: ev.Event) -> None:
         self.view = apply(self.view, event)
@@ -195,3 +198,85 @@ def test_after_the_first_join_nothing_is_a_boot_step_any_more() -> None:
     marks.joined(None)  # a rejoin after the operator was away
     marks.reached(P.IMAGE_LOADING, "an adopting engine's first look")
     assert [m.phase for m in driver.view.boot] == [P.AGENT_JOINED]
+
+
+# a RunPod boot as its polls saw it: the pod came up between two looks, just before the join
+POD = [
+    mark(P.SLOT_TAKEN, 0.0),
+    mark(P.OFFER_CHOSEN, 0.5, detail="1× RTX 3090 (community cloud)"),
+    mark(P.INSTANCE_CREATED, 1.0, detail="RunPod pod p1"),
+]
+JOINED = join_marks(
+    "r",
+    BootReport(install_started=at(3.0).timestamp(), install_ended=at(5.0).timestamp(),
+               sent_at=at(6.0).timestamp()),
+    received=at(6.0),
+)  # fmt: skip
+
+
+def test_container_steps_no_look_saw_are_inferred_done_from_the_join() -> None:
+    """Joined implies the container ran (no later than the install began), which implies
+    its image was loaded: both done and inferred, never "not seen", with no time of their
+    own; the install and the join keep theirs."""
+    inferred = inferred_marks(POD, JOINED[0])
+    assert [(m.phase, m.at, m.inferred) for m in inferred] == [
+        (P.IMAGE_LOADING, at(3.0), True),
+        (P.CONTAINER_RUNNING, at(3.0), True),
+    ]
+    timeline = boot_timeline(T0, [*POD, *inferred, *JOINED])
+    assert timeline.not_seen == []
+    running = timeline.step(P.CONTAINER_RUNNING)
+    assert running.inferred and running.seconds is None and running.took == "inferred"
+    assert "its agent ran in it" in (running.detail or "")
+    assert timeline.step(P.AGENT_INSTALLED).seconds == 2.0
+    assert timeline.step(P.AGENT_JOINED).seconds == 1.0
+    assert timeline.total_s == 6.0
+    steps = timeline.summary()["steps"]
+    assert isinstance(steps, list)
+    assert [s["inferred"] for s in steps] == [False, False, True, True, False, False]
+
+
+def test_a_step_a_look_saw_is_kept_and_only_what_it_proves_is_inferred() -> None:
+    running = mark(P.CONTAINER_RUNNING, 2.0, detail="Rented by User: started container")
+    inferred = inferred_marks([*POD, running], JOINED[0])
+    assert [(m.phase, m.at) for m in inferred] == [(P.IMAGE_LOADING, at(2.0))]
+    timeline = boot_timeline(T0, [*POD, running, *inferred, *JOINED])
+    assert timeline.step(P.CONTAINER_RUNNING).seconds == 1.0  # from the pod's creation
+    assert not timeline.step(P.CONTAINER_RUNNING).inferred
+    joined_only = join_marks("r", None, received=at(6.0))
+    assert [m.at for m in inferred_marks(POD, joined_only[0])] == [at(6.0), at(6.0)]
+
+
+def test_nothing_is_inferred_for_a_warm_node_or_a_node_never_created() -> None:
+    warm = [mark(P.WARM_REUSED, 0.1)]
+    assert inferred_marks(warm, JOINED[-1]) == []
+    assert inferred_marks([mark(P.SLOT_TAKEN, 0.0)], JOINED[-1]) == []
+
+
+def test_a_rented_nodes_join_publishes_the_inferred_steps_a_local_ones_does_not() -> None:
+    for provider, inferred in (("runpod", 2), ("local", 0)):
+        driver = _Driver(provider)
+        marks = BootMarks(driver)  # type: ignore[arg-type]
+        marks.reached(P.INSTANCE_CREATED, "created")
+        marks.joined(None)
+        assert sum(m.inferred for m in driver.view.boot) == inferred
+        assert driver.view.boot[-1].phase is P.AGENT_JOINED
+
+
+def test_a_run_that_moved_pool_shows_the_boot_of_the_node_it_got() -> None:
+    """The first pool's slot and offer, then no capacity: the boot begins again at the
+    next pool's slot, and a step the first reached does not end the second's."""
+    left = [mark(P.SLOT_TAKEN, 0.0), mark(P.OFFER_CHOSEN, 0.2), mark(P.INSTANCE_CREATED, 0.5)]
+    got = [mark(P.SLOT_TAKEN, 2.0), mark(P.OFFER_CHOSEN, 2.5), mark(P.AGENT_JOINED, 9.0)]
+    timeline = boot_timeline(T0, [*left, *got])
+    assert timeline.step(P.INSTANCE_CREATED).at is None
+    assert timeline.step(P.OFFER_CHOSEN).seconds == 0.5 and timeline.total_s == 7.0
+    driver = _Driver()
+    marks = BootMarks(driver)  # type: ignore[arg-type]
+    for m in left:
+        driver.publish(m)
+    driver.publish(mark(P.AGENT_JOINED, 1.0))  # a node that joined, then failed pre-flight
+    driver.publish(mark(P.SLOT_TAKEN, 2.0))
+    assert not marks.over
+    marks.reached(P.INSTANCE_CREATED, "the next pool's node")
+    assert driver.view.boot[-1].detail == "the next pool's node"

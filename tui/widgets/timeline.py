@@ -2,8 +2,10 @@
 entered, the spec §6 event that caused it and the commands it emitted. The row of
 the step in progress is marked and its duration keeps counting.
 
-Under the row that entered provisioning, the node's boot: each step reached with how
-long reaching it took and its detail (the offer, the provider's status message); the
+Under the row that entered provisioning, the pools the run passed over (each with why it
+had nothing for the run) and the node's boot: each step reached with how
+long reaching it took and its detail (the offer, the provider's status message; a step
+inferred from a later one has no time, and its detail says what proves it); the
 steps a rented node never showed, on one "not seen" row (a status poll can miss a short
 step: a row each was mostly noise; a local node has no offer, image or install, so it
 lists none); and once the agent joined, the whole boot's time. Boot steps are drawn in
@@ -50,6 +52,9 @@ def _row(tr: Transition, until: datetime, current: bool, now: datetime) -> list[
 def _boot_rows(run: RunView) -> list[list[Text | str]]:
     boot = boot_timeline(provisioning_start(run.timeline), run.boot)
     rows: list[list[Text | str]] = []
+    for passed in run.pools_passed:  # pools that had nothing for it (engine/run/fallover.py)
+        label = Text.assemble(("  · ", "dim"), f"pool {passed['pool']} passed")
+        rows.append(["", label, "", Text(printable(passed["reason"]), style="dim"), ""])
     for step in boot.seen:
         label = Text.assemble(("  · ", "dim"), step.label)
         detail = Text(printable(step.detail or ""), style="dim")
