@@ -184,16 +184,16 @@ class Slots:
         orphans: list[str] = []
         opened: list[int] = []  # closed at the end, but the one kept
         free: list[tuple[int, str]] = []
-        files = self._slot_files()
+        names = self._slot_names()
         taken = warmnodes.parked_in(self._pool) if self._pool is not None else 0
-        first_free_fits = taken == 0 and len(files) == self._limit
+        first_free_fits = taken == 0 and len(names) == self._limit
         mine = {name for held in self._claims.values() for name, _slot in held}
         try:
-            for path in files:
-                if path.name in mine:
+            for name in names:
+                if name in mine:
                     taken += 1
                     continue
-                fd = _locked(path)
+                fd = _locked(self._shared / name)
                 if fd is None:
                     taken += 1  # a live process's node
                     continue
@@ -202,8 +202,8 @@ class Slots:
                 if named and named not in (run_id, *self._gone) and run_unfinished(named):
                     taken += 1
                     orphans.append(named)
-                elif path.name.isdigit() and int(path.name) < self._limit:
-                    free.append((fd, path.name))  # (one past the limit is free, not one to take)
+                elif int(name) < self._limit:
+                    free.append((fd, name))  # (one past the limit is free, not one to take)
                     if first_free_fits:
                         break
             if taken >= self._limit or not free:
@@ -215,15 +215,13 @@ class Slots:
             for fd in opened:
                 os.close(fd)
 
-    def _slot_files(self) -> list[Path]:
-        """The slot files below the limit (made if missing), then any past it: a process
-        started before max_nodes was lowered holds those, and its nodes count as well."""
+    def _slot_names(self) -> list[str]:
+        """The slot files' names below the limit (made when first locked), then any past
+        it: a process started before max_nodes was lowered holds those, and its nodes
+        count as well. Names, not paths: a path is made only for a file opened."""
         assert self._shared is not None
-        below = [self._shared / str(index) for index in range(self._limit)]
-        past = [
-            p for p in self._shared.iterdir() if p.name.isdigit() and int(p.name) >= self._limit
-        ]
-        return below + sorted(past, key=lambda p: int(p.name))
+        past = [n for n in os.listdir(self._shared) if n.isdigit() and int(n) >= self._limit]
+        return [*map(str, range(self._limit)), *sorted(past, key=int)]
 
     def _reclaim(self, run_id: str) -> bool:
         """Lock the slot file naming `run_id` (its dead operator's), wherever it is."""

@@ -212,8 +212,11 @@ class NodeSession:
             raise
 
     async def _wait_for(self, flag: asyncio.Event, get: Callable[[], Any]) -> Any:
+        """`get()` once `flag` is set (at once when it is: every send and transfer stream
+        asks, and a deadline's wait costs a task and a timer each time)."""
         try:  # in this process's running time: a pause of ours is not the node's absence
-            await RunningDeadline(self.deadline_s).wait(flag.wait())
+            if not flag.is_set():
+                await RunningDeadline(self.deadline_s).wait(flag.wait())
         except DeadlinePassed:
             raise NodeGone(f"node not connected for {self.deadline_s:g} s") from None
         value = get()

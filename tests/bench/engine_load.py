@@ -6,8 +6,10 @@ Two phases, each in a fresh engine with the local pool's `max_nodes` raised to t
 count so every run is live at once:
 
 1. engine: the load test's workload (tests/support/load.py: a one-line workspace pushed,
-   a few lines printed, an output pulled) submitted at once and waited for. Only the
-   engine's own process is measured — getrusage(RUSAGE_SELF) for user+system CPU,
+   a few lines printed, an output pulled) submitted at once and waited for, with the
+   engine's own settings (1 s heartbeat, 10 s stop grace; `--test-deadlines`: the tests'
+   0.5 s and 2 s, twice the heartbeats, as figures before 2026-12-06 were measured). Only
+   the engine's own process is measured — getrusage(RUSAGE_SELF) for user+system CPU,
    /proc/self/status VmHWM for peak RSS — the agents are separate processes.
 2. console: the real app (headless, 160×50) with its engine; the same number of jobs that
    print a line and wait for a release file, all RUNNING on the board. Every 50 ms a
@@ -18,6 +20,7 @@ State, cache and runs live in a temp dir that is removed afterwards. Goals (issu
 ≤ 20 ms engine CPU per job, ≤ 300 MB operator RSS, key p95 < 100 ms.
 
     python -m tests.bench.engine_load [--jobs 100] [--reps 1] [--keys 200] [--no-console]
+                                      [--test-deadlines]
 """
 
 from __future__ import annotations
@@ -62,12 +65,17 @@ def _kib(field: str) -> int:
     return 0
 
 
-async def _one(root: Path, jobs: int) -> tuple[float, float, int]:
-    from tests.support.engines import engine_with
+async def _one(root: Path, jobs: int, quick: bool) -> tuple[float, float, int]:
+    from engine.engine import EngineConfig
+    from tests.support.engines import QUICK, engine_with
     from tests.support.load import load_jobs, run_load
 
     specs = load_jobs(root / "projects", jobs)
-    async with engine_with(root / "runs", max_nodes=max(jobs, 1)) as engine:
+    settings = QUICK if quick else {"heartbeat_s": EngineConfig.heartbeat_s}  # its defaults
+    grace_s = settings.get("stop_grace_s", EngineConfig.stop_grace_s)
+    async with engine_with(
+        root / "runs", max_nodes=max(jobs, 1), heartbeat_s=settings["heartbeat_s"], grace_s=grace_s
+    ) as engine:
         cpu = _cpu_s()
         result = await run_load(engine, specs, timeout=600)
         cpu = _cpu_s() - cpu
@@ -153,13 +161,17 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--keys", type=int, default=200, help="key presses in the console phase")
     parser.add_argument("--no-console", action="store_true", help="skip the console phase")
+    parser.add_argument(
+        "--test-deadlines", action="store_true", help="the engine phase with the tests' deadlines"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="swjob-load-") as tmp:
         _isolate(Path(tmp))
         rss_start = _kib("VmRSS")
         began = time.monotonic()
         for rep in range(args.reps):
-            wall, cpu, _ = asyncio.run(_one(Path(tmp) / f"rep{rep}", args.jobs))
+            run = _one(Path(tmp) / f"rep{rep}", args.jobs, args.test_deadlines)
+            wall, cpu, _ = asyncio.run(run)
             print(
                 f"rep {rep + 1}: wall {wall:.1f} s, engine CPU {cpu:.2f} s "
                 f"({cpu / wall:.0%} of one core, {cpu / args.jobs * 1000:.0f} ms per job)"
@@ -179,6 +191,7 @@ def main() -> None:
             )
     python = sys.version.split()[0]
     console = " --no-console" if args.no_console else f" --keys {args.keys}"
+    console += " --test-deadlines" if args.test_deadlines else ""
     print(f"reproduce: {COMMAND} --jobs {args.jobs} --reps {args.reps}{console}  (python {python})")
 
 
