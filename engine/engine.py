@@ -12,6 +12,7 @@ runs whose owner is gone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -96,6 +97,7 @@ class EngineConfig:
 
 ADOPT_SCAN_S = 5.0
 WARM_READ_S = 1.0
+ENDPOINT_CLOSE_S = 0.5  # iroh's close waits ~3 s on a dial cut short (a dead node's reclaim)
 
 
 def new_run_id() -> str:
@@ -204,7 +206,9 @@ class Engine:
         if self._server is not None:
             await self._server.stop()
         if self._endpoint is not None:
-            await self._endpoint.close()
+            with contextlib.suppress(TimeoutError):  # as the agent's: never held by a close
+                async with asyncio.timeout(ENDPOINT_CLOSE_S):
+                    await self._endpoint.close()
         await appender.written()  # every event and index row on record, or kept
         if self._index is not None and (unwritten := await self._index.close()):
             self._say_unwritten(unwritten)
