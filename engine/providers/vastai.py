@@ -60,7 +60,7 @@ from engine.providers.vast_status import BootWatch, boot_poll_s
 from engine.report import scope
 from engine.report.events import BootPhase
 from engine.state import badhosts
-from engine.state.ledger import Ledger, LedgerEntry
+from engine.state.ledger import Ledger, LedgerEntry, billed_from
 from engine.state.locked import StateNotWritten
 
 if TYPE_CHECKING:
@@ -445,8 +445,7 @@ class VastProvider:
         the row's start is Vast's once reported (the handle's, saved before, may still be
         the intent's); one still the intent's is replaced at the next listing that reports
         a start (`_reported`)."""
-        if handle.created_at in (None, entry.intent_at) and entry.created_at is not None:
-            handle.created_at = entry.created_at
+        handle.created_at = billed_from(handle.created_at, entry)
         if handle.created_at == entry.intent_at:
             self._unreported[handle.node_id] = entry.entry
 

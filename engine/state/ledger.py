@@ -71,6 +71,16 @@ _COLUMNS = (
 )
 
 
+def billed_from(start: float | None, entry: LedgerEntry) -> float | None:
+    """A node's billing start, given `start` (what its handle says) and its ledger row: the
+    row's when the handle has none or still the intent's (the row takes the provider's
+    reported start first: a handle saved a moment before may lag), else the handle's own
+    (a warm claim counts from the claim)."""
+    if start in (None, entry.intent_at) and entry.created_at is not None:
+        return entry.created_at
+    return start
+
+
 class Ledger:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or state_dir() / "ledger.sqlite"
