@@ -5,11 +5,12 @@ only while it runs: a laptop closed or an engine killed -9 left a rented node bi
 until its orphan timeout (half an hour by default, many times a small cap). So the node
 keeps the same meter, with the same formula (`cap_reason`, which the engine imports).
 It is told at boot, on its command line, its price ($/h, storage included where the
-provider bills it), its caps, and a lower bound of when it began to bill (the moment
-before its create request); where the provider reports the instance's own start time
-(Vast's `start_date`, read with the container's scoped key) and it is earlier, that one
-is used. The earlier of the two: the node may stop a moment early (by its create call's
-time, against the operator's meter, which counts from the create's answer), never late.
+provider bills it), its caps, and the moment before its create request (which the
+operator wrote in its ledger first). Both meters count from one start (`billing_start`):
+the provider's own start time where it reports one (Vast's `start_date`: the node reads it
+with the container's scoped key, the operator from its listing), else that pre-create
+time. RunPod reports none (a pod's `uptimeSeconds` counts from its last resume, not its
+rental), so a pod's meters count from the pre-create time.
 
 When lifetime × price reaches a cap:
 - with its operator silent (no control session: the operator is dead, asleep or cut
@@ -57,6 +58,7 @@ class Budget:
     price_per_hour: float | None = None
     max_dollars: float | None = None
     max_hours: float | None = None
+    reported: bool = True  # the provider's start may replace `since` (not at a warm claim)
 
     def allowance_s(self) -> float | None:
         """Seconds of node life the caps allow (None: no cap applies)."""
@@ -70,6 +72,22 @@ class Budget:
     def reason(self, now: float) -> str | None:
         alive_s = max(0.0, now - self.since)
         return cap_reason(alive_s, self.price_per_hour, self.max_dollars, self.max_hours)
+
+
+def billing_start(reported: float | None, pre_create: float) -> float:
+    """When a node began to bill, for the node's meter and the operator's alike: its
+    provider's reported start where there is one (`reported_start`), else `pre_create`,
+    the moment before its create request was sent (never later than its billing)."""
+    return pre_create if reported is None else reported
+
+
+def reported_start(row: object) -> float | None:
+    """The start time an instance's listing reports (Vast's `start_date`, epoch seconds;
+    null until the instance first runs), or None."""
+    start = row.get("start_date") if isinstance(row, dict) else None
+    if isinstance(start, bool) or not isinstance(start, int | float) or start <= 0:
+        return None
+    return float(start)
 
 
 def provider_start(api_url: str) -> float | None:
@@ -90,9 +108,7 @@ def provider_start(api_url: str) -> float | None:
     except (OSError, ValueError):
         return None
     row = said.get("instances") if isinstance(said, dict) else None
-    row = row[0] if isinstance(row, list) and row else row
-    start = row.get("start_date") if isinstance(row, dict) else None
-    return float(start) if isinstance(start, int | float) and start > 0 else None
+    return reported_start(row[0] if isinstance(row, list) and row else row)
 
 
 async def reached(

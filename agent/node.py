@@ -240,9 +240,9 @@ class NodeAgent:
         if meter is None:
             await asyncio.Future()  # no cap to keep: wait for ever (until cancelled)
         assert meter is not None
-        if self.cfg.on_orphan == "destroy-instance":  # the provider's own start, if it says
+        if meter.reported and self.cfg.on_orphan == "destroy-instance":  # Vast's start_date
             start = await asyncio.to_thread(budget.provider_start, self.cfg.vast_url)
-            meter = meter if start is None else replace(meter, since=min(start, meter.since))
+            meter = replace(meter, since=budget.billing_start(start, meter.since))
         allowed = meter.allowance_s()
         log.info("keeping the run's cap: %.0f s of node life", allowed or 0)
         return await budget.reached(

@@ -93,7 +93,7 @@ def claimed_config(cfg: AgentConfig, claim: Claim) -> AgentConfig:
     """The configuration of the claiming run: its identity, the same node and limits. The
     node's own meter (agent/budget.py) starts again at the claim: a pool's caps are per
     run, and the same pool's next run has the same caps and price (warm nodes fit by pool)."""
-    budget = cfg.budget and replace(cfg.budget, since=time.time())
+    budget = cfg.budget and replace(cfg.budget, since=time.time(), reported=False)
     return replace(
         cfg,
         run_id=claim.run_id,

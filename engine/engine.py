@@ -16,6 +16,7 @@ index, stop), `Adopter`, `Orphans`, `Nodes` (pools and warm nodes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "EngineConfig", "SubmitError", "new_run_id"]
 
 log = logging.getLogger("swjob.engine")
+
+ENDPOINT_CLOSE_S = 0.5  # iroh's close waits ~3 s on a dial cut short (a dead node's reclaim)
 
 
 class Engine:
@@ -139,7 +142,9 @@ class Engine:
         if self._server is not None:
             await self._server.stop()
         if self._endpoint is not None:
-            await self._endpoint.close()
+            with contextlib.suppress(TimeoutError):  # as the agent's: never held by a close
+                async with asyncio.timeout(ENDPOINT_CLOSE_S):
+                    await self._endpoint.close()
         await appender.written()  # every event and index row on record, or kept
         if self._index is not None and (unwritten := await self._index.close()):
             self._say_unwritten(unwritten)

@@ -9,15 +9,19 @@ because joining is a fact of the control protocol, not of the provider.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent import credentials
 from agent.credentials import NOTIFY_ENV, SECRETS_FLAG, TOKEN_ENV
 from engine.report.events import Alert
 from engine.state.locked import StateNotWritten
+
+if TYPE_CHECKING:
+    from engine.state.ledger import Ledger
 
 __all__ = ["TOKEN_ENV", "Bootstrap"]  # TOKEN_ENV: what a provider's node env carries
 AGENT_SILENCE_MAX_S = 10.0  # the agent's own default (agent/main.py --deadline)
@@ -254,3 +258,17 @@ async def ledger_note(
     except StateNotWritten as exc:
         alert(f"{what} ledger not written ({exc}); `swjob gc` settles its rows later")
         return None
+
+
+async def record_intent(
+    ledger: Ledger, bootstrap: Bootstrap, provider: str, label: str, pool: str
+) -> tuple[Bootstrap, int]:
+    """Before a create: the ledger's intent row (raises StateNotWritten: a node nobody
+    recorded could bill unseen) and `bootstrap` told the same moment as `billed_since`,
+    the start both meters count from until the provider reports its own
+    (agent/budget.billing_start). Returns the bootstrap to create with and the row."""
+    since = time.time()
+    entry = await asyncio.to_thread(
+        ledger.record_intent, bootstrap.run_id, provider, label, pool=pool, at=since
+    )
+    return replace(bootstrap, billed_since=since), entry

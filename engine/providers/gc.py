@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TextIO
 
+from agent.budget import billing_start, reported_start
 from engine.errors import ProviderError
 from engine.jobs.pools import RENTED, Pool, PoolFileError, PoolSet
 from engine.providers.base import TeardownError
@@ -231,10 +232,10 @@ def _from_row(
     operator = operator_of(label)
     ours = (None, operator_id(), *claim)  # `--claim`: an id this operator had before
     foreign = operator if operator not in ours and not mine else None
-    # Vast's start_date is null until the instance starts (created, loading): since then
-    # it has billed for its disk, from when our ledger saw it created
+    # Vast's start_date is null until the instance starts (created, loading): till then
+    # it bills, as both meters count (agent/budget.billing_start), from our ledger's start
     created = [e.created_at for e in rows if e.created_at is not None]
-    born = row.get("start_date") or min(created, default=now)
+    born = billing_start(reported_start(row), min(created, default=now))
     asked = [e.destroy_requested_at for e in rows if e.destroy_requested_at is not None]
     return Orphan(
         pool=pool.name,

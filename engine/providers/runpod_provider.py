@@ -44,6 +44,7 @@ from engine.providers.base import (
     ProvisionError,
     TeardownError,
     ledger_note,
+    record_intent,
 )
 from engine.providers.hearsay import Hearsay
 from engine.providers.runpod_api import URL_ENV, RunPodApi, RunPodApiError, gpu_types, rent_spot
@@ -144,9 +145,9 @@ class RunPodProvider:
 
     async def _rent(self, offer: dict[str, Any], bootstrap: Bootstrap) -> NodeHandle:
         label = label_for(bootstrap.run_id)
-        try:
-            entry = await asyncio.to_thread(
-                self._ledger.record_intent, bootstrap.run_id, self.name, label, pool=self._pool.name
+        try:  # RunPod reports no start: both meters count from the intent (agent/budget.py)
+            bootstrap, entry = await record_intent(
+                self._ledger, bootstrap, self.name, label, self._pool.name
             )
         except StateNotWritten as exc:
             raise ProvisionError(f"pod ledger not written ({exc}): no pod was created") from None
@@ -192,7 +193,6 @@ class RunPodProvider:
             bootstrap,
             on_orphan=self._on_orphan(),
             price_per_hour=offers.price_paid(pool, offer),
-            billed_since=time.time(),
         )
         env = bootstrap.agent_env()
         self.api().hide(list(env.values()))

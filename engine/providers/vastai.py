@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from agent.budget import billing_start, reported_start
 from engine.providers import vast_offers as offers
 from engine.providers.agent_source import agent_bundle, python_needed
 from engine.providers.base import (
@@ -50,6 +51,7 @@ from engine.providers.base import (
     ProvisionError,
     TeardownError,
     ledger_note,
+    record_intent,
 )
 from engine.providers.hearsay import Hearsay
 from engine.providers.slots import Slots
@@ -59,7 +61,7 @@ from engine.providers.vast_status import BootWatch, boot_poll_s
 from engine.report import scope
 from engine.report.events import BootPhase
 from engine.state import badhosts
-from engine.state.ledger import Ledger, LedgerEntry
+from engine.state.ledger import Ledger, LedgerEntry, billed_from
 from engine.state.locked import StateNotWritten
 
 if TYPE_CHECKING:
@@ -133,6 +135,7 @@ class VastProvider:
         self._holding: set[str] = set()  # adopted instances that took a slot
         self._run_of: dict[str, str] = {}  # instance → the run whose slot it holds
         self._entries: dict[str, int] = {}  # instance id → ledger entry
+        self._unreported: dict[str, int] = {}  # billed from its intent until Vast says → entry
         self._api: VastApi | None = None
 
     def api(self) -> VastApi:
@@ -216,8 +219,8 @@ class VastProvider:
     async def _rent(self, offer: dict[str, Any], bootstrap: Bootstrap) -> NodeHandle:
         label = label_for(bootstrap.run_id)
         try:
-            entry = await asyncio.to_thread(
-                self._ledger.record_intent, bootstrap.run_id, self.name, label, pool=self._pool.name
+            bootstrap, entry = await record_intent(
+                self._ledger, bootstrap, self.name, label, self._pool.name
             )
         except StateNotWritten as exc:  # an instance nobody recorded could bill unseen
             raise ProvisionError(
@@ -233,6 +236,7 @@ class VastProvider:
                     await self._note(self._ledger.record_destroyed, entry)
             raise
         self._entries[instance_id] = entry
+        self._unreported[instance_id] = entry
         self._run_of[instance_id] = bootstrap.run_id
         scope.boot_reached(BootPhase.INSTANCE_CREATED, f"Vast.ai instance {instance_id}")
         return NodeHandle(
@@ -324,7 +328,6 @@ class VastProvider:
             bootstrap,
             on_orphan=self._on_orphan(),
             price_per_hour=offers.price_paid(pool, offer),
-            billed_since=time.time(),  # before the create: never later than its billing
         )
         self.api().hide(bootstrap.agent_env().values())
         what = f"create instance from offer {offer.get('id')}"
@@ -395,13 +398,14 @@ class VastProvider:
         handle = _handle_from(known[0]) if known else None
         if handle is None and mine:  # the newest intent's create is the last to answer (an
             # earlier one is left open when its close could not be written)
-            row = await self._created_row(max(mine, key=lambda e: e.intent_at))
+            newest = max(mine, key=lambda e: e.intent_at)
+            row = await self._created_row(newest)
             if row is not None:  # price and birth from Vast's own listing
                 handle = NodeHandle(
                     provider=self.name,
                     node_id=str(row["id"]),
                     price_per_hour=row.get("dph_total"),
-                    created_at=row.get("start_date") or mine[0].intent_at,
+                    created_at=billing_start(reported_start(row), newest.intent_at),
                 )
             else:  # its create's answer is surely in and made none: the intent is settled
                 # (left open, every later start-up warned of an orphan that never existed)
@@ -411,6 +415,7 @@ class VastProvider:
         for entry in mine:
             if entry.instance_id in (None, handle.node_id):
                 self._adopted[handle.node_id] = entry.entry
+                self._birth_from(handle, entry)
         self._hold(handle.node_id, run_id)
         return handle
 
@@ -431,11 +436,31 @@ class VastProvider:
             if entry.instance_id == handle.node_id:
                 self._adopted[handle.node_id] = entry.entry
                 run_id = entry.run_id
-                if handle.created_at is None:
-                    handle.created_at = entry.created_at
+                self._birth_from(handle, entry)
                 if handle.price_per_hour is None:
                     handle.price_per_hour = entry.price_per_hour
         self._hold(handle.node_id, run_id)
+
+    def _birth_from(self, handle: NodeHandle, entry: LedgerEntry) -> None:
+        """`handle`'s billing start from its ledger row, unless it counts from a warm claim:
+        the row's start is Vast's once reported (the handle's, saved before, may still be
+        the intent's); one still the intent's is replaced at the next listing that reports
+        a start (`_reported`)."""
+        handle.created_at = billed_from(handle.created_at, entry)
+        if handle.created_at == entry.intent_at:
+            self._unreported[handle.node_id] = entry.entry
+
+    async def _reported(self, handle: NodeHandle, row: dict[str, Any]) -> None:
+        """The first listing that reports the instance's start (Vast's `start_date`): both
+        meters count from it (agent/budget.billing_start), this one from now on, an adopter
+        from the ledger."""
+        start = reported_start(row)
+        entry = self._unreported.get(handle.node_id)
+        if start is None or entry is None:
+            return
+        await self._note(self._ledger.record_started, entry, start)
+        self._unreported.pop(handle.node_id, None)
+        handle.created_at = start
 
     def _hold(self, instance: str, run_id: str) -> None:
         """An adopted instance takes a slot of max_nodes without waiting for one, so the
@@ -509,6 +534,7 @@ class VastProvider:
     def _release(self, instance: str) -> list[int]:
         """Forget the instance (freeing its pool slot); returns its open ledger rows."""
         rows = []
+        self._unreported.pop(instance, None)
         entry = self._entries.pop(instance, None)
         run_id = self._run_of.pop(instance, "")
         if entry is not None:
@@ -614,6 +640,7 @@ class VastProvider:
                 if hearsay.heard(_UNLISTED) is not None:
                     return Listed(f"Vast.ai instance {instance} was destroyed", gone=True)
                 continue
+            await self._reported(handle, row)
             for step, detail in boot.observe(row):
                 scope.boot_reached(step, detail)
             if (failed := boot.start_failed(row)) is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from functools import partial
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from engine.report.views import RunView
 from engine.run import nodeend
 from engine.run.runrecord import PhaseClock, write_run_json, write_summary
 from engine.state import ownership
+from engine.state.ledger import Ledger, LedgerEntry
 from engine.state.locked import StateNotWritten
 from engine.state.store import Store
 
@@ -78,6 +80,15 @@ class Claims:
         self._leases.clear()
 
 
+def _ledger_rows(run_id: str) -> list[LedgerEntry]:
+    """The run's ledger rows (its nodes' billing starts); none when the ledger cannot be
+    read: the start its index row kept stands."""
+    try:
+        return Ledger().entries_of(run_id)
+    except (StateNotWritten, sqlite3.Error, OSError):
+        return []
+
+
 async def mark_abandoned(store: Store, run_id: str, reason: str = REASON) -> str | None:
     """Record the end of an unfinished run whose node gc destroyed (caller holds its lease):
     its events first, then its index row and run.json, in that order and all on the
@@ -88,8 +99,10 @@ async def mark_abandoned(store: Store, run_id: str, reason: str = REASON) -> str
         return None
     view, saved = found
     events = await asyncio.to_thread(read_events, view.run_dir / "events.jsonl")
+    rows = await asyncio.to_thread(_ledger_rows, run_id)
     before = fold(events) or view
-    closing = nodeend.closing_events(run_id, saved, events, found_gone=reason == GONE_REASON)
+    gone = reason == GONE_REASON
+    closing = nodeend.closing_events(run_id, saved, events, found_gone=gone, rows=rows)
     after = await _appended(
         view,
         events,

@@ -1,10 +1,12 @@
 """A run's money: price × time the node has been alive, split by phase, and the caps.
 
 Cost is not an in-memory stopwatch: it counts from the node handle's `created_at`
-(wall clock; for a rented node the ledger's created time) and is split by the run's
-phase clock (wall clock, replayed from events.jsonl after a restart). So an engine
-killed and restarted any number of times shows the same dollars, and `max_dollars` /
-`max_hours` are enforced on the node's whole life, not on the last process's share.
+(wall clock; for a rented node the ledger's start, which the node's own meter counts
+from too: the provider's reported start, else the moment before the create, see
+agent/budget.billing_start) and is split by the run's phase clock (wall clock, replayed
+from events.jsonl after a restart). So an engine killed and restarted any number of
+times shows the same dollars, and `max_dollars` / `max_hours` are enforced on the
+node's whole life, not on the last process's share.
 The caps are checked every second (overshoot ≤ ~1 s of price, plus the teardown);
 the Cost event is published every few seconds. The node keeps the same meter with the
 same formula (agent/budget.py) for when this process is not there to.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -111,8 +114,13 @@ class CostMeter:
         cannot act on it is ignored, so the next check posts it again."""
         last_event = float("-inf")
         stopping = False
+        since = self._handle.created_at if self._handle else None
         with contextlib.suppress(asyncio.CancelledError):
             while True:
+                if self._handle is not None and self._handle.created_at != since:
+                    # its provider reported the node's start: kept for an adopter and gc
+                    since = self._handle.created_at
+                    self._d.remember(handle=dataclasses.asdict(self._handle))
                 if (reason := self._over_cap()) is not None:
                     if self._price is not None and not stopping:
                         self._publish()

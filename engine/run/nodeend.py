@@ -22,6 +22,7 @@ from engine.report import events as ev
 from engine.run import attempts
 from engine.run.costmeter import COST_EVENT_EVERY_S
 from engine.run.runrecord import PhaseClock, cost_by_phase
+from engine.state.ledger import LedgerEntry, billed_from
 
 METERED_PROVIDERS = ("vastai",)  # whose nodes are told their caps (Bootstrap.billed_since)
 
@@ -60,14 +61,23 @@ def latest_end(pool: Pool, handle: NodeHandle, seen_at: float | None) -> float |
 
 
 def closing_events(
-    run_id: str, saved: dict[str, Any], events: list[ev.Event], *, found_gone: bool
+    run_id: str,
+    saved: dict[str, Any],
+    events: list[ev.Event],
+    *,
+    found_gone: bool,
+    rows: list[LedgerEntry] | tuple[()] = (),
 ) -> list[ev.Event]:
     """What ends the record of an abandoned run's node that `swjob gc` collected: the node
     gone, and its cost — its life at its price up to its destroy (now), or, when gc found
-    it already gone, up to the end its own timers set (no later than now)."""
+    it already gone, up to the end its own timers set (no later than now). Its life starts
+    where its ledger `rows` say (billed_from)."""
     if not saved.get("handle"):
         return []
     handle = NodeHandle(**saved["handle"])
+    for row in rows:
+        if row.instance_id == handle.node_id:
+            handle.created_at = billed_from(handle.created_at, row)
     gone = ev.Node(
         run_id=run_id, provider=handle.provider, node_id=handle.node_id, state=ev.NodeState.GONE
     )

@@ -8,6 +8,8 @@ instance is confirmed destroyed. A destroy the API accepted but has not yet conf
 (Vast's destroy is eventually consistent) is marked `destroy_requested_at` and the row
 stays open until the instance is seen gone. The row's created/destroyed times and
 price are the durable truth of what a node cost: cost survives any engine restart.
+`created_at` is when the instance began to bill, by the rule the node's own meter keeps
+too (agent/budget.billing_start): the provider's reported start, else the intent's time.
 Every write is its own committed transaction (sqlite in autocommit mode), and a
 connection is opened per call, so the ledger is safe across threads and across
 processes (the TUI and a `swjob gc` at once). A write waits at most WRITE_WAIT_S for
@@ -69,6 +71,16 @@ _COLUMNS = (
 )
 
 
+def billed_from(start: float | None, entry: LedgerEntry) -> float | None:
+    """A node's billing start, given `start` (what its handle says) and its ledger row: the
+    row's when the handle has none or still the intent's (the row takes the provider's
+    reported start first: a handle saved a moment before may lag), else the handle's own
+    (a warm claim counts from the claim)."""
+    if start in (None, entry.intent_at) and entry.created_at is not None:
+        return entry.created_at
+    return start
+
+
 class Ledger:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or state_dir() / "ledger.sqlite"
@@ -98,24 +110,43 @@ class Ledger:
             raise not_written(self.path, exc) from None
 
     def record_intent(
-        self, run_id: str, provider: str, label: str, *, pool: str | None = None
+        self,
+        run_id: str,
+        provider: str,
+        label: str,
+        *,
+        pool: str | None = None,
+        at: float | None = None,
     ) -> int:
-        """Before the create call: returns the entry to complete with `record_created`."""
+        """Before the create call (at epoch `at`, now by default: the pre-create time a
+        node's meter counts from until its provider reports a start of its own). Returns
+        the entry to complete with `record_created`."""
         return self._write(
             "INSERT INTO instances (run_id, provider, pool, label, intent_at) VALUES (?,?,?,?,?)",
-            (run_id, provider, pool, label, time.time()),
+            (run_id, provider, pool, label, time.time() if at is None else at),
         )
 
     def record_created(
         self, entry: int, instance_id: str, *, price_per_hour: float | None = None
     ) -> float:
-        """The instance exists (and bills) from now on; returns that time (epoch seconds)."""
-        now = time.time()
+        """The instance exists. Its `created_at` is when it began to bill by the one rule
+        both meters keep (agent/budget.billing_start): its intent's time, the moment before
+        its create was sent, until its provider reports its own start (`record_started`).
+        Returns that time (epoch seconds)."""
         self._write(
-            "UPDATE instances SET instance_id=?, created_at=?, price_per_hour=? WHERE entry=?",
-            (instance_id, now, price_per_hour, entry),
+            "UPDATE instances SET instance_id=?, created_at=intent_at, price_per_hour=?"
+            " WHERE entry=?",
+            (instance_id, price_per_hour, entry),
         )
-        return now
+        with closing(self._connect()) as db:
+            query = "SELECT created_at FROM instances WHERE entry=?"
+            (born,) = db.execute(query, (entry,)).fetchone()
+        return float(born)
+
+    def record_started(self, entry: int, at: float) -> None:
+        """The provider reported when the instance started (Vast's `start_date`): it bills,
+        for both meters, from then."""
+        self._write("UPDATE instances SET created_at=? WHERE entry=?", (at, entry))
 
     def record_destroy_requested(self, entry: int) -> None:
         """The API accepted the destroy; the row stays open until the instance is gone."""

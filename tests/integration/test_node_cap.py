@@ -18,10 +18,20 @@ from pathlib import Path
 import pytest
 
 from agent import orphan
-from agent.budget import OPERATOR_MARGIN_S, Budget, cap_reason, reached
+from agent.budget import (
+    OPERATOR_MARGIN_S,
+    Budget,
+    billing_start,
+    cap_reason,
+    provider_start,
+    reached,
+    reported_start,
+)
 from agent.protocol import NodeFault, RunStep, Step, UseSink
 from agent.sink.download import read_manifest
 from agent.sink.store import open_store
+from engine.providers.base import NodeHandle
+from engine.state.ledger import Ledger
 from tests.integration.agent_helpers import AgentProc, FakeOrchestrator, kill_leftover_group
 from tests.standin.server import StandIn
 from tests.support.s3 import Bucket
@@ -60,6 +70,56 @@ async def test_with_its_operator_connected_the_node_steps_in_only_when_it_does_n
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(reached(fresh, alone=lambda: False, operator_stopping=lambda: False,
                                        busy=lambda: True), 1.1)  # fmt: skip
+
+
+def test_a_billing_start_is_the_providers_where_it_reports_one_else_the_pre_create_time() -> None:
+    assert billing_start(None, 100.0) == 100.0  # not reported (yet): the pre-create time
+    assert billing_start(99.5, 100.0) == 99.5  # reported: the provider's, earlier or later
+    assert billing_start(100.5, 100.0) == 100.5
+    assert reported_start({"start_date": 1.7e9}) == 1.7e9
+    for row in ({"start_date": None}, {"start_date": 0}, {"start_date": True}, {}, None, []):
+        assert reported_start(row) is None, row
+
+
+async def test_the_operators_meter_and_the_nodes_count_from_one_start(
+    api: StandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Vast lists an instance's `start_date` null until it first runs: until then both
+    meters count from the moment before the create (the ledger's intent, the node's
+    --billed-since); from the first listing that reports a start, both count from it —
+    the engine's handle and ledger row, and what the node computes with its own key. An
+    adopter takes the ledger's start over a handle saved before it was reported; a warm
+    claim keeps counting from its claim."""
+    api.cloud.faults.never_start = api.cloud.faults.unstarted_null_start = True
+    vast = provider(api, gpu_pool(), [], poll_s=0.05)
+    capped = dataclasses.replace(bootstrap(), max_dollars=4.0)
+    handle = await vast.provision(capped)
+    inst = api.cloud.instances[int(handle.node_id)]
+    [row] = Ledger().open_entries()
+    assert handle.created_at == row.created_at == row.intent_at < inst.start_date
+    assert f"--billed-since {row.intent_at!r} " in inst.request["onstart"]
+    saved = dataclasses.asdict(handle)  # as the run index kept it before Vast said
+    watch = asyncio.create_task(vast.node_exited(handle))
+    try:
+        await asyncio.sleep(0.3)  # listings with start_date null: no start to take
+        assert handle.created_at == row.intent_at
+        inst.running()  # it runs: its listing reports start_date from now on
+        await eventually_async(lambda: handle.created_at != row.intent_at, 30, "the start")
+    finally:
+        watch.cancel()
+    assert handle.created_at == inst.start_date == Ledger().open_entries()[0].created_at
+    monkeypatch.setenv(orphan.ID_ENV, str(inst.id))  # the node's side, with its own key
+    monkeypatch.setenv(orphan.KEY_ENV, inst.container_key)
+    node_start = billing_start(provider_start(api.url), row.intent_at)
+    assert node_start == handle.created_at
+    adopted = NodeHandle(**saved)
+    provider(api, gpu_pool(), []).adopt(adopted)
+    assert adopted.created_at == inst.start_date
+    claimed = NodeHandle(**{**saved, "created_at": time.time()})  # engine/run/warm.py
+    claim_time = claimed.created_at
+    provider(api, gpu_pool(), []).adopt(claimed)
+    assert claimed.created_at == claim_time
+    await vast.teardown(handle)
 
 
 def test_the_bootstrap_gives_the_node_its_caps_only_with_a_billing_start() -> None:

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.providers.base import silence_for
 from engine.report.datastream import read_events
+from engine.run.costmeter import COST_EVENT_EVERY_S
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.cli import Cli
@@ -27,6 +29,9 @@ pytestmark = pytest.mark.timeout(120)
 Start = Callable[..., Cli]
 PRICE = 0.22  # $/h of offer 103, the cheapest verified 1-GPU offer of the stand-in
 AWAY_S = 1.0  # how long the killed operator stays away before `swjob attach`
+TIMER_S = 1  # the lonely node's silence deadline and orphan timeout
+TOLERANCE_S = COST_EVENT_EVERY_S + silence_for(TIMER_S)  # charged past the self-destroy, at most
+LOAD_SLACK_S = 3.0  # a loaded node may act a little after its timers ran out
 POOLS = """
 [pools.gpu]
 provider = "vastai"
@@ -35,6 +40,8 @@ agent_install = "swjob"
 [pools.gpu.resources]
 gpu_count = 1
 """
+TIMERS = f"orphan_timeout_s = {TIMER_S}\nnode_lost_after_s = {TIMER_S}\n"
+LONELY = POOLS.replace("[pools.gpu.resources]", TIMERS + "[pools.gpu.resources]")
 
 
 def test_a_cap_holds_across_kill_9_and_attach_with_the_true_cost(
@@ -102,34 +109,60 @@ def test_a_cap_holds_across_kill_9_and_attach_with_the_true_cost(
     )
 
 
-def test_a_node_whose_operator_never_returns_destroys_itself(
+def test_a_node_left_alone_destroys_itself_and_the_attach_charges_only_its_life(
     tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
 ) -> None:
-    """`swjob run` on a Vast pool with `orphan_timeout_s = 2`, killed with -9 while the job
-    runs: the agent notices the silence (the pool's `node_lost_after_s`, 2 s), waits 2 s
-    more, stops the job and destroys its own instance. The ledger row stays open for gc to
-    reconcile."""
+    """`swjob run` on a Vast pool with `orphan_timeout_s = 1`, killed with -9 while the job
+    runs: the agent notices the silence (the pool's `node_lost_after_s`, 1 s), waits 1 s
+    more, stops the job and destroys its own instance; the ledger row stays open.
+
+    The operator comes back (`swjob attach`) only after its node's timers ran out, with a
+    cap tightened while it was away that the node's life stayed under and the time away
+    would not have. The run is charged the node's life up to the end its own timers set
+    (engine/run/nodeend.py: the operator's last event + the node's silence deadline + a
+    cost event's interval + the orphan timeout), never up to "now", and no "cap reached"
+    is said. The life runs from Vast's `start_date` (both meters' start). Its end is no
+    earlier than the self-destroy (the node's timers allowed no later one), but for a
+    loaded node acting late on them (LOAD_SLACK_S); it is later by what the operator
+    could not record of its last seconds: at most `COST_EVENT_EVERY_S` + the silence
+    deadline (TOLERANCE_S)."""
     pools = tmp_path / "pools.toml"
-    pools.write_text(
-        '[pools.gpu]\nprovider = "vastai"\nimage = "img"\nagent_install = "swjob"\n'
-        "orphan_timeout_s = 2\nnode_lost_after_s = 2\n[pools.gpu.resources]\ngpu_count = 1\n"
-    )
+    pools.write_text(LONELY)
     (tmp_path / "job.toml").write_text('[job]\nname = "lonely"\nrun = "echo started; sleep 300"\n')
     cli = clis("run", "job.toml", "--pool", "gpu", "--pools", str(pools), cwd=tmp_path)
     eventually(lambda: cli.has_printed("run | started"), timeout=60, what="the job started")
     cli.kill9()
     [inst] = api.cloud.instances.values()
-    assert "--deadline 2 --orphan-timeout 2 --on-orphan destroy-instance" in inst.request["onstart"]
-    killed_at = time.monotonic()
+    timers = f"--deadline {TIMER_S} --orphan-timeout {TIMER_S} --on-orphan destroy-instance"
+    assert timers in inst.request["onstart"]
+    killed_at = time.time()
     eventually(lambda: api.cloud.instances == {}, timeout=40)
-    destroyed_after = time.monotonic() - killed_at
+    destroyed_at = api.cloud.destroyed_at[inst.id]
     assert api.cloud.destroyed == [inst.id]
-    [row] = Ledger().open_entries()  # gc (or the ledger's reconcile) closes it later
-    assert row.instance_id == str(inst.id)
+    [row] = Ledger().open_entries()  # the node cannot close it: attach (or gc) does
+    assert row.instance_id == str(inst.id) and row.created_at == inst.start_date
+    [run_dir] = (tmp_path / "swjob-runs" / "lonely").iterdir()
+    seen = max(e.ts.timestamp() for e in read_events(run_dir / "events.jsonl"))
+    timers_end = seen + silence_for(TIMER_S) + COST_EVENT_EVERY_S + TIMER_S
+    cap_s = timers_end - row.created_at + 0.5  # its life stays under it; "now" will not
+    pools.write_text(LONELY + f"[pools.gpu.caps]\nmax_dollars = {PRICE * cap_s / 3600!r}\n")
+    time.sleep(max(0.0, row.created_at + cap_s - time.time()))  # the fault: away that long
+    attach_at = time.time()
+    attach = clis("attach", run_dir.name, "--pools", str(pools), cwd=tmp_path)
+    assert attach.wait(60) == 1, attach.output()
+    out, summary = attach.output(), json.loads((run_dir / "run.json").read_text())
+    assert "cap reached" not in out + summary["reason"], summary["reason"]
+    charged_end = row.created_at + summary["cost_dollars"] / PRICE * 3600
+    assert charged_end == pytest.approx(timers_end, abs=0.05), "up to its timers' end"
+    assert -LOAD_SLACK_S <= charged_end - destroyed_at <= TOLERANCE_S
+    assert charged_end < attach_at, "never up to now"
+    assert sum(summary["cost_by_phase"].values()) == pytest.approx(summary["cost_dollars"])
+    assert api.cloud.instances == {} and Ledger().open_entries() == []
     record_fault(
-        "operator kill -9 mid-run, never returns (orphan_timeout_s = 2)",
-        destroyed_after,
-        "agent stopped the job and destroyed its own instance (container key); "
-        "ledger row left open for gc",
+        f"operator kill -9 mid-run (orphan_timeout_s = {TIMER_S}); attach after the node's timers",
+        destroyed_at - killed_at,
+        f"agent destroyed its own instance {destroyed_at - killed_at:.1f} s after the kill; "
+        f"attach charged its life to {charged_end - destroyed_at:+.1f} s of its destroy, "
+        f"not the {time.time() - destroyed_at:.1f} s since; no cap reached",
         "the job's uncollected outputs",
     )

@@ -217,6 +217,7 @@ class Cloud:
         self.offers = {o["id"]: dict(o) for o in offers}
         self.instances: dict[int, Instance] = {}
         self.destroyed: list[int] = []
+        self.destroyed_at: dict[int, float] = {}  # when (time.time()) each destroy came in
         self.faults = Faults()
         self.image_has_uv = True  # see the module's docstring
         self.image_has_python = True
@@ -330,6 +331,7 @@ class Cloud:
                 self.instances.pop(instance_id)
             if instance_id not in self.destroyed:
                 self.destroyed.append(instance_id)
+                self.destroyed_at[instance_id] = time.time()
         stop_process(inst.process)
         shutil.rmtree(inst.root, ignore_errors=True)
         return True

@@ -13,6 +13,7 @@ from engine.providers.base import NodeHandle
 from engine.report import events as ev
 from engine.run import nodeend
 from engine.run.costmeter import COST_EVENT_EVERY_S
+from engine.state.ledger import LedgerEntry, billed_from
 from tests.support.vast import gpu_pool
 
 PRICE = 3.6  # $/h: $0.001 a second
@@ -70,3 +71,19 @@ def test_gc_charges_a_node_found_gone_up_to_its_own_end_not_now() -> None:
     assert cost.by_phase == {"run": pytest.approx(cost.dollars)}
     _, destroyed = nodeend.closing_events("r", saved, events, found_gone=False)
     assert destroyed.dollars == pytest.approx(PRICE, rel=1e-3)  # gc destroyed it: up to now
+
+
+def test_gc_counts_from_the_start_the_ledger_took_from_vast() -> None:
+    """The operator died a moment after Vast reported the node's start: its ledger row has
+    that start, its run index row still the intent's (the moment before the create). gc
+    counts from the ledger's, as the node did; a handle counting from a warm claim keeps
+    its own."""
+    intent, reported = time.time() - 100, time.time() - 99
+    row = LedgerEntry(1, "r", "vastai", "gpu", "swjob:r", "7001", intent, reported, None)
+    assert billed_from(intent, row) == billed_from(None, row) == reported
+    assert billed_from(intent + 50, row) == intent + 50  # a warm claim's
+    handle = NodeHandle("vastai", "7001", price_per_hour=PRICE, created_at=intent)
+    saved = {"handle": handle.__dict__}
+    events = _events("r", intent)
+    _, cost = nodeend.closing_events("r", saved, events, found_gone=False, rows=[row])
+    assert cost.dollars == pytest.approx(PRICE * (time.time() - reported) / 3600, rel=1e-3)
