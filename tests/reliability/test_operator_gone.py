@@ -31,7 +31,7 @@ PRICE = 0.22  # $/h of offer 103, the cheapest verified 1-GPU offer of the stand
 AWAY_S = 1.0  # how long the killed operator stays away before `swjob attach`
 TIMER_S = 1  # the lonely node's silence deadline and orphan timeout
 TOLERANCE_S = COST_EVENT_EVERY_S + silence_for(TIMER_S)  # charged past the self-destroy, at most
-LOAD_SLACK_S = 3.0  # a loaded node may act a little after its timers ran out
+LOAD_SLACK_S = 5.0  # a loaded node may act a few seconds after its timers ran out
 POOLS = """
 [pools.gpu]
 provider = "vastai"
