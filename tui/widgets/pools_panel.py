@@ -10,10 +10,14 @@ from datetime import datetime
 
 from rich.table import Table
 from rich.text import Text
+from textual.css.scalar import Scalar
 from textual.widgets import Static
 
 from engine.api import NodeView, PoolView, WarmNodeView, money
 from tui import format as fmt
+
+MAX_LINES = 8
+"""The panel's height at most (a line a row): the runs' table needs the room."""
 
 
 def _node_row(node: NodeView, now: datetime) -> list[Text | str]:
@@ -40,19 +44,25 @@ def _warm_row(node: WarmNodeView) -> list[Text | str]:
     ]
 
 
-def render_pools(pools: list[PoolView], now: datetime) -> Table:
-    table = Table.grid(padding=(0, 2), expand=True)
-    for _ in range(6):
-        table.add_column(no_wrap=True, overflow="ellipsis")
+def render_pools(pools: list[PoolView], now: datetime, lines: int = MAX_LINES) -> Table:
+    """At most `lines` rows, the last saying how many more there are: the panel shows no
+    more (rows it would crop were measured and drawn all the same, on every tick)."""
+    rows: list[list[Text | str]] = []
     for pool in pools:
         head = Text.assemble((pool.name, "bold"), f"  {pool.provider}", style="")
         none = Text("no nodes" if not pool.nodes and not pool.warm else "", style="dim")
         summary = Text(pool.summary, style="dim")
-        table.add_row(head, summary, caps(pool), "", f"max {pool.max_nodes}", none)
-        for node in pool.nodes:
-            table.add_row(*_node_row(node, now))
-        for kept in pool.warm:
-            table.add_row(*_warm_row(kept))
+        rows.append([head, summary, caps(pool), "", f"max {pool.max_nodes}", none])
+        rows.extend(_node_row(node, now) for node in pool.nodes)
+        rows.extend(_warm_row(kept) for kept in pool.warm)
+    if len(rows) > lines:
+        more = len(rows) - lines + 1
+        rows[lines - 1 :] = [[Text(f"  … {more} more", style="dim")]]
+    table = Table.grid(padding=(0, 2), expand=True)
+    for _ in range(6):
+        table.add_column(no_wrap=True, overflow="ellipsis")
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
@@ -65,7 +75,8 @@ def caps(pool: PoolView) -> Text:
 
 
 class PoolsPanel(Static):
-    """Re-rendered on each tick: a handful of lines, cheaper than diffing."""
+    """Re-rendered on each tick: a handful of lines, cheaper than diffing. Its height is
+    set, not measured: measuring drew the whole table once more, on the loop."""
 
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -79,4 +90,8 @@ class PoolsPanel(Static):
         if key == self._shown:
             return
         self._shown = key
-        self.update(render_pools(pools, now))
+        table = render_pools(pools, now)
+        resized = self.styles.height != Scalar.from_number(table.row_count)
+        if resized:
+            self.styles.height = table.row_count
+        self.update(table, layout=resized)
