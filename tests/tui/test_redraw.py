@@ -88,7 +88,7 @@ async def test_the_pools_panel_draws_only_the_lines_it_shows_and_is_not_measured
     assert isinstance(last, Text) and last.plain.strip() == f"… {21 - MAX_LINES + 1} more"
     assert render_pools([pool], NOW).row_count == 1
     app = Board()
-    async with app.run_test(size=(130, 30)) as pilot:
+    async with app.run_test(size=(130, 40)) as pilot:
         panel = app.query_one(PoolsPanel)
         await pilot.pause()
         measured.clear()  # its first layout, empty, before it shows anything
@@ -96,6 +96,10 @@ async def test_the_pools_panel_draws_only_the_lines_it_shows_and_is_not_measured
         await pilot.pause()
         assert panel.styles.height is not None and panel.styles.height.value == MAX_LINES
         assert panel.size.height == MAX_LINES
+        await pilot.resize_terminal(80, 24)  # a fifth of the screen at most
+        panel.show([many])
+        await pilot.pause()
+        assert panel.size.height == 24 // 5
         panel.show([pool])
         await pilot.pause()
         assert panel.size.height == 1

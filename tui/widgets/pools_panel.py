@@ -18,6 +18,9 @@ from tui import format as fmt
 
 MAX_LINES = 8
 """The panel's height at most (a line a row): the runs' table needs the room."""
+SCREEN_SHARE = 5
+"""...and a fifth of the screen at most: 12 local nodes took 8 of 80×24's lines, and the
+board overflowed its screen (a scrollbar, two run rows and the preview's log lost)."""
 
 
 def _node_row(node: NodeView, now: datetime) -> list[Text | str]:
@@ -86,11 +89,12 @@ class PoolsPanel(Static):
     def show(self, pools: list[PoolView]) -> None:
         """Redraw only when what it shows changed (uptimes tick once a second)."""
         now = self.clock()
-        key = (tuple(pools), int(now.timestamp()))
+        lines = max(1, min(MAX_LINES, self.screen.size.height // SCREEN_SHARE))
+        key = (tuple(pools), int(now.timestamp()), lines)
         if key == self._shown:
             return
         self._shown = key
-        table = render_pools(pools, now)
+        table = render_pools(pools, now, lines)
         resized = self.styles.height != Scalar.from_number(table.row_count)
         if resized:
             self.styles.height = table.row_count
