@@ -123,6 +123,19 @@ def ellipsis(value: str | Text, width: int) -> str | Text:
     return value[: width - 1] + "…"
 
 
+def middle_cut(value: str | Text, width: int) -> str | Text:
+    """A job name cut to `width` keeps its start and its end around '…': sweep variants
+    (`train[lr=0.1]`, `train[lr=0.01]`) differ at their ends, and cut there their rows
+    read alike."""
+    if len(value) <= width:
+        return value
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    if isinstance(value, Text):
+        return Text.assemble(value[:head], "…", value[len(value) - tail :])
+    return f"{value[:head]}…{value[len(value) - tail :]}"
+
+
 def cells(
     run: RunView,
     now: datetime,
@@ -264,7 +277,10 @@ class JobsTable(DataTable[Text]):
         str as markup, so a sweep variant `train[lr=0.1]` showed as `train` (and every
         cell of a row drawn again was parsed again)."""
         short = any(c == SHORT_ID for c in self.layout_columns)
-        shown = {key: ellipsis(row[key], width) for key, _, width in self.layout_columns}
+        shown = {
+            key: (middle_cut if key == "name" else ellipsis)(row[key], width)
+            for key, _, width in self.layout_columns
+        }
         if short:
             shown["id"] = short_id(run_id)
         return {key: Text(v) if isinstance(v, str) else v for key, v in shown.items()}
