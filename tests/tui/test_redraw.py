@@ -1,6 +1,7 @@
 """The board draws again only what changed: with 12 runs starting at once its table drew
-all ~150 cells on every change, and the pools panel drew its whole table twice (once to
-measure it), 20-50 ms a frame on the console's loop (tests/bench/teardown_stall.py)."""
+all ~150 cells on every change, the pools panel drew its whole table twice (once to
+measure it), and the preview laid the whole screen out each second: 20-50 ms a frame on
+the console's loop (tests/bench/teardown_stall.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.strip import Strip
-from textual.widgets import DataTable
+from textual.widget import Widget
+from textual.widgets import DataTable, Static
 
 from engine.report.events import NodeState
-from engine.report.views import NodeView, PoolView
+from engine.report.views import NodeView, PoolView, RunView
+from tui.feed import Feed
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import MAX_LINES, PoolsPanel, render_pools
+from tui.widgets.run_preview import RunPreview
 
 NOW = datetime(2026, 12, 6, 22, 0, tzinfo=UTC)
 
@@ -104,3 +108,39 @@ async def test_the_pools_panel_draws_only_the_lines_it_shows_and_is_not_measured
         await pilot.pause()
         assert panel.size.height == 1
         assert not measured
+
+
+async def test_the_preview_ticking_its_clock_lays_out_nothing(tmp_path, monkeypatch) -> None:
+    """Each second's elapsed time in the preview's summary laid the whole screen out."""
+    clock = [NOW]
+    run = RunView(
+        run_id="20261206-220000-0000abcd", job_name="train", pool="local", state="RUNNING",
+        phase="run", created=NOW - timedelta(seconds=5), updated=NOW, run_dir=tmp_path,
+    )  # fmt: skip
+    preview = RunPreview(lambda: clock[0], Feed(), id="run-preview")
+
+    class Board(App[None]):
+        def compose(self) -> ComposeResult:
+            yield preview
+
+    laid_out: list[str | None] = []
+    refresh = Widget.refresh
+
+    def counted(self, *regions, **kwargs):  # type: ignore[no-untyped-def]
+        if kwargs.get("layout"):
+            laid_out.append(self.id)
+        return refresh(self, *regions, **kwargs)
+
+    app = Board()
+    async with app.run_test(size=(120, 40)) as pilot:
+        preview.show(run)
+        await pilot.pause()
+        monkeypatch.setattr(Widget, "refresh", counted)
+        clock[0] = NOW + timedelta(seconds=1)
+        preview.show(run)
+        await pilot.pause()
+        assert "elapsed 6s" in str(preview.query_one("#preview-summary", Static).content)
+        assert not laid_out
+        # a line too long for a row wraps: that changes its height, and lays it out
+        preview.show(run.model_copy(update={"job_name": "x" * 300}))
+        assert "preview-summary" in laid_out
