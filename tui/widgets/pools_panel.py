@@ -61,10 +61,12 @@ def render_pools(pools: list[PoolView], now: datetime, lines: int = MAX_LINES) -
     if len(rows) > lines:
         more = len(rows) - lines + 1
         rows[lines - 1 :] = [[Text(f"  … {more} more", style="dim")]]
+    cells = [[cell if isinstance(cell, Text) else Text(cell) for cell in row] for row in rows]
     table = Table.grid(padding=(0, 2), expand=True)
-    for _ in range(6):
-        table.add_column(no_wrap=True, overflow="ellipsis")
-    for row in rows:
+    for i in range(6):  # each column's width given: rich measured every cell on each redraw
+        width = max((row[i].cell_len for row in cells if i < len(row)), default=0)
+        table.add_column(no_wrap=True, overflow="ellipsis", width=width)
+    for row in cells:
         table.add_row(*row)
     return table
 
