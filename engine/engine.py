@@ -260,9 +260,9 @@ class Engine:
             await check_sink(pool_def, job.name)
         except SinkError as exc:  # before any node is rented
             raise SubmitError(str(exc)) from None
-        async with self._starting:
+        async with self._starting:  # a turn of the loop between two starts
+            await asyncio.sleep(0)  # before the start: a cancel after it would lose the run
             run_id = self._start(job, pool_def, None, cold=cold, names=(label, sweep))
-            await asyncio.sleep(0)  # the next submit's start waits for a later turn
         if passed:  # in its timeline and run.json's alerts: which pool served, and why
             said = f"{'; '.join(passed)}: running on pool {pool_def.name!r}"
             self._drivers[run_id].publish(ev.Alert(run_id=run_id, message=said))
