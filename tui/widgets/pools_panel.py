@@ -18,9 +18,11 @@ from tui import format as fmt
 
 MAX_LINES = 8
 """The panel's height at most (a line a row): the runs' table needs the room."""
-SCREEN_SHARE = 5
-"""...and a fifth of the screen at most: 12 local nodes took 8 of 80×24's lines, and the
-board overflowed its screen (a scrollbar, two run rows and the preview's log lost)."""
+BOARD_LINES = 21
+"""...and what the rest of the board leaves it: the board at its smallest is 21 lines
+(header and footer, ten run rows in their box, the preview's head and a log line in its
+box). 12 local nodes took 8 of 80×24's lines, and the board overflowed its screen: a
+scrollbar, two run rows and the preview's log lost."""
 
 
 def _node_row(node: NodeView, now: datetime) -> list[Text | str]:
@@ -91,7 +93,7 @@ class PoolsPanel(Static):
     def show(self, pools: list[PoolView]) -> None:
         """Redraw only when what it shows changed (uptimes tick once a second)."""
         now = self.clock()
-        lines = max(1, min(MAX_LINES, self.screen.size.height // SCREEN_SHARE))
+        lines = max(1, min(MAX_LINES, self.screen.size.height - BOARD_LINES))
         key = (tuple(pools), int(now.timestamp()), lines)
         if key == self._shown:
             return
