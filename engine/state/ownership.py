@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -138,7 +139,14 @@ OWNER = "owner"  # the key of the owner's stamp in a run's recovery facts
 def me() -> dict[str, float]:
     """This process as a run's owner: its pid and start time (see the module's end)."""
     pid = os.getpid()
-    return {"pid": pid, "started": started_at(pid)}
+    return {"pid": pid, "started": _started(pid)}
+
+
+@functools.cache
+def _started(pid: int) -> float:
+    """This process's start time, read once (by pid: a fork is another process). Every
+    run's start asked it, on the loop, and each time psutil read two files of /proc."""
+    return started_at(pid)
 
 
 def alive(stamp: object) -> bool:

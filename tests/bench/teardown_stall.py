@@ -11,6 +11,9 @@ same probe on a bare loop in a sibling process (the control: the machine's own d
 - start: `--runs` jobs submitted at once, probed until every one ended and its node is gone.
 
 A phase of size 0 is skipped; `--attribute` names where the loop was while stalled.
+Beside the stalls (wall time: on a busy machine the loop also waits for a core) it prints
+the most CPU the loop's thread used between two turns, which the machine's load does not
+stretch: the work that held the loop.
 
     python -m tests.bench.teardown_stall [--files 10000] [--mib 1024] [--runs 12] [--attribute]
 """
@@ -73,6 +76,9 @@ async def probed(what: str, work: Callable[[], Awaitable[None]], attribute: bool
     idle = await control.stop()
     print(f"{what:9}: {took:.1f} s; " + lags("swjob-tui's loop:", probe.lags))
     print(f"{'':9}  " + lags("control, a bare loop:", idle))
+    busiest = sorted(probe.busy)[-3:]  # CPU, not wall: what a loaded machine does not stretch
+    print(f"{'':9}  the loop's own CPU between two turns, at most: ", end="")
+    print(", ".join(f"{cpu * 1000:.1f}" for cpu in reversed(busiest)) + " ms")
     if attribute:
         report(probe)
 

@@ -21,7 +21,7 @@ from tests.tui.conftest import (
     with_history,
 )
 from tui.app import SwjobApp
-from tui.widgets.jobs_table import JobsTable, cost_text, ellipsis
+from tui.widgets.jobs_table import JobsTable, cost_text, ellipsis, middle_cut
 
 DATA = Path(__file__).parent / "data" / "runs"
 WHYS = ("lost", "stopped", "cap", "setup 1", "exit 3", "exit 0")
@@ -33,7 +33,7 @@ def twelve(engine: Engine, tmp_path: Path) -> Engine:
 
 
 def run_rows(app: SwjobApp) -> list[str]:
-    return [row for row in screen_rows(app) if "sweep-" in row or "│ job-" in row]
+    return [row for row in screen_rows(app) if row.startswith(("│ sweep", "│ job-"))]
 
 
 async def test_at_80x24_ten_runs_show_beside_the_preview_and_panes_fold_away(twelve) -> None:
@@ -84,6 +84,9 @@ def test_the_row_colours_its_reason_and_the_cost_turns_at_80_percent_of_its_cap(
     split = cost_split({"run": 0.00042, "setup": 0.000042}, ["setup", "run"])
     assert split == "setup $0.000042 · run $0.00042"  # not $0.000 for every part
     assert ellipsis("sweep-lr-3e-4", 8) == "sweep-l…" and ellipsis("job", 8) == "job"
+    # a cut name keeps both ends: sweep variants differ at theirs
+    assert middle_cut("train[lr=0.1]", 9) == "trai…0.1]" != middle_cut("train[lr=0.01]", 9)
+    assert middle_cut("job", 8) == "job"
     from engine.api import RunView
 
     base = RunView(run_id="r", job_name="j", pool="local", state="FAILED", phase="done",

@@ -57,7 +57,7 @@ async def test_board_moves_opens_detail_and_logs(engine) -> None:
     async with app.run_test(size=SIZE) as pilot:
         app, table = await two_finished_runs(pilot)
         newest, oldest = [r.run_id for r in engine.runs()]
-        assert table.get_row_at(0)[1] == newest  # newest first
+        assert str(table.get_row_at(0)[1]) == newest  # newest first
         await pilot.press("g")
         assert table.selected == newest
         await pilot.press("j")

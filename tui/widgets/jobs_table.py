@@ -8,12 +8,18 @@ Only a resize that changes which columns fit rebuilds the table (see `fit_column
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import datetime
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.cache import LRUCache
+from textual.coordinate import Coordinate
 from textual.events import Resize
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
@@ -117,6 +123,19 @@ def ellipsis(value: str | Text, width: int) -> str | Text:
     return value[: width - 1] + "…"
 
 
+def middle_cut(value: str | Text, width: int) -> str | Text:
+    """A job name cut to `width` keeps its start and its end around '…': sweep variants
+    (`train[lr=0.1]`, `train[lr=0.01]`) differ at their ends, and cut there their rows
+    read alike."""
+    if len(value) <= width:
+        return value
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    if isinstance(value, Text):
+        return Text.assemble(value[:head], "…", value[len(value) - tail :])
+    return f"{value[:head]}…{value[len(value) - tail :]}"
+
+
 def cells(
     run: RunView,
     now: datetime,
@@ -155,13 +174,18 @@ def cells(
     }
 
 
+def content_key(value: Text) -> Hashable:
+    """What a cell shows, as a cache key: equal keys draw alike."""
+    return (value.plain, value.style, tuple(value.spans), value.justify, value.overflow)
+
+
 def gpu_use(run: RunView) -> str:
     """The node's mean GPU utilisation of its latest sample, while it has GPUs."""
     shown = [g.util_pct for g in run.gpus if g.util_pct is not None]
     return f"{sum(shown) / len(shown):.0f}%" if shown and not run.finished else ""
 
 
-class JobsTable(DataTable[str | Text]):
+class JobsTable(DataTable[Text]):
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False, id="swjob.jobs_table.cursor_down"),
         Binding("k", "cursor_up", "Up", show=False, id="swjob.jobs_table.cursor_up"),
@@ -172,6 +196,9 @@ class JobsTable(DataTable[str | Text]):
     ]
 
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
+        self._drawn: LRUCache[Hashable, list[list[Segment]]] = LRUCache(4096)
+        self._lines: LRUCache[Hashable, Strip] = LRUCache(1024)
+        self._frame: Hashable = ()  # what every cell of this frame is drawn under
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
         self.clock = clock
         self._created: dict[str, datetime] = {}
@@ -179,17 +206,84 @@ class JobsTable(DataTable[str | Text]):
         self.layout_columns = COLUMNS
         self._add_columns()
 
+    # DataTable draws every cell again after any change: its cell cache is keyed by one
+    # count of the table's updates. A tick changes a few cells (the clock, a step), yet
+    # all ~150 of 12 runs were drawn again, ~0.15 ms each: 20-50 ms a frame on the
+    # console's loop, its worst stalls while 12 runs start (tests/bench/teardown_stall.py).
+    # Here a cell is drawn again only when what it shows, or where and how, changed.
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        shown = (self.get_pseudo_class_state(), self.show_cursor, self._show_hover_cursor)
+        self._frame = (*shown, self.layout_columns)
+        return super().render_lines(crop)
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> list[list[Segment]]:
+        def draw() -> list[list[Segment]]:
+            return super(JobsTable, self)._render_cell(
+                row_index, column_index, base_style, width, cursor, hover
+            )
+
+        if column_index < 0:  # a row label: this table has none
+            return draw()
+        if row_index < 0:  # the header
+            value = self.ordered_columns[column_index].label
+        else:
+            value = self.get_cell(*self.coordinate_to_cell_key(Coordinate(row_index, column_index)))
+        key = (content_key(value), row_index, column_index, base_style, width, cursor, hover)
+        key = (key, self._frame)
+        drawn = self._drawn.get(key)
+        if drawn is None:
+            drawn = draw()
+            self._drawn[key] = drawn
+        return drawn
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        try:
+            row_key, _ = self._get_offsets(y)
+        except LookupError:  # below the last row
+            return super()._render_line(y, x1, x2, base_style)
+        if row_key.value is None:  # the header
+            index, shown = -1, tuple(content_key(c.label) for c in self.ordered_columns)
+        else:
+            index = self.get_row_index(row_key)
+            shown = tuple(content_key(value) for value in self.get_row(row_key))
+        lit = (self.cursor_coordinate.row == index, self.hover_coordinate.row == index)
+        key = (row_key, shown, (y, x1, x2, self.size.width), lit, base_style, self._frame)
+        drawn = self._lines.get(key)
+        if drawn is None:
+            drawn = super()._render_line(y, x1, x2, base_style)
+            self._lines[key] = drawn
+        return drawn
+
+    def notify_style_update(self) -> None:
+        self._drawn.clear()  # the theme, or the CSS, changed how cells look
+        self._lines.clear()
+        super().notify_style_update()
+
     def _add_columns(self) -> None:
         for key, label, width in self.layout_columns:
             self.add_column(label, key=key, width=width)
 
-    def _shown(self, row: dict[str, str | Text], run_id: str) -> dict[str, str | Text]:
-        """The row as the current columns show it."""
+    def _shown(self, row: dict[str, str | Text], run_id: str) -> dict[str, Text]:
+        """The row as the current columns show it. Each cell is Text: DataTable reads a
+        str as markup, so a sweep variant `train[lr=0.1]` showed as `train` (and every
+        cell of a row drawn again was parsed again)."""
         short = any(c == SHORT_ID for c in self.layout_columns)
-        shown = {key: ellipsis(row[key], width) for key, _, width in self.layout_columns}
+        shown = {
+            key: (middle_cut if key == "name" else ellipsis)(row[key], width)
+            for key, _, width in self.layout_columns
+        }
         if short:
             shown["id"] = short_id(run_id)
-        return shown
+        return {key: Text(v) if isinstance(v, str) else v for key, v in shown.items()}
 
     def on_resize(self, event: Resize) -> None:
         columns = fit_columns(event.size.width)
@@ -245,7 +339,7 @@ class JobsTable(DataTable[str | Text]):
             return False
         return True
 
-    def _set(self, run_id: str, column: str, value: str | Text) -> None:
+    def _set(self, run_id: str, column: str, value: Text) -> None:
         try:
             if self.get_cell(run_id, column) != value:
                 self.update_cell(run_id, column, value)

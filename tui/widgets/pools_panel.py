@@ -10,10 +10,19 @@ from datetime import datetime
 
 from rich.table import Table
 from rich.text import Text
+from textual.css.scalar import Scalar
 from textual.widgets import Static
 
 from engine.api import NodeView, PoolView, WarmNodeView, money
 from tui import format as fmt
+
+MAX_LINES = 8
+"""The panel's height at most (a line a row): the runs' table needs the room."""
+BOARD_LINES = 21
+"""...and what the rest of the board leaves it: the board at its smallest is 21 lines
+(header and footer, ten run rows in their box, the preview's head and a log line in its
+box). 12 local nodes took 8 of 80×24's lines, and the board overflowed its screen: a
+scrollbar, two run rows and the preview's log lost."""
 
 
 def _node_row(node: NodeView, now: datetime) -> list[Text | str]:
@@ -40,19 +49,27 @@ def _warm_row(node: WarmNodeView) -> list[Text | str]:
     ]
 
 
-def render_pools(pools: list[PoolView], now: datetime) -> Table:
-    table = Table.grid(padding=(0, 2), expand=True)
-    for _ in range(6):
-        table.add_column(no_wrap=True, overflow="ellipsis")
+def render_pools(pools: list[PoolView], now: datetime, lines: int = MAX_LINES) -> Table:
+    """At most `lines` rows, the last saying how many more there are: the panel shows no
+    more (rows it would crop were measured and drawn all the same, on every tick)."""
+    rows: list[list[Text | str]] = []
     for pool in pools:
         head = Text.assemble((pool.name, "bold"), f"  {pool.provider}", style="")
         none = Text("no nodes" if not pool.nodes and not pool.warm else "", style="dim")
         summary = Text(pool.summary, style="dim")
-        table.add_row(head, summary, caps(pool), "", f"max {pool.max_nodes}", none)
-        for node in pool.nodes:
-            table.add_row(*_node_row(node, now))
-        for kept in pool.warm:
-            table.add_row(*_warm_row(kept))
+        rows.append([head, summary, caps(pool), "", f"max {pool.max_nodes}", none])
+        rows.extend(_node_row(node, now) for node in pool.nodes)
+        rows.extend(_warm_row(kept) for kept in pool.warm)
+    if len(rows) > lines:
+        more = len(rows) - lines + 1
+        rows[lines - 1 :] = [[Text(f"  … {more} more", style="dim")]]
+    cells = [[cell if isinstance(cell, Text) else Text(cell) for cell in row] for row in rows]
+    table = Table.grid(padding=(0, 2), expand=True)
+    for i in range(6):  # each column's width given: rich measured every cell on each redraw
+        width = max((row[i].cell_len for row in cells if i < len(row)), default=0)
+        table.add_column(no_wrap=True, overflow="ellipsis", width=width)
+    for row in cells:
+        table.add_row(*row)
     return table
 
 
@@ -65,7 +82,8 @@ def caps(pool: PoolView) -> Text:
 
 
 class PoolsPanel(Static):
-    """Re-rendered on each tick: a handful of lines, cheaper than diffing."""
+    """Re-rendered on each tick: a handful of lines, cheaper than diffing. Its height is
+    set, not measured: measuring drew the whole table once more, on the loop."""
 
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -75,8 +93,13 @@ class PoolsPanel(Static):
     def show(self, pools: list[PoolView]) -> None:
         """Redraw only when what it shows changed (uptimes tick once a second)."""
         now = self.clock()
-        key = (tuple(pools), int(now.timestamp()))
+        lines = max(1, min(MAX_LINES, self.screen.size.height - BOARD_LINES))
+        key = (tuple(pools), int(now.timestamp()), lines)
         if key == self._shown:
             return
         self._shown = key
-        self.update(render_pools(pools, now))
+        table = render_pools(pools, now, lines)
+        resized = self.styles.height != Scalar.from_number(table.row_count)
+        if resized:
+            self.styles.height = table.row_count
+        self.update(table, layout=resized)

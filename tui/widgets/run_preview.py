@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.cells import cell_len
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -36,6 +37,7 @@ class RunPreview(Vertical):
         self.clock, self.feed = clock, feed
         self.run_id: str | None = None
         self._shown: tuple[object, ...] = ()
+        self._shape: tuple[int, bool] = (0, False)  # the summary's lines, and all fit a row
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="preview-head"):
@@ -71,9 +73,15 @@ class RunPreview(Vertical):
         self._shown = key
         text = summary(run, now, queued, owner)
         text.append(f"\n{forwards}" if forwards else "", style="cyan")
-        self.query_one("#preview-summary", Static).update(text)
-        spark = row_sparkline(run)
-        self.query_one("#gpu", Static).update(f"GPU {spark}" if spark else NO_GPU)
+        head = self.query_one("#preview-summary", Static)
+        # its height changes with its count of lines, or with a line too long for a row:
+        # only then the whole screen is laid out again (not for each second it ticks)
+        lines = text.plain.split("\n")
+        shape = (len(lines), all(cell_len(line) <= head.content_size.width for line in lines))
+        head.update(text, layout=shape != self._shape or not shape[1])
+        self._shape = shape
+        spark = row_sparkline(run)  # a line that fits its fixed width: never laid out again
+        self.query_one("#gpu", Static).update(f"GPU {spark}" if spark else NO_GPU, layout=False)
         self.view.set_label(run.job_name)
 
     def collapse_if_silent(self) -> None:

@@ -1,0 +1,146 @@
+"""The board draws again only what changed: with 12 runs starting at once its table drew
+all ~150 cells on every change, the pools panel drew its whole table twice (once to
+measure it), and the preview laid the whole screen out each second: 20-50 ms a frame on
+the console's loop (tests/bench/teardown_stall.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import DataTable, Static
+
+from engine.report.events import NodeState
+from engine.report.views import NodeView, PoolView, RunView
+from tui.feed import Feed
+from tui.widgets.jobs_table import JobsTable
+from tui.widgets.pools_panel import BOARD_LINES, MAX_LINES, PoolsPanel, render_pools
+from tui.widgets.run_preview import RunPreview
+
+NOW = datetime(2026, 12, 6, 22, 0, tzinfo=UTC)
+
+
+class Board(App[None]):
+    def compose(self) -> ComposeResult:
+        yield JobsTable(lambda: NOW, id="jobs")
+        yield PoolsPanel(lambda: NOW, id="pools")
+
+
+def drawn(table: JobsTable) -> list[str]:
+    strips: list[Strip] = table.render_lines(Region(0, 0, *table.size))
+    return [strip.text for strip in strips]
+
+
+async def test_a_changed_cell_is_the_only_one_drawn_again(monkeypatch) -> None:
+    cells: list[tuple[int, int]] = []
+    draw = DataTable._render_cell
+
+    def counted(self, row_index, column_index, *args, **kwargs):  # type: ignore[no-untyped-def]
+        cells.append((row_index, column_index))
+        return draw(self, row_index, column_index, *args, **kwargs)
+
+    monkeypatch.setattr(DataTable, "_render_cell", counted)
+    app = Board()
+    async with app.run_test(size=(130, 30)) as pilot:
+        table = app.query_one(JobsTable)
+        for row in range(12):
+            keys = [key for key, _, _ in table.layout_columns]
+            table.add_row(*(Text(f"{key}-{row}") for key in keys), key=f"run-{row}")
+        await pilot.pause()
+        before = drawn(table)
+        cells.clear()
+        assert drawn(table) == before and not cells  # nothing changed: nothing drawn
+        table.update_cell("run-3", "elapsed", Text("12m05s"))
+        after = drawn(table)
+        assert cells == [(3, table.get_column_index("elapsed"))]
+        changed = [i for i, (old, new) in enumerate(zip(before, after, strict=True)) if old != new]
+        assert changed == [1 + 3] and "12m05s" in after[4]  # below the header
+        table.move_cursor(row=5)
+        cells.clear()
+        drawn(table)
+        assert {row for row, _ in cells} == {0, 5}  # the rows the cursor left and reached
+
+
+def node(i: int) -> NodeView:
+    since = NOW - timedelta(minutes=i)
+    return NodeView(
+        provider="local", node_id=f"n{i}", pool="local", run_id=None, state=NodeState.READY,
+        since=since,
+    )  # fmt: skip
+
+
+async def test_the_pools_panel_draws_only_the_lines_it_shows_and_is_not_measured(
+    monkeypatch,
+) -> None:
+    measured: list[int] = []
+    measure = PoolsPanel.get_content_height
+
+    def counted(self, *args):  # type: ignore[no-untyped-def]
+        measured.append(1)
+        return measure(self, *args)
+
+    monkeypatch.setattr(PoolsPanel, "get_content_height", counted)
+    pool = PoolView(name="local", provider="local", max_nodes=20, summary="this machine")
+    many = pool.model_copy(update={"nodes": [node(i) for i in range(20)]})
+    table = render_pools([many], NOW)
+    assert table.row_count == MAX_LINES
+    last = list(table.columns[0].cells)[-1]
+    assert isinstance(last, Text) and last.plain.strip() == f"… {21 - MAX_LINES + 1} more"
+    assert render_pools([pool], NOW).row_count == 1
+    app = Board()
+    async with app.run_test(size=(130, 40)) as pilot:
+        panel = app.query_one(PoolsPanel)
+        await pilot.pause()
+        measured.clear()  # its first layout, empty, before it shows anything
+        panel.show([many])
+        await pilot.pause()
+        assert panel.styles.height is not None and panel.styles.height.value == MAX_LINES
+        assert panel.size.height == MAX_LINES
+        await pilot.resize_terminal(80, 24)  # what the rest of the board leaves it
+        panel.show([many])
+        await pilot.pause()
+        assert panel.size.height == 24 - BOARD_LINES
+        panel.show([pool])
+        await pilot.pause()
+        assert panel.size.height == 1
+        assert not measured
+
+
+async def test_the_preview_ticking_its_clock_lays_out_nothing(tmp_path, monkeypatch) -> None:
+    """Each second's elapsed time in the preview's summary laid the whole screen out."""
+    clock = [NOW]
+    run = RunView(
+        run_id="20261206-220000-0000abcd", job_name="train", pool="local", state="RUNNING",
+        phase="run", created=NOW - timedelta(seconds=5), updated=NOW, run_dir=tmp_path,
+    )  # fmt: skip
+    preview = RunPreview(lambda: clock[0], Feed(), id="run-preview")
+
+    class Board(App[None]):
+        def compose(self) -> ComposeResult:
+            yield preview
+
+    laid_out: list[str | None] = []
+    refresh = Widget.refresh
+
+    def counted(self, *regions, **kwargs):  # type: ignore[no-untyped-def]
+        if kwargs.get("layout"):
+            laid_out.append(self.id)
+        return refresh(self, *regions, **kwargs)
+
+    app = Board()
+    async with app.run_test(size=(120, 40)) as pilot:
+        preview.show(run)
+        await pilot.pause()
+        monkeypatch.setattr(Widget, "refresh", counted)
+        clock[0] = NOW + timedelta(seconds=1)
+        preview.show(run)
+        await pilot.pause()
+        assert "elapsed 6s" in str(preview.query_one("#preview-summary", Static).content)
+        assert not laid_out
+        # a line too long for a row wraps: that changes its height, and lays it out
+        preview.show(run.model_copy(update={"job_name": "x" * 300}))
+        assert "preview-summary" in laid_out
