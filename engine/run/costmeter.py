@@ -52,9 +52,12 @@ class CostMeter:
         self._end: float | None = None  # the node ended by then at the latest (end_by)
 
     def start(self, handle: NodeHandle) -> None:
-        """Meter `handle` (once per run: a recovered run starts it when it resumes)."""
+        """Meter `handle` (once per node: a recovered run starts it when it resumes, a
+        run whose node failed its pre-flight again for the next one)."""
         if handle.created_at is None:
             handle.created_at = time.time()  # not known (an old record): bill from now
+        if self._handle is not None and handle is not self._handle:
+            self._end = None  # a replacement node (pre-flight): it bills until it ends
         self._handle = handle
         caps = self._d.pool.caps
         wanted = handle.price_per_hour is not None or caps.max_hours is not None
