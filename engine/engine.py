@@ -104,6 +104,12 @@ class Engine:
         await self.live.start()
         self._table.attach(self._server, self._endpoint, self._store, self._index)
         self._providers.preload()  # ~1 s of imports: in a thread, while the rest starts
+        # before any adoption: a run adopted now (a recorded next attempt, a queued run)
+        # boots its node with the pool's targets and is watched like any other
+        pools = self.config.pools  # None below: no `notify` target, no pool rents nodes
+        self._notifier = notifier.for_engine(pools, self.subscribe, self.run, self.masker)
+        self._table.node_notify = await asyncio.to_thread(nodetargets.for_pools, pools)
+        self._host_watch = hostwatch.for_engine(pools, self.subscribe, self.run)
         self._adopter = Adopter(
             self._table, self._providers, self.alert,
             store=self._store, index=self._index, endpoint=self._endpoint,
@@ -112,10 +118,6 @@ class Engine:
             await self._adopter.start()
         self._orphans = Orphans(self._table, self._providers, self.alert, self._store)
         self._orphan_check = asyncio.create_task(self._orphans.check())
-        pools = self.config.pools  # None below: no `notify` target, no pool rents nodes
-        self._notifier = notifier.for_engine(pools, self.subscribe, self.run, self.masker)
-        self._table.node_notify = await asyncio.to_thread(nodetargets.for_pools, pools)
-        self._host_watch = hostwatch.for_engine(pools, self.subscribe, self.run)
         if self.config.warm_agents:
             localspawn.warm()  # last: its imports run while the caller goes on
 
