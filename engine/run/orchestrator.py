@@ -476,6 +476,9 @@ class RunDriver:
             self._cost.destroyed(time.time())  # until the next node joins (await_join)
             self._node_event(ev.NodeState.GONE)
             self.handle = None  # nothing left for the run's teardown
+            # nor for an adopter: it would wait on the dead node, and the next one's join
+            # would land under the wrong handle
+            self.remember(handle=None, agent_ticket=None, endpoint_id=None)
         return problem
 
     async def _release_node(self) -> None:
