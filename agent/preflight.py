@@ -171,9 +171,11 @@ async def _output(argv: list[str], timeout_s: float) -> tuple[int | None, str]:
             await proc.wait()
     except TimeoutError:
         pass
+    finally:  # timed out, or the check cancelled (the agent leaving): its group goes too
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
     if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
         await proc.wait()
         return None, out.decode(errors="replace")
     return proc.returncode, out.decode(errors="replace")
