@@ -22,7 +22,7 @@ from engine.report import events as ev
 from engine.report.datastream import Datastream, read_events
 from engine.report.runbook import fold
 from engine.report.views import RunView
-from engine.run import attempts, nodeend, reclaim, recovery
+from engine.run import attempts, fallover, nodeend, reclaim, recovery
 from engine.run.orchestrator import RunDriver
 from engine.state import ownership, spill
 from engine.state.indexwrites import IndexWrites
@@ -213,7 +213,7 @@ class Adopter:
         self.stream.open_run(view.run_id, view.run_dir / "events.jsonl", seq)
         keys = {k: saved[k] for k in ("token", "reattach_key") if saved.get(k)}
         attempt = attempts.from_record(saved.get("attempt"))
-        self.table.chains.pools[view.run_id] = pool
+        self.table.chains.pools[view.run_id] = self._first_pool(saved, pool)
         driver = self.table.make_driver(
             fold(events) or view, job, attempts.capped(pool, attempt), keys, attempt
         )
@@ -237,3 +237,15 @@ class Adopter:
         said = recovery.QUEUED_RESTART if queued and fault is None else recovery.RECOVERED
         driver.publish(ev.Alert(run_id=view.run_id, message=said))
         return driver
+
+    def _first_pool(self, saved: dict[str, Any], pool: Pool) -> Pool:
+        """Where a next attempt of the run starts: the first pool it was submitted to, as a
+        run that fell over (engine/run/fallover.py) starts its next attempt there again
+        (it may have stock now); `pool` when it never moved or that pool is gone."""
+        passed = saved.get(fallover.PASSED) or []
+        if not passed:
+            return pool
+        try:
+            return self.table.config.pools.get(passed[0]["pool"])
+        except (PoolFileError, KeyError, TypeError):
+            return pool
