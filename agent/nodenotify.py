@@ -17,6 +17,7 @@ already redacted) and is masked with the node's secrets once more.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import threading
@@ -38,12 +39,19 @@ TAIL_BYTES = 2048
 TAIL_LINES = 3
 
 
+def encode(requests: list[dict[str, Any]]) -> str:
+    """The node's secret for `requests`: JSON in URL-safe base64, so the value travels
+    unquoted through every way a provider passes environment values (RunPod's SDK puts
+    each one between quotes in its GraphQL, escaping nothing)."""
+    return base64.urlsafe_b64encode(json.dumps(requests).encode()).decode() if requests else ""
+
+
 def targets(spec: str | None = None) -> list[dict[str, Any]]:
     """The requests in `spec` (default: this node's secret); none when it has no target."""
     if spec is None:
         spec = credentials.kept_env().get(credentials.NOTIFY_ENV)
     try:
-        found = json.loads(spec or "[]")
+        found = json.loads(base64.urlsafe_b64decode(spec or "").decode() or "[]")
     except ValueError:
         return []
     if not isinstance(found, list):
@@ -52,8 +60,12 @@ def targets(spec: str | None = None) -> list[dict[str, Any]]:
 
 
 def secrets(spec: str | None = None) -> list[str]:
-    """The targets' URLs and credentials: masked in every step's output and message."""
-    return [v for t in targets(spec) for v in (t["url"], *dict(t.get("headers") or {}).values())]
+    """The targets' URLs and credentials, and their encoded whole: masked in every step's
+    output and message."""
+    if spec is None:
+        spec = credentials.kept_env().get(credentials.NOTIFY_ENV)
+    found = [v for t in targets(spec) for v in (t["url"], *dict(t.get("headers") or {}).values())]
+    return [spec, *found] if found and spec else found
 
 
 async def tell(cfg: AgentConfig, what: str, *, alone: bool = True) -> int:

@@ -14,11 +14,11 @@ in the operator's log, naming the service only.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from agent import nodenotify
 from engine.jobs.pools import PoolSet
 from engine.watch.notifier import service
 
@@ -31,7 +31,7 @@ DISCORD_HOOKS = "https://discord.com/api/webhooks"
 
 @dataclass(frozen=True)
 class NodeTargets:
-    """One pool's targets as the node gets them (`spec`: JSON, "" for none) and the
+    """One pool's targets as the node gets them (`spec`: nodenotify.encode's, "" for none) and the
     targets it cannot tell."""
 
     spec: str = ""
@@ -67,7 +67,7 @@ def for_urls(urls: list[str]) -> NodeTargets:
             specs += found
         else:
             skipped.append(url)
-    return NodeTargets(json.dumps(specs) if specs else "", tuple(skipped))
+    return NodeTargets(nodenotify.encode(specs), tuple(skipped))
 
 
 def request_of(plugin: Any) -> list[dict[str, Any]]:

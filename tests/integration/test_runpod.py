@@ -4,6 +4,7 @@ stand-in, and a real agent started by the pod's own start command, joining over 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import orphan
+from agent import credentials, nodenotify, orphan
 from engine.engine import Engine
 from engine.jobs.pools import PoolSet, Selection
 from engine.ops.offers import OffersError, list_offers
@@ -25,7 +26,7 @@ from tests.standin.runpod_server import RunPodStandIn
 from tests.support.engines import EngineFactory, engine_config
 from tests.support.jobs import RESUMING
 from tests.support.runpod import pod_pool, standin
-from tests.support.vast import gpu_pool
+from tests.support.vast import bootstrap, gpu_pool
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
@@ -289,3 +290,19 @@ async def test_every_pool_exhausted_fails_the_run_naming_each_pools_reason(
     summary = json.loads((view.run_dir / "run.json").read_text())
     assert [p["pool"] for p in summary["pools_passed"]] == ["vast", "pod"]
     assert rp.pods == {} and api.cloud.instances == {} and Ledger().open_entries() == []
+
+
+async def test_an_on_demand_pod_gets_the_pools_notify_targets_whole(rp) -> None:
+    """The runpod SDK puts each env value between quotes in its GraphQL and escapes
+    nothing: the node's notify targets (JSON: quotes) broke the create, which RunPod
+    refuses as a syntax error. They travel encoded, and the pod's agent reads them back."""
+    rp.faults.never_start = True  # the create is what is under test, not the boot
+    requests = [{"kind": "json", "url": "http://h/x", "headers": {"Authorization": 'B "q"'}}]
+    provider = RunPodProvider(pod_pool(), Ledger())
+    told = dataclasses.replace(bootstrap("run-9"), notify=nodenotify.encode(requests))
+    handle = await provider.provision(told)
+    try:
+        pod = rp.pods[handle.node_id]
+        assert nodenotify.targets(pod.env[credentials.NOTIFY_ENV]) == requests
+    finally:
+        await provider.teardown(handle)

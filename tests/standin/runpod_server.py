@@ -180,6 +180,8 @@ class RunPodStandIn:
                 return 200, {"data": self._data(query)}
             except _Refused as refused:
                 return 200, {"errors": [{"message": str(refused)}]}
+            except _Malformed as malformed:  # a GraphQL server refuses a query it can't parse
+                return 400, {"errors": [{"message": f"Syntax Error: {malformed}"}]}
 
     def _pod_may(self, pod: Pod, query: str) -> bool:
         """A pod's key acts on its own pod only."""
@@ -192,7 +194,10 @@ class RunPodStandIn:
             name = next(
                 n for n in ("podFindAndDeployOnDemand", "podRentInterruptable") if n in query
             )
-            env = {json.loads(f'"{k}"'): json.loads(f'"{v}"') for k, v in _ENV.findall(query)}
+            pairs = _ENV.findall(query)
+            if query.split("env:", 1)[-1].count("key:") != len(pairs):
+                raise _Malformed("an env value ends its string early (an unescaped quote)")
+            env = {json.loads(f'"{k}"'): json.loads(f'"{v}"') for k, v in pairs}
             return {name: self._create(fields, env, spot=name == "podRentInterruptable")}
         if "podTerminate" in query:
             self.terminate(str(fields["podId"]))
@@ -311,6 +316,10 @@ class RunPodStandIn:
         for pod_id, pod in list(self.pods.items()):
             if pod.gone_at is not None and now >= pod.gone_at:
                 self.pods.pop(pod_id)
+
+
+class _Malformed(Exception):
+    """A query no GraphQL parser reads (RunPod answers such a query 400)."""
 
 
 class _Refused(Exception):

@@ -4,7 +4,7 @@ Discord ones and nothing of the others; each service's body (agent/nodenotify.py
 
 from __future__ import annotations
 
-import json
+import base64
 import socket
 import time
 from pathlib import Path
@@ -27,7 +27,7 @@ def test_the_node_gets_plain_requests_for_the_http_targets_only() -> None:
             "mailto://user:pass@example.org",
         ]
     )
-    requests = json.loads(told.spec)
+    requests = nodenotify.targets(told.spec)
     assert [(r["kind"], r["url"]) for r in requests] == [
         ("ntfy", "https://ntfy.example.org/"),
         ("ntfy", "https://ntfy.sh/"),
@@ -40,11 +40,12 @@ def test_the_node_gets_plain_requests_for_the_http_targets_only() -> None:
 
 
 def test_each_service_gets_its_own_body_and_the_secrets_are_known() -> None:
-    spec = json.dumps(
+    spec = nodenotify.encode(
         [{"kind": "json", "url": "http://h/x", "headers": {"Authorization": "Basic YTpi"}}]
     )
-    assert nodenotify.secrets(spec) == ["http://h/x", "Basic YTpi"]
-    assert nodenotify.targets("not json") == [] and nodenotify.targets('{"url": 1}') == []
+    assert nodenotify.secrets(spec) == [spec, "http://h/x", "Basic YTpi"]
+    assert nodenotify.targets("not base64!") == [] and nodenotify.targets("bm90IGpzb24=") == []
+    assert nodenotify.targets(base64.urlsafe_b64encode(b'{"url": 1}').decode()) == []
     ntfy = nodenotify.payload({"kind": "ntfy", "topic": "alerts"}, "T", "B")
     assert ntfy["topic"] == "alerts" and ntfy["message"] == "B"
     assert nodenotify.payload({"kind": "slack", "channel": "#ops"}, "T", "B") == {
@@ -68,7 +69,7 @@ async def test_a_hung_target_delays_the_node_only_by_the_bound(
             {"kind": "json", "url": f"http://127.0.0.1:{hung.getsockname()[1]}/", "headers": {}},
             {"kind": "json", "url": served.url.replace("json://", "http://"), "headers": {}},
         ]
-        monkeypatch.setenv(credentials.NOTIFY_ENV, json.dumps(spec))
+        monkeypatch.setenv(credentials.NOTIFY_ENV, nodenotify.encode(spec))
         monkeypatch.setattr(nodenotify, "SEND_BOUND_S", 0.5)
         (tmp_path / "logs").mkdir()
         (tmp_path / "logs" / "run.log").write_text("step 9\nsaw join-token-xyz\n")
