@@ -247,6 +247,33 @@ async def test_a_pool_whose_offers_are_taken_falls_over_to_another_providers_poo
         assert boot[phase]["at"] is not None, (phase, boot)  # seen or inferred: never missing
 
 
+async def test_a_pool_whose_nodes_fail_preflight_falls_over_to_another_providers_pool(
+    api, rp, make_engine, make_job
+) -> None:
+    """The one Vast.ai node the pool may try (`max_offers_tried = 1`) shows no GPU: its
+    pre-flight fails, which uses the pool's offers up (OffersUsedUp, a PoolExhausted), and
+    the run moves to RunPod, whose pod passes and serves. The Vast node is destroyed, its
+    ledger row closed, its slot free; the boot shown is the pod's."""
+    vast = gpu_pool("vast", max_nodes=1, max_offers_tried=1, fallback=("pod",))
+    engine = await make_engine(vast, pod_pool())
+    first = (await list_offers(vast))[0].offer_id
+    api.cloud.faults.gpus_shown[api.cloud.offers[first]["machine_id"]] = 0
+    run_id = await engine.submit(make_job(run="true"), "vast")
+    view = await asyncio.wait_for(engine.wait(run_id), 80)
+    assert view.state == "COMPLETED" and view.pool == "pod", view.reason
+    summary = json.loads((view.run_dir / "run.json").read_text())
+    [passed] = summary["pools_passed"]
+    assert passed["pool"] == "vast", passed
+    assert passed["reason"].startswith("pre-flight failed on 1 offer of pool 'vast'"), passed
+    failed, served = summary["preflight"]
+    assert not failed["passed"] and served["passed"] and served["pool"] == "pod"
+    boot = {s["phase"]: s for s in summary["boot"]["steps"]}
+    assert boot["instance_created"]["detail"].startswith("RunPod pod ")
+    assert api.cloud.instances == {} and len(api.cloud.destroyed) == 1
+    assert rp.live() == [] and Ledger().open_entries() == []
+    assert [p.read_text() for p in pool_slots("vast").iterdir()] == [""]
+
+
 async def test_a_run_that_fell_over_is_adopted_on_the_pool_it_moved_to(
     api, rp, make_engine, make_job, tmp_path
 ) -> None:
