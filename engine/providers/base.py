@@ -202,9 +202,9 @@ class Provider(Protocol):
         ...
 
     async def may_have_node(self, run_id: str) -> bool:
-        """False only when no node was ever asked for `run_id` — no trace of one is left
-        (a ledger intent, a node directory): its run never left the pool's queue, and an
-        adopter may provision it from the start. When unsure, True."""
+        """False only when no node was ever asked for `run_id` on this pool — no trace of
+        one is left (a ledger intent, a node directory): its run never left the pool's
+        queue, and an adopter may provision it from the start. When unsure, True."""
         ...
 
     async def teardown(self, handle: NodeHandle) -> None:

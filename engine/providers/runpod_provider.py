@@ -277,8 +277,9 @@ class RunPodProvider:
         return handle
 
     async def may_have_node(self, run_id: str) -> bool:
+        """Ledger.asked_for on this pool; an unreadable ledger cannot tell."""
         try:
-            return bool(await asyncio.to_thread(self._ledger.entries_of, run_id))
+            return await asyncio.to_thread(self._ledger.asked_for, run_id, self._pool.name)
         except Exception:
             return True
 

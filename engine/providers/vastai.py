@@ -420,10 +420,9 @@ class VastProvider:
         return handle
 
     async def may_have_node(self, run_id: str) -> bool:
-        """Every create is preceded by its intent in the ledger: a run without a row (open
-        or closed) never had an instance asked for. An unreadable ledger cannot tell."""
+        """Ledger.asked_for on this pool; an unreadable ledger cannot tell."""
         try:
-            return bool(await asyncio.to_thread(self._ledger.entries_of, run_id))
+            return await asyncio.to_thread(self._ledger.asked_for, run_id, self._pool.name)
         except (sqlite3.Error, OSError):
             return True
 

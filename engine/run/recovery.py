@@ -101,16 +101,19 @@ def fsm_state_of(events: list[ev.Event], job: JobSpec) -> fsm.FsmState:
 
 async def still_queued(provider: Provider, run_id: str, events: list[ev.Event]) -> bool:
     """True when `run_id` was waiting for a slot of its pool when its operator died: PENDING
-    in provisioning, not one boot step or node on record, and no trace of a node asked for
-    it at its provider (a ledger intent, a node directory). Any sign that a node may have
-    been asked for keeps the run off this path (call it only when no node was found)."""
+    in provisioning, not one boot step or node on record since it came to this pool, and no
+    trace of a node asked for it on this pool (a ledger intent, a node directory). Any
+    sign that a node may have been asked for keeps the run off this path (call it only
+    when no node was found)."""
     transitions = [e for e in events if isinstance(e, ev.Transition)]
     if not transitions or (transitions[-1].to_state, transitions[-1].to_phase) != (
         fsm.JobState.PENDING.value,
         fsm.Phase.PROVISIONING.value,
     ):
         return False
-    if any(isinstance(e, ev.Boot | ev.Node) for e in events):
+    passed = [i for i, e in enumerate(events) if isinstance(e, ev.PoolPassed)]
+    on_this_pool = events[passed[-1] + 1 :] if passed else events  # fallover.py: it moved
+    if any(isinstance(e, ev.Boot | ev.Node) for e in on_this_pool):
         return False
     return not await provider.may_have_node(run_id)
 

@@ -167,6 +167,12 @@ class Ledger:
             ).fetchall()
         return [LedgerEntry(*row) for row in rows]
 
+    def asked_for(self, run_id: str, pool: str) -> bool:
+        """Whether a node was ever asked for `run_id` on `pool` (a row, open or closed: every
+        create is preceded by its intent here; a row of no recorded pool counts). The rows
+        of a pool the run fell over from (engine/run/fallover.py) do not."""
+        return any(e.pool in (pool, None) for e in self.entries_of(run_id))
+
     def entries_of(self, run_id: str) -> list[LedgerEntry]:
         """Every row of one run, open or closed, oldest first (what its nodes cost)."""
         with closing(self._connect()) as db:

@@ -14,6 +14,8 @@ from engine.providers.base import NodeHandle, ProvisionError, TeardownError
 from engine.providers.vast_api import RetryPolicy
 from engine.providers.vast_boot import label_for
 from engine.providers.vastai import VastProvider
+from engine.report import events as ev
+from engine.run import recovery
 from engine.state.ledger import Ledger
 from tests.standin.server import StandIn
 from tests.support.vast import TOKEN, bootstrap, gpu_pool, provider
@@ -371,3 +373,29 @@ async def test_a_retry_refused_because_our_lost_create_rented_the_offer_adopts_t
     assert len(puts()) == 2, "no other offer was rented"
     await vast.teardown(handle)
     assert Ledger().open_entries() == []
+
+
+async def test_a_run_that_fell_over_and_waits_for_a_slot_is_still_queued(api) -> None:
+    """It left a Vast.ai pool (its node asked for and destroyed there, its boot steps on
+    record) and waits for a slot of the pool it moved to: an adopter may provision it
+    there from the start. Any trace on the pool it is on keeps it off that path."""
+    ledger = Ledger()
+    entry = ledger.record_intent("run-1", "vastai", label_for("run-1"), pool="left")
+    ledger.record_destroyed(entry)
+    vast = provider(api, gpu_pool("gpu"), [])
+    assert not await vast.may_have_node("run-1")
+    now = ev.utcnow()
+    waiting = ev.Transition(
+        run_id="run-1", cause="submit", from_state=None, to_state="PENDING",
+        from_phase="provisioning", to_phase="provisioning",
+    )  # fmt: skip
+    left = [
+        waiting,
+        ev.Boot(run_id="run-1", phase=ev.BootPhase.SLOT_TAKEN, at=now),
+        ev.PoolPassed(run_id="run-1", pool="left", reason="no offer", next_pool="gpu"),
+    ]
+    assert await recovery.still_queued(vast, "run-1", left)
+    slot = ev.Boot(run_id="run-1", phase=ev.BootPhase.SLOT_TAKEN, at=now)
+    assert not await recovery.still_queued(vast, "run-1", [*left, slot])
+    ledger.record_intent("run-1", "vastai", label_for("run-1"), pool="gpu")
+    assert not await recovery.still_queued(vast, "run-1", left)
