@@ -35,28 +35,19 @@ from tui.widgets.log_pane import LogPane, SearchBar
 from tui.widgets.log_view import LogView
 
 DATA = Path(__file__).parent / "data"
+HELLO_RUN, TRAINER = "20260102-110000-0011", "20260102-120000-0022"  # DATA/runs, oldest first
 CHATTY = "for i in $(seq 1 300); do echo line $i; echo err $i >&2; done"
 
 
-async def two_finished_runs(pilot) -> tuple[SwjobApp, JobsTable]:
-    app = await booted(pilot)
-    for run in app.engine.runs():
-        await finished(app, run.run_id)
-    table = app.screen.query_one(JobsTable)
-    await until(
-        pilot,
-        lambda: all(
-            str(table.get_cell(r.run_id, "state")) == "COMPLETED" for r in app.engine.runs()
-        ),
-    )
-    return app, table
-
-
 async def test_board_moves_opens_detail_and_logs(engine) -> None:
-    app = SwjobApp(engine, jobs=[load_job(HELLO), load_job(HELLO)])
+    """On two recorded runs: the keys move over the board's rows, a run's being live or
+    not is no part of it (a live run's detail: test_e2e, test_board)."""
+    app = SwjobApp(with_history(engine, DATA / "runs"))
     async with app.run_test(size=SIZE) as pilot:
-        app, table = await two_finished_runs(pilot)
-        newest, oldest = [r.run_id for r in engine.runs()]
+        await booted(pilot)
+        table = app.screen.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 2)
+        newest, oldest = TRAINER, HELLO_RUN
         assert table.get_row_at(0)[1] == newest  # newest first
         await pilot.press("g")
         assert table.selected == newest
@@ -109,10 +100,11 @@ async def test_filter_narrows_the_board_and_esc_clears_it(engine) -> None:
 
 
 async def test_finished_job_cannot_be_stopped(engine) -> None:
-    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    app = SwjobApp(with_history(engine, DATA / "runs"))
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        await finished(app, engine.runs()[0].run_id)
+        await until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2)
+        await pilot.press("G")  # the recorded hello run, COMPLETED
         await until(pilot, lambda: app.check_action("stop", ()) is None)
         await pilot.press("s")
         assert isinstance(app.screen, BoardScreen)
@@ -299,14 +291,14 @@ async def test_outputs_browser_keys(engine, monkeypatch) -> None:
 
 
 async def test_outputs_browser_calls_out_a_pull_that_did_not_finish(engine) -> None:
-    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    app = SwjobApp(with_history(engine, DATA / "runs"))
+    manifest = engine.config.runs_dir / "hello" / HELLO_RUN / "manifest.json"
+    body = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps(body | {"complete": False}))  # as a failed pull writes it
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        run_id = engine.runs()[0].run_id
-        await finished(app, run_id)
-        manifest = engine.run(run_id).run_dir / "manifest.json"
-        body = json.loads(manifest.read_text())
-        manifest.write_text(json.dumps(body | {"complete": False}))  # as a failed pull writes it
+        await until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2)
+        await pilot.press("G")  # the recorded hello run
         await pilot.press("o")
         await until(pilot, lambda: "the output pull did not finish" in screen_text(app))
 
