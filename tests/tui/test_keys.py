@@ -17,12 +17,12 @@ from tests.tui.conftest import (
     SIZE,
     booted,
     finished,
-    opened_outputs,
     screen_text,
     toasts,
     until,
     with_history,
 )
+from tui import history
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen, FilterBar
 from tui.screens.detail import DetailScreen
@@ -274,10 +274,15 @@ async def test_log_memory_is_capped(engine, make_job) -> None:
 
 async def test_outputs_browser_keys(engine, monkeypatch) -> None:
     monkeypatch.setenv("PAGER", "cat")
-    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    app = SwjobApp(with_history(engine, DATA / "runs"))
     async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2)
+        await pilot.press("G", "o")  # the recorded hello run's outputs
+        screen = app.screen
+        assert isinstance(screen, OutputsScreen)
         # it opens on outputs/ with the first file under the cursor
-        screen = await opened_outputs(pilot, "hello.txt")
+        await until(pilot, lambda: screen.path is not None and screen.path.name == "hello.txt")
         await pilot.press("k")
         await until(pilot, lambda: screen.path is not None and screen.path.name == "outputs")
         await pilot.press("e")  # a directory: nothing to open
@@ -305,11 +310,12 @@ async def test_outputs_browser_calls_out_a_pull_that_did_not_finish(engine) -> N
 
 async def test_quit_modal_leave_running_and_cancel_keys(engine) -> None:
     """`l` leaves runs to their nodes (the engine is closed without stopping them); `c` and
-    the Cancel button keep the console. Shown here over a finished run, so nothing leaks."""
-    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    the Cancel button keep the console. Shown here over a recorded run, so nothing leaks."""
+    app = SwjobApp(with_history(engine, DATA / "runs"))
+    run = history.load(engine.config.runs_dir / "hello" / HELLO_RUN, 10).view
+    assert run is not None
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        run = await finished(app, engine.runs()[0].run_id)
         for cancel in ("c", "#cancel"):
             app.push_screen(QuitScreen([run]), app._quit_answer)
             await pilot.pause()
