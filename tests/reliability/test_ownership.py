@@ -19,7 +19,7 @@ from rich.console import Console
 
 from engine.cli.runlist import print_runs
 from engine.state import ownership
-from engine.state.paths import cache_dir, default_pools_file
+from engine.state.paths import cache_dir, default_pools_file, state_dir
 from tests.support.cli import Cli
 from tests.support.processes import kill_quietly, pid_alive
 from tests.support.runs import (
@@ -51,6 +51,11 @@ def _run(start: Start, tmp_path: Path, name: str, *extra: str) -> tuple[Cli, Pat
 def _log(run_dir: Path) -> str:
     path = run_dir / "logs" / "run.log"
     return path.read_text() if path.exists() else ""
+
+
+def _ports() -> dict[str, str]:
+    """Each engine identity slot's last bound UDP port (engine/state/identity.py)."""
+    return {p.stem: p.read_text() for p in sorted(state_dir().glob("engine-*.port"))}
 
 
 def _seconds_between(run_dir: Path, alert: str, cause: str) -> float:
@@ -107,6 +112,7 @@ def test_kill_9_then_attach_adopts_under_another_identity_after_pool_rename(
     pools.write_text(f"[pools.mine]\n{local}")
     a, a_dir, a_release = _run(clis, tmp_path, "alpha", "--pool", "mine", "--pools", str(pools))
     node = agent_pid(a_dir)
+    a_ports = _ports()
     a.kill9()
     killed = time.monotonic()
     b, b_dir, b_release = _run(clis, tmp_path, "beta")
@@ -117,7 +123,11 @@ def test_kill_9_then_attach_adopts_under_another_identity_after_pool_rename(
         # machine) hangs its whole 10 s (agent DIAL_TIMEOUT_S), and a redial waits up to
         # 10 s more (agent/redial.py Backoff's cap): 90 s is room for a few such rounds.
         (log_file,) = (cache_dir() / "nodes").glob(f"local-{a_dir.name}-*/logs/agent.log")
-        eventually(lambda: "unknown run" in log_file.read_text(), 90, "A's node refused by B")
+        try:
+            eventually(lambda: "unknown run" in log_file.read_text(), 90, "A's node refused by B")
+        except AssertionError as missed:  # what the node did, where B is: a miss's witnesses
+            said = f"{missed}; engine ports before B {a_ports}, now {_ports()}; A's node's log:\n"
+            raise AssertionError(said + log_file.read_text()[-4000:]) from None
         assert pid_alive(node) and finished(a_dir) is None, "an unknown-run reject killed the job"
         assert ownership.has_live_owner(a_dir.name) is False
         a_release.touch()

@@ -134,9 +134,17 @@ async def _quit_once_locked(
     and when the quit was asked (time.monotonic)."""
     engine = app.engine
     run_id = engine.runs()[0].run_id
-    await until(pilot, lambda: engine.run(run_id).phase == "run")
     lock = f"{index} is locked by another process"
-    await until(pilot, lambda: any(lock in note for note in toasts(app)))
+    said = False
+
+    def said_and_running() -> bool:
+        # the lock is said once, at the run's first index write, as a toast that lasts 5 s:
+        # looked for only once the run was in its step, it was gone on a loaded machine
+        nonlocal said
+        said = said or any(lock in note for note in toasts(app))
+        return said and engine.run(run_id).phase == "run"
+
+    await until(pilot, said_and_running)
     agent = agent_pid(engine.run(run_id).run_dir)
     asked = time.monotonic()
     await pilot.press("q", choice)

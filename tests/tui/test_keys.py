@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from rich.cells import cell_len
 from rich.text import Text
 from textual.command import CommandList, CommandPalette
@@ -17,12 +16,12 @@ from tests.tui.conftest import (
     SIZE,
     booted,
     finished,
-    opened_outputs,
     screen_text,
     toasts,
     until,
     with_history,
 )
+from tui import history
 from tui.app import SwjobApp
 from tui.screens.board import BoardScreen, FilterBar
 from tui.screens.detail import DetailScreen
@@ -35,28 +34,19 @@ from tui.widgets.log_pane import LogPane, SearchBar
 from tui.widgets.log_view import LogView
 
 DATA = Path(__file__).parent / "data"
+HELLO_RUN, TRAINER = "20260102-110000-0011", "20260102-120000-0022"  # DATA/runs, oldest first
 CHATTY = "for i in $(seq 1 300); do echo line $i; echo err $i >&2; done"
 
 
-async def two_finished_runs(pilot) -> tuple[SwjobApp, JobsTable]:
-    app = await booted(pilot)
-    for run in app.engine.runs():
-        await finished(app, run.run_id)
-    table = app.screen.query_one(JobsTable)
-    await until(
-        pilot,
-        lambda: all(
-            str(table.get_cell(r.run_id, "state")) == "COMPLETED" for r in app.engine.runs()
-        ),
-    )
-    return app, table
-
-
 async def test_board_moves_opens_detail_and_logs(engine) -> None:
-    app = SwjobApp(engine, jobs=[load_job(HELLO), load_job(HELLO)])
+    """On two recorded runs: the keys move over the board's rows, a run's being live or
+    not is no part of it (a live run's detail: test_e2e, test_board)."""
+    app = SwjobApp(with_history(engine, DATA / "runs"))
     async with app.run_test(size=SIZE) as pilot:
-        app, table = await two_finished_runs(pilot)
-        newest, oldest = [r.run_id for r in engine.runs()]
+        await booted(pilot)
+        table = app.screen.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 2)
+        newest, oldest = TRAINER, HELLO_RUN
         assert str(table.get_row_at(0)[1]) == newest  # newest first
         await pilot.press("g")
         assert table.selected == newest
@@ -109,10 +99,11 @@ async def test_filter_narrows_the_board_and_esc_clears_it(engine) -> None:
 
 
 async def test_finished_job_cannot_be_stopped(engine) -> None:
-    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    app = SwjobApp(with_history(engine, DATA / "runs"))
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        await finished(app, engine.runs()[0].run_id)
+        await until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2)
+        await pilot.press("G")  # the recorded hello run, COMPLETED
         await until(pilot, lambda: app.check_action("stop", ()) is None)
         await pilot.press("s")
         assert isinstance(app.screen, BoardScreen)
@@ -126,18 +117,18 @@ async def test_finished_job_cannot_be_stopped(engine) -> None:
         await until(pilot, lambda: not app.is_running)
 
 
-@pytest.mark.parametrize("key", ["question_mark", "f1"])
-async def test_help_lists_the_keys_of_where_you_are(engine, key: str) -> None:
+async def test_help_lists_the_keys_of_where_you_are(engine) -> None:
     app = SwjobApp(engine)
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        await pilot.press(key)
-        assert isinstance(app.screen, HelpScreen)
-        text = screen_text(app)
-        for description in ("Submit", "Stop", "Outputs", "Filter", "Quit", "Help"):
-            assert description in text
-        await pilot.press("escape")
-        assert isinstance(app.screen, BoardScreen)
+        for key in ("question_mark", "f1"):  # one console for both keys
+            await pilot.press(key)
+            assert isinstance(app.screen, HelpScreen), key
+            text = screen_text(app)
+            for description in ("Submit", "Stop", "Outputs", "Filter", "Quit", "Help"):
+                assert description in text
+            await pilot.press("escape")
+            assert isinstance(app.screen, BoardScreen)
 
 
 async def test_palette_offers_every_action_and_runs_it(engine) -> None:
@@ -282,10 +273,15 @@ async def test_log_memory_is_capped(engine, make_job) -> None:
 
 async def test_outputs_browser_keys(engine, monkeypatch) -> None:
     monkeypatch.setenv("PAGER", "cat")
-    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    app = SwjobApp(with_history(engine, DATA / "runs"))
     async with app.run_test(size=SIZE) as pilot:
+        await booted(pilot)
+        await until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2)
+        await pilot.press("G", "o")  # the recorded hello run's outputs
+        screen = app.screen
+        assert isinstance(screen, OutputsScreen)
         # it opens on outputs/ with the first file under the cursor
-        screen = await opened_outputs(pilot, "hello.txt")
+        await until(pilot, lambda: screen.path is not None and screen.path.name == "hello.txt")
         await pilot.press("k")
         await until(pilot, lambda: screen.path is not None and screen.path.name == "outputs")
         await pilot.press("e")  # a directory: nothing to open
@@ -299,25 +295,26 @@ async def test_outputs_browser_keys(engine, monkeypatch) -> None:
 
 
 async def test_outputs_browser_calls_out_a_pull_that_did_not_finish(engine) -> None:
-    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    app = SwjobApp(with_history(engine, DATA / "runs"))
+    manifest = engine.config.runs_dir / "hello" / HELLO_RUN / "manifest.json"
+    body = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps(body | {"complete": False}))  # as a failed pull writes it
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        run_id = engine.runs()[0].run_id
-        await finished(app, run_id)
-        manifest = engine.run(run_id).run_dir / "manifest.json"
-        body = json.loads(manifest.read_text())
-        manifest.write_text(json.dumps(body | {"complete": False}))  # as a failed pull writes it
+        await until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2)
+        await pilot.press("G")  # the recorded hello run
         await pilot.press("o")
         await until(pilot, lambda: "the output pull did not finish" in screen_text(app))
 
 
 async def test_quit_modal_leave_running_and_cancel_keys(engine) -> None:
     """`l` leaves runs to their nodes (the engine is closed without stopping them); `c` and
-    the Cancel button keep the console. Shown here over a finished run, so nothing leaks."""
-    app = SwjobApp(engine, jobs=[load_job(HELLO)])
+    the Cancel button keep the console. Shown here over a recorded run, so nothing leaks."""
+    app = SwjobApp(with_history(engine, DATA / "runs"))
+    run = history.load(engine.config.runs_dir / "hello" / HELLO_RUN, 10).view
+    assert run is not None
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
-        run = await finished(app, engine.runs()[0].run_id)
         for cancel in ("c", "#cancel"):
             app.push_screen(QuitScreen([run]), app._quit_answer)
             await pilot.pause()

@@ -4,6 +4,7 @@ against a real engine on the local pool."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from rich.console import Console
 from textual.containers import VerticalScroll
@@ -18,17 +19,32 @@ from tests.tui.conftest import (
     screen_text,
     toasts,
     until,
+    with_history,
 )
 from tui.app import SwjobApp
 from tui.screens.detail import DetailScreen
 from tui.screens.help import HelpScreen
 from tui.screens.outputs import OutputsScreen
+from tui.widgets.jobs_table import JobsTable
 from tui.widgets.log_pane import LogPane
 from tui.widgets.log_view import LogView
 from tui.widgets.preview_pane import PreviewPane
 from tui.widgets.timeline import Timeline
 
 SMALL = (80, 24)
+RECORDED = Path(__file__).parent / "data" / "runs"
+HELLO_RUN = "20260102-110000-0011"  # RECORDED's hello run: COMPLETED, one output
+
+
+async def recorded_hello(pilot) -> None:
+    """The board of RECORDED's two runs, its cursor on the hello run: a finished run for
+    a test whose subject is how the console lays one out, not the run."""
+    app = await booted(pilot)
+    await until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2)
+    await pilot.press("G")
+    await until(pilot, lambda: app.screen.query_one(JobsTable).selected == HELLO_RUN)
+
+
 NUMBERED = "for i in $(seq 1 400); do printf 'line %s %0100d\\n' $i 0; done"  # 2+ rows wrapped
 
 
@@ -79,18 +95,16 @@ async def test_wrap_keeps_following_and_keeps_the_line_in_view(engine, make_job)
             assert not view.following and view.lines[int(view.scroll_y)].split()[2] == top
 
 
-async def test_full_screen_log_names_the_job_and_its_state(engine, make_job) -> None:
-    app = SwjobApp(engine, jobs=[make_job(name="titled", run="echo hi")])
+async def test_full_screen_log_names_the_job_and_its_state(engine) -> None:
+    app = SwjobApp(with_history(engine, RECORDED))
     async with app.run_test(size=SMALL) as pilot:
-        await booted(pilot)
-        run_id = engine.runs()[0].run_id
-        await finished(app, run_id)
+        await recorded_hello(pilot)
         await pilot.press("l")
         assert isinstance(app.screen.maximized, LogPane)
         view = app.screen.query_one(LogView)
         await until(pilot, lambda: "COMPLETED" in str(view.border_title))
-        assert str(view.border_title).startswith(f"titled · {run_id} · COMPLETED · logs")
-        assert f"titled · {run_id} · COMPLETED" in screen_text(app)
+        assert str(view.border_title).startswith(f"hello · {HELLO_RUN} · COMPLETED · logs")
+        assert f"hello · {HELLO_RUN} · COMPLETED" in screen_text(app)
 
 
 async def test_a_capped_log_says_lines_were_dropped_and_search_finds_them_on_disk(
@@ -194,12 +208,11 @@ async def test_outputs_browser_is_live_and_keys_act_on_the_focused_pane(
 
 
 async def test_at_80x24_the_footer_keeps_help_and_quit_and_a_dialog_shows_its_own_keys(
-    engine, make_job
+    engine,
 ) -> None:
-    app = SwjobApp(engine, jobs=[make_job(name="small", run="echo hi > out.txt")])
+    app = SwjobApp(with_history(engine, RECORDED))
     async with app.run_test(size=SMALL) as pilot:
-        await booted(pilot)
-        await finished(app, engine.runs()[0].run_id)
+        await recorded_hello(pilot)
         for key, screen in (("", "board"), ("enter", "detail"), ("o", "outputs")):
             if key:
                 await pilot.press(key)
@@ -218,13 +231,10 @@ async def test_at_80x24_the_footer_keeps_help_and_quit_and_a_dialog_shows_its_ow
             await pilot.press("escape")
 
 
-async def test_at_80x24_the_transfer_figures_are_not_cut_off(engine, make_job) -> None:
-    app = SwjobApp(
-        engine, jobs=[make_job(name="moved", run="echo data > out.txt", outputs=["out.txt"])]
-    )
+async def test_at_80x24_the_transfer_figures_are_not_cut_off(engine) -> None:
+    app = SwjobApp(with_history(engine, RECORDED))
     async with app.run_test(size=SMALL) as pilot:
-        await booted(pilot)
-        await finished(app, engine.runs()[0].run_id)
+        await recorded_hello(pilot)  # its one output pulled
         await pilot.press("enter")
 
         def pull() -> str:
