@@ -46,9 +46,11 @@ class PreflightCheck:
 
     @property
     def wanted(self) -> bool:
-        """Only a rented node fresh from its provider: a local node is this machine, and a
-        warm one passed when it was first rented."""
-        return self._d.pool.provider != "local" and not self._d.on_warm_node
+        """Only a rented node fresh from its provider: a local node is this machine, a
+        warm one passed when it was first rented, and one with a passed mark passed (an
+        adopted run's: its engine died after the check)."""
+        d = self._d
+        return d.pool.provider != "local" and not d.on_warm_node and not d.boot.checked
 
     def offers_left(self) -> None:
         """Raise OffersUsedUp once `max_offers_tried` nodes of this pool failed (a
