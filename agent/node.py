@@ -207,8 +207,6 @@ class NodeAgent:
                 return ExitCode.ORPHANED
             log.info("shutting down")
             await self.supervisor.stop(self.cfg.grace)
-            if self.parked is not None:
-                await self._save_before_parking()
             await self._flush_sent(FLUSH_ON_EXIT_S)
             return ExitCode.OK
         finally:
@@ -266,10 +264,12 @@ class NodeAgent:
         if self.cfg.on_orphan in orphan.DESTROYS:
             self._note(await asyncio.to_thread(self._destroy_own))
 
-    async def _save_before_parking(self) -> None:
+    async def save_before_parking(self) -> None:
         """A node kept warm may expire unclaimed (agent/warm.py): what its collection's
         upload did not put in the sink (the laptop took the outputs from the node) goes
-        now, so nothing is left unsaved when it releases itself."""
+        now, so nothing is left unsaved when it releases itself. Called once `run` returned:
+        its session is over, so the engine's park (engine/run/warm.py, which waits PARK_S
+        for that end) never waits on a slow store."""
         if self.sink.whole:
             return
         if said := await self.sink.save_before_leaving(BEFORE_PARK_UPLOAD_S):

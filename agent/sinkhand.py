@@ -40,9 +40,9 @@ AT_CAP_UPLOAD_S = 10.0
 node stops billing within its job's stop grace plus this. What the live syncs put is
 there already; a big file cut short resumes from its parts (agent/sink/parts.py)."""
 BEFORE_PARK_UPLOAD_S = 60.0
-"""The most a node about to be kept warm spends putting outputs its collection's upload
-did not (the laptop took them from the node): then nothing is left unsaved when it
-expires, and a claim waits at most this long."""
+"""The most a node kept warm spends, once parked (its run's session over: agent/warm.py),
+putting outputs its collection's upload did not (the laptop took them from the node): then
+nothing is left unsaved when it expires, and a claim waits at most this long."""
 
 
 class SinkHand:

@@ -7,7 +7,11 @@ does (agent/orphan.py: exit, remove its directory, or destroy its own Vast insta
 whoever is left to watch. Its clock runs here, on the node, not in any operator.
 
 The run that leaves the node warm ends with `Park` (instead of `Shutdown`), carrying the
-keep time and a fresh warm key. The agent then cleans its room — the run's workspace,
+keep time and a fresh warm key. The agent ends that run's session at once (the engine
+waits only seconds for it, engine/run/warm.py PARK_S), then puts in the sink what the
+run's collection left out (bounded: agent/sinkhand.py BEFORE_PARK_UPLOAD_S; its time
+counts against the keep time, which runs from the Park: a claim that comes meanwhile is
+answered once it is done). The agent then cleans its room — the run's workspace,
 outputs, step logs and journal go (`clean_room`); caches outside the node directory
 (`~/.cache`, pip/uv/HF) stay, which is the point of keeping the node — and waits. An
 engine claims it on WARM_ALPN: the node sends a nonce, the engine answers `Claim` with
@@ -165,6 +169,7 @@ class NodeLife:
                 park = self._agent.parked
                 if park is None or self.stopping.is_set():
                     return code
+                await self._agent.save_before_parking()  # before its outputs leave work/
                 clean_room(cfg.root)
                 claim = await self._await_claim(park)
                 if claim is None:

@@ -41,6 +41,13 @@ class BootMarks:
         look at the instance, adds no boot step)."""
         return any(m.phase is ev.BootPhase.AGENT_JOINED for m in self._marks())
 
+    @property
+    def checked(self) -> bool:
+        """The node booting now passed its host pre-flight (engine/run/preflight.py): a
+        mark says so. An engine that adopted the run after that must not check it again:
+        its workspace may be on it already."""
+        return any(m.phase is ev.BootPhase.PREFLIGHT for m in self._marks())
+
     def _marks(self) -> list[ev.Boot]:
         """The marks of the node booting now: from the last slot taken on (a pool the run
         left, engine/run/fallover.py), after the last node that failed its pre-flight

@@ -16,7 +16,7 @@ import dataclasses
 import math
 import secrets
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -293,11 +293,17 @@ class RunDriver:
     # ---- commands ---------------------------------------------------------------------
 
     async def _provision(self) -> None:
-        """Provision on the run's pool; one with nothing left for it (PoolExhausted,
-        whoever raised it while provisioning) passes the run to its next fallback pool."""
+        """Provision on the run's pool."""
+        await self.falling_over(self._provision_here)
+
+    async def falling_over(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Await `work` (renting a node, or readying one that joined: its pre-flight may
+        rent the next offer); a pool with nothing left for the run (PoolExhausted, whoever
+        raised it while provisioning) passes the run to its next fallback pool, where it
+        provisions anew."""
         while True:
             try:
-                await self._provision_here()
+                await work()
                 return
             except PoolExhausted as exc:
                 self.handle = None  # whoever raised it let go of any node the pool gave
@@ -305,6 +311,7 @@ class RunDriver:
                 if failed is not None:
                     self.post(fsm.NodeFault(failed))
                     return
+                work = self._provision_here
 
     async def _provision_here(self) -> None:
         try:
@@ -319,11 +326,7 @@ class RunDriver:
         self._node_event(ev.NodeState.PROVISIONING)
         timeout_s = self.pool.boot_timeout_s
         if await self.await_join(timeout_s, ev.NodeState.READY):
-            if not await self.preflight.passed():  # destroyed: the next offer, or no more
-                await self._provision_here()
-                return
-            await self.hand_over_sink()
-            self.post(fsm.NodeReady())
+            await self.after_join()
             return
         said = f"boot timeout: node did not join within {timeout_s:g} s"
         with contextlib.suppress(Exception):  # what the provider sees of it, if it can say
@@ -360,6 +363,21 @@ class RunDriver:
                 self.remember(birth_run=self.birth_run)  # an adopter parks it under it too
                 return handle
         return await self._provider.provision(self._bootstrap)
+
+    async def after_join(self) -> None:
+        """What comes between a node's join and its use, whoever waited for the join (the
+        rent here, or an engine that adopted the run: engine/run/recovery.py). While the run
+        provisions: the host pre-flight (once per node, engine/run/preflight.py), a failed
+        node replaced by the next offer (through `_provision_here`: a PoolExhausted reaches
+        `falling_over`), then the sink and NodeReady. Past provisioning (a rejoin after an
+        adoption): the sink again, only."""
+        provisioning = self._fsm.phase is fsm.Phase.PROVISIONING
+        if provisioning and not await self.preflight.passed():
+            await self._provision_here()  # destroyed: the next offer, or no more
+            return
+        await self.hand_over_sink()
+        if provisioning:
+            self.post(fsm.NodeReady())
 
     async def hand_over_sink(self) -> None:
         """Give a joined node the run's sink (again after an adoption: a node that has it

@@ -27,6 +27,9 @@ from engine.state import badhosts
 if TYPE_CHECKING:
     from engine.run.orchestrator import RunDriver
 
+TRIED = "preflight"
+"""Recovery facts: run.json's rows so far, so an engine that adopts the run counts the
+offers that failed before its first engine died (`max_offers_tried`)."""
 HOST_SAID_MAX = 120  # of each host's failure in the run's reason (run.json keeps it whole)
 ANSWER_TIMEOUT_S = 180.0  # the node's checks are bounded by 15 s + 120 s (agent/preflight.py)
 
@@ -41,14 +44,22 @@ class PreflightCheck:
     def __init__(self, driver: RunDriver) -> None:
         self._d = driver
         self._answer: asyncio.Future[PreflightDone] | None = None
-        self.tried: list[dict[str, Any]] = []  # run.json's `preflight`: one row per node
         self._stuck: str | None = None  # a failed node whose destroy was not confirmed
 
     @property
+    def tried(self) -> list[dict[str, Any]]:
+        """run.json's `preflight`: one row per node checked, kept in the recovery facts
+        (replaced, never changed in place: the index may be writing the one it has)."""
+        rows: list[dict[str, Any]] = self._d.recovery.get(TRIED, [])
+        return rows
+
+    @property
     def wanted(self) -> bool:
-        """Only a rented node fresh from its provider: a local node is this machine, and a
-        warm one passed when it was first rented."""
-        return self._d.pool.provider != "local" and not self._d.on_warm_node
+        """Only a rented node fresh from its provider: a local node is this machine, a
+        warm one passed when it was first rented, and one with a passed mark passed (an
+        adopted run's: its engine died after the check)."""
+        d = self._d
+        return d.pool.provider != "local" and not d.on_warm_node and not d.boot.checked
 
     def offers_left(self) -> None:
         """Raise OffersUsedUp once `max_offers_tried` nodes of this pool failed (a
@@ -118,17 +129,16 @@ class PreflightCheck:
         self._d.publish(mark)
 
     def _record(self, handle: NodeHandle, failed: str | None, checks: list[dict[str, Any]]) -> None:
-        self.tried.append(
-            {
-                "pool": self._d.pool.name,
-                "provider": handle.provider,
-                "node_id": handle.node_id,
-                "machine_id": handle.offer.get("machine_id"),
-                "passed": failed is None,
-                "failed": failed,
-                "checks": checks,
-            }
-        )
+        row = {
+            "pool": self._d.pool.name,
+            "provider": handle.provider,
+            "node_id": handle.node_id,
+            "machine_id": handle.offer.get("machine_id"),
+            "passed": failed is None,
+            "failed": failed,
+            "checks": checks,
+        }
+        self._d.remember(**{TRIED: [*self.tried, row]})
 
     async def _replace(self, handle: NodeHandle, failed: str) -> None:
         """Destroy the failed node (confirmed, or the run ends saying it may bill), and keep
@@ -142,7 +152,8 @@ class PreflightCheck:
             d.publish(ev.Alert(run_id=d.view.run_id, message=message, persistent=True))
             self._stuck = f"pre-flight failed on {host}, and its teardown failed: {message}"
             return
-        self.tried[-1].update(_bill(handle))
+        *before, last = self.tried
+        self._d.remember(**{TRIED: [*before, last | _bill(handle)]})
         await self._remember(handle, failed)
         said = f"{host} destroyed and remembered as bad; renting the next offer"
         d.publish(ev.Alert(run_id=d.view.run_id, message=said))

@@ -6,7 +6,9 @@ the run's FSM state from its `events.jsonl`, re-points the node at itself with t
 run's re-attach credential (engine/run/reclaim.py), lets it rejoin with its original
 token, has the agent replay what was missed (from the last node sequence number the
 run's log holds), and re-issues the command that was in flight — push, pull,
-teardown — each of which is safe to repeat. A node that does not rejoin within the
+teardown — each of which is safe to repeat; a node that joined while it booted gets
+what a fresh join gets (RunDriver.after_join: its host pre-flight, unless a mark says it
+passed, then the sink). A node that does not rejoin within the
 run's node-loss deadline (sooner, when the provider sees it gone) is lost: the run is
 FAILED "node lost" and the node torn down through the provider.
 
@@ -162,9 +164,7 @@ async def _never_delivered(driver: RunDriver) -> bool:
 
 async def _rejoin_then(driver: RunDriver, timeout_s: float, node_state: ev.NodeState) -> bool:
     if await driver.await_join(timeout_s, node_state):
-        await driver.hand_over_sink()
-        if node_state is ev.NodeState.READY:
-            driver.post(fsm.NodeReady())
+        await driver.falling_over(driver.after_join)  # its pre-flight, unless it passed
         return True
     reason = f"node did not rejoin within {timeout_s:g} s after the run was adopted"
     driver.post(fsm.NodeLost(reason))
