@@ -86,7 +86,10 @@ SETTLE_S = 0.05  # how long such a file must then stay unchanged
 
 def _read_whole(fd: int, size: int) -> bytes:
     """Up to `size` bytes from the start (positioned reads: a second read sees the same)."""
-    parts, done = [], 0
+    first = os.pread(fd, size, 0)
+    if len(first) == size or not first:  # a small file: one read, nothing joined
+        return first
+    parts, done = [first], len(first)
     while done < size:
         piece = os.pread(fd, size - done, done)
         if not piece:
