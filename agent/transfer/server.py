@@ -33,6 +33,7 @@ from iroh.iroh_ffi import IrohError
 
 from agent.transfer import held, wire
 from agent.transfer.errors import TransferError
+from agent.transfer.memory import relaxed_gc
 from agent.transfer.receiver import Landed, Receiver
 from agent.transfer.schedule import LARGE_MIN
 from agent.transfer.sender import send_items, whole_sha256
@@ -95,7 +96,8 @@ async def _serve_stream(bi: Any, workdir: Path) -> None:
         handler = _HANDLERS.get(req.get("op"))
         if handler is None:
             raise wire.WireError(f"unknown transfer operation {req.get('op')!r}")
-        await handler(req, reader, send, workdir)
+        with relaxed_gc():  # many small files: agent/transfer/memory.py
+            await handler(req, reader, send, workdir)
     except (StreamEnded, IrohError):
         return  # the connection dropped mid-request; the client retries on a new one
     except TransferError as exc:
