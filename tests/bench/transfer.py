@@ -561,7 +561,7 @@ def main() -> None:
         asyncio.run(_operator_main(src, dst, args.node_ns, args.pull))
     elif args.tiny:
         with tempfile.TemporaryDirectory(prefix="swjob-bench-") as work:
-            trees, both = ["a", "b", "d"], ("push", "pull")
+            trees, both = ["a", "b"], ("push", "pull")
             print_table(bench(trees, ["loopback"], 1, Path(work), Path(work), True, None, both))
     else:
         ensure_tools()
