@@ -32,9 +32,13 @@ after them, it saved nothing on tree a). The agent keeps glibc's arenas (`share_
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from collections.abc import Callable
-from functools import cache
+import gc
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from functools import cache, wraps
+from typing import ParamSpec, TypeVar
 
 from agent.transfer.schedule import CHUNK
 
@@ -68,3 +72,48 @@ def _mallopt() -> Callable[[int, int], int] | None:
         return ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return None
+
+
+RELAXED_GEN0 = 50_000  # allocations between young collections while a transfer runs
+_relaxed = {"depth": 0, "saved": (700, 10, 10)}
+_relaxed_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def relaxed_gc() -> Iterator[None]:
+    """Run the cyclic garbage collector rarely while a transfer of many files runs.
+
+    A transfer of many small files allocates a few tracked objects a file (its entry,
+    its record, its landed state) and keeps many: at CPython's default threshold (a young
+    collection every 700 allocations, a full one every ~100 young ones while the heap
+    grows) the collector walked every object the process holds over and over — 2.6 s of
+    the operator's 9.3 s of CPU pulling 100,000 small outputs. Nothing a transfer makes is
+    cyclic garbage, so collections are spaced out while one runs (nested and concurrent
+    transfers share one setting; the last one out restores the process's thresholds)."""
+    with _relaxed_lock:
+        if _relaxed["depth"] == 0:
+            _relaxed["saved"] = gc.get_threshold()
+            gc.set_threshold(RELAXED_GEN0, *_relaxed["saved"][1:])
+        _relaxed["depth"] += 1
+    try:
+        yield
+    finally:
+        with _relaxed_lock:
+            _relaxed["depth"] -= 1
+            if _relaxed["depth"] == 0:
+                gc.set_threshold(*_relaxed["saved"])
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def relaxing_gc(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """`relaxed_gc` around a coroutine function (a push, a pull)."""
+
+    @wraps(fn)
+    async def relaxed(*args: P.args, **kwargs: P.kwargs) -> T:
+        with relaxed_gc():
+            return await fn(*args, **kwargs)
+
+    return relaxed

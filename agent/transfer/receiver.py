@@ -58,10 +58,12 @@ _QUEUE = 2
 WRITERS = 4
 _PARALLEL_MIN = 2 * WRITERS  # fewer records than this are not worth splitting
 OnLanded = Callable[[int, int, str | None], None]  # (bytes, whole files, current path)
-Record = tuple[dict[str, Any], bytes | None]
+Meta = dict[str, Any] | wire.FileMeta
+Data = bytes | memoryview | None
+Record = tuple[Meta, Data]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: one object a file, not two
 class Landed:
     """A file that arrived and verified; `sha256` is None for a chunked file nobody hashed whole."""
 
@@ -106,9 +108,17 @@ class Receiver:
     Without it (a workspace push, into a workdir nothing else writes to before the job
     starts) each chunk is verified off the wire and not read again.
     `per_file`: a file that cannot land is recorded in `failed`, the rest goes on.
+    `in_place`: small files may be created straight under their names (landing.py).
     """
 
-    def __init__(self, root: Path, *, hash_chunked: bool = False, per_file: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        hash_chunked: bool = False,
+        per_file: bool = False,
+        in_place: bool = False,
+    ) -> None:
         self.root = root
         self.hash_chunked = hash_chunked
         self.verified: dict[str, Landed] = {}
@@ -117,7 +127,7 @@ class Receiver:
         self._partials: dict[str, _Partial] = {}
         self._dropped: list[int] = []  # descriptors of given-up partials, closed at close()
         self._lock = threading.Lock()
-        self._lander = Lander(root)
+        self._lander = Lander(root, in_place=in_place)
         self._inflight: set[Future[tuple[int, int, str | None]]] = set()
         self._closed = False
         self.refused: list[str] = []  # links removed at close: they resolved outside the root
@@ -208,7 +218,7 @@ class Receiver:
         A batch naming a path twice (only a hostile sender does) is applied by one
         writer, so two writers never race on one temporary file."""
         step = -(-len(records) // WRITERS)
-        if len(records) < _PARALLEL_MIN or len({m.get("p") for m, _ in records}) < len(records):
+        if len(records) < _PARALLEL_MIN or len({_path_of(m) for m, _ in records}) < len(records):
             step = len(records)
         slices = [self._submit(records[i : i + step]) for i in range(0, len(records), step)]
         await asyncio.wait(slices)  # every writer has stopped before an error is reported
@@ -232,29 +242,31 @@ class Receiver:
         nbytes = files = 0
         current = None
         for meta, data in job:
-            current = meta.get("p")
+            current = _path_of(meta)
             try:
                 got_bytes, got_file = self._apply(meta, data)
             except OSError as exc:
                 error = TransferError(f"cannot write {current!r}: {exc.strerror or exc}")
-                got_bytes, got_file = self._file_failed(meta, error)
+                got_bytes, got_file = self._file_failed(meta, data, error)
             except (UnsafePath, wire.WireError):
                 raise
             except TransferError as exc:
-                got_bytes, got_file = self._file_failed(meta, exc)
+                got_bytes, got_file = self._file_failed(meta, data, exc)
             nbytes += got_bytes
             files += got_file
         return nbytes, files, current
 
-    def _file_failed(self, meta: dict[str, Any], exc: TransferError) -> tuple[int, int]:
+    def _file_failed(self, meta: Meta, data: Data, exc: TransferError) -> tuple[int, int]:
         """Record why this record's file did not land, or end the transfer without `per_file`.
         Its bytes count as moved (progress must still reach the total)."""
         if self._space is None and not isinstance(exc, Changed):
             raise exc
-        path = check_relpath(meta.get("p"))
+        path = check_relpath(_path_of(meta))
         reason = str(exc)
         prefix = f"{path!r}: "
         self._fail(path, reason[len(prefix) :] if reason.startswith(prefix) else reason)
+        if isinstance(meta, wire.FileMeta):
+            return len(data or b""), 1
         return _int(meta, "n", 0) if meta["t"] == "chunk" else _int(meta, "s", 0), 1
 
     def _fail(self, path: str, reason: str) -> None:
@@ -270,7 +282,9 @@ class Receiver:
         if self._space is not None:
             self._space.landed(path)
 
-    def _apply(self, meta: dict[str, Any], data: bytes | None) -> tuple[int, int]:
+    def _apply(self, meta: Meta, data: Data) -> tuple[int, int]:
+        if isinstance(meta, wire.FileMeta):  # the common case: a small file, one frame
+            return self._land_file(meta.path, meta.mode, meta.mtime_ns, meta.sha256, data), 1
         kind = meta["t"]
         path = meta.get("p")
         if kind == "dir":
@@ -290,10 +304,21 @@ class Receiver:
         raise wire.WireError(f"unknown record type {kind!r}")
 
     def _apply_file(self, meta: dict[str, Any], data: bytes) -> int:
+        """A `file` meta with its data frame (what `F` frames replaced; still accepted)."""
         path, size, digest = meta.get("p"), _int(meta, "s"), _sha(meta)
         mode, mtime = _int(meta, "m", 0, 0o7777), _int(meta, "mt")
-        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+        if len(data) != size:
             raise TransferError(f"verification failed for {path!r}: content does not match")
+        return self._land_file(path, mode, mtime, digest, data)
+
+    def _land_file(self, path: Any, mode: int, mtime: int, sha256: Any, data: Data) -> int:
+        """Verify a whole small file against its SHA-256 (raw, or hex from a `file` meta)
+        and land it."""
+        data = data or b""
+        got = hashlib.sha256(data)
+        if (got.digest() if isinstance(sha256, bytes) else got.hexdigest()) != sha256:
+            raise TransferError(f"verification failed for {path!r}: content does not match")
+        size = len(data)
         if self._space is not None:
             self._space.admit(check_relpath(path), size)
         try:
@@ -301,7 +326,7 @@ class Receiver:
         finally:
             if self._space is not None:
                 self._space.landed(path)
-        self.verified[path] = Landed(path, size, mode & 0o777, digest)
+        self.verified[path] = Landed(path, size, mode & 0o777, got.hexdigest())
         self.failed.pop(path, None)
         return size
 
@@ -404,6 +429,10 @@ def _writers() -> ThreadPoolExecutor:
     return _pool
 
 
+def _path_of(meta: Meta) -> Any:
+    return meta.path if isinstance(meta, wire.FileMeta) else meta.get("p")
+
+
 def _decode_batch(kind: int, body: bytes) -> list[Record]:
     if kind == wire.ZBATCH:
         body = decompress(body, wire.MAX_FRAME)
@@ -414,12 +443,14 @@ def _records(body: bytes) -> list[Record]:
     """The (meta, data) records inside a batch body."""
     out: list[Record] = []
     for kind, view in wire.split_frames(body):
-        if kind == wire.DATA and out and out[-1][1] is None and wire.carries_data(out[-1][0]):
+        if kind == wire.FILE:
+            out.append(wire.parse_file(view))
+        elif kind == wire.DATA and out and out[-1][1] is None and wire.carries_data(out[-1][0]):
             out[-1] = (out[-1][0], bytes(view))
         elif kind == wire.META:
             out.append((wire.parse_meta(bytes(view)), None))
         else:
             raise wire.WireError(f"unexpected frame kind {kind} in a batch")
-    if out and wire.carries_data(out[-1][0]) and out[-1][1] is None:
+    if out and out[-1][1] is None and wire.carries_data(out[-1][0]):
         raise wire.WireError("batch ends without the data of its last file")
     return out

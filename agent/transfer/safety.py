@@ -123,6 +123,60 @@ def check_parents(root: Path | str, path: str) -> None:
             raise UnsafePath(f"refused {path!r}: parent {part!r} is not a real directory")
 
 
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Parents:
+    """Opens many files under one root through descriptors of their parent directories.
+
+    Each directory on the way is opened with O_NOFOLLOW relative to the one above it, so
+    no link anywhere on the path is followed (a stronger guarantee than `check_parents`'
+    lstat before the open, which a swap between the two could beat), and a file then
+    costs one `openat`: no lstat of each parent, no walk of the whole path again. The
+    descriptors of the last directory's path stay open for the next file, which in walk
+    order is mostly in the same directory. One instance per thread; `close` when done.
+    """
+
+    def __init__(self, root: Path | str) -> None:
+        self._root = str(root)
+        self._open: list[tuple[str, int]] = []  # (relative dir, descriptor), root first
+
+    def open(self, path: str) -> int:
+        """A descriptor of the regular file `path`, opened without following any link;
+        FileNotFoundError if it (or a parent) is gone, UnsafePath for anything else."""
+        check_relpath(path)
+        parent, _, name = path.rpartition("/")
+        return os.open(name, _READ_FLAGS, dir_fd=self._dir(path, parent))
+
+    def _dir(self, path: str, parent: str) -> int:
+        if self._open and self._open[-1][0] == parent:
+            return self._open[-1][1]
+        if not self._open:
+            self._open.append(("", os.open(self._root, os.O_RDONLY | os.O_DIRECTORY)))
+        while len(self._open) > 1 and not parent.startswith(self._open[-1][0] + "/"):
+            if parent == self._open[-1][0]:
+                return self._open[-1][1]
+            os.close(self._open.pop()[1])
+        held = self._open[-1][0]
+        for part in (parent[len(held) + 1 :] if held else parent).split("/") if parent else []:
+            try:
+                fd = os.open(part, _DIR_FLAGS, dir_fd=self._open[-1][1])
+            except FileNotFoundError:
+                raise
+            except OSError:
+                raise UnsafePath(
+                    f"refused {path!r}: parent {part!r} is not a real directory"
+                ) from None
+            held = f"{held}/{part}" if held else part
+            self._open.append((held, fd))
+        return self._open[-1][1]
+
+    def close(self) -> None:
+        while self._open:
+            os.close(self._open.pop()[1])
+
+
 def open_for_read(root: Path | str, path: str) -> int:
     """Open a regular file inside `root` without following links anywhere on the way."""
     check_relpath(path)

@@ -26,9 +26,15 @@ from typing import Any
 from agent.transfer import wire
 from agent.transfer.chunkdata import crc_of
 from agent.transfer.compress import DEFAULT_LEVEL, Pace, maybe_compress, maybe_compress_parts
-from agent.transfer.errors import TransferError
+from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.memory import pin_malloc
-from agent.transfer.safety import check_link_target, check_parents, check_relpath, open_for_read
+from agent.transfer.safety import (
+    Parents,
+    check_link_target,
+    check_parents,
+    check_relpath,
+    open_for_read,
+)
 from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, STREAMS, Item
 from agent.transfer.zeros import all_zero, zero_crc
 
@@ -80,7 +86,10 @@ SETTLE_S = 0.05  # how long such a file must then stay unchanged
 
 def _read_whole(fd: int, size: int) -> bytes:
     """Up to `size` bytes from the start (positioned reads: a second read sees the same)."""
-    parts, done = [], 0
+    first = os.pread(fd, size, 0)
+    if len(first) == size or not first:  # a small file: one read, nothing joined
+        return first
+    parts, done = [first], len(first)
     while done < size:
         piece = os.pread(fd, size - done, done)
         if not piece:
@@ -100,7 +109,12 @@ def _version(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def read_stable(root: Path, path: str, read: Callable[[int, os.stat_result], Any]):
+def read_stable(
+    root: Path,
+    path: str,
+    read: Callable[[int, os.stat_result], Any],
+    parents: Parents | None = None,
+):
     """`read(fd, stat)` with the file unchanged from before to after; read once more if it
     changed, then give up with `Changed`. A file rewritten while it is read must never
     travel as if its bytes were one version of it.
@@ -111,11 +125,14 @@ def read_stable(root: Path, path: str, read: Callable[[int, os.stat_result], Any
     then show the same timestamps and the same bytes. An older file's timestamps are
     conclusive. (A writer paused longer than that, mid-rewrite, leaves a file that is torn
     yet still: no reader can tell it from one written that way.)
+    With `parents` (many files read in a row) the file is opened through them.
     """
     for _ in range(2):
-        fd = open_for_read(root, path)
+        fd = open_for_read(root, path) if parents is None else parents.open(path)
         try:
             before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                raise UnsafePath(f"refused {path!r}: not a regular file")
             data = read(fd, before)
             after = os.fstat(fd)
             same = _version(before) == _version(after)
@@ -147,19 +164,18 @@ def whole_sha256(root: Path, path: str) -> str | None:
         return None
 
 
-def _file_record(root: Path, path: str, packet: Packet) -> list[bytes]:
-    st, data = read_stable(root, path, lambda fd, st: _read_whole(fd, st.st_size))
+def _file_record(root: Path, path: str, packet: Packet, parents: Parents) -> list[bytes]:
+    st, data = read_stable(root, path, lambda fd, st: _read_whole(fd, st.st_size), parents)
     if st.st_size > LARGE_MIN * 2:
         raise Changed(f"{path!r}: {CHANGED} (grew to {st.st_size} bytes)")
     if len(data) != st.st_size:
         raise Changed(f"{path!r}: {CHANGED} (shrank while read)")
-    digest = hashlib.sha256(data).hexdigest()
-    packet.hashes[path] = digest
+    digest = hashlib.sha256(data).digest()
+    packet.hashes[path] = digest.hex()
     packet.nbytes += len(data)
     packet.files += 1
     packet.current = path
-    meta = {"t": "file", "p": path, "m": stat.S_IMODE(st.st_mode), "mt": st.st_mtime_ns}
-    return wire.record_parts(meta | {"s": len(data), "h": digest}, data)
+    return wire.file_frame(path, stat.S_IMODE(st.st_mode), st.st_mtime_ns, digest, data)
 
 
 def skip_reason(path: str, exc: Exception) -> str:
@@ -179,12 +195,12 @@ def _skip_record(path: str, exc: Exception, packet: Packet) -> list[bytes]:
     return [wire.record({"t": "skip", "p": path, "why": why})]
 
 
-def _small_record(root: Path, item: Item, packet: Packet) -> list[bytes]:
+def _small_record(root: Path, item: Item, packet: Packet, parents: Parents) -> list[bytes]:
     """The record of one small item, as the pieces the batch joins."""
     kind, path = item[0], check_relpath(item[1])
     if kind == "file":
         try:
-            return _file_record(root, path, packet)
+            return _file_record(root, path, packet, parents)
         except (OSError, TransferError) as exc:  # this file only: the others still go
             return _skip_record(path, exc, packet)
     check_parents(root, path)
@@ -264,14 +280,17 @@ def build_packet(
     """The packet for `items[start:]` (small things up to about `target` file bytes) and
     the index after it (runs in a worker thread), compressed at zstd `level` where that pays."""
     packet, parts, i = Packet([]), [], start
+    if items[start][0] == "chunk":
+        return _chunk_packet(root, items[start][1], int(items[start][2]), level), start + 1
+    parents = Parents(root)
     try:
-        if items[start][0] == "chunk":
-            return _chunk_packet(root, items[start][1], int(items[start][2]), level), start + 1
         while i < len(items) and items[i][0] != "chunk" and packet.nbytes < target:
-            parts += _small_record(root, items[i], packet)
+            parts += _small_record(root, items[i], packet, parents)
             i += 1
     except OSError as exc:
         raise TransferError(f"cannot read {items[i][1]!r}: {exc.strerror or exc}") from None
+    finally:
+        parents.close()
     body = b"".join(parts)
     parts.clear()  # the body holds these bytes now: not twice in memory while it is packed
     payload, packed = maybe_compress(body, level=level)

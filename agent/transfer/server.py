@@ -33,6 +33,7 @@ from iroh.iroh_ffi import IrohError
 
 from agent.transfer import held, wire
 from agent.transfer.errors import TransferError
+from agent.transfer.memory import relaxed_gc
 from agent.transfer.receiver import Landed, Receiver
 from agent.transfer.schedule import LARGE_MIN
 from agent.transfer.sender import send_items, whole_sha256
@@ -50,7 +51,7 @@ def _session(workdir: Path, session: object) -> Receiver:
         raise wire.WireError("bad push session id")
     key = (str(workdir), session)
     if key not in _sessions:
-        _sessions[key] = Receiver(workdir)
+        _sessions[key] = Receiver(workdir, in_place=True)
         while len(_sessions) > _MAX_SESSIONS:
             _sessions.popitem(last=False)[1].close()
     _sessions.move_to_end(key)
@@ -95,7 +96,8 @@ async def _serve_stream(bi: Any, workdir: Path) -> None:
         handler = _HANDLERS.get(req.get("op"))
         if handler is None:
             raise wire.WireError(f"unknown transfer operation {req.get('op')!r}")
-        await handler(req, reader, send, workdir)
+        with relaxed_gc():  # many small files: agent/transfer/memory.py
+            await handler(req, reader, send, workdir)
     except (StreamEnded, IrohError):
         return  # the connection dropped mid-request; the client retries on a new one
     except TransferError as exc:

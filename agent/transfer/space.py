@@ -6,12 +6,17 @@ the run: other files, the engine's own state. So every file is checked against t
 free space of its landing filesystem before it is created, counting what the files
 already being received still need (they are written chunk by chunk, in parallel).
 The check uses the announced (apparent) size: a sparse file may need less, never more.
+The free space is asked of the filesystem at most every `FRESH_S` while files fit in
+what it said, less what was admitted since (a tree of 100,000 small outputs asked it
+100,000 times); a file that does not fit in that estimate is checked against a fresh
+answer before it is refused.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from agent.transfer.errors import TransferError
@@ -35,6 +40,9 @@ def human(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+FRESH_S = 0.25
+
+
 class SpaceGuard:
     """Admits files while they fit, with the bytes promised to files still landing."""
 
@@ -42,17 +50,23 @@ class SpaceGuard:
         self._root = root
         self._promised: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._asked_at = -FRESH_S  # when the filesystem was last asked
+        self._free = 0  # what it said, less what was promised then and admitted since
 
     def admit(self, path: str, size: int) -> None:
         """Promise `size` bytes to `path`, or raise NoSpace naming the file and the numbers."""
         with self._lock:
-            free = free_bytes(self._root) - sum(self._promised.values())
-            if size > free:
+            now = time.monotonic()
+            if now - self._asked_at > FRESH_S or size > self._free:
+                self._free = free_bytes(self._root) - sum(self._promised.values())
+                self._asked_at = now
+            if size > self._free:
                 raise NoSpace(
-                    f"refused: needs {human(size)}, only {human(max(free, 0))} free "
+                    f"refused: needs {human(size)}, only {human(max(self._free, 0))} free "
                     f"on the landing disk ({self._root})"
                 )
             self._promised[path] = size
+            self._free -= size
 
     def landed(self, path: str, nbytes: int = -1) -> None:
         """`nbytes` of `path` are on disk now (all of them by default): no longer promised."""

@@ -33,7 +33,7 @@ from agent.transfer.safety import (
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: one object a file, not two
 class Entry:
     """One thing in a tree: a regular file, a directory or a symlink (with its target)."""
 

@@ -13,7 +13,11 @@ A `file` record carries its file's SHA-256 (`h`), a `chunk` record its bytes' CR
 (`c`). A `skip` record names a file the sender could not send and why (vanished,
 unreadable, changed while read); a chunk's `v` names the version of the file it was
 read from.
-  Z  a zstd-compressed run of M/D frames      B  the same run, uncompressed
+  F  a whole small file in one frame, no JSON: mode, mtime, the path's length and the
+     SHA-256 packed in a fixed header (`FILE_HEAD`), then the path (UTF-8), then the
+     bytes. The same facts as a `file` meta and its data frame, at a fraction of the
+     bytes and CPU a file: a tree of 100,000 small files is 100,000 of these.
+  Z  a zstd-compressed run of M/D/F frames    B  the same run, uncompressed
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ import asyncio
 import json
 import struct
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from agent.transfer.errors import WireError
 
-META, DATA, ZBATCH, BATCH = b"M"[0], b"D"[0], b"Z"[0], b"B"[0]
+META, DATA, ZBATCH, BATCH, FILE = b"M"[0], b"D"[0], b"Z"[0], b"B"[0], b"F"[0]
 HEADER = struct.Struct(">BI")
+FILE_HEAD = struct.Struct(">HqH32s")  # mode, mtime_ns, path length in bytes, SHA-256
+_FILE_FRAME = struct.Struct(">BIHqH32s")  # the frame's header and FILE_HEAD, packed at once
+MAX_MODE = 0o7777
 MAX_FRAME = 64 * 1024 * 1024
 _READ_PIECE = 1 << 20
 _EXACT_MIN = 64 * 1024
@@ -68,16 +75,43 @@ def meta(obj: dict[str, Any]) -> bytes:
     return frame(META, _ENCODE(obj).encode())
 
 
-def record_parts(obj: dict[str, Any], data: bytes) -> list[bytes]:
-    """A record with data as its frames' pieces, the data not copied: a batch of thousands
-    of small files joins all its pieces once, instead of copying each file's bytes into
-    its record first."""
-    return [meta(obj), header(DATA, len(data)), data]
+class FileMeta(NamedTuple):
+    """What an `F` frame says about its file (the bytes follow it in the same frame)."""
+
+    path: str
+    mode: int
+    mtime_ns: int
+    sha256: bytes  # raw, 32 bytes
+
+
+def file_frame(path: str, mode: int, mtime_ns: int, sha256: bytes, data: bytes) -> list[bytes]:
+    """A whole small file as one `F` frame, in two pieces (the data is not copied)."""
+    name = path.encode("utf-8", "surrogatepass")
+    size = FILE_HEAD.size + len(name) + len(data)
+    if size > MAX_FRAME:
+        raise WireError(f"frame of {size} bytes exceeds {MAX_FRAME}")
+    return [_FILE_FRAME.pack(FILE, size, mode, mtime_ns, len(name), sha256) + name, data]
+
+
+def parse_file(body: memoryview) -> tuple[FileMeta, memoryview]:
+    """An `F` frame's facts and its file's bytes (a view into `body`, not a copy);
+    WireError for a frame no sender of ours makes (the path is checked by the caller)."""
+    if len(body) < FILE_HEAD.size:
+        raise WireError("file frame shorter than its header")
+    mode, mtime_ns, length, sha256 = FILE_HEAD.unpack_from(body)
+    end = FILE_HEAD.size + length
+    if end > len(body) or mode > MAX_MODE or mtime_ns < 0:
+        raise WireError("bad file frame header")
+    try:
+        path = str(body[FILE_HEAD.size : end], "utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        raise WireError("bad file frame: path is not UTF-8") from None
+    return FileMeta(path, mode, mtime_ns, sha256), body[end:]
 
 
 def record(obj: dict[str, Any], data: bytes | None = None) -> bytes:
     """One record: its meta frame and, for file and chunk records, its data frame."""
-    return meta(obj) if data is None else b"".join(record_parts(obj, data))
+    return meta(obj) if data is None else b"".join([meta(obj), header(DATA, len(data)), data])
 
 
 def parse_meta(body: bytes) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 A node dials us (ALPN `swjob/ctl/2`), proves it belongs to a run with that run's
 single-use join token, and from then on is known by its iroh endpoint id: a rejoin
 after a dropped connection must come from the same id, and the transfer connection
-(`swjob/xfer/3`) is accepted only from an admitted id. Anyone else is refused and
+(`swjob/xfer/4`) is accepted only from an admitted id. Anyone else is refused and
 logged. Liveness is application-level: silence past the deadline is NodeLost, since
 QUIC itself notices a dead peer only after its ~35 s idle timeout.
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 from iroh.iroh_ffi import IrohError
 
 from agent.transfer import Progress, TransferError, wire
+from agent.transfer.memory import relaxing_gc
 from agent.transfer.progress import ProgressMeter
 from agent.transfer.receiver import Receiver
 from agent.transfer.safety import check_link_target, check_relpath
@@ -259,6 +260,7 @@ async def _reuse_held(link: XferLink, session: str, files: list[Entry]) -> set[s
     return adopted
 
 
+@relaxing_gc
 async def push_workspace(
     link: XferLink,
     root: Path,
@@ -384,6 +386,7 @@ class Stopped:
     result: PullResult | None = None
 
 
+@relaxing_gc
 async def pull_outputs(
     link: XferLink,
     patterns: list[str],
@@ -401,7 +404,7 @@ async def pull_outputs(
     while `stopped.why` says why, the manifest names every output that did not land with
     that reason, and `stopped.result` holds what did."""
     outputs = run_dir / "outputs"
-    receiver = Receiver(outputs, hash_chunked=True, per_file=True)
+    receiver = Receiver(outputs, hash_chunked=True, per_file=True, in_place=True)
     with landing(outputs):
         outputs.mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []

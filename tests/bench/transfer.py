@@ -1,13 +1,16 @@
-"""Transfer benchmark (not part of CI): swjob push vs rsync over ssh and tar | ssh | tar.
+"""Transfer benchmark (not part of CI): swjob push/pull vs rsync over ssh and tar|ssh|tar.
 
 Trees: (a) 4 × 256 MiB random, (b) 20,000 × 4 KiB in 200 dirs, (c) a copy of this
-venv's site-packages. Each tool runs `--reps` times (medians reported) on loopback,
-and tree (c) again over a 100 Mbit veth between two network namespaces (tbf-shaped)
-against `rsync -az`. swjob's operator and agent run as separate processes and
-report their peak RSS. Tree (a) also gets an "iroh floor" row: the same bytes over bare
-iroh streams (tests/bench/iroh_floor.py), the ceiling the binding allows, and a
-"floor+land" row: the same, the receiver writing the bytes into files on the node disk,
-the ceiling of any push that lands them. The "× ref" column holds each loopback row
+venv's site-packages, (d) 100,000 × 1 KiB in 1,000 dirs. `--directions push,pull` moves
+each tree from operator to node (a workspace push), node to operator (the tree as a
+run's outputs, pulled with its manifest), or both; the references go the same way.
+Each tool runs `--reps` times (medians reported) on loopback, and tree (c) again over
+a 100 Mbit veth between two network namespaces (tbf-shaped) against `rsync -az`.
+swjob's operator and agent run as separate processes and report their peak RSS.
+Tree (a) also gets an "iroh floor" row: the same bytes over bare iroh streams
+(tests/bench/iroh_floor.py), the ceiling the binding allows, and a "floor+land" row:
+the same, the receiver writing the bytes into files on the node disk, the ceiling of
+any push that lands them. The "× ref" column holds each loopback row
 against the bare floor and each shaped-link row against rsync -az, both measured in the
 same run; a line under the table holds swjob against the landing floor. Needs root
 (netns, apt-get, a throwaway sshd, a loop mount).
@@ -23,7 +26,11 @@ receiver look CPU-bound; `--land work` lands in the work dir as before, to see i
 `--before DIR` (another swjob checkout) adds a "swjob before" row: that tree's own operator
 and agent, taking turns with this one's, for a before → after from one run.
 
-    python tests/bench/transfer.py [--trees a,b,c] [--links loopback,shaped] [--reps 3]
+    python tests/bench/transfer.py [--trees a,b,c,d] [--links loopback,shaped] [--reps 3]
+        [--directions push,pull]
+
+The "× tar" column holds each row against `tar|ssh|tar` of the same tree, link and
+direction, measured in the same run.
 
 `--tiny` (CI's smoke run: no root, no ssh) pushes trees (a) and (b) at a few MiB with
 swjob and the iroh floor only, into a temp dir it removes.
@@ -93,20 +100,26 @@ class _Link:
         return await self.conn.open_bi()  # type: ignore[attr-defined]
 
 
-async def _operator_main(src: Path, dst: Path, node_ns: str | None) -> None:
+async def _operator_main(src: Path, dst: Path, node_ns: str | None, pull: bool) -> None:
+    """Push `src` into the agent's workdir `dst`; with `pull`, the agent serves `src`'s
+    parent as its workdir and the operator pulls `src` as a run's output into `dst`."""
     from agent import endpoint
     from agent.transfer.memory import share_one_arena
-    from engine.run.transfer import push_workspace
+    from engine.run.transfer import pull_outputs, push_workspace
 
     share_one_arena()  # as the operator's Engine.start does
     ep = await endpoint.bind(accept=True)
-    cmd = [sys.executable, str(HERE), "--agent", endpoint.ticket_of(ep), str(dst)]
+    workdir = src.parent if pull else dst
+    cmd = [sys.executable, str(HERE), "--agent", endpoint.ticket_of(ep), str(workdir)]
     env = dict(os.environ, SWJOB_IROH_BIND=f"{IP_NODE}:0" if node_ns else "127.0.0.1:0")
     agent = subprocess.Popen(_in_ns(node_ns, cmd), stdout=subprocess.PIPE, env=env, text=True)
     try:
         conn = await (await (await ep.accept_next()).accept()).connect()
         started = time.perf_counter()
-        await push_workspace(_Link(conn), src, [], lambda p: None)
+        if pull:
+            await pull_outputs(_Link(conn), [src.name], dst, lambda p: None)
+        else:
+            await push_workspace(_Link(conn), src, [], lambda p: None)
         seconds = time.perf_counter() - started
         conn.close(0, b"done")
         out, _ = agent.communicate(timeout=60)
@@ -124,12 +137,16 @@ def _in_ns(ns: str | None, cmd: list[str]) -> list[str]:
     return ["ip", "netns", "exec", ns, *cmd] if ns else cmd
 
 
-def run_swjob(src: Path, dst: Path, shaped: bool, repo: Path = REPO) -> dict[str, float]:
-    """One push by the swjob in `repo` (its own bench's operator, which starts its agent)."""
+def run_swjob(
+    src: Path, dst: Path, shaped: bool, repo: Path = REPO, pull: bool = False
+) -> dict[str, float]:
+    """One push (or pull) by the swjob in `repo` (its own bench's operator, which starts
+    its agent)."""
     env = dict(os.environ, SWJOB_IROH_RELAY="disabled", PYTHONPATH=str(repo))
     env["SWJOB_IROH_BIND"] = f"{IP_OP}:0" if shaped else "127.0.0.1:0"
     cmd = [sys.executable, str(repo / "tests/bench/transfer.py"), "--operator", str(src), str(dst)]
     cmd += ["--node-ns", NS_NODE] if shaped else []
+    cmd += ["--pull"] if pull else []
     out = subprocess.run(
         _in_ns(NS_OP if shaped else None, cmd),
         env=env,
@@ -226,22 +243,33 @@ def iroh_floor(size: int, land: Path | None = None) -> dict[str, float]:
     return {"s": got["s"], "op_cpu": got["send_cpu"], "agent_cpu": got["recv_cpu"]}
 
 
-def rsync(ssh: list[str], host: str, src: Path, dst: Path, z: bool, ns: str | None) -> dict:
+def rsync(
+    ssh: list[str], host: str, src: Path, dst: Path, z: bool, ns: str | None, pull: bool = False
+) -> dict:
     flags = "-az" if z else "-a"
-    return run_cmd(["rsync", flags, "-e", " ".join(ssh), f"{src}/", f"{host}:{dst}/"], ns)
+    ends = [f"{host}:{src}/", f"{dst}/"] if pull else [f"{src}/", f"{host}:{dst}/"]
+    return run_cmd(["rsync", flags, "-e", " ".join(ssh), *ends], ns)
 
 
-def tar_ssh(ssh: list[str], host: str, src: Path, dst: Path, ns: str | None) -> dict:
-    remote = f"mkdir -p {dst} && tar -C {dst} -xf -"
-    pipeline = f"tar -C {src} -cf - . | {' '.join(ssh)} {host} '{remote}'"
+def tar_ssh(
+    ssh: list[str], host: str, src: Path, dst: Path, ns: str | None, pull: bool = False
+) -> dict:
+    read, write = f"tar -C {src} -cf - .", f"mkdir -p {dst} && tar -C {dst} -xf -"
+    if pull:
+        pipeline = f"{' '.join(ssh)} {host} '{read}' | ({write})"
+    else:
+        pipeline = f"{read} | {' '.join(ssh)} {host} '{write}'"
     return run_cmd(["sh", "-c", pipeline], ns)
 
 
 # ---- trees and the shaped link ----------------------------------------------------------
 
 
-# (files in a, bytes each) and (dirs in b, files per dir), full and --tiny
-SIZES = {False: ((4, 256 << 20), (200, 100)), True: ((4, 1 << 20), (4, 10))}
+# per tree: (dirs, files per dir, bytes per file), full and --tiny (tree c is site-packages)
+SIZES = {
+    False: {"a": (1, 4, 256 << 20), "b": (200, 100, 4096), "d": (1000, 100, 1024)},
+    True: {"a": (1, 4, 1 << 20), "b": (4, 10, 4096), "d": (4, 10, 1024)},
+}
 
 
 def make_tree(kind: str, root: Path, tiny: bool = False) -> Path:
@@ -249,15 +277,16 @@ def make_tree(kind: str, root: Path, tiny: bool = False) -> Path:
     if tree.exists():
         return tree
     tree.mkdir()
-    (files, size), (dirs, per_dir) = SIZES[tiny]
     if kind == "a":
+        _, files, size = SIZES[tiny]["a"]
         for i in range(files):
             (tree / f"big{i}.bin").write_bytes(os.urandom(size))
-    elif kind == "b":
+    elif kind in ("b", "d"):
+        dirs, per_dir, size = SIZES[tiny][kind]
         for d in range(dirs):
             (tree / f"d{d:03}").mkdir()
             for i in range(per_dir):
-                (tree / f"d{d:03}" / f"f{i:03}").write_bytes(os.urandom(4096))
+                (tree / f"d{d:03}" / f"f{i:03}").write_bytes(os.urandom(size))
     else:
         import site
 
@@ -364,11 +393,11 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def swjobs(shaped: bool, src: Path, dst: Path, before: Path | None) -> dict:
+def swjobs(shaped: bool, src: Path, dst: Path, before: Path | None, pull: bool) -> dict:
     """The swjob tools: this tree's, and with `before` another checkout's taking turns with it."""
-    tools = {"swjob": lambda: run_swjob(src, dst, shaped)}
+    tools = {"swjob": lambda: run_swjob(src, dst, shaped, pull=pull)}
     if before is not None:
-        tools["swjob before"] = lambda: run_swjob(src, dst, shaped, before)
+        tools["swjob before"] = lambda: run_swjob(src, dst, shaped, before, pull)
     return tools
 
 
@@ -380,62 +409,74 @@ def bench(
     land: Path,
     tiny: bool,
     before: Path | None = None,
+    directions: tuple[str, ...] = ("push",),
 ) -> list[tuple]:
-    """The rows for `trees` (made under `work`) over `links`, each tool landing under `land`."""
+    """The rows for `trees` (made under `work`) over `links`, each tool landing under `land`.
+    A row: (tree, link, direction, tool, bytes, figures)."""
     rows = []
     for kind in trees:
         src = make_tree(kind, work, tiny)
         size = sum(f.stat().st_size for f in src.rglob("*") if f.is_file() and not f.is_symlink())
-        if tiny:
-            rows += bench_tiny(kind, src, size, land / f"dst-{kind}")
-            continue
-        if "loopback" in links:
-            rows += bench_loopback(kind, src, size, reps, land / f"dst-{kind}", before)
-        if kind == "c" and "shaped" in links:
-            rows += bench_shaped(src, size, reps, land / "dst-shaped", before)
+        for direction in directions:
+            pull = direction == "pull"
+            dst = land / f"dst-{kind}"
+            if tiny:
+                got = bench_tiny(kind, src, size, dst, pull)
+                rows += _rows(kind, "loopback", direction, size, got)
+                continue
+            if "loopback" in links:
+                got = bench_loopback(kind, src, size, reps, dst, before, pull)
+                rows += _rows(kind, "loopback", direction, size, got)
+            if kind == "c" and "shaped" in links:
+                got = bench_shaped(src, reps, land / "dst-shaped", before, pull)
+                rows += _rows(kind, "100 Mbit", direction, size, got)
     return rows
+
+
+def _rows(kind: str, link: str, direction: str, size: int, got: dict[str, dict]) -> list[tuple]:
+    return [(kind, link, direction, name, size, m) for name, m in got.items()]
 
 
 def bench_loopback(
-    kind: str, src: Path, size: int, reps: int, dst: Path, before: Path | None
-) -> list[tuple]:
+    kind: str, src: Path, size: int, reps: int, dst: Path, before: Path | None, pull: bool
+) -> dict[str, dict]:
     with tempfile.TemporaryDirectory() as keys, sshd(Path(keys), "127.0.0.1", None) as ssh:
         tools = {
-            **swjobs(False, src, dst, before),
-            "rsync -a": lambda: rsync(ssh, "127.0.0.1", src, dst, False, None),
-            "tar|ssh|tar": lambda: tar_ssh(ssh, "127.0.0.1", src, dst, None),
+            **swjobs(False, src, dst, before, pull),
+            "rsync -a": lambda: rsync(ssh, "127.0.0.1", src, dst, False, None, pull),
+            "tar|ssh|tar": lambda: tar_ssh(ssh, "127.0.0.1", src, dst, None, pull),
         }
-        if kind == "a":
+        if kind == "a" and not pull:
             tools["iroh floor"] = lambda: iroh_floor(size)
             tools[LANDING_FLOOR] = lambda: iroh_floor(size, dst)
         if kind == "c":
-            tools["rsync -az"] = lambda: rsync(ssh, "127.0.0.1", src, dst, True, None)
-        rows = [(kind, "loopback", n, size, m) for n, m in measure(tools, reps, dst).items()]
+            tools["rsync -az"] = lambda: rsync(ssh, "127.0.0.1", src, dst, True, None, pull)
+        got = measure(tools, reps, dst)
     subprocess.run(["rm", "-rf", str(dst)], check=True)
-    return rows
+    return got
 
 
-def bench_tiny(kind: str, src: Path, size: int, dst: Path) -> list[tuple]:
+def bench_tiny(kind: str, src: Path, size: int, dst: Path, pull: bool) -> dict[str, dict]:
     """swjob (and the floors for tree a) only: what keeps the bench's own code running in CI."""
-    tools = {"swjob": lambda: run_swjob(src, dst, False)}
-    if kind == "a":
+    tools = {"swjob": lambda: run_swjob(src, dst, False, pull=pull)}
+    if kind == "a" and not pull:
         tools["iroh floor"] = lambda: iroh_floor(size)
         tools[LANDING_FLOOR] = lambda: iroh_floor(size, dst)
-    return [(kind, "loopback", n, size, m) for n, m in measure(tools, 1, dst).items()]
+    return measure(tools, 1, dst)
 
 
-def bench_shaped(src: Path, size: int, reps: int, dst: Path, before: Path | None) -> list[tuple]:
+def bench_shaped(src: Path, reps: int, dst: Path, before: Path | None, pull: bool) -> dict:
     with (
         shaped_link(),
         tempfile.TemporaryDirectory() as keys,
         sshd(Path(keys), IP_NODE, NS_NODE) as ssh,
     ):
         tools = {
-            **swjobs(True, src, dst, before),
-            "rsync -az": lambda: rsync(ssh, IP_NODE, src, dst, True, NS_OP),
-            "tar|ssh|tar": lambda: tar_ssh(ssh, IP_NODE, src, dst, NS_OP),
+            **swjobs(True, src, dst, before, pull),
+            "rsync -az": lambda: rsync(ssh, IP_NODE, src, dst, True, NS_OP, pull),
+            "tar|ssh|tar": lambda: tar_ssh(ssh, IP_NODE, src, dst, NS_OP, pull),
         }
-        return [("c", "100 Mbit", n, size, m) for n, m in measure(tools, reps, dst).items()]
+        return measure(tools, reps, dst)
 
 
 _COLUMNS = (("op_rss", 10, 0), ("agent_rss", 13, 0), ("op_cpu", 9, 1), ("agent_cpu", 12, 1))
@@ -443,41 +484,48 @@ _COLUMNS = (("op_rss", 10, 0), ("agent_rss", 13, 0), ("op_cpu", 9, 1), ("agent_c
 # rsync -az over the shaped link
 REFERENCE = {"loopback": "iroh floor", "100 Mbit": "rsync -az"}
 LANDING_FLOOR = "floor+land"  # the floor writing what it reads into files on the node disk
+TAR = "tar|ssh|tar"
 
 
-def _ratios(rows: list[tuple]) -> dict[tuple[str, str, str], float]:
-    """Each row's median seconds over its reference's, measured in the same run."""
-    seconds = {(kind, link, name): m["s"] for kind, link, name, _, m in rows}
+def _ratios(rows: list[tuple], ref: dict[str, str]) -> dict[tuple[str, ...], float]:
+    """Each row's median seconds over its reference's (per link), measured in the same run."""
+    seconds = {(kind, link, way, name): m["s"] for kind, link, way, name, _, m in rows}
     out = {}
-    for kind, link, name in seconds:
-        ref = seconds.get((kind, link, REFERENCE[link]))
-        if ref and name != REFERENCE[link]:
-            out[(kind, link, name)] = seconds[(kind, link, name)] / ref
+    for kind, link, way, name in seconds:
+        against = seconds.get((kind, link, way, ref[link]))
+        if against and name != ref[link]:
+            out[(kind, link, way, name)] = seconds[(kind, link, way, name)] / against
     return out
 
 
+def _ratio_text(ratio: float | None) -> str:
+    return f"{ratio:6.2f}" if ratio is not None else f"{'-':>6}"
+
+
 def print_table(rows: list[tuple]) -> None:
-    ratios = _ratios(rows)
+    ratios = _ratios(rows, REFERENCE)
+    tars = _ratios(rows, {link: TAR for link in REFERENCE})
     print(
-        f"{'tree':4} {'link':9} {'tool':12} {'median s':>9} {'× ref':>6} {'MiB/s':>8} "
-        f"{'op RSS MB':>10} {'agent RSS MB':>13} {'op CPU s':>9} {'agent CPU s':>12}"
+        f"{'tree':4} {'link':9} {'dir':4} {'tool':12} {'median s':>9} {'× ref':>6} {'× tar':>6} "
+        f"{'MiB/s':>8} {'op RSS MB':>10} {'agent RSS MB':>13} {'op CPU s':>9} {'agent CPU s':>12}"
     )
-    for kind, link, name, size, m in rows:
+    for kind, link, way, name, size, m in rows:
         rss = " ".join(
             f"{m[key]:{width}.{digits}f}" if key in m else f"{'-':>{width}}"
             for key, width, digits in _COLUMNS
         )
-        ratio = ratios.get((kind, link, name))
-        ratio_text = f"{ratio:6.2f}" if ratio is not None else f"{'-':>6}"
+        key = (kind, link, way, name)
         print(
-            f"{kind:4} {link:9} {name:12} {m['s']:9.2f} {ratio_text} "
-            f"{size / m['s'] / 2**20:8.1f} {rss}"
+            f"{kind:4} {link:9} {way:4} {name:12} {m['s']:9.2f} {_ratio_text(ratios.get(key))} "
+            f"{_ratio_text(tars.get(key))} {size / m['s'] / 2**20:8.1f} {rss}"
         )
     print(
         "\n× ref: median seconds over the same run's iroh floor (loopback) or rsync -az "
-        "(100 Mbit); RSS: peak (VmHWM) of the operator and agent processes"
+        "(100 Mbit); × tar: over the same run's tar|ssh|tar, same tree, link and direction;\n"
+        "RSS, CPU: peak (VmHWM) and CPU seconds of the operator and agent processes "
+        f"(load average at the end: {os.getloadavg()[0]:.1f})"
     )
-    seconds = {(kind, name): m["s"] for kind, link, name, _, m in rows if link == "loopback"}
+    seconds = {(kind, name): m["s"] for kind, link, way, name, _, m in rows if link == "loopback"}
     if ("a", LANDING_FLOOR) in seconds and ("a", "swjob") in seconds:
         landing = seconds[("a", "swjob")] / seconds[("a", LANDING_FLOOR)]
         print(f"tree a: swjob at {landing:.2f}× the landing floor ({LANDING_FLOOR})")
@@ -489,10 +537,12 @@ def main() -> None:
     parser.add_argument("--trees", default="a,b,c")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--links", default="loopback,shaped", help="loopback, shaped (tree c)")
+    parser.add_argument("--directions", default="push", help="push, pull (outputs), or both")
     parser.add_argument("--land", choices=("node-disk", "work"), default="node-disk")
     parser.add_argument("--work", default="/tmp/swjob-bench")
     parser.add_argument("--agent", nargs=2, metavar=("TICKET", "WORKDIR"))
     parser.add_argument("--operator", nargs=2, metavar=("SRC", "DST"))
+    parser.add_argument("--pull", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--node-ns")
     parser.add_argument("--tiny", action="store_true", help="CI smoke: a few MiB, no root")
     parser.add_argument(
@@ -501,13 +551,18 @@ def main() -> None:
     args = parser.parse_args()
     if not set(args.links.split(",")) <= {"loopback", "shaped"}:
         parser.error(f"--links takes loopback and/or shaped, not {args.links!r}")
+    directions = tuple(args.directions.split(","))
+    if not set(directions) <= {"push", "pull"}:
+        parser.error(f"--directions takes push and/or pull, not {args.directions!r}")
     if args.agent:
         asyncio.run(_agent_main(args.agent[0], Path(args.agent[1])))
     elif args.operator:
-        asyncio.run(_operator_main(Path(args.operator[0]), Path(args.operator[1]), args.node_ns))
+        src, dst = Path(args.operator[0]), Path(args.operator[1])
+        asyncio.run(_operator_main(src, dst, args.node_ns, args.pull))
     elif args.tiny:
         with tempfile.TemporaryDirectory(prefix="swjob-bench-") as work:
-            print_table(bench(["a", "b"], ["loopback"], 1, Path(work), Path(work), tiny=True))
+            trees, both = ["a", "b"], ("push", "pull")
+            print_table(bench(trees, ["loopback"], 1, Path(work), Path(work), True, None, both))
     else:
         ensure_tools()
         work = Path(args.work)
@@ -516,7 +571,7 @@ def main() -> None:
         with disk as land:
             trees, links = args.trees.split(","), args.links.split(",")
             before = args.before.resolve() if args.before else None
-            rows = bench(trees, links, args.reps, work, land, False, before)
+            rows = bench(trees, links, args.reps, work, land, False, before, directions)
         print_table(rows)
 
 

@@ -224,3 +224,29 @@ async def test_a_stream_starts_with_small_batches_so_the_link_is_busy_sooner(
         BATCH_TARGET,
     ]
     assert sum(sizes) == 160 * 64 * 1024
+
+
+def test_a_file_frame_round_trips_any_name_and_views_its_bytes_without_a_copy() -> None:
+    name = "d/\udcff-näme"  # a non-UTF-8 byte from the filesystem, as os.fsdecode gives it
+    digest = bytes(range(32))
+    body = b"".join(wire.file_frame(name, 0o755, 1_700_000_000_123_456_789, digest, b"xyz"))
+    (kind, view), *rest = list(wire.split_frames(body))
+    assert kind == wire.FILE and not rest
+    meta, data = wire.parse_file(view)
+    assert meta == wire.FileMeta(name, 0o755, 1_700_000_000_123_456_789, digest)
+    assert isinstance(data, memoryview) and bytes(data) == b"xyz"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"short",
+        wire.FILE_HEAD.pack(0o644, 0, 99, bytes(32)) + b"a",  # the path runs past the frame
+        wire.FILE_HEAD.pack(0o17777, 0, 1, bytes(32)) + b"a",  # mode beyond 0o7777
+        wire.FILE_HEAD.pack(0o644, -1, 1, bytes(32)) + b"a",  # negative mtime
+        wire.FILE_HEAD.pack(0o644, 0, 1, bytes(32)) + b"\xff",  # not UTF-8
+    ],
+)
+def test_a_malformed_file_frame_is_a_wire_error(body: bytes) -> None:
+    with pytest.raises(wire.WireError):
+        wire.parse_file(memoryview(body))

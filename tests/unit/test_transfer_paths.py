@@ -9,7 +9,7 @@ import pytest
 
 from agent.transfer import UnsafePath
 from agent.transfer.glob import Glob
-from agent.transfer.safety import check_link_target, check_relpath, open_for_read
+from agent.transfer.safety import Parents, check_link_target, check_relpath, open_for_read
 from agent.transfer.walk import resolve_outputs, walk_tree
 
 
@@ -145,3 +145,29 @@ def test_a_file_is_never_read_through_a_linked_parent(tmp_path: Path) -> None:
     fd = open_for_read(root, "out/deep/mine.txt")  # the same depth through real directories
     assert os.read(fd, 10) == b"yours"
     os.close(fd)
+
+
+def test_files_read_through_held_parent_descriptors_never_follow_a_link(tmp_path: Path) -> None:
+    """The sender's `Parents`: one openat a file, a linked parent refused like
+    `open_for_read` refuses it, a missing one a FileNotFoundError (the file vanished)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "secret.txt").write_text("not yours")
+    for rel in ("a/b/one", "a/b/two", "a/c/three", "top"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel)
+    (root / "a" / "real").symlink_to(outside)
+    parents = Parents(root)
+    try:
+        for rel in ("a/b/one", "a/c/three", "a/b/two", "top", "a/b/one"):
+            fd = parents.open(rel)
+            assert os.read(fd, 100) == rel.encode()
+            os.close(fd)
+        with pytest.raises(UnsafePath, match="'real' is not a real directory"):
+            parents.open("a/real/deep/secret.txt")
+        with pytest.raises(FileNotFoundError):
+            parents.open("a/gone/x")
+        with pytest.raises(UnsafePath):
+            parents.open("a/../top")
+    finally:
+        parents.close()

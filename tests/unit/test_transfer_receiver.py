@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.transfer import TransferError, wire
+from agent.transfer.landing import Lander
 from agent.transfer.receiver import WRITERS, Receiver
 from agent.transfer.schedule import CHUNK
 from agent.transfer.sender import CHANGED, build_packet
@@ -145,3 +146,23 @@ async def test_a_receiver_that_fails_never_leaves_the_stream_reader_waiting(
     records = b"".join(_chunk("f", 9 * CHUNK, i, b"z" * 10, "v") for i in range(6))
     with pytest.raises(TransferError, match="cannot write 'f'"):
         await _receive_stream(Receiver(tmp_path / "absent"), records)
+
+
+def test_in_place_landing_never_writes_through_a_name_already_taken(tmp_path: Path) -> None:
+    """A push lands small files straight under their names; a name already there (here a
+    hard link to a file the node holds) is replaced by rename, its other link untouched."""
+    held = tmp_path / "held"
+    held.write_bytes(b"the previous run's")
+    root = tmp_path / "work"
+    (root / "d").mkdir(parents=True)
+    os.link(held, root / "d" / "taken")
+    lander = Lander(root, in_place=True)
+    lander.write_file("d/new", b"new", 0o640, 1_000_000_000)
+    lander.write_file("d/taken", memoryview(b"pushed"), 0o755, 1_000_000_000)
+    assert (root / "d" / "new").read_bytes() == b"new"
+    assert (root / "d" / "taken").read_bytes() == b"pushed"
+    assert held.read_bytes() == b"the previous run's"
+    assert oct((root / "d" / "new").stat().st_mode & 0o777) == oct(0o640)
+    assert oct((root / "d" / "taken").stat().st_mode & 0o777) == oct(0o755)
+    assert (root / "d" / "new").stat().st_mtime_ns == 1_000_000_000
+    assert not list(root.rglob(".*swjob-*"))
