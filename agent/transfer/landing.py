@@ -3,13 +3,11 @@
 Parent directories are created on demand and must be real directories (a symlink in
 the way is refused, so a planted link cannot redirect a write). Files are written
 under a temporary name in their final directory and renamed into place only after
-the caller verified their bytes. A lander `in_place` creates a small file straight
-under its name when that name is free (O_EXCL, never through a link), bytes already
-verified: the rename was a third of a small file's landing CPU (tar does none either).
-A file that existed is still replaced by rename, so an earlier version is never seen
-torn. What a new name can show is the file while its one write runs, or, if the
-process dies in that write, a short file that no manifest vouches for (nothing is
-recorded verified before it is whole) and that the next attempt replaces by rename.
+the caller verified their bytes. A lander `in_place` (a workspace push: nothing reads
+the workdir until the push is over) creates a small file straight under its name when
+that name is free (O_EXCL, never through a link): one rename a file less, the cost of
+tar's own landing. A file half written there when the agent dies is not verified, so
+a resumed push sends it again, onto the temporary name and a rename (the name is taken).
 A file is created with its final mode where the process's umask leaves that mode alone,
 so it needs no `fchmod` (four syscalls a small file: open, write, futimens, close).
 Directory modes keep owner rwx so a read-only directory in the tree cannot block its own

@@ -51,7 +51,7 @@ def _session(workdir: Path, session: object) -> Receiver:
         raise wire.WireError("bad push session id")
     key = (str(workdir), session)
     if key not in _sessions:
-        _sessions[key] = Receiver(workdir, in_place=True)
+        _sessions[key] = Receiver(workdir, in_place=True)  # a workdir nobody reads yet
         while len(_sessions) > _MAX_SESSIONS:
             _sessions.popitem(last=False)[1].close()
     _sessions.move_to_end(key)
