@@ -37,9 +37,10 @@ def run_json(run_dir: Path) -> dict[str, Any]:
 
 
 def only_run_dir(runs_root: Path, job: str) -> Path:
-    """The single run directory of `job` (waits until the run has written it)."""
+    """The single run directory of `job` (waits until the run has written it: a `swjob`
+    process starting on a machine at load 30 took over 30 s to get there)."""
     root = runs_root / job
-    eventually(lambda: root.exists() and any(root.iterdir()), what=f"a run of {job}")
+    eventually(lambda: root.exists() and any(root.iterdir()), 90, what=f"a run of {job}")
     (run_dir,) = root.iterdir()
     return run_dir
 
