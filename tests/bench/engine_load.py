@@ -85,11 +85,15 @@ async def _one(root: Path, jobs: int, quick: bool) -> tuple[float, float, int]:
 
 
 async def _console(root: Path, jobs: int, keys: int) -> list[float]:
-    """Key latencies (ms) with `jobs` live runs on the console's board."""
+    """Key latencies (ms) with `jobs` live runs on the console's board. While the keys are
+    pressed the loop is probed beside a bare loop in a sibling process (the control), as
+    tests/bench/loop_stall.py does: latency is wall time, which a loaded machine stretches;
+    the loop's own CPU between two turns is what the console spent."""
     from textual import events
     from textual.binding import Binding
 
     from engine.engine import Engine, EngineConfig
+    from tests.bench.loop_stall import Control, Probe, lags
     from tests.support.engines import local_pools
     from tui.app import SwjobApp
 
@@ -123,11 +127,23 @@ async def _console(root: Path, jobs: int, keys: int) -> list[float]:
                 print(f"  {said - began:.0f} s: {dict(phases)}", flush=True)
         live = sum(engine.run(i).state == "RUNNING" for i in ids)  # type: ignore[union-attr]
         print(f"  {live} of {jobs} runs RUNNING on the board; pressing keys")
+        control, probe = Control(), Probe(attribute=False)
+        await control.start()
+        probe.start()
         for n in range(keys):
             app.post_message(events.Key("j" if n % 40 < 20 else "k", None))
             app.sent = time.perf_counter()
             app.post_message(events.Key("ctrl+b", None))
             await asyncio.sleep(KEYS_S)
+        await probe.stop()
+        idle = await control.stop()
+        busy = sorted(probe.busy)
+        print("  " + lags("swjob-tui's loop:", probe.lags) + "; " + lags("control:", idle))
+        print(
+            f"  the loop's own CPU between two turns: p95 {_p95(busy) * 1000:.1f} ms, "
+            f"max {busy[-1] * 1000:.1f} ms; in all {probe.cpu[0]:.1f} s "
+            f"(load average {os.getloadavg()[0]:.1f})"
+        )
         release.touch()
         async with asyncio.timeout(600):
             views = await asyncio.gather(*(engine.wait(i) for i in ids))
@@ -136,6 +152,10 @@ async def _console(root: Path, jobs: int, keys: int) -> list[float]:
         reasons = sorted({v.reason or "" for v in failed})
         print(f"  {len(failed)} of {jobs} live runs did not complete: {reasons}")
     return app.latencies
+
+
+def _p95(ordered: list[float]) -> float:
+    return ordered[max(0, int(len(ordered) * 0.95) - 1)]
 
 
 def _live_or_ended(view: RunView | None) -> bool:
@@ -183,7 +203,7 @@ def main() -> None:
         )
         if not args.no_console:
             lat = sorted(asyncio.run(_console(Path(tmp) / "console", args.jobs, args.keys)))
-            p95 = lat[max(0, int(len(lat) * 0.95) - 1)]
+            p95 = _p95(lat)
             print(
                 f"console with {args.jobs} live runs: {len(lat)} keys, latency p50 "
                 f"{statistics.median(lat):.1f} ms, p95 {p95:.1f} ms, max {lat[-1]:.1f} ms; "

@@ -16,7 +16,9 @@ from textual.widgets import DataTable, Static
 
 from engine.report.events import NodeState
 from engine.report.views import NodeView, PoolView, RunView
+from tui import format as fmt
 from tui.feed import Feed
+from tui.widgets import jobs_table
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import BOARD_LINES, MAX_LINES, PoolsPanel, render_pools
 from tui.widgets.run_preview import RunPreview
@@ -144,3 +146,58 @@ async def test_the_preview_ticking_its_clock_lays_out_nothing(tmp_path, monkeypa
         # a line too long for a row wraps: that changes its height, and lays it out
         preview.show(run.model_copy(update={"job_name": "x" * 300}))
         assert "preview-summary" in laid_out
+
+
+def running(i: int, run_dir) -> RunView:  # type: ignore[no-untyped-def]
+    """A live run started `i` and a half seconds before NOW, the halves apart."""
+    created = NOW - timedelta(seconds=i, milliseconds=500 * i)
+    return RunView(
+        run_id=f"20261206-2200{i:02d}-0000abcd", job_name=f"job{i}", pool="local",
+        state="RUNNING", phase="run", created=created, updated=NOW, run_dir=run_dir,
+    )  # fmt: skip
+
+
+async def test_a_tick_repaints_only_the_rows_that_changed(tmp_path, monkeypatch) -> None:
+    """DataTable's update_cell repaints the whole table: with 100 live runs, whose clocks
+    tick over at different moments, every tick repainted every visible line."""
+    clock = [NOW]
+    runs = [running(i, tmp_path) for i in range(12)]
+
+    class Board(App[None]):
+        def compose(self) -> ComposeResult:
+            yield JobsTable(lambda: clock[0], id="jobs")
+
+    repaints: list[tuple[Region, ...]] = []
+    refresh = Widget.refresh
+
+    def counted(self, *regions, **kwargs):  # type: ignore[no-untyped-def]
+        if isinstance(self, JobsTable):
+            repaints.append(regions)
+        return refresh(self, *regions, **kwargs)
+
+    app = Board()
+    async with app.run_test(size=(130, 30)) as pilot:
+        table = app.query_one(JobsTable)
+        table.upsert(runs)
+        await pilot.pause()
+        monkeypatch.setattr(Widget, "refresh", counted)
+        made: list[str] = []
+        make = jobs_table.cells
+        monkeypatch.setattr(
+            jobs_table, "cells", lambda run, *a: made.append(run.run_id) or make(run, *a)
+        )
+        table.upsert(runs)  # nothing changed
+        assert not repaints and not made  # the same views at the same second: not even made
+        clock[0] = NOW + timedelta(milliseconds=600)  # the odd runs' clocks tick over
+        table.upsert(runs)
+        assert made == [run.run_id for run in runs[1::2]]
+        assert len(repaints) == 6 and all(len(r) == 1 and r[0].height == 1 for r in repaints)
+        ticked = {table.get_row_index(r.run_id) for r in runs[1::2]}
+        assert {r[0].y - 1 for r in repaints} == ticked  # each its own row, below the header
+        before = {run.run_id: str(table.get_cell(run.run_id, "elapsed")) for run in runs}
+        await pilot.pause()
+        assert before == {run.run_id: fmt.duration(clock[0] - run.created) for run in runs}
+        assert (
+            table.get_cell(runs[1].run_id, "elapsed").plain
+            in drawn(table)[1 + table.get_row_index(runs[1].run_id)]
+        )
