@@ -70,6 +70,12 @@ def _bind_addr(port: int | None) -> str | None:
     return f"{host}:{port}"
 
 
+def chosen_port() -> int | None:
+    """The port SWJOB_IROH_BIND names; None where it names none, or 0 (any port)."""
+    port = (os.environ.get(BIND_ENV) or "").rpartition(":")[2]
+    return int(port) if port.isdigit() and int(port) else None
+
+
 def bound_port(endpoint: iroh_ffi.Endpoint) -> int | None:
     """The UDP port of the endpoint's first IPv4 socket."""
     for sock in endpoint.bound_sockets():

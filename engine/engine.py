@@ -122,12 +122,15 @@ class Engine:
             localspawn.warm()  # last: its imports run while the caller goes on
 
     async def _bind(self) -> Any:
-        """Bind with our persistent identity, on last time's port when it is free."""
+        """Bind with our persistent identity: on last time's port when it is free, else on
+        a fresh one no `bind(0)` takes while we are down (engine/state/identity.py), unless
+        the user chose the port (SWJOB_IROH_BIND)."""
         key = self._identity.secret_key
-        try:
-            return await iroh_endpoint.bind(accept=True, secret_key=key, port=self._identity.port)
-        except IrohError:
-            return await iroh_endpoint.bind(accept=True, secret_key=key)
+        fresh = iroh_endpoint.chosen_port() is None
+        for port in self._identity.ports_to_try(fresh=fresh):
+            with contextlib.suppress(IrohError):
+                return await iroh_endpoint.bind(accept=True, secret_key=key, port=port)
+        return await iroh_endpoint.bind(accept=True, secret_key=key)
 
     async def close(self, *, stop_running: bool = True) -> None:
         """Stop: with `stop_running`, every run this engine drives is stopped and its node

@@ -7,6 +7,13 @@ guarded by a lock file: the first engine takes slot 0, a second engine running a
 same time (a TUI and a CLI) takes slot 1. A slot is only an address: which runs an
 engine drives is decided by per-run leases (engine/state/ownership.py).
 
+A slot's port is drawn from STABLE_PORTS, outside the range the kernel hands out to
+`bind(0)`: while the engine is down (between a crash and its restart) an ephemeral
+port is anyone's, and on a busy machine someone takes it — every iroh endpoint binds
+dozens of them a second for its DNS queries, and a freed ephemeral port was taken
+within 2-8 s one time in twenty. The restarted engine then binds elsewhere and, where
+no relay finds it, its nodes dial an address nobody answers.
+
 The operator id is something else: a short random name for this state dir (this
 operator), written into every Vast.ai instance label, so `swjob gc` on an account shared
 with other operators destroys only what this operator created.
@@ -17,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import random
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +37,9 @@ from engine.state.planted import refuse_planted
 from engine.state.wholefile import replace_whole
 
 SLOTS = 8
+STABLE_PORTS = range(20000, 32768)
+"""Below the ephemeral ports of Linux (32768-60999), macOS and Windows (49152-65535)."""
+FRESH_TRIES = 8  # another engine, or a service, may hold a port drawn from STABLE_PORTS
 
 
 @dataclass
@@ -41,6 +52,12 @@ class Identity:
     @property
     def _port_file(self) -> Path:
         return state_dir() / f"engine-{self.slot}.port"
+
+    def ports_to_try(self, *, fresh: bool = True) -> list[int | None]:
+        """Last time's port first, then (with `fresh`) a few from STABLE_PORTS; None: the
+        port the endpoint's configuration gives (see agent/endpoint.py)."""
+        kept: list[int | None] = [self.port] if self.port is not None or not fresh else []
+        return kept + (random.sample(STABLE_PORTS, FRESH_TRIES) if fresh else [])
 
     def remember_port(self, port: int | None) -> None:
         if port is not None:

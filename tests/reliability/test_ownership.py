@@ -119,6 +119,9 @@ def test_kill_9_then_attach_adopts_under_another_identity_after_pool_rename(
     try:
         pools.write_text(f"[pools.renamed]\n{local}")
         # B bound A's old identity and port: A's node dials B, which does not drive its run.
+        # (A's port was ephemeral: free while A was down, on a busy machine a bind(0) took
+        # it about one time in twenty — iroh's DNS queries bind dozens a second — and B
+        # bound elsewhere, out of the node's reach. It is now drawn outside that range.)
         # A dial the node began while nobody held the port (B starting slowly on a busy
         # machine) hangs its whole 10 s (agent DIAL_TIMEOUT_S), and a redial waits up to
         # 10 s more (agent/redial.py Backoff's cap): 90 s is room for a few such rounds.
