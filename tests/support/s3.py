@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import secrets
 import shutil
 import socket
@@ -26,7 +27,9 @@ import pytest
 from agent.protocol import SinkTarget
 from tests.support.waiting import eventually
 
-START_S = 90.0
+START_S = 80.0  # within the first test's 90 s timeout, which its start counts against
+START_TRIES = 3
+STABLE_PORTS = range(20000, 32768)  # below every OS's ephemeral ports
 SERVICES = ("master", "volume", "filer", "s3")
 
 
@@ -74,13 +77,22 @@ class Bucket:
 
 
 def _free_ports(count: int) -> list[int]:
-    held = []
+    """`count` TCP ports free now, drawn outside the kernel's ephemeral range: a port that
+    `bind(0)` handed out is anyone's again once closed, and on a busy machine (two suites at
+    once) another process took one before `weed` bound it; weed then never answered."""
+    held: list[socket.socket] = []
     try:
-        for _ in range(count):
+        for port in random.sample(STABLE_PORTS, 4 * count):
             sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
             held.append(sock)
-        return [s.getsockname()[1] for s in held]
+            if len(held) == count:
+                return [s.getsockname()[1] for s in held]
+        raise OSError(f"no {count} free ports in {STABLE_PORTS}")
     finally:
         for sock in held:
             sock.close()
@@ -98,7 +110,26 @@ def _answers(url: str) -> bool:
 
 @contextlib.contextmanager
 def s3_server_in(root: Path) -> Iterator[S3Server]:
-    """Start `weed server` with S3 under `root`; stop it by its pid (KILL)."""
+    """Start `weed server` with S3 under `root`; stop it by its pid (KILL). A start that
+    lost one of its ports to another process (weed says "address already in use") is
+    started again on fresh ports."""
+    for attempt in range(1, START_TRIES + 1):
+        try:
+            with _started(root / f"try-{attempt}") as server:
+                yield server
+                return
+        except _PortTaken:
+            if attempt == START_TRIES:
+                raise
+
+
+class _PortTaken(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _started(root: Path) -> Iterator[S3Server]:
+    root.mkdir()
     beside = Path(sys.executable).parent / "weed"  # the venv's, activated or not
     weed = str(beside) if beside.exists() else shutil.which("weed")
     if weed is None:
@@ -130,8 +161,14 @@ def s3_server_in(root: Path) -> Iterator[S3Server]:
         reader_key=reader,
         reader_secret=reader_secret,
     )
+
+    def up() -> bool:
+        if b"address already in use" in (root / "weed.log").read_bytes():
+            raise _PortTaken
+        return _answers(server.endpoint) and _answers(server.filer)
+
     try:
-        eventually(lambda: _answers(server.endpoint) and _answers(server.filer), START_S)
+        eventually(up, START_S)
         yield server
     finally:  # its data is thrown away: no need to sit through its graceful stop (seconds)
         process.kill()
