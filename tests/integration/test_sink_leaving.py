@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from agent.protocol import Park, RunStep, Step, StepExited, UseSink
+from agent.protocol import Park, RunStep, SinkTarget, Step, StepExited, UseSink
 from agent.reattach import new_key, public_of
 from agent.sink.download import read_manifest
 from agent.sink.store import open_store
@@ -30,6 +30,14 @@ EXPIRED = 7  # agent/node.py ExitCode.EXPIRED
 SLOW_S = 2.0
 
 
+async def wrote_out_txt(orch: FakeOrchestrator, sink: SinkTarget) -> None:
+    """The joined node, given `sink`, ran a step that wrote its one output, out.txt."""
+    await orch.until(lambda: orch.channel is not None)
+    await orch.send(UseSink(target=sink))
+    await orch.send(RunStep(step=Step.RUN, command="echo 42 > out.txt"))
+    await orch.until(lambda: bool(orch.of_type(StepExited)))
+
+
 async def test_a_node_kept_warm_saves_to_the_sink_before_it_parks(
     tmp_path: Path, s3: Bucket
 ) -> None:
@@ -38,10 +46,7 @@ async def test_a_node_kept_warm_saves_to_the_sink_before_it_parks(
     node = await AgentProc.start(orch, root)
     target = s3.target(prefix="results/job/run-1", patterns=["out.txt"])
     try:
-        await orch.until(lambda: orch.channel is not None)
-        await orch.send(UseSink(target=target))
-        await orch.send(RunStep(step=Step.RUN, command="echo 42 > out.txt"))
-        await orch.until(lambda: bool(orch.of_type(StepExited)))
+        await wrote_out_txt(orch, target)
         # the laptop took the outputs from the node (no upload asked): the sink has none
         await orch.send(Park(keep_warm_s=0.5, warm_id=public_of(new_key())))
         assert await node.exit_code(60) == EXPIRED, node.stderr()
@@ -65,10 +70,7 @@ async def test_a_slow_last_save_does_not_hold_up_the_park(tmp_path: Path, s3: Bu
     node = await AgentProc.start(orch, root)
     target = s3.target(prefix="results/job/run-2", patterns=["out.txt"])
     try:
-        await orch.until(lambda: orch.channel is not None)
-        await orch.send(UseSink(target=target.model_copy(update={"endpoint": slow.endpoint})))
-        await orch.send(RunStep(step=Step.RUN, command="echo 42 > out.txt"))
-        await orch.until(lambda: bool(orch.of_type(StepExited)))
+        await wrote_out_txt(orch, target.model_copy(update={"endpoint": slow.endpoint}))
         await orch.send(Park(keep_warm_s=0.5, warm_id=public_of(new_key())))
         async with asyncio.timeout(PARK_S):  # the engine's park completes
             await orch.conn.closed()
