@@ -33,6 +33,9 @@ from tui.screens.outputs import OutputsScreen
 
 REPO = Path(__file__).resolve().parents[2]
 HELLO = REPO / "examples" / "hello" / "job.toml"
+RECORDED = Path(__file__).parent / "data" / "runs"
+"""Two recorded runs, for console tests where a run's being live is no part of it."""
+HELLO_RUN, TRAINER = "20260102-110000-0011", "20260102-120000-0022"  # RECORDED, oldest first
 SIZE = (130, 40)
 FIXED_NOW = datetime(2026, 1, 2, 12, 0, 30, tzinfo=UTC)
 

@@ -13,7 +13,10 @@ from textual.widgets import Input, Static
 from engine.jobs.jobspec import load_job
 from tests.tui.conftest import (
     HELLO,
+    HELLO_RUN,
+    RECORDED,
     SIZE,
+    TRAINER,
     booted,
     finished,
     screen_text,
@@ -33,15 +36,13 @@ from tui.widgets.jobs_table import JobsTable
 from tui.widgets.log_pane import LogPane, SearchBar
 from tui.widgets.log_view import LogView
 
-DATA = Path(__file__).parent / "data"
-HELLO_RUN, TRAINER = "20260102-110000-0011", "20260102-120000-0022"  # DATA/runs, oldest first
 CHATTY = "for i in $(seq 1 300); do echo line $i; echo err $i >&2; done"
 
 
 async def test_board_moves_opens_detail_and_logs(engine) -> None:
     """On two recorded runs: the keys move over the board's rows, a run's being live or
     not is no part of it (a live run's detail: test_e2e, test_board)."""
-    app = SwjobApp(with_history(engine, DATA / "runs"))
+    app = SwjobApp(with_history(engine, RECORDED))
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
         table = app.screen.query_one(JobsTable)
@@ -77,7 +78,7 @@ async def test_board_moves_opens_detail_and_logs(engine) -> None:
 
 async def test_filter_narrows_the_board_and_esc_clears_it(engine) -> None:
     """On past runs (a filter acts on the board's rows, live or not): one of two matches."""
-    app = SwjobApp(with_history(engine, DATA / "runs"))
+    app = SwjobApp(with_history(engine, RECORDED))
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
         table = app.screen.query_one(JobsTable)
@@ -99,7 +100,7 @@ async def test_filter_narrows_the_board_and_esc_clears_it(engine) -> None:
 
 
 async def test_finished_job_cannot_be_stopped(engine) -> None:
-    app = SwjobApp(with_history(engine, DATA / "runs"))
+    app = SwjobApp(with_history(engine, RECORDED))
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
         await until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2)
@@ -273,7 +274,7 @@ async def test_log_memory_is_capped(engine, make_job) -> None:
 
 async def test_outputs_browser_keys(engine, monkeypatch) -> None:
     monkeypatch.setenv("PAGER", "cat")
-    app = SwjobApp(with_history(engine, DATA / "runs"))
+    app = SwjobApp(with_history(engine, RECORDED))
     async with app.run_test(size=SIZE) as pilot:
         await booted(pilot)
         await until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2)
@@ -295,7 +296,7 @@ async def test_outputs_browser_keys(engine, monkeypatch) -> None:
 
 
 async def test_outputs_browser_calls_out_a_pull_that_did_not_finish(engine) -> None:
-    app = SwjobApp(with_history(engine, DATA / "runs"))
+    app = SwjobApp(with_history(engine, RECORDED))
     manifest = engine.config.runs_dir / "hello" / HELLO_RUN / "manifest.json"
     body = json.loads(manifest.read_text())
     manifest.write_text(json.dumps(body | {"complete": False}))  # as a failed pull writes it
@@ -310,7 +311,7 @@ async def test_outputs_browser_calls_out_a_pull_that_did_not_finish(engine) -> N
 async def test_quit_modal_leave_running_and_cancel_keys(engine) -> None:
     """`l` leaves runs to their nodes (the engine is closed without stopping them); `c` and
     the Cancel button keep the console. Shown here over a recorded run, so nothing leaks."""
-    app = SwjobApp(with_history(engine, DATA / "runs"))
+    app = SwjobApp(with_history(engine, RECORDED))
     run = history.load(engine.config.runs_dir / "hello" / HELLO_RUN, 10).view
     assert run is not None
     async with app.run_test(size=SIZE) as pilot:

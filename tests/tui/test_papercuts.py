@@ -4,7 +4,6 @@ against a real engine on the local pool."""
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 from rich.console import Console
 from textual.containers import VerticalScroll
@@ -13,6 +12,8 @@ from engine.engine import Engine
 from tests.support.engines import engine_config
 from tests.tui.conftest import (
     FIXED_NOW,
+    HELLO_RUN,
+    RECORDED,
     booted,
     finished,
     opened_outputs,
@@ -32,8 +33,6 @@ from tui.widgets.preview_pane import PreviewPane
 from tui.widgets.timeline import Timeline
 
 SMALL = (80, 24)
-RECORDED = Path(__file__).parent / "data" / "runs"
-HELLO_RUN = "20260102-110000-0011"  # RECORDED's hello run: COMPLETED, one output
 
 
 async def recorded_hello(pilot) -> None:
