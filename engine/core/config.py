@@ -20,7 +20,14 @@ class SubmitError(SwjobError):
 class EngineConfig:
     runs_dir: Path = DEFAULT_RUNS_DIR
     pools: PoolSet = field(default_factory=load_pools)
-    heartbeat_s: float = 1.0
+    heartbeat_s: float = 2.5
+    """How often each side of a run's control connection says it is alive when nothing
+    else needs saying: a quarter of the local pool's 10 s silence deadline (and of the
+    agent's own, AGENT_SILENCE_MAX_S), so a peer still misses three in a row before it is
+    taken for lost. A pool that takes silence for a loss sooner gets faster ones
+    (providers/base.heartbeat_for). Every heartbeat costs both sides a frame, a QUIC
+    packet and its acknowledgement: at 1 s they were most of what a hundred short runs at
+    once cost the engine (tests/bench/engine_load.py)."""
     stop_grace_s: float = 10.0
     adopt_orphans: bool = False
     """Adopt every unfinished run whose owner is gone, at start and every ADOPT_SCAN_S

@@ -7,8 +7,8 @@ count so every run is live at once:
 
 1. engine: the load test's workload (tests/support/load.py: a one-line workspace pushed,
    a few lines printed, an output pulled) submitted at once and waited for, with the
-   engine's own settings (1 s heartbeat, 10 s stop grace; `--test-deadlines`: the tests'
-   0.5 s and 2 s, twice the heartbeats, as figures before 2026-12-06 were measured). Only
+   engine's own settings (2.5 s heartbeat, 10 s stop grace; `--test-deadlines`: the tests'
+   0.5 s and 2 s, five times the heartbeats, as figures before 2026-12-06 were measured). Only
    the engine's own process is measured — getrusage(RUSAGE_SELF) for user+system CPU,
    /proc/self/status VmHWM for peak RSS — the agents are separate processes.
 2. console: the real app (headless, 160×50) with its engine; the same number of jobs that
@@ -107,7 +107,7 @@ async def _console(root: Path, jobs: int, keys: int) -> list[float]:
 
     release = root / "release"
     specs = [_live_job(root / f"live{i:03d}", release) for i in range(jobs)]
-    # the console's own settings (1 s heartbeat, 10 s to lose a node), not the tests' quick ones
+    # the console's own settings (2.5 s heartbeat, 10 s to lose a node), not the tests' quick ones
     pools = local_pools(max_nodes=max(jobs, 1))
     engine = Engine(EngineConfig(runs_dir=root / "runs", pools=pools))
     app = ProbeApp(engine)
