@@ -63,9 +63,11 @@ class _Then:
 
 @dataclass(frozen=True)
 class _Later:
-    """Record keeping run on the writer thread, in its place in the queue."""
+    """Record keeping run on the writer thread, in its place in the queue; `settle`, when
+    given, finishes it later in the batch, once for every piece of work that names it."""
 
     work: Callable[[], None]
+    settle: Callable[[], None] | None = None
 
 
 Item = tuple["AppendFile | None", bytes | threading.Event | _Flushed | _Then | _Later]
@@ -131,12 +133,17 @@ async def written() -> None:
     await done
 
 
-def later(work: Callable[[], None]) -> None:
+def later(work: Callable[[], None], settle: Callable[[], None] | None = None) -> None:
     """Run `work` on the writer thread after everything handed to it before: record
     keeping ordered with the files' lines. `work` reports its own failures (each caller
     knows whom to tell); what it lets escape is logged, never raised into whoever queues
-    the next work — another run's, or another part's, which could not act on it."""
-    _WRITER.put((None, _Later(work)))
+    the next work — another run's, or another part's, which could not act on it.
+
+    `settle` (an equal callable each time, e.g. a bound method) finishes `work` once for
+    all the work of the batch that names it: before any other record keeping, and before
+    any wait for what came before (`then`, `written`, `flush`) is answered — the index's
+    commit of all the rows its saves queued."""
+    _WRITER.put((None, _Later(work, settle)))
 
 
 class _Writer:
@@ -183,9 +190,13 @@ class _Writer:
             self._write(batch)
 
     def _write(self, batch: list[Item]) -> None:
-        """Consecutive writes to one file become one write; a close comes after them."""
+        """Consecutive writes to one file become one write; a close comes after them.
+        Work to settle (`later`) is settled once, before other record keeping and at the
+        batch's end; the waits queued meanwhile are answered after it, in their order."""
         pending: AppendFile | None = None
         chunks: list[bytes] = []
+        settles: dict[Callable[[], None], None] = {}  # in order, each once
+        waits: list[_Flushed | _Then] = []
         for handle, item in batch:
             if pending is not None and (handle is not pending or not isinstance(item, bytes)):
                 _write_all(pending, b"".join(chunks))
@@ -193,23 +204,60 @@ class _Writer:
             if isinstance(item, bytes):
                 pending = handle
                 chunks.append(item)
-            elif isinstance(item, _Flushed):
-                item.done.set()
-            elif isinstance(item, _Then):
-                with contextlib.suppress(RuntimeError):  # its loop has closed meanwhile
-                    item.loop.call_soon_threadsafe(item.callback)
+            elif isinstance(item, _Flushed | _Then):
+                waits.append(item)
+                if not settles:
+                    _answer(waits)
             elif isinstance(item, _Later):
-                self._run_later(item)
+                if item.settle is None:
+                    _settle(settles, waits)
+                _run_later(item.work)
+                if item.settle is not None:
+                    settles[item.settle] = None
             elif handle is not None:
                 _close(handle, item)
         if pending is not None:
             _write_all(pending, b"".join(chunks))
+        _settle(settles, waits)
 
-    def _run_later(self, later: _Later) -> None:
+
+def _run_later(work: Callable[[], None]) -> None:
+    try:
+        work()
+    except Exception:  # a bug in `work`: the writer thread goes on with the rest
+        log.exception("record keeping on the writer thread failed")
+
+
+def _settle(settles: dict[Callable[[], None], None], waits: list[_Flushed | _Then]) -> None:
+    for settle in settles:
+        _run_later(settle)
+    settles.clear()
+    _answer(waits)
+
+
+def _answer(waits: list[_Flushed | _Then]) -> None:
+    """Answer `waits` in order; a loop's callbacks are handed over in one wake-up."""
+    calls: dict[asyncio.AbstractEventLoop, list[Callable[[], None]]] = {}
+    for wait in waits:
+        if isinstance(wait, _Flushed):
+            wait.done.set()
+        else:
+            calls.setdefault(wait.loop, []).append(wait.callback)
+    waits.clear()
+    for loop, callbacks in calls.items():
+        with contextlib.suppress(RuntimeError):  # its loop has closed meanwhile
+            loop.call_soon_threadsafe(_call_each, callbacks)
+
+
+def _call_each(callbacks: list[Callable[[], None]]) -> None:
+    """On the loop: each callback, as if each had been handed over alone (one that raises
+    is the loop's to report, and the others are still called)."""
+    for callback in callbacks:
         try:
-            later.work()
-        except Exception:  # a bug in `work`: the writer thread goes on with the rest
-            log.exception("record keeping on the writer thread failed")
+            callback()
+        except Exception as exc:
+            context = {"message": "callback after the writer thread failed", "exception": exc}
+            asyncio.get_running_loop().call_exception_handler(context)
 
 
 def _write_all(handle: AppendFile, data: bytes) -> None:

@@ -57,8 +57,10 @@ class IndexWrites:
         recovery: dict[str, Any] | None,
         next_attempt: tuple[str, dict[str, Any]] | None,
     ) -> None:
-        """Queue the run's row behind what was written before it (returns at once)."""
-        self._later(partial(self._store.save, view, recovery, next_attempt))
+        """Queue the run's row behind what was written before it (returns at once). The
+        rows queued in one pass of the writer thread are written in one commit."""
+        self._loop = asyncio.get_running_loop()
+        appender.later(partial(self._store.queue, view, recovery, next_attempt), self._commit)
 
     def unwritten(self) -> list[str]:
         """Runs whose latest row the index does not hold yet (it is kept and retried)."""
@@ -96,6 +98,10 @@ class IndexWrites:
     def _later(self, write: Callable[[], None]) -> None:
         self._loop = asyncio.get_running_loop()
         appender.later(partial(self._write, write))
+
+    def _commit(self) -> None:
+        """On the writer thread, once a pass: the rows `save` queued, in one transaction."""
+        self._write(self._store.commit_queued)
 
     def _write(self, write: Callable[[], None]) -> None:
         """On the writer thread: the loop hears only of changes (failed, written again).

@@ -113,6 +113,16 @@ def _kept_row(index: Path, run_id: str) -> _Row | None:
     return row
 
 
+def _merge(rows: dict[str, _Row], row: _Row) -> None:
+    """`row` in `rows` as the run's latest; the recovery facts and the next attempt of an
+    earlier row of the run are kept when `row` has none."""
+    kept = rows.get(row.view.run_id)
+    if kept is not None:
+        recovery = row.recovery if row.recovery is not None else kept.recovery
+        row = _Row(row.view, recovery, row.next_attempt or kept.next_attempt)
+    rows[row.view.run_id] = row
+
+
 def run_unfinished(run_id: str, path: Path | None = None) -> bool:
     """Does the run index list `run_id` as not yet ended? Read-only, for another process's
     run (engine/providers/slots.py: may its node still exist?); True when the index cannot
@@ -158,6 +168,7 @@ class Store:
             self._db.close()
             raise not_written(self.path, exc) from None
         self._pending: dict[str, _Row] = {}  # saves not yet written, by run
+        self._queued: dict[str, _Row] = {}  # saves not yet tried (`queue`), by run
         self._pending_lock = threading.Lock()  # `unwritten` is asked from another thread
         self.failing = False  # the last write failed: saves do not wait until one succeeds
         self._parsed: dict[str, RunView] = {}  # the last read's summaries → views, in order
@@ -188,12 +199,28 @@ class Store:
         or the next save, writes it. Waiting for good held up the writer thread and every
         file behind it: no run could act, end or be quit. Once a write has failed, saves
         do not wait again until one succeeds: each would hold up its caller anew."""
+        self.queue(view, recovery, next_attempt)
+        self.commit_queued()
+
+    def queue(
+        self,
+        view: RunView,
+        recovery: dict[str, Any] | None = None,
+        next_attempt: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """`save`'s first half: the row is queued, not written; `commit_queued` writes every
+        row queued since in one transaction (the writer thread's saves of one batch: a
+        hundred runs at once saved ~16 rows each, one commit apiece). A queued row is not
+        `unwritten`: nothing failed to write it yet."""
         with self._pending_lock:
-            kept = self._pending.get(view.run_id)
-            if kept is not None:
-                recovery = recovery if recovery is not None else kept.recovery
-                next_attempt = next_attempt or kept.next_attempt
-            self._pending[view.run_id] = _Row(view, recovery, next_attempt)
+            _merge(self._queued, _Row(view, recovery, next_attempt))
+
+    def commit_queued(self) -> None:
+        """`save`'s second half, for every row queued since the last: see `save`."""
+        with self._pending_lock:
+            for row in self._queued.values():
+                _merge(self._pending, row)
+            self._queued.clear()
         self.retry(0.0 if self.failing else None)
 
     def retry(self, wait_s: float | None = None) -> None:

@@ -149,3 +149,26 @@ async def test_what_later_work_raised_is_logged_and_never_raised_into_the_next(c
     await appender.written()
     assert ran == ["next"]
     assert "No space left on device" in caplog.text
+
+
+async def test_work_that_settles_is_settled_once_a_batch_before_any_wait_is_answered() -> None:
+    """The run index's saves in one pass of the writer are written in one commit: each
+    save's work queues its row, and the commit (`settle`) runs once after them — before
+    other record keeping, and before a wait queued among them is answered."""
+    done: list[str] = []
+    answered: list[list[str]] = []
+
+    def settle() -> None:
+        done.append("settle")
+
+    disk = stuck_disk()  # everything below reaches the writer in one batch
+    appender.later(lambda: done.append("a"), settle)
+    appender.then(lambda: answered.append(list(done)))
+    appender.later(lambda: done.append("b"), settle)
+    appender.later(lambda: done.append("other"))
+    appender.later(lambda: done.append("c"), settle)
+    await asyncio.sleep(0)
+    disk.set()
+    await appender.written()
+    assert done == ["a", "b", "settle", "other", "c", "settle"]
+    assert answered and answered[0][:3] == ["a", "b", "settle"]

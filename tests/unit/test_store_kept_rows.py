@@ -275,3 +275,18 @@ def test_kept_rows_are_private_whatever_was_there_before(index: Path, tmp_path: 
         kept = where / f"{run_id}.json"
         assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and not kept.is_symlink()
     assert elsewhere.read_text() == ""
+
+
+def test_rows_queued_apart_are_written_in_one_commit_each_the_latest(index: Path) -> None:
+    """The writer thread queues a pass's saves and commits them once: a run's latest row
+    wins, keeping an earlier row's recovery facts, and a queued row is not `unwritten`."""
+    ours = Store(index)
+    ours.queue(view("run-a"), {"token": "t"})
+    ours.queue(view("run-c"))
+    ours.queue(view("run-a", finished=True))
+    assert ours.unwritten() == []
+    ours.commit_queued()
+    assert ours.unwritten() == []
+    assert ours.recovery("run-a") == {"token": "t"}
+    assert {v.run_id for v, _ in ours.unfinished()} == {"run-c"}
+    ours.close()
