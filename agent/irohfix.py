@@ -1,4 +1,4 @@
-"""Two fixes to the iroh Python binding's costs, applied on import.
+"""Three fixes to the iroh Python binding's costs, applied on import.
 
 Errors: iroh's errors carry a backtrace when RUST_BACKTRACE is set, and the binding formats
 each one it hands to Python in full; resolving the backtrace parses the library's debug
@@ -14,12 +14,21 @@ changes (another iroh version), `apply()` raises instead of silently running slo
 or corrupting data. The loop is recognised by its compiled code (its variables and
 the names it calls), not its source text: reading and tokenizing the binding's
 source took 9-20 ms of every operator's and agent's start.
+
+Wake-ups: each poll of a Rust future hands the binding a continuation callback, which
+resolves the awaiting Python future with `call_soon_threadsafe` — a write to the loop's
+self-pipe and one more turn of epoll to read it back. When the future is ready at once
+the callback runs inside the poll, on the loop's own thread (most reads and writes of a
+short frame), and the loop needs no waking: `call_soon` does. Callbacks from iroh's
+runtime threads still wake the loop as before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
+from typing import Any
 
 from iroh import iroh_ffi
 
@@ -58,5 +67,37 @@ def apply() -> None:
     builder.write = _fast_write
 
 
+def _continue(handle: int, poll_code: int) -> None:
+    """The binding's continuation callback, waking the loop only from another thread."""
+    loop, future = iroh_ffi._UniffiContinuationHandleMap.remove(handle)
+    if asyncio._get_running_loop() is loop:
+        loop.call_soon(iroh_ffi._uniffi_set_future_result, future, poll_code)
+    else:
+        loop.call_soon_threadsafe(iroh_ffi._uniffi_set_future_result, future, poll_code)
+
+
+_CONTINUE: Any = iroh_ffi._UNIFFI_RUST_FUTURE_CONTINUATION_CALLBACK(_continue)
+"""Kept referenced here for as long as Rust may call it (the module lives as long)."""
+
+
+def apply_continuation() -> None:
+    """Install `_continue`; idempotent, and loud when the binding does not poll the way
+    it was written for (its async call must look the callback up as a module global)."""
+    if iroh_ffi._uniffi_continuation_callback is _CONTINUE:
+        return
+    names = iroh_ffi._uniffi_rust_call_async.__code__.co_names
+    if (
+        "_uniffi_continuation_callback" not in names
+        or "_UniffiContinuationHandleMap" not in names
+        or not callable(getattr(iroh_ffi, "_uniffi_set_future_result", None))
+    ):
+        raise RuntimeError(
+            "iroh binding changed: _uniffi_rust_call_async is not the poll loop "
+            "agent/irohfix.py was written for; re-check the continuation fix"
+        )
+    iroh_ffi._uniffi_continuation_callback = _CONTINUE
+
+
 apply()
+apply_continuation()
 os.environ.setdefault(BACKTRACE_ENV, "0")  # read by Rust at its first error, not before

@@ -1,12 +1,16 @@
 """The send-path fix is installed, and refuses a binding whose write is not the byte loop
 it was written for (checked on the compiled code, not the source); iroh's errors carry no
-backtrace to resolve unless the user asked for library backtraces."""
+backtrace to resolve unless the user asked for library backtraces; a Rust future ready at
+once resumes its awaiter without waking the loop through its self-pipe, one ready later
+(from iroh's threads) still wakes it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from iroh import iroh_ffi
@@ -56,3 +60,30 @@ def test_errors_carry_no_backtrace_unless_the_user_chose_one(chosen, seen) -> No
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
     assert out.stdout.strip() == seen, out.stderr
+
+
+def test_the_continuation_fix_is_installed_and_refuses_another_poll_loop(monkeypatch) -> None:
+    assert iroh_ffi._uniffi_continuation_callback is irohfix._CONTINUE
+
+    async def another_poll_loop(rust_future, *rest):  # looks the callback up elsewhere
+        return rust_future
+
+    monkeypatch.setattr(iroh_ffi, "_uniffi_continuation_callback", None)
+    monkeypatch.setattr(iroh_ffi, "_uniffi_rust_call_async", another_poll_loop)
+    with pytest.raises(RuntimeError, match="iroh binding changed"):
+        irohfix.apply_continuation()
+
+
+async def test_a_continuation_wakes_the_loop_only_from_another_thread(monkeypatch) -> None:
+    loop = asyncio.get_running_loop()
+    woken: list[str] = []
+    monkeypatch.setattr(loop, "_write_to_self", lambda: woken.append("self-pipe"))
+    handles = iroh_ffi._UniffiContinuationHandleMap
+    here, there = loop.create_future(), loop.create_future()
+    irohfix._continue(handles.insert((loop, here)), 0)  # as inside a poll, on the loop
+    assert await here == 0 and woken == []
+    monkeypatch.undo()  # the other thread's wake-up must really wake the loop
+    thread = threading.Thread(target=irohfix._continue, args=(handles.insert((loop, there)), 1))
+    thread.start()
+    assert await asyncio.wait_for(there, 10) == 1
+    thread.join()
