@@ -201,3 +201,48 @@ async def test_a_tick_repaints_only_the_rows_that_changed(tmp_path, monkeypatch)
             table.get_cell(runs[1].run_id, "elapsed").plain
             in drawn(table)[1 + table.get_row_index(runs[1].run_id)]
         )
+
+
+async def test_rows_moved_down_by_a_new_row_are_not_drawn_again(tmp_path, monkeypatch) -> None:
+    """A new run's row on top moves every row down one: 12 runs starting at once drew the
+    whole table again for each. A row seen before at its stripe is now its earlier drawing
+    with the row its styles name changed (what a click reports), equal to a fresh one."""
+    runs = [running(i, tmp_path) for i in reversed(range(14))]  # oldest first
+
+    class Board(App[None]):
+        def compose(self) -> ComposeResult:
+            yield JobsTable(lambda: NOW, id="jobs")
+
+    cells: list[int] = []
+    draw = DataTable._render_cell
+
+    def counted(self, row_index, *args, **kwargs):  # type: ignore[no-untyped-def]
+        cells.append(row_index)
+        return draw(self, row_index, *args, **kwargs)
+
+    def segments(table: JobsTable) -> list[list[tuple[str, object, object]]]:
+        lines = table.render_lines(Region(0, 0, *table.size))
+        return [[(s.text, s.style, s.style and s.style.meta) for s in line] for line in lines]
+
+    app = Board()
+    async with app.run_test(size=(130, 30)) as pilot:
+        table = app.query_one(JobsTable)
+        table.upsert(runs[:10])
+        await pilot.pause()
+        segments(table)
+        monkeypatch.setattr(DataTable, "_render_cell", counted)
+        for shown in (11, 12):  # each new run's row on top: the others move down
+            cells.clear()
+            table.upsert(runs[:shown])
+            await pilot.pause()
+            moved = segments(table)
+        # at the first move each row took the other stripe, unseen: drawn; at the second
+        # each is back on its first one, and none is drawn but the new row (0), the one
+        # new at the first move (1: never on this stripe) and the one under the mouse
+        # before (2: only ever drawn with the hover's colours on this stripe)
+        assert cells and set(cells) <= {0, 1, 2}, cells
+        table.notify_style_update()  # forget every drawing: all drawn afresh, by DataTable
+        assert segments(table) == moved
+        assert table.get_row_index(runs[0].run_id) == 11
+        row = table.render_lines(Region(0, 12, table.size.width, 1))[0]  # below the header
+        assert {s.style.meta["row"] for s in row if s.style and s.style.meta} == {11}
