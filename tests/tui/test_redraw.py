@@ -5,10 +5,14 @@ the console's loop (tests/bench/teardown_stall.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from datetime import UTC, datetime, timedelta
 
+from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.cache import LRUCache
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -20,7 +24,14 @@ from tui import format as fmt
 from tui.feed import Feed
 from tui.widgets import jobs_table
 from tui.widgets.jobs_table import JobsTable
-from tui.widgets.pools_panel import BOARD_LINES, MAX_LINES, PoolsPanel, render_pools
+from tui.widgets.pools_panel import (
+    BOARD_LINES,
+    MAX_LINES,
+    PoolLines,
+    PoolsPanel,
+    pool_rows,
+    render_pools,
+)
 from tui.widgets.run_preview import RunPreview
 
 NOW = datetime(2026, 12, 6, 22, 0, tzinfo=UTC)
@@ -110,6 +121,36 @@ async def test_the_pools_panel_draws_only_the_lines_it_shows_and_is_not_measured
         await pilot.pause()
         assert panel.size.height == 1
         assert not measured
+
+
+def test_the_pools_panel_draws_its_rows_as_one_table_of_them_would() -> None:
+    """Each row is drawn as a table of its own, with the same column widths, and kept
+    until it changes: what the panel shows is what one table of all its rows drew."""
+    local = PoolView(name="local", provider="local", max_nodes=20, summary="this machine")
+    rented = PoolView(
+        name="a100s", provider="vast", max_nodes=4, max_dollars=0.5, max_hours=2,
+        summary="1× A100 ≥80 GB, ≤ $1.20/h, a summary long enough to be cut at 80 columns",
+    )  # fmt: skip
+    drawn: LRUCache[Hashable, list[list[Segment]]] = LRUCache(64)
+    for pools in ([local], [rented, local.model_copy(update={"nodes": [node(1)]})], [many()]):
+        for width in (80, 130, 200):
+            rows = pool_rows(pools, NOW)
+            console = Console(width=width)
+            options = console.options.update(height=len(rows))  # the panel's height is set
+            kept = console.render_lines(PoolLines(rows, drawn), options)
+            assert kept == console.render_lines(render_pools(pools, NOW), options)
+    console, kept = Console(width=130), len(drawn)
+    list(console.render(PoolLines(pool_rows([many()], NOW), drawn)))
+    assert len(drawn) == kept  # drawn at this width before: nothing drawn again
+    changed = many()
+    changed.nodes[2] = changed.nodes[2].model_copy(update={"state": NodeState.BUSY})
+    list(console.render(PoolLines(pool_rows([changed], NOW), drawn)))
+    assert len(drawn) == kept + 1  # the changed node's row alone
+
+
+def many() -> PoolView:
+    pool = PoolView(name="local", provider="local", max_nodes=20, summary="this machine")
+    return pool.model_copy(update={"nodes": [node(i) for i in range(20)]})
 
 
 async def test_the_preview_ticking_its_clock_lays_out_nothing(tmp_path, monkeypatch) -> None:
