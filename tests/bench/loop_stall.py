@@ -11,10 +11,13 @@ swjob-tui headless with a real engine on the local pool and, at once:
 - a job flooding its log (`--lines` lines as fast as it can print them).
 
 A probe task sleeps 5 ms in a loop and records how late it wakes: the loop's stalls.
-Prints the max, p99 and the count over 50 ms; `--attribute` samples the loop thread's stack
-while it is stalled and names where it was. The same probe runs meanwhile on a bare asyncio
-loop in a sibling process that does nothing else (the control): on a busy machine an idle
-loop stalls too, waiting for a core, and a figure of swjob's means something only beside it.
+Prints the max, p99 and the count over 50 ms, and the CPU the loop's thread used between
+two of the probe's turns (thread CPU time: what a loaded machine does not stretch, the
+work that held the loop). `--attribute` samples the loop thread's stack while it is
+stalled and names where it was, and names the callbacks that used the most CPU in one
+go. The same probe runs meanwhile on a bare asyncio loop in a sibling process that does
+nothing else (the control): on a busy machine an idle loop stalls too, waiting for a
+core, and a figure of swjob's means something only beside it.
 
     python tests/bench/loop_stall.py [--mib 1024] [--lines 200000] [--attribute]
 """
@@ -90,6 +93,7 @@ class Probe:
         self._gc_started = 0.0
         self._watching = attribute
         self.tracked = (0, 0)  # objects a full collection walks, and those frozen at boot
+        self.callbacks = Callbacks() if attribute else None
 
     def start(self) -> None:
         self.cpu = (time.thread_time(), time.process_time())
@@ -97,6 +101,8 @@ class Probe:
         if self._watching:
             threading.Thread(target=self._watch, daemon=True).start()
             gc.callbacks.append(self._collected)
+        if self.callbacks is not None:
+            self.callbacks.start()
 
     def _collected(self, phase: str, info: dict[str, int]) -> None:
         """Garbage collections: which generation, how long, and on which thread."""
@@ -130,6 +136,8 @@ class Probe:
     async def stop(self) -> None:
         loop_s, process_s = time.thread_time() - self.cpu[0], time.process_time() - self.cpu[1]
         self.cpu = (loop_s, process_s - loop_s)  # from start: the loop thread's, the others'
+        if self.callbacks is not None:
+            self.callbacks.stop()
         if self._watching:
             gc.callbacks.remove(self._collected)
             # what a full collection walks: the objects the console made after its boot
@@ -139,6 +147,50 @@ class Probe:
         assert self._task is not None
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
+
+
+class Callbacks:
+    """The thread CPU each callback of the loop used in one go, by name (a task's name
+    and coroutine, or the function): which of them held the loop, whatever the machine's
+    load. Times every callback the loop runs (`Handle._run`) while started."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, list[float]] = {}  # name: [count, total s, max s]
+        self._run = asyncio.events.Handle._run
+
+    def start(self) -> None:
+        timed, by_name = self._run, self.by_name
+
+        def run(handle: asyncio.events.Handle) -> None:
+            began = time.thread_time()
+            try:
+                timed(handle)
+            finally:
+                cpu = time.thread_time() - began
+                seen = by_name.setdefault(_callback_name(handle), [0, 0.0, 0.0])
+                seen[0] += 1
+                seen[1] += cpu
+                seen[2] = max(seen[2], cpu)
+
+        asyncio.events.Handle._run = run  # type: ignore[method-assign]
+
+    def stop(self) -> None:
+        asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
+
+    def report(self, top: int = 8) -> None:
+        costliest = sorted(self.by_name.items(), key=lambda item: -item[1][2])[:top]
+        for name, (count, total, longest) in costliest:
+            print(f"  callback using the most CPU in one go: {longest * 1000:.1f} ms ", end="")
+            print(f"(× {count:.0f}, {total * 1000:.0f} ms in all): {name}")
+
+
+def _callback_name(handle: asyncio.events.Handle) -> str:
+    callback = handle._callback  # type: ignore[attr-defined]
+    task = getattr(callback, "__self__", None)
+    if isinstance(task, asyncio.Task):
+        coro = task.get_coro()
+        return f"task {task.get_name()!r} {getattr(coro, '__qualname__', coro)}"
+    return getattr(callback, "__qualname__", repr(callback))
 
 
 def _where(stack: traceback.StackSummary) -> str:
@@ -156,6 +208,7 @@ class Control:
 
     def __init__(self) -> None:
         self._process: asyncio.subprocess.Process | None = None
+        self.busy: list[float] = []  # its loop thread's CPU between two turns, once stopped
 
     async def start(self) -> None:
         self._process = await asyncio.create_subprocess_exec(
@@ -170,7 +223,9 @@ class Control:
         assert self._process is not None and self._process.stdin is not None
         self._process.stdin.close()
         out, _ = await self._process.communicate()
-        return json.loads(out)
+        probed = json.loads(out)
+        self.busy = probed["busy"]
+        return probed["lags"]
 
 
 async def control() -> None:
@@ -189,7 +244,7 @@ async def control() -> None:
     print("probing", flush=True)
     await closed.wait()
     await probe.stop()
-    print(json.dumps(probe.lags))
+    print(json.dumps({"lags": probe.lags, "busy": probe.busy}))
 
 
 async def bench(tmp: Path, mib: int, lines: int, attribute: bool) -> None:
@@ -242,6 +297,7 @@ async def bench(tmp: Path, mib: int, lines: int, attribute: bool) -> None:
     print(f"machine : {os.cpu_count()} CPUs, load average {load:.2f} → {now:.2f} (1 min)")
     report(probe)
     print("control : " + lags("a bare asyncio loop in a sibling process, same probe:", idle))
+    print("          " + cpu("its", control.busy))
 
 
 def lags(what: str, values: list[float]) -> str:
@@ -258,8 +314,19 @@ def lags(what: str, values: list[float]) -> str:
     )
 
 
+def cpu(whose: str, busy: list[float]) -> str:
+    """One line of figures for the CPU a loop's thread used between two probe turns (s)."""
+    ms = sorted(b * 1000 for b in busy)
+    if not ms:
+        return f"{whose} CPU between two turns: no probes"
+    p99 = ms[max(0, int(len(ms) * 0.99) - 1)]
+    top = ", ".join(f"{b:.1f}" for b in reversed(ms[-3:]))
+    return f"{whose} CPU between two turns: p99 {p99:.1f} ms, max {top} ms"
+
+
 def report(probe: Probe) -> None:
     print("loop    : " + lags("swjob-tui's loop:", probe.lags))
+    print("          " + cpu("the loop thread's", probe.busy))
     print(
         f"          CPU meanwhile: the loop thread {probe.cpu[0]:.1f} s, its other threads ", end=""
     )
@@ -277,6 +344,8 @@ def report(probe: Probe) -> None:
             f"          in those stalls the loop thread ran on a CPU {ran:.0%} of the time", end=""
         )
         print(f" (at most {longest:.0f} ms in one), the process's other threads {others:.0%}")
+    if probe.callbacks is not None:
+        probe.callbacks.report()
     for where, count in probe.samples.most_common(8):
         print(f"  stalled in ({count} × 10 ms samples): {where}")
     for where, count in probe.beside.most_common(5):

@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from tests.bench.loop_stall import Control, Probe, lags, report
+from tests.bench.loop_stall import Control, Probe, cpu, lags, report
 
 COMMAND = "python -m tests.bench.teardown_stall"
 WRITE = """import os, sys
@@ -74,11 +74,11 @@ async def probed(what: str, work: Callable[[], Awaitable[None]], attribute: bool
     took = time.perf_counter() - started
     await probe.stop()
     idle = await control.stop()
-    print(f"{what:9}: {took:.1f} s; " + lags("swjob-tui's loop:", probe.lags))
+    print(f"{what:9}: {took:.1f} s; load average {os.getloadavg()[0]:.2f}")
+    print(f"{'':9}  " + lags("swjob-tui's loop:", probe.lags))
+    print(f"{'':9}  " + cpu("its", probe.busy))  # what a loaded machine does not stretch
     print(f"{'':9}  " + lags("control, a bare loop:", idle))
-    busiest = sorted(probe.busy)[-3:]  # CPU, not wall: what a loaded machine does not stretch
-    print(f"{'':9}  the loop's own CPU between two turns, at most: ", end="")
-    print(", ".join(f"{cpu * 1000:.1f}" for cpu in reversed(busiest)) + " ms")
+    print(f"{'':9}  " + cpu("its", control.busy))
     if attribute:
         report(probe)
 

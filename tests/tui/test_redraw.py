@@ -5,10 +5,14 @@ the console's loop (tests/bench/teardown_stall.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from datetime import UTC, datetime, timedelta
 
+from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.cache import LRUCache
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -20,7 +24,14 @@ from tui import format as fmt
 from tui.feed import Feed
 from tui.widgets import jobs_table
 from tui.widgets.jobs_table import JobsTable
-from tui.widgets.pools_panel import BOARD_LINES, MAX_LINES, PoolsPanel, render_pools
+from tui.widgets.pools_panel import (
+    BOARD_LINES,
+    MAX_LINES,
+    PoolLines,
+    PoolsPanel,
+    pool_rows,
+    render_pools,
+)
 from tui.widgets.run_preview import RunPreview
 
 NOW = datetime(2026, 12, 6, 22, 0, tzinfo=UTC)
@@ -112,6 +123,36 @@ async def test_the_pools_panel_draws_only_the_lines_it_shows_and_is_not_measured
         assert not measured
 
 
+def test_the_pools_panel_draws_its_rows_as_one_table_of_them_would() -> None:
+    """Each row is drawn as a table of its own, with the same column widths, and kept
+    until it changes: what the panel shows is what one table of all its rows drew."""
+    local = PoolView(name="local", provider="local", max_nodes=20, summary="this machine")
+    rented = PoolView(
+        name="a100s", provider="vast", max_nodes=4, max_dollars=0.5, max_hours=2,
+        summary="1× A100 ≥80 GB, ≤ $1.20/h, a summary long enough to be cut at 80 columns",
+    )  # fmt: skip
+    drawn: LRUCache[Hashable, list[list[Segment]]] = LRUCache(64)
+    for pools in ([local], [rented, local.model_copy(update={"nodes": [node(1)]})], [many()]):
+        for width in (80, 130, 200):
+            rows = pool_rows(pools, NOW)
+            console = Console(width=width)
+            options = console.options.update(height=len(rows))  # the panel's height is set
+            kept = console.render_lines(PoolLines(rows, drawn), options)
+            assert kept == console.render_lines(render_pools(pools, NOW), options)
+    console, kept = Console(width=130), len(drawn)
+    list(console.render(PoolLines(pool_rows([many()], NOW), drawn)))
+    assert len(drawn) == kept  # drawn at this width before: nothing drawn again
+    changed = many()
+    changed.nodes[2] = changed.nodes[2].model_copy(update={"state": NodeState.BUSY})
+    list(console.render(PoolLines(pool_rows([changed], NOW), drawn)))
+    assert len(drawn) == kept + 1  # the changed node's row alone
+
+
+def many() -> PoolView:
+    pool = PoolView(name="local", provider="local", max_nodes=20, summary="this machine")
+    return pool.model_copy(update={"nodes": [node(i) for i in range(20)]})
+
+
 async def test_the_preview_ticking_its_clock_lays_out_nothing(tmp_path, monkeypatch) -> None:
     """Each second's elapsed time in the preview's summary laid the whole screen out."""
     clock = [NOW]
@@ -201,3 +242,48 @@ async def test_a_tick_repaints_only_the_rows_that_changed(tmp_path, monkeypatch)
             table.get_cell(runs[1].run_id, "elapsed").plain
             in drawn(table)[1 + table.get_row_index(runs[1].run_id)]
         )
+
+
+async def test_rows_moved_down_by_a_new_row_are_not_drawn_again(tmp_path, monkeypatch) -> None:
+    """A new run's row on top moves every row down one: 12 runs starting at once drew the
+    whole table again for each. A row seen before at its stripe is now its earlier drawing
+    with the row its styles name changed (what a click reports), equal to a fresh one."""
+    runs = [running(i, tmp_path) for i in reversed(range(14))]  # oldest first
+
+    class Board(App[None]):
+        def compose(self) -> ComposeResult:
+            yield JobsTable(lambda: NOW, id="jobs")
+
+    cells: list[int] = []
+    draw = DataTable._render_cell
+
+    def counted(self, row_index, *args, **kwargs):  # type: ignore[no-untyped-def]
+        cells.append(row_index)
+        return draw(self, row_index, *args, **kwargs)
+
+    def segments(table: JobsTable) -> list[list[tuple[str, object, object]]]:
+        lines = table.render_lines(Region(0, 0, *table.size))
+        return [[(s.text, s.style, s.style and s.style.meta) for s in line] for line in lines]
+
+    app = Board()
+    async with app.run_test(size=(130, 30)) as pilot:
+        table = app.query_one(JobsTable)
+        table.upsert(runs[:10])
+        await pilot.pause()
+        segments(table)
+        monkeypatch.setattr(DataTable, "_render_cell", counted)
+        for shown in (11, 12):  # each new run's row on top: the others move down
+            cells.clear()
+            table.upsert(runs[:shown])
+            await pilot.pause()
+            moved = segments(table)
+        # at the first move each row took the other stripe, unseen: drawn; at the second
+        # each is back on its first one, and none is drawn but the new row (0), the one
+        # new at the first move (1: never on this stripe) and the one under the mouse
+        # before (2: only ever drawn with the hover's colours on this stripe)
+        assert cells and set(cells) <= {0, 1, 2}, cells
+        table.notify_style_update()  # forget every drawing: all drawn afresh, by DataTable
+        assert segments(table) == moved
+        assert table.get_row_index(runs[0].run_id) == 11
+        row = table.render_lines(Region(0, 12, table.size.width, 1))[0]  # below the header
+        assert {s.style.meta["row"] for s in row if s.style and s.style.meta} == {11}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from datetime import datetime
+from typing import Generic, NamedTuple, TypeVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -28,6 +29,7 @@ from tui import format as fmt
 from tui.widgets.gpu_panel import row_sparkline
 
 Column = tuple[str, str, int]  # key, label, width
+D = TypeVar("D")
 
 COLUMNS: tuple[Column, ...] = (
     ("name", "job", 22),
@@ -185,6 +187,13 @@ def gpu_use(run: RunView) -> str:
     return f"{sum(shown) / len(shown):.0f}%" if shown and not run.finished else ""
 
 
+class Drawn(NamedTuple, Generic[D]):
+    """A cell's or a line's drawing, and the row it was drawn at."""
+
+    row: int
+    lines: D
+
+
 class JobsTable(DataTable[Text]):
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False, id="swjob.jobs_table.cursor_down"),
@@ -196,8 +205,9 @@ class JobsTable(DataTable[Text]):
     ]
 
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
-        self._drawn: LRUCache[Hashable, list[list[Segment]]] = LRUCache(4096)
-        self._lines: LRUCache[Hashable, Strip] = LRUCache(1024)
+        self._drawn: LRUCache[Hashable, Drawn[list[list[Segment]]]] = LRUCache(4096)
+        self._lines: LRUCache[Hashable, Drawn[Strip]] = LRUCache(1024)
+        self._moved: LRUCache[tuple[Style, int], Style] = LRUCache(4096)
         self._frame: Hashable = ()  # what every cell of this frame is drawn under
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
         self.clock = clock
@@ -211,7 +221,12 @@ class JobsTable(DataTable[Text]):
     # count of the table's updates. A tick changes a few cells (the clock, a step), yet
     # all ~150 of 12 runs were drawn again, ~0.15 ms each: 20-50 ms a frame on the
     # console's loop, its worst stalls while 12 runs start (tests/bench/teardown_stall.py).
-    # Here a cell is drawn again only when what it shows, or where and how, changed.
+    # Here a cell is drawn again only when what it shows, or how, changed. Where it is
+    # does not count: a new run's row on top moves every row down one, and a cell or a
+    # line drawn at another row (with the same zebra stripe) differs from a fresh one
+    # only in the row its styles name for the mouse (`_at_row`): renaming that costs a
+    # fraction of drawing it (12 runs starting at once: the table's costliest frame
+    # 21 -> 8 ms of the loop's CPU).
 
     def render_lines(self, crop: Region) -> list[Strip]:
         shown = (self.get_pseudo_class_state(), self.show_cursor, self._show_hover_cursor)
@@ -238,13 +253,15 @@ class JobsTable(DataTable[Text]):
             value = self.ordered_columns[column_index].label
         else:
             value = self.get_cell(*self.coordinate_to_cell_key(Coordinate(row_index, column_index)))
-        key = (content_key(value), row_index, column_index, base_style, width, cursor, hover)
+        key = (content_key(value), row_index < 0, column_index, base_style, width, cursor, hover)
         key = (key, self._frame)
         drawn = self._drawn.get(key)
         if drawn is None:
-            drawn = draw()
-            self._drawn[key] = drawn
-        return drawn
+            drawn = self._drawn[key] = Drawn(row_index, draw())
+        elif drawn.row != row_index:
+            lines = [self._at_row(line, row_index) for line in drawn.lines]
+            drawn = self._drawn[key] = Drawn(row_index, lines)
+        return drawn.lines
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         try:
@@ -257,16 +274,35 @@ class JobsTable(DataTable[Text]):
             index = self.get_row_index(row_key)
             shown = tuple(content_key(value) for value in self.get_row(row_key))
         lit = (self.cursor_coordinate.row == index, self.hover_coordinate.row == index)
-        key = (row_key, shown, (y, x1, x2, self.size.width), lit, base_style, self._frame)
+        stripe = index % 2 if self.zebra_stripes else 0
+        key = (row_key, shown, stripe, (x1, x2, self.size.width), lit, base_style, self._frame)
         drawn = self._lines.get(key)
         if drawn is None:
-            drawn = super()._render_line(y, x1, x2, base_style)
-            self._lines[key] = drawn
-        return drawn
+            drawn = Drawn(index, super()._render_line(y, x1, x2, base_style))
+        elif drawn.row != index:
+            moved = Strip(self._at_row(list(drawn.lines), index), drawn.lines.cell_length)
+            drawn = Drawn(index, moved)
+        self._lines[key] = drawn
+        return drawn.lines
+
+    def _at_row(self, segments: list[Segment], row: int) -> list[Segment]:
+        """Segments drawn at another row as drawn at `row`: DataTable marks each cell's
+        style with its row and column (`meta`, what a click reports); nothing else in a
+        row's drawing depends on where it is but its zebra stripe, which the caches key on."""
+        moved, out = self._moved, []
+        for text, style, control in segments:
+            if style is not None and style._meta:
+                at_row = moved.get((style, row))
+                if at_row is None:
+                    at_row = moved[(style, row)] = style + Style.from_meta({"row": row})
+                style = at_row
+            out.append(Segment(text, style, control))
+        return out
 
     def notify_style_update(self) -> None:
         self._drawn.clear()  # the theme, or the CSS, changed how cells look
         self._lines.clear()
+        self._moved.clear()
         super().notify_style_update()
 
     def _add_columns(self) -> None:
