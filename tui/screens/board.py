@@ -45,7 +45,7 @@ NO_MATCH = "No run matches the filter. [b]esc[/] clears it."
 SWEEP_SCAN_S = 2.0
 """How often the board looks for a sweep it has no group row for yet (a few small files)."""
 
-PREVIEW_SETTLE_S = 0.15
+PREVIEW_SETTLE_S = 0.25
 """A cursor moved again sooner than this after its last move (a held `j`) is on its way:
 the preview stays on the run it shows until the cursor has rested this long. Switching
 the preview reads the run's log tail and lays the screen out again, ~10-30 ms of the
