@@ -139,6 +139,7 @@ class BoardScreen(Screen[None]):
         self._sweeps = Vertical(id="sweeps")
         self._groups: dict[str, SweepGroup] = {}
         self._moving_until = 0.0  # the preview waits for the cursor until then (monotonic)
+        self._second = -1  # the second (monotonic) whose tick redrew every live run's row
         self.prefs = prefs.load()
 
     def compose(self) -> ComposeResult:
@@ -301,12 +302,18 @@ class BoardScreen(Screen[None]):
 
     @on(RunsUpdated)
     def refresh_runs(self) -> None:
-        """Update only the changed runs' rows; elapsed times of live runs tick too. Runs
+        """Update only the changed runs' rows; elapsed times of live runs tick too, on the
+        first tick of each second: a hundred runs' clocks, each turning over at its own
+        moment, made every tick redraw rows and repaint the screen (ten a second). Runs
         other processes drive send no events: every unfinished one is redrawn from the
         index, so one started in another terminal gets its row, and so is each followed
         one last seen unfinished (it may have finished since)."""
         everything = self.engine.runs()
-        ids = set(self.feed.take_dirty()) | {r.run_id for r in self.engine.running()}
+        ids = set(self.feed.take_dirty())
+        second = int(time.monotonic())
+        if second != self._second:  # the live runs' clocks, once a second and all at once
+            self._second = second
+            ids |= {r.run_id for r in self.engine.running()}
         ids |= self._followed | {r.run_id for r in everything if not r.live and not r.finished}
         self._redraw(self._rows([r for r in everything if r.run_id in ids]), everything)
 
