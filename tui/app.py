@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import gc
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +22,7 @@ from textual import on, work
 from textual.app import App, SuspendNotSupported, SystemCommand
 from textual.binding import Binding
 from textual.command import CommandPalette
-from textual.events import Key
+from textual.events import Event, Key
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
@@ -45,6 +46,12 @@ if TYPE_CHECKING:
     from engine.api import Orphan
 
 TICK_HZ = 10
+KEYS_FIRST_S = 0.1
+HELD_TICKS = 2
+"""A key pressed within KEYS_FIRST_S holds the board's tick back, HELD_TICKS ticks in a
+row at most (the board still refreshes three times a second while keys keep coming):
+with a hundred live runs a tick's redraw is the loop's largest piece of work, and a key
+that lands behind it waits for it (tests/bench/engine_load.py)."""
 LOG_FILE = "swjob-tui.log"
 """In the state dir: the engine's warnings while the console runs (engine/logsetup.py)."""
 YIELD_EVERY = 256
@@ -125,6 +132,8 @@ class SwjobApp(App[None]):
         self._stop_on_close = True
         self._settled = asyncio.Event()  # set whenever a run finishes
         self._binding_state: tuple[object, ...] = ()
+        self._key_at = 0.0  # when the last key came in (monotonic)
+        self._held = 0  # ticks held back in a row for keys
         self._unhook_signals: Callable[[], None] = lambda: None
 
     # ---- engine plumbing -----------------------------------------------------------------
@@ -204,10 +213,19 @@ class SwjobApp(App[None]):
         name = run.job_name if run else event.run_id
         self.post_message(RunFinished(event.run_id, name, event.state, event.reason))
 
+    async def on_event(self, event: Event) -> None:
+        if isinstance(event, Key) and not event.is_forwarded:
+            self._key_at = time.monotonic()
+        await super().on_event(event)
+
     def _tick(self) -> None:
         if not self.screen_stack:
             return  # shutting down: the screens are gone before the timer is
-        self.screen.post_message(RunsUpdated())
+        if time.monotonic() - self._key_at < KEYS_FIRST_S and self._held < HELD_TICKS:
+            self._held += 1  # keys first: the board catches up on a later tick
+        else:
+            self._held = 0
+            self.screen.post_message(RunsUpdated())
         state = (self.screen, self.target_id, self._target_terminal())
         if state != self._binding_state:
             self._binding_state = state

@@ -20,8 +20,11 @@ from textual.widgets import DataTable, Static
 
 from engine.report.events import NodeState
 from engine.report.views import NodeView, PoolView, RunView
+from tests.tui.conftest import RECORDED, booted, many_runs, until, with_history
 from tui import format as fmt
+from tui.app import SwjobApp
 from tui.feed import Feed
+from tui.screens import board
 from tui.widgets import jobs_table
 from tui.widgets.jobs_table import JobsTable
 from tui.widgets.pools_panel import (
@@ -287,3 +290,25 @@ async def test_rows_moved_down_by_a_new_row_are_not_drawn_again(tmp_path, monkey
         assert table.get_row_index(runs[0].run_id) == 11
         row = table.render_lines(Region(0, 12, table.size.width, 1))[0]  # below the header
         assert {s.style.meta["row"] for s in row if s.style and s.style.meta} == {11}
+
+
+async def test_a_held_cursor_key_moves_the_preview_once_the_cursor_rests(
+    engine, tmp_path, monkeypatch
+) -> None:
+    """Each cursor move switched the preview (a log tail read, the screen laid out): with a
+    hundred live runs a held `j` spent most of the loop there, and keys waited behind it."""
+    monkeypatch.setattr(board, "PREVIEW_SETTLE_S", 3600.0)  # the cursor never rests
+    app = SwjobApp(with_history(engine, many_runs(RECORDED, tmp_path / "recorded", 6)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await booted(pilot)
+        table, preview = app.screen.query_one(JobsTable), app.screen.query_one(RunPreview)
+        await until(pilot, lambda: table.row_count == 6 and preview.run_id == table.selected)
+        app.board._moving_until = 0.0  # the cursor has rested since it was put there
+        await pilot.press("j")  # so the preview moves with it at once
+        first = table.selected
+        assert preview.run_id == first
+        await pilot.press("j", "j")
+        await pilot.pause(0.3)  # ticks come and go while it moves: the preview waits
+        assert table.selected != first and preview.run_id == first
+        app.board._moving_until = 0.0  # it rests
+        await until(pilot, lambda: preview.run_id == table.selected)

@@ -10,6 +10,8 @@ as its row exists.
 
 from __future__ import annotations
 
+import time
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -42,6 +44,13 @@ NO_MATCH = "No run matches the filter. [b]esc[/] clears it."
 
 SWEEP_SCAN_S = 2.0
 """How often the board looks for a sweep it has no group row for yet (a few small files)."""
+
+PREVIEW_SETTLE_S = 0.25
+"""A cursor moved again sooner than this after its last move (a held `j`) is on its way:
+the preview stays on the run it shows until the cursor has rested this long. Switching
+the preview reads the run's log tail and lays the screen out again, ~10-30 ms of the
+loop's time; with a hundred live runs, one per key held the keys behind it
+(tests/bench/engine_load.py)."""
 
 
 class FilterBar(Input):
@@ -129,6 +138,8 @@ class BoardScreen(Screen[None]):
         self._preview = RunPreview(clock, feed, id="run-preview")
         self._sweeps = Vertical(id="sweeps")
         self._groups: dict[str, SweepGroup] = {}
+        self._moving_until = 0.0  # the preview waits for the cursor until then (monotonic)
+        self._second = -1  # the second (monotonic) whose tick redrew every live run's row
         self.prefs = prefs.load()
 
     def compose(self) -> ComposeResult:
@@ -259,6 +270,8 @@ class BoardScreen(Screen[None]):
         table = self._table
         if self.to_select is not None and table.select(self.to_select):
             self.to_select = None
+        if self._preview.run_id != self.run_id and time.monotonic() < self._moving_until:
+            return  # the cursor is on its way: the preview follows it once it rests
         run = self.engine.run(self.run_id) if self.run_id and self.prefs.preview else None
         if run is None:
             self._preview.show(None)
@@ -289,18 +302,27 @@ class BoardScreen(Screen[None]):
 
     @on(RunsUpdated)
     def refresh_runs(self) -> None:
-        """Update only the changed runs' rows; elapsed times of live runs tick too. Runs
+        """Update only the changed runs' rows; elapsed times of live runs tick too, on the
+        first tick of each second: a hundred runs' clocks, each turning over at its own
+        moment, made every tick redraw rows and repaint the screen (ten a second). Runs
         other processes drive send no events: every unfinished one is redrawn from the
         index, so one started in another terminal gets its row, and so is each followed
         one last seen unfinished (it may have finished since)."""
         everything = self.engine.runs()
-        ids = set(self.feed.take_dirty()) | {r.run_id for r in self.engine.running()}
+        ids = set(self.feed.take_dirty())
+        second = int(time.monotonic())
+        if second != self._second:  # the live runs' clocks, once a second and all at once
+            self._second = second
+            ids |= {r.run_id for r in self.engine.running()}
         ids |= self._followed | {r.run_id for r in everything if not r.live and not r.finished}
         self._redraw(self._rows([r for r in everything if r.run_id in ids]), everything)
 
     @on(DataTable.RowHighlighted)
     def _row_highlighted(self) -> None:
+        """A cursor that had rested moves the preview at once; one moved again within
+        PREVIEW_SETTLE_S is followed by the next tick after it rests (`_refresh_selection`)."""
         self._refresh_selection()
+        self._moving_until = time.monotonic() + PREVIEW_SETTLE_S
 
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from datetime import datetime
+from functools import partial
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
@@ -27,6 +28,13 @@ BOARD_LINES = 21
 (header and footer, ten run rows in their box, the preview's head and a log line in its
 box). 12 local nodes took 8 of 80×24's lines, and the board overflowed its screen: a
 scrollbar, two run rows and the preview's log lost."""
+
+
+def _pool_row(pool: PoolView) -> list[Text | str]:
+    head = Text.assemble((pool.name, "bold"), f"  {pool.provider}", style="")
+    none = Text("no nodes" if not pool.nodes and not pool.warm else "", style="dim")
+    summary = Text(pool.summary, style="dim")
+    return [head, summary, caps(pool), "", f"max {pool.max_nodes}", none]
 
 
 def _node_row(node: NodeView, now: datetime) -> list[Text | str]:
@@ -66,17 +74,14 @@ def render_pools(pools: list[PoolView], now: datetime, lines: int = MAX_LINES) -
 
 def pool_rows(pools: list[PoolView], now: datetime, lines: int = MAX_LINES) -> list[Row]:
     """The panel's rows, cell by cell (see `render_pools`)."""
-    rows: list[list[Text | str]] = []
-    for pool in pools:
-        head = Text.assemble((pool.name, "bold"), f"  {pool.provider}", style="")
-        none = Text("no nodes" if not pool.nodes and not pool.warm else "", style="dim")
-        summary = Text(pool.summary, style="dim")
-        rows.append([head, summary, caps(pool), "", f"max {pool.max_nodes}", none])
-        rows.extend(_node_row(node, now) for node in pool.nodes)
-        rows.extend(_warm_row(kept) for kept in pool.warm)
-    if len(rows) > lines:
-        more = len(rows) - lines + 1
-        rows[lines - 1 :] = [[Text(f"  … {more} more", style="dim")]]
+    makers: list[Callable[[], list[Text | str]]] = []
+    for pool in pools:  # made only if shown: a hundred nodes' rows made for eight lines
+        makers.append(partial(_pool_row, pool))
+        makers.extend(partial(_node_row, node, now) for node in pool.nodes)
+        makers.extend(partial(_warm_row, kept) for kept in pool.warm)
+    rows = [make() for make in (makers if len(makers) <= lines else makers[: lines - 1])]
+    if len(makers) > lines:
+        rows.append([Text(f"  … {len(makers) - lines + 1} more", style="dim")])
     return [[cell if isinstance(cell, Text) else Text(cell) for cell in row] for row in rows]
 
 
