@@ -63,7 +63,7 @@ Data = bytes | memoryview | None
 Record = tuple[Meta, Data]
 
 
-@dataclass(frozen=True, slots=True)  # no __dict__: one object a file, not two
+@dataclass(slots=True)  # no __dict__, not frozen: one cheap object a file (walk.Entry)
 class Landed:
     """A file that arrived and verified; `sha256` is None for a chunked file nobody hashed whole."""
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -136,7 +135,7 @@ async def _list(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Pa
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise wire.WireError("list request without patterns")
     walk, missing = await asyncio.to_thread(resolve_outputs, workdir, patterns)
-    rows = [list(dataclasses.astuple(e)) for e in walk.entries]
+    rows = [e.row() for e in walk.entries]
     end = {"t": "end", "missing": missing, "refused": walk.refused}
     if req.get("digests"):  # the final pull: each large file's SHA-256, to check it whole
         large = [e.path for e in walk.entries if e.kind == "file" and e.size > LARGE_MIN]
