@@ -7,19 +7,30 @@ judged by its name's extension when known, else by compressing a small sample at
 the fastest level; only if the sample shrinks is the whole payload compressed.
 
 At what level is measured, not guessed (`Pace`): a stream whose link takes longer to
-write a packet than the packer took to build it has CPU to spare, so its next packet
-is packed harder, up to `MAX_LEVEL`; one whose packer is the slower side packs faster,
-down to level 1. A link-bound push (a slow link) so spends its idle CPU on ratio. A
-stream's first `FILL` bytes are written at once whatever the link (they fill the
-connection's send buffers), so they are no sign of a fast link: over a 100 Mbit link
-the pace took every stream down to level 1 in that first burst and spent the next
-packets climbing back, leaving a third of them at levels 1-3 (tree c: 86.7 MB on the
-wire against 82.6 MB at level 6 throughout).
-On a site-packages tree (4 MiB batches) level 1 keeps 34 % of the bytes at ~170 MB/s
-a core, level 3 30 % at ~78 MB/s, level 6 27 % at ~35 MB/s, level 9 26.5 % at ~24 MB/s.
-Long-distance matching gains under 1 % on 4 MiB frames and costs ~15 % speed: not used.
-Level 9's contexts raised the operator's peak RSS on that tree from 157 to 189 MB, so
-the pace stops at 6.
+write a packet than the stream waited for it to be packed has CPU to spare, so its next
+packet is packed harder, up to `MAX_LEVEL`; one that waits on its packer packs faster,
+down to level 1. A link-bound push (a slow link) so spends its idle CPU on ratio. The
+wait counts from asking a packer for the packet to having it, queueing for a free
+packer included: the streams share min(streams, cores) packers, and on a loaded machine
+(or on loopback, where the node's agent runs on the same cores) the CPU a packer gets
+is what limits it. Timed inside the packer only (as before), each of four streams could
+see its own packet built faster than the link took it and climb, while together they
+asked more of the packers than the cores had. A stream's first `FILL` bytes are written at
+once whatever the link (they fill the connection's send buffers), so they are no sign of
+a fast link: over a 100 Mbit link the pace took every stream down to level 1 in that
+first burst and spent the next packets climbing back, leaving a third of them at levels
+1-3 (tree c: 86.7 MB on the wire against 82.6 MB at level 6 throughout).
+
+On a site-packages tree (507 MB: 210 MB of `.so`, 110 MB `.pyc`, 89 MB `.py`), one core
+of this machine at load ~3, the schedule's 4 MiB batches keep (MB, CPU s for the tree):
+level 1 174.8, 1.3 s; 3 155.1, 1.9 s; 6 144.3, 6.3 s; 7 142.8, 7.6 s; 9 140.9, 10.5 s;
+12 139.8, 23.6 s; zlib -6 (rsync -z) keeps 167.5 MB of the same tree as one tar.
+Compressing each stream as one zstd stream across its batches gains nothing at the same
+window (156.0 at level 3, 144.6 at 6: a batch is twice level 6's 2 MiB window); a 16 MiB
+window with long-distance matching gains 1-4 % (152.2 at 3, 142.2 at 6, 138.5 at 9) for
+16 MiB of window a stream on each side (64 MB for four streams): not used. Level 9's
+context holds 14 MB against level 6's 5 MB, two packers so ~20 MB more at most;
+beyond 9 the CPU doubles for under 1 % fewer bytes, so the pace stops at 9.
 `SWJOB_XFER_ZSTD_LEVEL` pins the level.
 """
 
@@ -34,7 +45,7 @@ from agent.transfer.errors import WireError
 
 LEVEL_ENV = "SWJOB_XFER_ZSTD_LEVEL"
 DEFAULT_LEVEL = 3
-MAX_LEVEL = 6  # level 9 keeps 1 % fewer bytes, at 2/3 the speed and ~30 MB more RSS
+MAX_LEVEL = 9  # level 12 keeps under 1 % fewer bytes than 9 at twice the CPU
 SAMPLE = 128 * 1024
 SAMPLE_RATIO = 0.9  # the sample must shrink at least this much to try the whole payload
 KEEP_RATIO = 0.97  # a compressed payload not smaller than this fraction is sent raw
@@ -57,9 +68,11 @@ def pinned_level() -> int | None:
 
 
 class Pace:
-    """The zstd level of one stream's next packet, from how long the stream's packets take
-    to pack and to write: writing (the link) slower than packing means CPU to spare, so
-    the next packet is packed harder; packing slower than writing, faster."""
+    """The zstd level of one stream's next packet, from how long the stream waits for its
+    packets to be packed and how long they take to write: writing (the link) slower than
+    packing means CPU to spare, so the next packet is packed harder; packing slower than
+    writing, faster. Packing time is wall time with the wait for a free packer, so CPU
+    taken by other streams, the other side or other processes counts against it."""
 
     SLACK = 1.5  # the link must be this much slower than packing before the level rises
     # Bytes a stream writes before its writes say anything about the link: measured over
@@ -72,7 +85,7 @@ class Pace:
         self._pinned = pinned is not None
 
     def observe(self, pack_s: float, write_s: float, sent: int) -> None:
-        """One compressed packet took `pack_s` to build and `write_s` to go out, its stream
+        """One compressed packet took `pack_s` to get built and `write_s` to go out, its stream
         having written `sent` bytes with it. A quick write while the stream is still
         filling its buffers does not lower the level: the buffer took it, not the link."""
         if self._pinned:

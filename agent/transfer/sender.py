@@ -72,7 +72,7 @@ class Packet:
     hashes: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # path → why it was not sent
     compressed: bool = False
-    pack_s: float = 0.0  # how long it took to build (read, hash, compress)
+    pack_s: float = 0.0  # from asking a packer for it to having it (wait, read, hash, zstd)
 
 
 class Changed(TransferError):
@@ -299,15 +299,6 @@ def build_packet(
     return packet, i
 
 
-def _timed_build(*args: Any) -> tuple[Packet, int]:
-    """`build_packet(*args)` in a packer thread; `pack_s` is the time it took there, not
-    counting its wait for a free packer (the pace would read that as slow packing)."""
-    started = time.perf_counter()
-    packet, end = build_packet(*args)
-    packet.pack_s = time.perf_counter() - started
-    return packet, end
-
-
 async def write_parts(write: Callable[[bytes], Awaitable[None]], parts: list[bytes]) -> None:
     """Write `parts` in pieces of at most WRITE_PIECE bytes, small parts coalesced; a part
     of a fitting size is written as it is (no copy)."""
@@ -344,8 +335,10 @@ async def send_items(
         i, target = 0, FIRST_BATCH
         try:
             while i < len(items):
-                build = (_timed_build, root, items, i, pace.level, target)
+                build = (build_packet, root, items, i, pace.level, target)
+                started = time.perf_counter()
                 packet, i = await asyncio.get_running_loop().run_in_executor(packers(), *build)
+                packet.pack_s = time.perf_counter() - started  # with its wait for a packer
                 target = min(2 * target, BATCH_TARGET)
                 await queue.put(packet)
                 await queue.join()  # the next is built while this one is written, not before

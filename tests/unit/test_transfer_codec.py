@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from agent.transfer.compress import (
 )
 from agent.transfer.progress import ProgressMeter
 from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, schedule
-from agent.transfer.sender import FIRST_BATCH, send_items
+from agent.transfer.sender import FIRST_BATCH, packers, send_items
 from agent.transfer.walk import Entry
 
 
@@ -224,6 +225,28 @@ async def test_a_stream_starts_with_small_batches_so_the_link_is_busy_sooner(
         BATCH_TARGET,
     ]
     assert sum(sizes) == 160 * 64 * 1024
+
+
+async def test_a_packet_s_packing_time_counts_its_wait_for_a_busy_packer(
+    tmp_path: Path,
+) -> None:
+    """The streams share the packers: a packet that waited for one was slow to come,
+    whatever the packer then took, and the pace must see it so (not climb on it)."""
+    (tmp_path / "f").write_bytes(b"x" * 4096)
+    release, held = threading.Event(), 0.3
+    busy = [packers().submit(release.wait) for _ in range(packers()._max_workers)]
+    got: list[float] = []
+
+    async def write(buf: bytes) -> None:
+        pass
+
+    sending = asyncio.create_task(
+        send_items(tmp_path, [["file", "f"]], write, lambda packet: got.append(packet.pack_s))
+    )
+    await asyncio.sleep(held)  # what is measured: the packers stay busy this long
+    release.set()
+    await sending
+    assert all(f.done() for f in busy) and got[0] >= held
 
 
 def test_a_file_frame_round_trips_any_name_and_views_its_bytes_without_a_copy() -> None:
