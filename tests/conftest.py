@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.astguard import pytest_runtest_makereport  # noqa: F401  (hook)
 from tests.support.cli import clis  # noqa: F401  (fixture)
 from tests.support.engines import engine, make_engine  # noqa: F401  (fixtures)
 from tests.support.faults import (  # noqa: F401
