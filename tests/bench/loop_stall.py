@@ -17,7 +17,9 @@ work that held the loop). `--attribute` samples the loop thread's stack while it
 stalled and names where it was, and names the callbacks that used the most CPU in one
 go. The same probe runs meanwhile on a bare asyncio loop in a sibling process that does
 nothing else (the control): on a busy machine an idle loop stalls too, waiting for a
-core, and a figure of swjob's means something only beside it.
+core, and a figure of swjob's means something only beside it. The control also times a
+fixed unit of Python work each turn: on a busy machine the same work takes more CPU time
+too (shared caches and cores), and how much more says what a CPU figure is worth.
 
     python tests/bench/loop_stall.py [--mib 1024] [--lines 200000] [--attribute]
 """
@@ -40,6 +42,7 @@ from collections import Counter
 from pathlib import Path
 
 TICK_S = 0.005
+UNIT = 2000  # squares summed: ~0.1-0.2 ms of CPU on an idle machine
 STALL_S = 0.05
 FLOOD = """import sys
 w = sys.stdout.write
@@ -209,6 +212,7 @@ class Control:
     def __init__(self) -> None:
         self._process: asyncio.subprocess.Process | None = None
         self.busy: list[float] = []  # its loop thread's CPU between two turns, once stopped
+        self.units: list[float] = []  # the CPU each of its fixed units of work took
 
     async def start(self) -> None:
         self._process = await asyncio.create_subprocess_exec(
@@ -224,7 +228,7 @@ class Control:
         self._process.stdin.close()
         out, _ = await self._process.communicate()
         probed = json.loads(out)
-        self.busy = probed["busy"]
+        self.busy, self.units = probed["busy"], probed["units"]
         return probed["lags"]
 
 
@@ -241,10 +245,24 @@ async def control() -> None:
     loop.add_reader(stdin, readable)
     probe = Probe(attribute=False)
     probe.start()
+    units: list[float] = []
+    worker = asyncio.create_task(_units(units))
     print("probing", flush=True)
     await closed.wait()
+    worker.cancel()
     await probe.stop()
-    print(json.dumps({"lags": probe.lags, "busy": probe.busy}))
+    print(json.dumps({"lags": probe.lags, "busy": probe.busy, "units": units}))
+
+
+async def _units(units: list[float]) -> None:
+    """A fixed unit of Python work every tick, its thread CPU time noted: on a loaded
+    machine the same work costs more CPU time (caches and the core shared with other
+    processes), and its spread says how much of a CPU figure the machine added."""
+    while True:
+        began = time.thread_time()
+        sum(i * i for i in range(UNIT))
+        units.append(time.thread_time() - began)
+        await asyncio.sleep(TICK_S)
 
 
 async def bench(tmp: Path, mib: int, lines: int, attribute: bool) -> None:
@@ -298,6 +316,7 @@ async def bench(tmp: Path, mib: int, lines: int, attribute: bool) -> None:
     report(probe)
     print("control : " + lags("a bare asyncio loop in a sibling process, same probe:", idle))
     print("          " + cpu("its", control.busy))
+    print("          " + inflation(control.units))
 
 
 def lags(what: str, values: list[float]) -> str:
@@ -322,6 +341,19 @@ def cpu(whose: str, busy: list[float]) -> str:
     p99 = ms[max(0, int(len(ms) * 0.99) - 1)]
     top = ", ".join(f"{b:.1f}" for b in reversed(ms[-3:]))
     return f"{whose} CPU between two turns: p99 {p99:.1f} ms, max {top} ms"
+
+
+def inflation(units: list[float]) -> str:
+    """How much more CPU time the control's fixed unit of work took than at its cheapest."""
+    if not units:
+        return "no units of work"
+    ms = sorted(u * 1000 for u in units)
+    least, p99 = max(ms[0], 1e-6), ms[max(0, int(len(ms) * 0.99) - 1)]
+    return (
+        f"its fixed unit of work took {ms[0]:.2f} ms of CPU at least, median "
+        f"×{statistics.median(ms) / least:.1f}, p99 ×{p99 / least:.1f}, "
+        f"max ×{ms[-1] / least:.1f} (the machine's stretch of a CPU figure)"
+    )
 
 
 def report(probe: Probe) -> None:

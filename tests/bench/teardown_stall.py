@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from tests.bench.loop_stall import Control, Probe, cpu, lags, report
+from tests.bench.loop_stall import Control, Probe, cpu, inflation, lags, report
 
 COMMAND = "python -m tests.bench.teardown_stall"
 WRITE = """import os, sys
@@ -79,6 +79,7 @@ async def probed(what: str, work: Callable[[], Awaitable[None]], attribute: bool
     print(f"{'':9}  " + cpu("its", probe.busy))  # what a loaded machine does not stretch
     print(f"{'':9}  " + lags("control, a bare loop:", idle))
     print(f"{'':9}  " + cpu("its", control.busy))
+    print(f"{'':9}  " + inflation(control.units))
     if attribute:
         report(probe)
 
