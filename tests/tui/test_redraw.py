@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
 from rich.segment import Segment
+from rich.table import Table
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.cache import LRUCache
@@ -32,8 +33,9 @@ from tui.widgets.pools_panel import (
     MAX_LINES,
     PoolLines,
     PoolsPanel,
+    column_widths,
+    grid,
     pool_rows,
-    render_pools,
 )
 from tui.widgets.run_preview import RunPreview
 
@@ -102,11 +104,11 @@ async def test_the_pools_panel_draws_only_the_lines_it_shows_and_is_not_measured
     monkeypatch.setattr(PoolsPanel, "get_content_height", counted)
     pool = PoolView(name="local", provider="local", max_nodes=20, summary="this machine")
     many = pool.model_copy(update={"nodes": [node(i) for i in range(20)]})
-    table = render_pools([many], NOW)
+    table = whole_table([many])
     assert table.row_count == MAX_LINES
     last = list(table.columns[0].cells)[-1]
     assert isinstance(last, Text) and last.plain.strip() == f"… {21 - MAX_LINES + 1} more"
-    assert render_pools([pool], NOW).row_count == 1
+    assert whole_table([pool]).row_count == 1
     app = Board()
     async with app.run_test(size=(130, 40)) as pilot:
         panel = app.query_one(PoolsPanel)
@@ -126,6 +128,12 @@ async def test_the_pools_panel_draws_only_the_lines_it_shows_and_is_not_measured
         assert not measured
 
 
+def whole_table(pools: list[PoolView]) -> Table:
+    """The panel's rows as one table of them all: what the panel must look like."""
+    rows = pool_rows(pools, NOW)
+    return grid(rows, column_widths(rows))
+
+
 def test_the_pools_panel_draws_its_rows_as_one_table_of_them_would() -> None:
     """Each row is drawn as a table of its own, with the same column widths, and kept
     until it changes: what the panel shows is what one table of all its rows drew."""
@@ -141,7 +149,7 @@ def test_the_pools_panel_draws_its_rows_as_one_table_of_them_would() -> None:
             console = Console(width=width)
             options = console.options.update(height=len(rows))  # the panel's height is set
             kept = console.render_lines(PoolLines(rows, drawn), options)
-            assert kept == console.render_lines(render_pools(pools, NOW), options)
+            assert kept == console.render_lines(whole_table(pools), options)
     console, kept = Console(width=130), len(drawn)
     list(console.render(PoolLines(pool_rows([many()], NOW), drawn)))
     assert len(drawn) == kept  # drawn at this width before: nothing drawn again

@@ -65,15 +65,10 @@ Row = list[Text]
 COLUMNS = 6  # a pool's line: name and provider, summary, caps, (price), max nodes, no nodes
 
 
-def render_pools(pools: list[PoolView], now: datetime, lines: int = MAX_LINES) -> Table:
-    """At most `lines` rows, the last saying how many more there are: the panel shows no
-    more (rows it would crop were measured and drawn all the same, on every tick)."""
-    rows = pool_rows(pools, now, lines)
-    return grid(rows, column_widths(rows))
-
-
 def pool_rows(pools: list[PoolView], now: datetime, lines: int = MAX_LINES) -> list[Row]:
-    """The panel's rows, cell by cell (see `render_pools`)."""
+    """The panel's rows, cell by cell: at most `lines`, the last saying how many more there
+    are (the panel shows no more: rows it would crop were measured and drawn all the same,
+    on every tick)."""
     makers: list[Callable[[], list[Text | str]]] = []
     for pool in pools:  # made only if shown: a hundred nodes' rows made for eight lines
         makers.append(partial(_pool_row, pool))
