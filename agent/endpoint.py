@@ -14,7 +14,7 @@ import os
 from iroh import iroh_ffi
 
 from agent import irohfix  # noqa: F401  (applies the send-path fix on import)
-from agent.protocol import CODE_ALPN, CTL_ALPN, LIVE_ALPN, XFER_ALPN
+from agent.protocol import CODE_ALPN, CTL_ALPN, XFER_ALPN
 from agent.transfer.memory import pin_malloc
 
 RELAY_ENV = "SWJOB_IROH_RELAY"
@@ -55,7 +55,7 @@ async def bind(
     preset = iroh_ffi.preset_n0() if relays_enabled() else iroh_ffi.preset_n0_disable_relay()
     options = iroh_ffi.EndpointOptions(
         preset=preset,
-        alpns=alpns or ([CTL_ALPN, XFER_ALPN, LIVE_ALPN, CODE_ALPN] if accept else None),
+        alpns=alpns or ([CTL_ALPN, XFER_ALPN, CODE_ALPN] if accept else None),
         bind_addr=_bind_addr(port),
         secret_key=secret_key,
     )

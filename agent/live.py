@@ -1,11 +1,13 @@
-"""The live service (`swjob/live/1`): a shell on the node and TCP forwarding to its ports.
+"""The live service: a shell on the node and TCP forwarding to its ports.
 
-Like the transfer service, the agent dials it to its orchestrator (the node may sit
-behind NAT and opens no port), so every stream on it comes from the one peer the
-agent obeys; the orchestrator accepts the connection only from the node it admitted
-with the run's token. The orchestrator opens one bidirectional stream per shell or
-forwarded TCP connection; its first frame says which (`ShellOpen`, `ForwardOpen`),
-the agent answers `LiveOk` or `LiveRefused`, and then the stream carries:
+Its streams come on the transfer connection the agent dials to its orchestrator (the
+node may sit behind NAT and opens no port), so every one comes from the one peer the
+agent obeys; the orchestrator accepts that connection only from the node it admitted
+with the run's token. A connection of its own cost every run a handshake and its
+accept although few runs ever open a shell. The orchestrator opens one bidirectional
+stream per shell or forwarded TCP connection, a transfer request `live`
+(agent/transfer/server.py) followed by a frame that says which (`ShellOpen`,
+`ForwardOpen`); the agent answers `LiveOk` or `LiveRefused`, and then the stream carries:
 
 - a shell: `ShellFrame`s both ways (data, resize, exit status; agent/shell.py);
 - a forward: the TCP connection's raw bytes, each direction finished on EOF.
@@ -17,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
-from typing import Any
 
 from agent.livewire import (
     Duplex,
@@ -39,23 +40,12 @@ from agent.shell import run_shell
 log = logging.getLogger("swjob.agent")
 
 
-async def serve_live(conn: Any, workdir: Path) -> None:
-    """Serve every stream the orchestrator opens on the live connection, until it drops."""
-    handlers: set[asyncio.Task[None]] = set()
-    try:
-        while True:
-            bi = await conn.accept_bi()
-            task = asyncio.create_task(_serve_stream(bi.send(), bi.recv(), workdir))
-            handlers.add(task)
-            task.add_done_callback(handlers.discard)
-    finally:
-        for task in handlers:
-            task.cancel()
-        await asyncio.gather(*handlers, return_exceptions=True)
-
-
-async def _serve_stream(send: SendStream, recv: RecvStream, workdir: Path) -> None:
-    reader = Reader(recv)
+async def serve_live_stream(
+    workdir: Path, send: SendStream, recv: RecvStream, buffered: bytes = b""
+) -> None:
+    """Serve one live stream; `buffered`: its bytes the transfer server read past its
+    request."""
+    reader = Reader(recv, buffered)
     try:
         request = await read_msg(reader)
         if isinstance(request, ShellOpen):

@@ -1,4 +1,5 @@
-"""The live service's wire (`swjob/live/1`), shared by the node and the operator.
+"""The live service's wire (a `live` stream on the transfer connection), shared by the
+node and the operator.
 
 One bidirectional stream per shell or forwarded TCP connection. Its first frame (4-byte
 length, then JSON) is the request (`ShellOpen`, `ForwardOpen`); the agent answers
@@ -77,9 +78,10 @@ class Reader:
     """Exact reads over a stream that returns pieces; what a frame read past stays buffered,
     so raw bytes that follow a frame on the same stream are never lost."""
 
-    def __init__(self, stream: RecvStream) -> None:
+    def __init__(self, stream: RecvStream, buffered: bytes = b"") -> None:
+        """`buffered`: the stream's first bytes, already read by whoever read before us."""
         self._stream = stream
-        self._buf = bytearray()
+        self._buf = bytearray(buffered)
 
     async def exactly(self, size: int) -> bytes | None:
         """`size` bytes; None at a clean end before any of them; LiveError inside."""

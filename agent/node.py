@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -31,10 +32,9 @@ from iroh import iroh_ffi
 
 from agent import budget, endpoint, facts, gpu, nodenotify, orphan, preflight, restart
 from agent.journal import Journal
-from agent.live import serve_live
+from agent.live import serve_live_stream
 from agent.protocol import (
     CTL_ALPN,
-    LIVE_ALPN,
     RESUME_ALPN,
     XFER_ALPN,
     BootReport,
@@ -57,7 +57,7 @@ from agent.protocol import (
     stand_in_for,
 )
 from agent.reattach import ResumeService, Target
-from agent.redial import Backoff, describe, serve_forever, serve_xfer_forever
+from agent.redial import Backoff, describe, serve_xfer_forever
 from agent.sinkhand import AT_CAP_UPLOAD_S, BEFORE_PARK_UPLOAD_S, SinkHand
 from agent.supervisor import Supervisor
 from agent.transfer import held
@@ -411,10 +411,9 @@ class NodeAgent:
             asyncio.create_task(self._heartbeat(s)),
             asyncio.create_task(self._watchdog()),
         ]
-        xfer = asyncio.create_task(serve_xfer_forever(self._dial, XFER_ALPN, self.cfg.workdir))
-        live = asyncio.create_task(
-            serve_forever(self._dial, LIVE_ALPN, lambda c: serve_live(c, self.cfg.workdir))
-        )
+        workdir = self.cfg.workdir
+        live = functools.partial(serve_live_stream, workdir)
+        xfer = asyncio.create_task(serve_xfer_forever(self._dial, XFER_ALPN, workdir, live))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -423,7 +422,7 @@ class NodeAgent:
         finally:
             self._session = None
             self._alone_since = time.monotonic()
-            await cancel_within(ENDPOINT_CLOSE_S, *tasks, xfer, live)
+            await cancel_within(ENDPOINT_CLOSE_S, *tasks, xfer)
             s.conn.close(0, b"session over")
 
     async def _receive(self, s: _Session) -> None:

@@ -22,8 +22,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
 CTL_ALPN = b"swjob/ctl/4"  # 2: Park (warm nodes, agent/warm.py); 3: the sink messages;
 # 4: the host pre-flight (Preflight, PreflightDone: agent/preflight.py)
-XFER_ALPN = b"swjob/xfer/4"  # 2: chunks carry a CRC-32; 3: held/adopt (warm nodes); 4: F frames
-LIVE_ALPN = b"swjob/live/1"  # shell and port forwarding: agent/live.py
+XFER_ALPN = b"swjob/xfer/5"  # 2: chunks carry a CRC-32; 3: held/adopt (warm nodes); 4: F frames;
+# 5: `live` streams (shell, forwards: agent/live.py), which had their own swjob/live/1 connection
 CODE_ALPN = b"swjob/code/1"
 """Served by the engine: a booting node fetches the operator's agent code here, with its
 run's join token (agent/codefetch.py, engine/run/codeserve.py)."""

@@ -3,9 +3,9 @@
 Redials use capped exponential backoff: quick for a blip, but a node that cannot
 reach its orchestrator for minutes does not hammer it (or the relays) when it
 comes back. The transfer connection is dialed next to the control connection and
-handed to the transfer server (and the live service's, agent/live.py); when one
-drops it is dialed again, so a transfer can be retried without the control session
-noticing.
+handed to the transfer server, which also serves the live service's streams
+(agent/live.py); when it drops it is dialed again, so a transfer can be retried
+without the control session noticing.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from iroh import iroh_ffi
 
-from agent.transfer.server import serve_transfer
+from agent.transfer.server import LiveHandler, serve_transfer
 
 log = logging.getLogger("swjob.agent")
 
@@ -48,9 +48,12 @@ class Backoff:
         self._next = self._first
 
 
-async def serve_xfer_forever(dial: Dial, alpn: bytes, workdir: Path) -> None:
-    """Dial the transfer ALPN and serve it; redial whenever it drops, until cancelled."""
-    await serve_forever(dial, alpn, lambda conn: serve_transfer(conn, workdir))
+async def serve_xfer_forever(
+    dial: Dial, alpn: bytes, workdir: Path, live: LiveHandler | None = None
+) -> None:
+    """Dial the transfer ALPN and serve it (and `live`'s streams); redial whenever it
+    drops, until cancelled."""
+    await serve_forever(dial, alpn, lambda conn: serve_transfer(conn, workdir, live))
 
 
 async def serve_forever(

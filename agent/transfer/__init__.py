@@ -1,4 +1,4 @@
-"""The transfer service: workspace push and output pull over the `swjob/xfer/4` ALPN.
+"""The transfer service: workspace push and output pull over the `swjob/xfer/5` ALPN.
 
 One codec for both directions (`wire`), shared tree walking (`walk`), path safety
 (`safety`), compression that only runs when it pays (`compress`), and the two ends

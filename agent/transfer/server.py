@@ -15,6 +15,9 @@ record naming the operation:
             `held` pages of [path, size, mtime_ns, mode], then `end`
   adopt   → `adopt` pages of such rows for a push session: the node links those still
             held into the workdir, counts them verified, and answers `adopted` pages, `end`
+  live    → the rest of the stream is a shell or a forward (agent/live.py), served by
+            `serve_transfer`'s `live` handler: the live service's streams share this
+            connection rather than open one of their own
 
 Push sessions outlive a connection (kept in this process), so a push retried
 after a reconnect resumes where the dropped one stopped.
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,7 @@ from agent.transfer.walk import resolve_outputs
 from agent.transfer.wire import FrameReader, StreamEnded
 
 PAGE = 4096
+LIVE_OP = "live"
 _MAX_SESSIONS = 4
 _sessions: OrderedDict[tuple[str, str], Receiver] = OrderedDict()
 
@@ -64,8 +69,13 @@ def pages(kind: str, key: str, values: list[Any]) -> bytes:
     )
 
 
-async def serve_transfer(conn: Any, workdir: Path) -> None:
-    """Serve requests on `conn` until it closes; never writes outside `workdir`."""
+LiveHandler = Callable[[Any, Any, bytes], Awaitable[None]]
+"""Serves a `live` stream: (send, recv, the bytes read past the request)."""
+
+
+async def serve_transfer(conn: Any, workdir: Path, live: LiveHandler | None = None) -> None:
+    """Serve requests on `conn` until it closes; never writes outside `workdir`. `live`
+    serves the live service's streams (refused without it)."""
     workdir.mkdir(parents=True, exist_ok=True)
     tasks: set[asyncio.Task[None]] = set()
     try:
@@ -74,7 +84,7 @@ async def serve_transfer(conn: Any, workdir: Path) -> None:
                 bi = await conn.accept_bi()
             except Exception:
                 return  # the connection closed: the orchestrator redials via the agent
-            task = asyncio.create_task(_serve_stream(bi, workdir))
+            task = asyncio.create_task(_serve_stream(bi, workdir, live))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
     finally:
@@ -85,13 +95,16 @@ async def serve_transfer(conn: Any, workdir: Path) -> None:
                 await task
 
 
-async def _serve_stream(bi: Any, workdir: Path) -> None:
-    send = bi.send()
-    reader = FrameReader(bi.recv())
+async def _serve_stream(bi: Any, workdir: Path, live: LiveHandler | None) -> None:
+    send, recv = bi.send(), bi.recv()
+    reader = FrameReader(recv)
     try:
         req = await reader.next_meta()
         if req is None or req.get("t") != "req":
             raise wire.WireError("a transfer stream must start with a request")
+        if req.get("op") == LIVE_OP and live is not None:  # long-lived: no relaxed gc
+            await live(send, recv, reader.leftover())
+            return
         handler = _HANDLERS.get(req.get("op"))
         if handler is None:
             raise wire.WireError(f"unknown transfer operation {req.get('op')!r}")

@@ -210,6 +210,12 @@ class FrameReader:
             raise StreamEnded("stream ended inside a frame")
         return kind, body
 
+    def leftover(self) -> bytes:
+        """What was read past the last frame, handed to whoever reads the stream next."""
+        out = bytes(self._buf)
+        self._buf.clear()
+        return out
+
     async def next_meta(self) -> dict[str, Any] | None:
         """The next frame, which must be a meta frame; None at a clean end of stream."""
         got = await self.next_frame()

@@ -1,11 +1,12 @@
 """The orchestrator's control service: admits nodes, keeps their channels, watches liveness.
 
-A node dials us (ALPN `swjob/ctl/2`), proves it belongs to a run with that run's
-single-use join token, and from then on is known by its iroh endpoint id: a rejoin
-after a dropped connection must come from the same id, and the transfer connection
-(`swjob/xfer/4`) is accepted only from an admitted id. Anyone else is refused and
-logged. Liveness is application-level: silence past the deadline is NodeLost, since
-QUIC itself notices a dead peer only after its ~35 s idle timeout.
+A node dials us (CTL_ALPN), proves it belongs to a run with that run's single-use
+join token, and from then on is known by its iroh endpoint id: a rejoin after a dropped
+connection must come from the same id, and the transfer connection (XFER_ALPN; it also
+carries the shell's and port forwards' streams) is accepted only from an admitted id.
+Anyone else is refused and logged. Liveness is application-level: silence past the
+deadline is NodeLost, since QUIC itself notices a dead peer only after its ~35 s idle
+timeout.
 
 A peer not yet admitted is held short: its hello must come within HELLO_TIMEOUT_S in a
 frame of at most HELLO_MAX_FRAME bytes, and only so many such peers may wait at once
@@ -25,7 +26,6 @@ from typing import Any
 from agent.protocol import (
     CODE_ALPN,
     CTL_ALPN,
-    LIVE_ALPN,
     MAX_FRAME,
     XFER_ALPN,
     AgentEvent,
@@ -82,7 +82,7 @@ class NodeSession:
         self._xfer: Any = None
         self._xfer_ready = asyncio.Event()
         self._conns: list[Any] = []
-        self.live = LiveLink()  # shell and port forwarding (engine/run/liveops.py)
+        self.live = LiveLink(self.open_bi)  # shell, port forwarding: engine/run/liveops.py
         self._silence = RunningDeadline(deadline_s)  # since the node was last heard
         self._fresh = asyncio.Event()  # the node was heard (cleared by `answers`)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -286,7 +286,6 @@ class NodeSession:
                 conn.close(0, b"run over")
         self._connected.set()
         self._xfer_ready.set()
-        self.live.close()
 
 
 class ControlServer:
@@ -328,8 +327,6 @@ class ControlServer:
             await self._admit_gated(conn, remote)
         elif alpn == XFER_ALPN:
             self._route(conn, remote, NodeSession.attach_xfer)
-        elif alpn == LIVE_ALPN:
-            self._route(conn, remote, lambda session, c: session.live.attach(c))
         elif alpn == CODE_ALPN:
             await serve_code(conn, remote, self.sessions, self.gate)
         else:
@@ -377,7 +374,8 @@ class ControlServer:
         await session.attach(conn, channel, hello, remote)
 
     def _route(self, conn: Any, remote: str, attach: Callable[[NodeSession, Any], None]) -> None:
-        """A side connection (transfer, live) belongs to the run whose node is `remote`."""
+        """A side connection (transfers, live streams) belongs to the run whose node is
+        `remote`."""
         for session in self.sessions.values():
             if session.endpoint_id == remote and not session.closed:
                 attach(session, conn)

@@ -1,16 +1,16 @@
 """The operator's end of the live service: streams to a node's shell and ports.
 
-The node dials `swjob/live/1` next to its control connection; the control server
-hands that connection to the run's `LiveLink` only when it comes from the endpoint
-admitted with the run's token (the same rule as transfers). Each shell or forwarded
-TCP connection is one stream on it, opened here with its request and answered by the
-agent (agent/live.py) before any byte flows.
+Each shell or forwarded TCP connection is one stream on the node's transfer connection,
+which the control server accepts only from the endpoint admitted with the run's token:
+a transfer request `live`, then the live request, answered by the agent (agent/live.py)
+before any byte flows. (A connection of the live service's own cost every run a
+handshake and its accept, although few runs ever open a shell.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +24,15 @@ from agent.livewire import (
     encode_msg,
     read_msg,
 )
+from agent.transfer import wire
+from agent.transfer.server import LIVE_OP
 from engine.errors import SwjobError
 
 OPEN_TIMEOUT_S = 10.0
 
 LiveRequest = ShellOpen | ForwardOpen
+LIVE_REQUEST = wire.record({"t": "req", "op": LIVE_OP})
+"""What a live stream starts with: the transfer server hands the rest to the live service."""
 
 
 class LiveUnavailable(SwjobError):
@@ -44,46 +48,26 @@ class LiveStream:
 
 
 class LiveLink:
-    """The node's current live connection (replaced when the node redials)."""
+    """Opens the run's live streams on its node's current transfer connection."""
 
-    def __init__(self) -> None:
-        self._conn: Any = None
-        self._ready = asyncio.Event()
-
-    def attach(self, conn: Any) -> None:
-        if self._conn is not None and self._conn is not conn:
-            with contextlib.suppress(Exception):
-                self._conn.close(0, b"replaced")
-        self._conn = conn
-        self._ready.set()
-
-    def close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close(0, b"run over")
-        self._conn = None
+    def __init__(self, open_bi: Callable[[], Awaitable[Any]]) -> None:
+        """`open_bi`: a new stream on the transfer connection (NodeSession.open_bi), which
+        waits for a dropped node to redial and raises when it does not."""
+        self._open_bi = open_bi
 
     async def open(self, request: LiveRequest, timeout_s: float = OPEN_TIMEOUT_S) -> LiveStream:
         """A stream the node accepted for `request`; LiveUnavailable says why not."""
-        conn = None
         try:
             async with asyncio.timeout(timeout_s):
-                await self._ready.wait()
-                conn = self._conn
-                if conn is None:
-                    raise LiveUnavailable("the node's live service is closed")
-                bi = await conn.open_bi()
+                bi = await self._open_bi()
                 send, reader = bi.send(), Reader(bi.recv())
-                await send.write_all(encode_msg(request))
+                await send.write_all(LIVE_REQUEST + encode_msg(request))
                 reply = await read_msg(reader)
         except TimeoutError:
             raise LiveUnavailable(f"the node did not answer within {timeout_s:g} s") from None
         except LiveError as exc:
             raise LiveUnavailable(f"the node's live service failed: {exc}") from None
-        except LiveUnavailable:
-            raise
-        except Exception as exc:  # iroh: the connection dropped under us
-            self._forget(conn)
+        except Exception as exc:  # iroh, or the node gone: the connection dropped under us
             raise LiveUnavailable(f"the node's live connection failed: {exc}") from None
         if isinstance(reply, LiveRefused):
             raise LiveUnavailable(reply.reason)

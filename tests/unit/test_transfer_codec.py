@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.livewire import Reader, ShellOpen, encode_msg, read_msg
 from agent.transfer import Progress, wire
 from agent.transfer.compress import (
     DEFAULT_LEVEL,
@@ -54,6 +55,19 @@ async def test_frames_round_trip_across_small_reads() -> None:
     assert await reader.next_meta() == {"t": "x"}
     assert await reader.next_frame() == (wire.DATA, big)
     assert await reader.next_frame() is None
+
+
+async def test_a_live_request_hands_what_was_read_past_it_to_the_live_reader() -> None:
+    """A live stream on the transfer connection: its request and the shell's first frame
+    arrive in one read; the transfer reader's leftover starts the live service's reader."""
+    shell = encode_msg(ShellOpen())
+    stream = _Bytes(wire.record({"t": "req", "op": "live"}) + shell + b"typed", piece=1 << 16)
+    reader = wire.FrameReader(stream, pace_s=0)
+    assert await reader.next_meta() == {"t": "req", "op": "live"}
+    live = Reader(stream, reader.leftover())
+    assert isinstance(await read_msg(live), ShellOpen)
+    assert await live.some() == b"typed"
+    assert reader.leftover() == b""
 
 
 async def test_large_body_on_a_fast_link_takes_the_rest_in_one_read_exact() -> None:
