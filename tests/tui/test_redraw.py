@@ -15,6 +15,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.cache import LRUCache
 from textual.geometry import Region
+from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
@@ -36,6 +37,7 @@ from tui.widgets.pools_panel import (
     column_widths,
     grid,
     pool_rows,
+    reserved,
 )
 from tui.widgets.run_preview import RunPreview
 
@@ -126,6 +128,36 @@ async def test_the_pools_panel_draws_only_the_lines_it_shows_and_is_not_measured
         await pilot.pause()
         assert panel.size.height == 1
         assert not measured
+
+
+async def test_nodes_coming_one_by_one_lay_the_screen_out_in_steps(monkeypatch) -> None:
+    """Each change of the panel's height lays out the whole screen again (10-25 ms of the
+    loop's CPU while 12 runs start): a line a node was 12 layouts up and 12 down. Its
+    height goes by powers of two, up to its cap: 1, 2, 4, 8 — three layouts each way."""
+    assert [reserved(rows, MAX_LINES) for rows in range(1, 14)] == [1, 2, 4, 4] + [8] * 9
+    assert reserved(3, 3) == 3  # the cap (80×24's room) holds
+    layouts: list[int] = []
+    real = Screen._refresh_layout
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self._layout_required:
+            layouts.append(self.query_one(PoolsPanel).styles.height.value)
+        real(self, *args, **kwargs)
+
+    pool = PoolView(name="local", provider="local", max_nodes=20, summary="this machine")
+    app = Board()
+    async with app.run_test(size=(130, 40)) as pilot:
+        panel = app.query_one(PoolsPanel)
+        panel.show([pool])
+        await pilot.pause()
+        monkeypatch.setattr(Screen, "_refresh_layout", counted)
+        counts = [*range(1, 13), *range(11, -1, -1)]
+        for n in counts:  # 12 nodes come one by one, then go
+            panel.show([pool.model_copy(update={"nodes": [node(i) for i in range(n)]})])
+            await pilot.pause()
+            assert panel.size.height >= min(n + 1, MAX_LINES)  # every row shown fits
+        steps = [h for i, h in enumerate(layouts) if i == 0 or layouts[i - 1] != h]
+        assert steps == [2, 4, 8, 4, 2, 1] and len(layouts) <= 2 * len(steps)
 
 
 def whole_table(pools: list[PoolView]) -> Table:
