@@ -20,8 +20,6 @@ from tests.support.cli import swjob, swjob_run
 from tests.support.runs import run_json, unfinished_run
 from tests.support.vast import FAST, POOLS_FILE, bootstrap, gpu_pool, provider
 
-pytestmark = pytest.mark.timeout(60)
-
 
 @pytest.fixture
 def pools() -> PoolSet:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -194,13 +195,15 @@ async def test_an_unclaimed_warm_node_releases_itself_with_its_operator_gone(
 async def test_swjob_nodes_lists_the_warm_node_and_releases_it(
     tmp_path: Path, make_job: Callable[..., JobSpec]
 ) -> None:
+    kept_from = time.time()  # the node's 600 s run from a moment after this one
     pid = agent_pid(await _kept_hello(tmp_path, make_job, keep_warm_s=600))
     header, row = render(warm_nodes())
     assert header.split() == ["POOL", "NODE", "STATE", "IDLE", "$/H", "BILLED", "EXPIRES", "IN"]
     assert row.split()[0] == "local" and row.split()[2] == "warm" and "9 m" in row
     listed = swjob("nodes", "--json", cwd=tmp_path).stdout.splitlines()
     (shown,) = [json.loads(line) for line in listed]
-    assert shown["pool"] == "local" and 590 < shown["expires_in_s"] <= 600
+    least = 600 - (time.time() - kept_from)  # however long a loaded machine took to here
+    assert shown["pool"] == "local" and least <= shown["expires_in_s"] <= 600, shown
     assert "warm_key" not in shown and "agent_ticket" not in shown  # the node's credential
     done = swjob("nodes", "release", shown["node_id"], cwd=tmp_path)
     assert done.returncode == 0 and "released 1 warm node(s)" in done.stdout, done.stderr
