@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {
+    "board_keys": ["-m", "tests.bench.board_keys", "--runs", "3", "--keys", "4"],
     "boot": ["-m", "tests.bench.boot", "--tiny"],
     "engine_load": ["-m", "tests.bench.engine_load", "--jobs", "2", "--reps", "1", "--keys", "5"],
     "hello": ["-m", "tests.bench.hello", "-n", "1", "--pause", "0"],

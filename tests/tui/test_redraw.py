@@ -332,23 +332,23 @@ async def test_rows_moved_down_by_a_new_row_are_not_drawn_again(tmp_path, monkey
         assert {s.style.meta["row"] for s in row if s.style and s.style.meta} == {11}
 
 
-async def test_a_held_cursor_key_moves_the_preview_once_the_cursor_rests(
+async def test_a_held_cursor_key_switches_the_preview_at_most_twice_a_second(
     engine, tmp_path, monkeypatch
 ) -> None:
     """Each cursor move switched the preview (a log tail read, the screen laid out): with a
     hundred live runs a held `j` spent most of the loop there, and keys waited behind it."""
-    monkeypatch.setattr(board, "PREVIEW_SETTLE_S", 3600.0)  # the cursor never rests
+    monkeypatch.setattr(board, "PREVIEW_EVERY_S", 3600.0)
     app = SwjobApp(with_history(engine, many_runs(RECORDED, tmp_path / "recorded", 6)))
     async with app.run_test(size=(120, 40)) as pilot:
         await booted(pilot)
         table, preview = app.screen.query_one(JobsTable), app.screen.query_one(RunPreview)
         await until(pilot, lambda: table.row_count == 6 and preview.run_id == table.selected)
-        app.board._moving_until = 0.0  # the cursor has rested since it was put there
-        await pilot.press("j")  # so the preview moves with it at once
+        app.board._switched_at = 0.0  # long ago
+        await pilot.press("j")  # so the preview moves with the cursor at once
         first = table.selected
         assert preview.run_id == first
         await pilot.press("j", "j")
-        await pilot.pause(0.3)  # ticks come and go while it moves: the preview waits
+        await pilot.pause(0.3)  # ticks come and go: the preview waits its turn
         assert table.selected != first and preview.run_id == first
-        app.board._moving_until = 0.0  # it rests
+        app.board._switched_at = 0.0  # its turn comes
         await until(pilot, lambda: preview.run_id == table.selected)

@@ -45,12 +45,12 @@ NO_MATCH = "No run matches the filter. [b]esc[/] clears it."
 SWEEP_SCAN_S = 2.0
 """How often the board looks for a sweep it has no group row for yet (a few small files)."""
 
-PREVIEW_SETTLE_S = 0.25
-"""A cursor moved again sooner than this after its last move (a held `j`) is on its way:
-the preview stays on the run it shows until the cursor has rested this long. Switching
-the preview reads the run's log tail and lays the screen out again, ~10-30 ms of the
-loop's time; with a hundred live runs, one per key held the keys behind it
-(tests/bench/engine_load.py)."""
+PREVIEW_EVERY_S = 0.5
+"""The preview switches runs at most this often: a held `j` moves the cursor at once and
+the preview follows it twice a second. Switching reads the run's log tail and lays the
+screen out again, ~10-30 ms of the loop's time; with a hundred live runs, one switch per
+key held the keys behind it, and on a loaded machine, whose gaps between a held key's
+moves outgrew any wait for the cursor to rest, so did one per move (tests/bench/)."""
 
 
 class FilterBar(Input):
@@ -138,7 +138,7 @@ class BoardScreen(Screen[None]):
         self._preview = RunPreview(clock, feed, id="run-preview")
         self._sweeps = Vertical(id="sweeps")
         self._groups: dict[str, SweepGroup] = {}
-        self._moving_until = 0.0  # the preview waits for the cursor until then (monotonic)
+        self._switched_at = 0.0  # when the preview last switched runs (monotonic)
         self._second = -1  # the second (monotonic) whose tick redrew every live run's row
         self.prefs = prefs.load()
 
@@ -270,8 +270,10 @@ class BoardScreen(Screen[None]):
         table = self._table
         if self.to_select is not None and table.select(self.to_select):
             self.to_select = None
-        if self._preview.run_id != self.run_id and time.monotonic() < self._moving_until:
-            return  # the cursor is on its way: the preview follows it once it rests
+        if self._preview.run_id != self.run_id:
+            if time.monotonic() - self._switched_at < PREVIEW_EVERY_S:
+                return  # a later tick switches it
+            self._switched_at = time.monotonic()
         run = self.engine.run(self.run_id) if self.run_id and self.prefs.preview else None
         if run is None:
             self._preview.show(None)
@@ -319,10 +321,7 @@ class BoardScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted)
     def _row_highlighted(self) -> None:
-        """A cursor that had rested moves the preview at once; one moved again within
-        PREVIEW_SETTLE_S is followed by the next tick after it rests (`_refresh_selection`)."""
         self._refresh_selection()
-        self._moving_until = time.monotonic() + PREVIEW_SETTLE_S
 
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
