@@ -264,10 +264,16 @@ def test_two_attaches_at_once_one_adopts_the_other_only_follows(
 ) -> None:
     """Two `swjob attach` of one orphaned run started together (two engines on one state
     dir): exactly one adopts it; the other follows read-only, and its Ctrl-C ends only
-    itself — the run it never drove goes on and the adopter finishes it, each line once."""
+    itself — the run it never drove goes on and the adopter finishes it, each line once.
+    Meanwhile `swjob runs`: the killed operator's run is RUNNING in the index with its
+    node up and billing, and says nobody drives it and how to take it over; a run driven
+    (by its owner, then by the adopter, then ended) says nothing."""
     owner, run_dir, release = _run(clis, tmp_path, "zeta")
     node = agent_pid(run_dir)
+    hint = f"nobody drives it: swjob attach {run_dir.name}"
+    assert hint not in _listed(run_dir.name)  # positive control: a live owner holds it
     owner.kill9()
+    assert hint in _listed(run_dir.name) and "RUNNING" in _listed(run_dir.name)
     first, second = (clis("attach", run_dir.name, cwd=tmp_path) for _ in range(2))
     following = "driven by another swjob process"
     eventually(lambda: any(following in a.output() for a in (first, second)), 30, "read-only")
@@ -278,8 +284,10 @@ def test_two_attaches_at_once_one_adopts_the_other_only_follows(
     assert "Traceback" not in follower.output(), follower.output()
     assert finished(run_dir) is None and pid_alive(node), "the follower's Ctrl-C stopped the run"
     assert adopter.proc.poll() is None and ownership.has_live_owner(run_dir.name)
+    assert hint not in _listed(run_dir.name)
     release.touch()
     assert adopter.wait(60) == 0, adopter.output()
+    assert hint not in _listed(run_dir.name)
     assert run_json(run_dir)["state"] == "COMPLETED"
     assert _log(run_dir).splitlines() == ["line 1", "line 2", "line 3"]
     recovered = [
@@ -333,22 +341,6 @@ def _listed(run_id: str) -> str:
     print_runs(Console(file=out, force_terminal=True, width=400, color_system=None), limit=10)
     (row,) = [line for line in out.getvalue().splitlines() if run_id in line]
     return row
-
-
-def test_swjob_runs_says_which_unfinished_run_nobody_drives(tmp_path: Path, clis: Start) -> None:
-    """A killed operator's run is RUNNING in the index with its node up and billing:
-    `swjob runs` says nobody drives it and how to take it over; a driven run says nothing."""
-    owner, run_dir, release = _run(clis, tmp_path, "eta")
-    hint = f"nobody drives it: swjob attach {run_dir.name}"
-    assert hint not in _listed(run_dir.name)  # positive control: a live owner holds it
-    owner.kill9()
-    assert hint in _listed(run_dir.name) and "RUNNING" in _listed(run_dir.name)
-    attach = clis("attach", run_dir.name, cwd=tmp_path)
-    eventually(lambda: "recovered after operator restart" in attach.output(), 30, "adopted")
-    assert hint not in _listed(run_dir.name)
-    release.touch()
-    assert attach.wait(60) == 0, attach.output()
-    assert hint not in _listed(run_dir.name)
 
 
 async def test_attach_adopts_a_run_whose_lease_another_process_held_a_moment(

@@ -59,6 +59,17 @@ def _rented_runs(start: Start, tmp_path: Path, pools: Path, *names: str) -> list
 def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
     tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
 ) -> None:
+    """Two runs on rented nodes and another operator's instance, one real `swjob` per step
+    (each rented run is a boot and a run: the behaviours below share them):
+
+    - A's operator killed: `swjob gc` lists A's node (never B's, whose owner lives, nor
+      the foreign one) and destroys it only on --yes, failing A and charging its life.
+    - B's operator killed: `swjob attach` without the Vast API key cannot carry B on; it
+      says so in one line naming the run, leaves the node alone and gives the run back.
+    - `swjob gc` lists B's node and asks; meanwhile an attach that has the key adopts B.
+      The "yes" that follows must not destroy a node a live process now drives: gc skips
+      it (and says so), and the attach (the positive control: the lease was given back)
+      finishes B COMPLETED with its outputs and its node destroyed."""
     pools = tmp_path / "pools.toml"
     pools.write_text(POOLS)
     foreign = api.cloud.create(
@@ -94,9 +105,19 @@ def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
     assert summary["node"]["state"] == "gone", summary["node"]
     assert finished(b_dir) is None and b.proc.poll() is None
 
-    b.kill9()  # now B's operator dies too; `swjob attach` carries it on
+    b.kill9()  # now B's operator dies too
+    no_key = {"VAST_API_KEY": ""}
+    refused = swjob("attach", b_dir.name, "--pools", str(pools), cwd=tmp_path, env=no_key)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0, said
+    (line,) = [ln for ln in said.splitlines() if "cannot be adopted" in ln]
+    assert line.startswith(f"error: run {b_dir.name} cannot be adopted: "), said
+    assert "VAST_API_KEY" in line and "Traceback" not in said
+    assert b_instance in api.cloud.instances and finished(b_dir) is None
+
+    attach = _attach_while_gc_asks(clis, tmp_path, pools, b_dir.name)
+    assert b_instance in api.cloud.instances, "gc destroyed an adopted run's node"
     b_release.touch()
-    attach = clis("attach", b_dir.name, "--pools", str(pools), cwd=tmp_path)
     assert attach.wait(90) == 0, attach.output()
     assert run_json(b_dir)["state"] == "COMPLETED"
     assert (b_dir / "outputs" / "out.txt").read_text() == "done\n"
@@ -113,29 +134,27 @@ def test_gc_collects_only_abandoned_runs_and_attach_finishes_a_killed_one(
         None,
         "node rejoined the adopter; COMPLETED with outputs; instance destroyed",
     )
+    record_fault(
+        "`swjob gc` asks; `swjob attach` adopts the listed run; then gc is told yes",
+        None,
+        "gc skipped the adopted run's node (said so); attach finished it COMPLETED",
+    )
 
 
-def test_gc_leaves_alone_a_run_adopted_while_it_asked(
-    tmp_path: Path, api: StandIn, clis: Start, record_fault: Callable[..., None]
-) -> None:
-    """`swjob gc` lists the node of a run nobody drives and asks; meanwhile `swjob attach`
-    adopts that run. The "yes" that follows must not destroy a node a live process now
-    drives: gc skips it (and says so), and attach finishes the run."""
-    pools = tmp_path / "pools.toml"
-    pools.write_text(POOLS)
-    [(a, a_dir, release)] = _rented_runs(clis, tmp_path, pools, "alpha")
-    instance = _instance_of(api, a_dir.name)
-    a.kill9()
-    printed = tmp_path / "gc.out"
+def _attach_while_gc_asks(clis: Start, cwd: Path, pools: Path, run_id: str) -> Cli:
+    """`swjob gc` lists the node of `run_id` (nobody drives it) and asks; `swjob attach`
+    adopts the run before gc is told yes; gc must say it skipped the run and destroy
+    nothing. The attach, still driving the run."""
+    printed = cwd / "gc.out"
     with printed.open("wb") as out:
         gc = subprocess.Popen(
             [sys.executable, "-m", "engine.cli.main", "gc", "--pools", str(pools)],
-            cwd=tmp_path, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+            cwd=cwd, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         eventually(lambda: "destroy 1 orphan(s)?" in printed.read_text(), 60, "gc asking")
-        assert f"run {a_dir.name}" in printed.read_text()
-        attach = clis("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path)
+        assert f"run {run_id}" in printed.read_text()
+        attach = clis("attach", run_id, "--pools", str(pools), cwd=cwd)
         eventually(lambda: "recovered after operator restart" in attach.output(), 60, "adopted")
         assert gc.stdin is not None
         gc.stdin.write(b"y\n")
@@ -144,43 +163,8 @@ def test_gc_leaves_alone_a_run_adopted_while_it_asked(
     finally:
         reap(gc)
     said = printed.read_text()
-    assert instance in api.cloud.instances, f"gc destroyed an adopted run's node:\n{said}"
-    assert f"run {a_dir.name} was adopted" in said and "collected 0 of 1" in said, said
-    release.touch()
-    assert attach.wait(90) == 0, attach.output()
-    assert run_json(a_dir)["state"] == "COMPLETED"
-    assert instance not in api.cloud.instances
-    record_fault(
-        "`swjob gc` asks; `swjob attach` adopts the listed run; then gc is told yes",
-        None,
-        "gc skipped the adopted run's node (said so); attach finished it COMPLETED",
-    )
-
-
-def test_a_run_that_cannot_be_adopted_here_says_why_and_stays_adoptable(
-    tmp_path: Path, api: StandIn, clis: Start
-) -> None:
-    """`swjob attach` without the Vast API key cannot carry a killed run on: it says so in
-    one line naming the run, leaves the node alone and gives the run back, so an attach
-    that has the key adopts it and finishes it."""
-    pools = tmp_path / "pools.toml"
-    pools.write_text(POOLS)
-    [(a, a_dir, release)] = _rented_runs(clis, tmp_path, pools, "alpha")
-    instance = _instance_of(api, a_dir.name)
-    a.kill9()
-    no_key = {"VAST_API_KEY": ""}
-    refused = swjob("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path, env=no_key)
-    said = refused.stdout + refused.stderr
-    assert refused.returncode != 0, said
-    (line,) = [ln for ln in said.splitlines() if "cannot be adopted" in ln]
-    assert line.startswith(f"error: run {a_dir.name} cannot be adopted: "), said
-    assert "VAST_API_KEY" in line and "Traceback" not in said
-    assert instance in api.cloud.instances and finished(a_dir) is None
-    release.touch()
-    attach = clis("attach", a_dir.name, "--pools", str(pools), cwd=tmp_path)
-    assert attach.wait(90) == 0, attach.output()  # positive control: the lease was given back
-    assert run_json(a_dir)["state"] == "COMPLETED"
-    assert instance not in api.cloud.instances
+    assert f"run {run_id} was adopted" in said and "collected 0 of 1" in said, said
+    return attach
 
 
 def test_gc_without_an_answer_destroys_nothing_and_says_so(tmp_path: Path, api: StandIn) -> None:

@@ -57,6 +57,7 @@ def test_layer_imports_nothing_above_it(layer: str) -> None:
 # ---- the import graph, read from the source (imports under `if TYPE_CHECKING:` aside) ----
 
 import ast  # noqa: E402
+import functools  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,7 +100,10 @@ def runtime_imports(path: Path) -> set[str]:
     return found
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
+    """The project's import graph, parsed once for the four tests that read it (none
+    changes it)."""
     files = [p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")]
     modules = {module_name(p): p for p in files}
     edges: dict[str, set[str]] = {}
