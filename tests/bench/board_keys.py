@@ -20,42 +20,26 @@ import tempfile
 import time
 from pathlib import Path
 
-KEYS_S = 0.05
+from tests.bench.keyprobe import press_keys, probe_app
 
 
 async def bench(root: Path, runs: int, keys: int) -> tuple[list[float], float]:
-    from textual import events
-    from textual.binding import Binding
-
     from engine.engine import Engine
     from tests.support.engines import engine_config
     from tests.tui.conftest import RECORDED, many_runs, with_history
-    from tui.app import SwjobApp
-
-    class ProbeApp(SwjobApp):
-        BINDINGS = [Binding("ctrl+b", "ping", "bench ping", show=False)]
-        sent = 0.0
-        latencies: list[float] = []
-
-        def action_ping(self) -> None:
-            self.latencies.append((time.perf_counter() - self.sent) * 1000)
 
     engine = with_history(
         Engine(engine_config(root / "runs")), many_runs(RECORDED, root / "recorded", runs)
     )
-    app = ProbeApp(engine)
+    app = probe_app(engine)
     async with app.run_test(size=(160, 50)) as pilot:
         async with asyncio.timeout(60):
             await app.booted.wait()
         await pilot.pause(1.0)
         cpu = time.thread_time()
-        for n in range(keys):
-            app.post_message(events.Key("j" if n % 40 < 20 else "k", None))
-            app.sent = time.perf_counter()
-            app.post_message(events.Key("ctrl+b", None))
-            await asyncio.sleep(KEYS_S)
+        latencies = await press_keys(app, keys)
         cpu = time.thread_time() - cpu
-    return sorted(app.latencies), cpu
+    return sorted(latencies), cpu
 
 
 def main() -> None:

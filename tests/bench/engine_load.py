@@ -37,12 +37,13 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tests.bench.keyprobe import press_keys, probe_app
+
 if TYPE_CHECKING:
     from engine.jobs.jobspec import JobSpec
     from engine.report.views import RunView
 
 COMMAND = "python -m tests.bench.engine_load"
-KEYS_S = 0.05
 BOOT_WAIT_S = 120.0
 
 
@@ -94,28 +95,16 @@ async def _console(root: Path, jobs: int, keys: int) -> list[float]:
     pressed the loop is probed beside a bare loop in a sibling process (the control), as
     tests/bench/loop_stall.py does: latency is wall time, which a loaded machine stretches;
     the loop's own CPU between two turns is what the console spent."""
-    from textual import events
-    from textual.binding import Binding
-
     from engine.engine import Engine, EngineConfig
     from tests.bench.loop_stall import Control, Probe, lags
     from tests.support.engines import local_pools
-    from tui.app import SwjobApp
-
-    class ProbeApp(SwjobApp):
-        BINDINGS = [Binding("ctrl+b", "ping", "bench ping", show=False)]
-        sent = 0.0
-        latencies: list[float] = []
-
-        def action_ping(self) -> None:
-            self.latencies.append((time.perf_counter() - self.sent) * 1000)
 
     release = root / "release"
     specs = [_live_job(root / f"live{i:03d}", release) for i in range(jobs)]
     # the console's own settings (2.5 s heartbeat, 10 s to lose a node), not the tests' quick ones
     pools = local_pools(max_nodes=max(jobs, 1))
     engine = Engine(EngineConfig(runs_dir=root / "runs", pools=pools))
-    app = ProbeApp(engine)
+    app = probe_app(engine)
     async with app.run_test(size=(160, 50)):
         async with asyncio.timeout(60):
             await app.booted.wait()
@@ -135,11 +124,7 @@ async def _console(root: Path, jobs: int, keys: int) -> list[float]:
         control, probe = Control(), Probe(attribute=False)
         await control.start()
         probe.start()
-        for n in range(keys):
-            app.post_message(events.Key("j" if n % 40 < 20 else "k", None))
-            app.sent = time.perf_counter()
-            app.post_message(events.Key("ctrl+b", None))
-            await asyncio.sleep(KEYS_S)
+        latencies = await press_keys(app, keys)
         await probe.stop()
         idle = await control.stop()
         busy = sorted(probe.busy)
@@ -156,7 +141,7 @@ async def _console(root: Path, jobs: int, keys: int) -> list[float]:
     if failed:  # the figures stand, but say what went wrong (e.g. nodes lost under load)
         reasons = sorted({v.reason or "" for v in failed})
         print(f"  {len(failed)} of {jobs} live runs did not complete: {reasons}")
-    return app.latencies
+    return latencies
 
 
 def _p95(ordered: list[float]) -> float:
