@@ -3,7 +3,7 @@
 the same keys with 100 live runs, where the engine's heartbeats share the loop).
 
 The real app, headless at 160×50, on runs made from the recorded hello run
-(tests/tui/conftest.many_runs). Every 50 ms a cursor key (20 down, 20 up) and a probe key
+(tests/support/recorded.many_runs). Every 50 ms a cursor key (20 down, 20 up) and a probe key
 are posted; the probe's latency is the time until its action runs behind them. Prints the
 key latencies and the loop thread's CPU while the keys were pressed.
 
@@ -26,7 +26,7 @@ from tests.bench.keyprobe import press_keys, probe_app
 async def bench(root: Path, runs: int, keys: int) -> tuple[list[float], float]:
     from engine.engine import Engine
     from tests.support.engines import engine_config
-    from tests.tui.conftest import RECORDED, many_runs, with_history
+    from tests.support.recorded import RECORDED, many_runs, with_history
 
     engine = with_history(
         Engine(engine_config(root / "runs")), many_runs(RECORDED, root / "recorded", runs)

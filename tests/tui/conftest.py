@@ -10,10 +10,9 @@ import asyncio
 import html
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -24,17 +23,18 @@ from textual.widgets import DirectoryTree
 from engine.engine import Engine
 from engine.jobs.jobspec import JobSpec
 from engine.report.views import RunView
-from engine.state.store import Store
 from tests.support.engines import engine_config
+from tests.support.recorded import (  # noqa: F401  (the board's tests take them from here)
+    RECORDED,
+    many_runs,
+    with_history,
+)
 from tests.support.waiting import eventually_async
-from tui import history
 from tui.app import SwjobApp
 from tui.screens.outputs import OutputsScreen
 
 REPO = Path(__file__).resolve().parents[2]
 HELLO = REPO / "examples" / "hello" / "job.toml"
-RECORDED = Path(__file__).parent / "data" / "runs"
-"""Two recorded runs, for console tests where a run's being live is no part of it."""
 HELLO_RUN, TRAINER = "20260102-110000-0011", "20260102-120000-0022"  # RECORDED, oldest first
 SIZE = (130, 40)
 FIXED_NOW = datetime(2026, 1, 2, 12, 0, 30, tzinfo=UTC)
@@ -62,22 +62,6 @@ def utc() -> Iterator[None]:
     else:
         os.environ["TZ"] = old
     time.tzset()
-
-
-def with_history(engine: Engine, recorded: Path) -> Engine:
-    """The engine with the runs recorded under `recorded` (landing dirs whose events say
-    {RUN_DIR} for where they land) as its history: copied where a real engine finds them,
-    their summaries in the run index."""
-    runs_dir = engine.config.runs_dir
-    shutil.copytree(recorded, runs_dir)
-    store = Store()
-    for events in sorted(runs_dir.glob("*/*/events.jsonl")):
-        events.write_text(events.read_text().replace("{RUN_DIR}", str(events.parent)))
-        view = history.load(events.parent, 10).view
-        assert view is not None
-        store.save(view)
-    store.close()
-    return engine
 
 
 @pytest.fixture
@@ -139,44 +123,3 @@ async def opened_outputs(pilot: Pilot, first: str) -> OutputsScreen:
     assert isinstance(screen, OutputsScreen)
     await until(pilot, lambda: screen.path is not None and screen.path.name == first)
     return screen
-
-
-OUTCOMES = (
-    (None, 0),
-    ("run exited with code 3", 3),
-    ("setup failed with code 1", None),
-    ("cap reached: max_dollars $0.01 (spent $0.0100)", None),
-    ("stopped by operator", None),
-    ("node lost: agent process exited with code -9", None),
-)
-"""How the board's recorded runs end: completed, or failed for each kind of reason."""
-
-
-def many_runs(recorded: Path, into: Path, count: int) -> Path:
-    """`count` runs made from the recorded hello run under `recorded`, a minute apart,
-    named as a sweep's variants (long names) and ending in every way OUTCOMES lists."""
-    import json
-
-    source = next((recorded / "hello").iterdir())
-    for i in range(count):
-        run_id = f"20260102-11{i:02d}00-{i:04d}"
-        name = f"sweep-lr-3e-4-batch-{2 ** (i % 6 + 4)}-seed-{i}" if i % 3 else f"job-{i}"
-        target = into / name / run_id
-        shutil.copytree(source, target)
-        reason, code = OUTCOMES[i % len(OUTCOMES)]
-        lines = []
-        for raw in (source / "events.jsonl").read_text().splitlines():
-            event = json.loads(raw.replace(source.name, run_id))
-            stamp = datetime.fromisoformat(event["ts"]) - timedelta(minutes=count - i)
-            event["ts"] = stamp.isoformat().replace("+00:00", "Z")
-            if event["kind"] == "submitted":
-                event["job_name"] = name
-            if reason and event["kind"] in ("transition", "finished"):
-                failed = {k: "FAILED" for k in ("to_state", "from_state", "state") if
-                          event.get(k) == "COMPLETED"}  # fmt: skip
-                event |= failed
-                if failed and event.get("to_state", event.get("state")) == "FAILED":
-                    event |= {"reason": reason, "exit_code": code}
-            lines.append(json.dumps(event))
-        (target / "events.jsonl").write_text("\n".join(lines) + "\n")
-    return into
