@@ -29,7 +29,8 @@ Compressing each stream as one zstd stream across its batches gains nothing at t
 window (156.0 at level 3, 144.6 at 6: a batch is twice level 6's 2 MiB window); a 16 MiB
 window with long-distance matching gains 1-4 % (152.2 at 3, 142.2 at 6, 138.5 at 9) for
 16 MiB of window a stream on each side (64 MB for four streams): not used. Level 9's
-context holds 14 MB against level 6's 5 MB, two packers so ~20 MB more at most;
+context holds 14 MB against level 6's 5 MB, so ~9 MB more a packer (min(4, cores) of
+them: ~18 MB on two cores, ~36 MB on four or more);
 beyond 9 the CPU doubles for under 1 % fewer bytes, so the pace stops at 9.
 `SWJOB_XFER_ZSTD_LEVEL` pins the level.
 """

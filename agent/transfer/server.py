@@ -73,10 +73,19 @@ LiveHandler = Callable[[Any, Any, bytes], Awaitable[None]]
 """Serves a `live` stream: (send, recv, the bytes read past the request)."""
 
 
+MAX_STREAMS = 256
+"""Streams the orchestrator may hold open on the transfer connection at once. Shells and
+forwarded TCP connections ride it too, up to 64 through `swjob forward` and 64 through the
+console's access point (engine/run/forward.py, liveaccess.py): at QUIC's default of 100, a
+page holding many connections through a forward would leave the final pull's `open_bi`
+waiting for one to close."""
+
+
 async def serve_transfer(conn: Any, workdir: Path, live: LiveHandler | None = None) -> None:
     """Serve requests on `conn` until it closes; never writes outside `workdir`. `live`
     serves the live service's streams (refused without it)."""
     workdir.mkdir(parents=True, exist_ok=True)
+    conn.set_max_concurrent_bi_streams(MAX_STREAMS)
     tasks: set[asyncio.Task[None]] = set()
     try:
         while True:

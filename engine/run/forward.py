@@ -9,7 +9,7 @@ loopback is every local user's, so each TCP connection is checked for its owner 
 stranger's is closed before a byte is relayed (engine/run/localsock.py; where the
 platform cannot tell, e.g. macOS's TCP, it is not checked: docs/security.md). At most
 `MAX_CONNECTIONS` are open at once. The same listener serves the console (streams
-opened in-process on the node's live connection) and `swjob forward` (streams through
+opened in-process on the node's transfer connection) and `swjob forward` (streams through
 the driving engine's local access, engine/run/liveaccess.py); `connect` is what differs.
 """
 

@@ -1,12 +1,12 @@
 """How a separate `swjob shell` / `forward` / `stop` process reaches a run's node.
 
-Only the engine process that drives a run holds its node's live connection: the
-agent dials out (it opens no port and may sit behind NAT), it obeys one operator
-endpoint id, and a second endpoint bound with the same identity would fight the
-first for the relay. So the driving engine serves a local access point instead:
-a Unix socket in the private live dir (engine/run/localsock.py: other users cannot
-connect; a flood is capped) with a random token, announced per live run in
-`<state>/live/<run id>.json` (0600, in a 0700 directory). A client first checks that
+Only the engine process that drives a run holds its node's transfer connection (its
+shells and forwards ride it): the agent dials out (it opens no port and may sit behind
+NAT), it obeys one operator endpoint id, and a second endpoint bound with the same
+identity would fight the first for the relay. So the driving engine serves a local
+access point instead: a Unix socket in the private live dir (engine/run/localsock.py:
+other users cannot connect; a flood is capped) with a random token, announced per live
+run in `<state>/live/<run id>.json` (0600, in a 0700 directory). A client first checks that
 what answers is the engine the file names — this user's, that pid, and the run's lease
 held — and only then sends one JSON line (token, run id, request), within
 `HELLO_TIMEOUT_S`; it gets one back (`{"ok": true}` or the reason); then the connection

@@ -68,12 +68,7 @@ class LiveLink:
         except LiveError as exc:
             raise LiveUnavailable(f"the node's live service failed: {exc}") from None
         except Exception as exc:  # iroh, or the node gone: the connection dropped under us
-            raise LiveUnavailable(f"the node's live connection failed: {exc}") from None
+            raise LiveUnavailable(f"the node's transfer connection failed: {exc}") from None
         if isinstance(reply, LiveRefused):
             raise LiveUnavailable(reply.reason)
         return LiveStream(send, reader)
-
-    def _forget(self, conn: Any) -> None:
-        if conn is not None and self._conn is conn:
-            self._conn = None
-            self._ready.clear()

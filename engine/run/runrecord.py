@@ -6,6 +6,7 @@ on its own and the driver only decides "what happens next".
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from datetime import UTC, datetime
@@ -201,5 +202,8 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> Path:
     """Atomically write `summary` as the run's run.json: a reader never sees half of it.
     Indented by pydantic's encoder: the json module indents in Python, a third of the
     writer thread's CPU per run in a hundred short runs (tests/bench/engine_load.py)."""
-    text = pydantic_core.to_json(summary, indent=2).decode()
+    try:
+        text = pydantic_core.to_json(summary, indent=2).decode()
+    except pydantic_core.PydanticSerializationError:  # a lone surrogate (a path that is
+        text = json.dumps(summary, indent=2)  # not UTF-8): json escapes what pydantic refuses
     return replace_whole(run_dir / "run.json", text + "\n")

@@ -85,7 +85,8 @@ class Footer(TextualFooter):
         Textual's `compose` would have built it."""
         first: dict[str, tuple[bool, str]] = {}
         for _, binding, enabled, tooltip in self.screen.active_bindings.values():
-            first.setdefault(binding.action, (enabled, tooltip))
+            if binding.show:  # as compose: a hidden binding of the same action is no key
+                first.setdefault(binding.action, (enabled, tooltip))
         for key in self.query(FooterKey):
             if key.action not in first:
                 continue
