@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench.keyprobe import press_keys, probe_app
+from tests.support.keyprobe import press_keys, probe_app
 
 
 async def bench(root: Path, runs: int, keys: int) -> tuple[list[float], float]:

@@ -37,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.bench.keyprobe import press_keys, probe_app
+from tests.support.keyprobe import press_keys, probe_app
 
 if TYPE_CHECKING:
     from engine.jobs.jobspec import JobSpec
