@@ -47,6 +47,7 @@ log = logging.getLogger("swjob.control")
 HELLO_TIMEOUT_S = 5.0
 HELLO_MAX_FRAME = 64 * 1024
 TALKING_BEATS = 3  # heartbeats a node may miss and still be taken as talking
+XFER_WAIT_DEADLINES = 6  # a talking node's transfer connection may take this many deadlines
 
 
 class NodeGone(Exception):
@@ -84,6 +85,7 @@ class NodeSession:
         self._conns: list[Any] = []
         self.live = LiveLink(self.open_bi)  # shell, port forwarding: engine/run/liveops.py
         self._silence = RunningDeadline(deadline_s)  # since the node was last heard
+        self._hearing: set[RunningDeadline] = set()  # waits the node's word puts off
         self._fresh = asyncio.Event()  # the node was heard (cleared by `answers`)
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchdog: asyncio.Task[None] | None = None
@@ -201,8 +203,13 @@ class NodeSession:
         await self._ended.wait()
 
     async def open_bi(self) -> Any:
-        """XferLink: a stream on the node's current transfer connection."""
-        conn = await self._wait_for(self._xfer_ready, lambda: self._xfer)
+        """XferLink: a stream on the node's current transfer connection. A node heard on
+        its control connection is alive: its transfer dial is only late (a hundred nodes
+        joining at once on a busy machine fail handshakes and back off), so the wait for
+        one runs out only once the node too has been silent for the deadline — or, for a
+        node that talks but never gets a transfer connection through, after
+        XFER_WAIT_DEADLINES of them."""
+        conn = await self._wait_for(self._xfer_ready, lambda: self._xfer, while_heard=True)
         try:
             return await conn.open_bi()
         except Exception:
@@ -211,18 +218,37 @@ class NodeSession:
                 self._xfer_ready.clear()
             raise
 
-    async def _wait_for(self, flag: asyncio.Event, get: Callable[[], Any]) -> Any:
+    async def _wait_for(
+        self, flag: asyncio.Event, get: Callable[[], Any], *, while_heard: bool = False
+    ) -> Any:
         """`get()` once `flag` is set (at once when it is: every send and transfer stream
-        asks, and a deadline's wait costs a task and a timer each time)."""
-        try:  # in this process's running time: a pause of ours is not the node's absence
-            if not flag.is_set():
-                await RunningDeadline(self.deadline_s).wait(flag.wait())
-        except DeadlinePassed:
-            raise NodeGone(f"node not connected for {self.deadline_s:g} s") from None
+        asks, and a deadline's wait costs a task and a timer each time). `while_heard`:
+        the deadline starts over whenever the node is heard, within a cap of
+        XFER_WAIT_DEADLINES deadlines."""
+        if not flag.is_set():  # in this process's running time: our pause is not the node's
+            await self._wait_set(flag, while_heard)
         value = get()
         if value is None or self.closed:
             raise NodeGone("node connection closed")
         return value
+
+    async def _wait_set(self, flag: asyncio.Event, while_heard: bool) -> None:
+        quiet = RunningDeadline(self.deadline_s)
+        if not while_heard:
+            try:
+                return await quiet.wait(flag.wait())
+            except DeadlinePassed:
+                raise NodeGone(f"node not connected for {self.deadline_s:g} s") from None
+        cap = RunningDeadline(self.deadline_s * XFER_WAIT_DEADLINES)
+        self._hearing.add(quiet)
+        try:
+            await cap.wait(quiet.wait(flag.wait()))
+        except DeadlinePassed:
+            if quiet.left() <= 0:  # the inner one: the node fell silent too
+                raise NodeGone(f"node silent for {self.deadline_s:g} s") from None
+            raise NodeGone(f"none came within {cap.seconds:g} s while the node talked") from None
+        finally:
+            self._hearing.discard(quiet)
 
     # ---- background work ----------------------------------------------------------
 
@@ -233,6 +259,8 @@ class NodeSession:
 
     def _heard(self) -> None:
         self._silence.restart()
+        for wait in self._hearing:
+            wait.restart()
         self._fresh.set()
 
     def _drop(self, channel: Channel) -> None:

@@ -15,6 +15,7 @@ from agent.protocol import (
     CTL_ALPN,
     XFER_ALPN,
     Channel,
+    Heartbeat,
     Hello,
     LogBatch,
     LogLine,
@@ -174,3 +175,53 @@ async def test_a_node_lost_after_a_second_agent_came_with_its_token_says_so(
     assert harness.lost == [
         "no heartbeat for 1 s; another agent had come with this run's join token (a restart?)"
     ]
+
+
+async def _talk(channel: Channel) -> None:
+    """What a live agent does on its control connection: a heartbeat every 0.2 s."""
+    while True:
+        await channel.send(Heartbeat(last_seq=0))
+        await asyncio.sleep(0.2)
+
+
+async def test_a_talking_nodes_late_transfer_connection_is_waited_for(harness: Harness) -> None:
+    """A hundred agents joining at once on a busy machine: the control connections come
+    up, the transfer dials fail their handshakes and back off. Runs failed "no transfer
+    connection: node not connected for 10 s" while their nodes heartbeated; the wait now
+    lasts while the node talks."""
+    session = harness.session("r1", "tok", deadline_s=1.0)
+    node = await harness.peer()
+    _, channel, _ = await harness.join(node, "r1", "tok")
+    talking = asyncio.create_task(_talk(channel))
+    try:
+        opening = asyncio.create_task(session.open_bi())
+        began = time.monotonic()
+        while time.monotonic() - began < 2.5:  # well past the 1 s deadline: the late dial
+            assert not opening.done(), opening
+            await asyncio.sleep(0.1)
+        addr = iroh_endpoint.addr_from_ticket(iroh_endpoint.ticket_of(harness.server_ep))
+        xfer = await node.connect(addr, XFER_ALPN)  # held: a dropped one is closed
+        assert await asyncio.wait_for(opening, 30) is not None
+        xfer.close(0, b"done")
+    finally:
+        talking.cancel()
+    assert not harness.lost
+
+
+@pytest.mark.parametrize("talks", [False, True])
+async def test_the_wait_for_a_transfer_connection_still_ends(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, talks: bool
+) -> None:
+    """A node silent on its control connection is gone after the deadline; one that talks
+    but never gets a transfer connection through, after XFER_WAIT_DEADLINES of them."""
+    monkeypatch.setattr(control, "XFER_WAIT_DEADLINES", 3)
+    session = harness.session("r1", "tok", deadline_s=0.5)
+    _, channel, _ = await harness.join(await harness.peer(), "r1", "tok")
+    talking = asyncio.create_task(_talk(channel) if talks else asyncio.sleep(0))
+    try:
+        with pytest.raises(control.NodeGone) as gone:
+            await asyncio.wait_for(session.open_bi(), 30)
+    finally:
+        talking.cancel()
+    said = "none came within 1.5 s while the node talked" if talks else "node silent for 0.5 s"
+    assert str(gone.value) == said
