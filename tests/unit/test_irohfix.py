@@ -79,9 +79,12 @@ async def test_a_continuation_wakes_the_loop_only_from_another_thread(monkeypatc
     woken: list[str] = []
     monkeypatch.setattr(loop, "_write_to_self", lambda: woken.append("self-pipe"))
     handles = iroh_ffi._UniffiContinuationHandleMap
-    here, there = loop.create_future(), loop.create_future()
-    irohfix._continue(handles.insert((loop, here)), 0)  # as inside a poll, on the loop
-    assert await here == 0 and woken == []
+    here, again, there = loop.create_future(), loop.create_future(), loop.create_future()
+    irohfix._continue(handles.insert((loop, here)), 0)  # ready, inside a poll, on the loop
+    assert here.done(), "a future ready inside the poll is resolved there: no loop turn"
+    irohfix._continue(handles.insert((loop, again)), 1)  # "poll again": after a turn
+    assert not again.done()
+    assert await here == 0 and await again == 1 and woken == []
     monkeypatch.undo()  # the other thread's wake-up must really wake the loop
     thread = threading.Thread(target=irohfix._continue, args=(handles.insert((loop, there)), 1))
     thread.start()
