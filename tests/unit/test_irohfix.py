@@ -2,7 +2,8 @@
 it was written for (checked on the compiled code, not the source); iroh's errors carry no
 backtrace to resolve unless the user asked for library backtraces; a Rust future ready at
 once resumes its awaiter without waking the loop through its self-pipe, one ready later
-(from iroh's threads) still wakes it."""
+(from iroh's threads) still wakes it; the lean calls into Rust are installed, refuse
+another binding's call and raise its errors as it did."""
 
 from __future__ import annotations
 
@@ -90,3 +91,17 @@ async def test_a_continuation_wakes_the_loop_only_from_another_thread(monkeypatc
     thread.start()
     assert await asyncio.wait_for(there, 10) == 1
     thread.join()
+
+
+def test_the_lean_calls_are_installed_and_raise_the_bindings_errors(monkeypatch) -> None:
+    assert iroh_ffi._uniffi_rust_call_with_error is irohfix._lean_call_with_error
+    assert iroh_ffi._uniffi_rust_call is irohfix._lean_call
+    with pytest.raises(iroh_ffi.IrohError):  # a Rust error through the lean call
+        iroh_ffi.EndpointTicket.from_string("not a ticket")
+
+    def another_call(error_ffi_converter, fn, *args):  # the same job, written another way
+        return fn(*args)
+
+    monkeypatch.setattr(iroh_ffi, "_uniffi_rust_call_with_error", another_call)
+    with pytest.raises(RuntimeError, match="iroh binding changed"):
+        irohfix.apply_lean_calls()
