@@ -233,10 +233,12 @@ class NodeSession:
         return value
 
     async def _wait_set(self, flag: asyncio.Event, while_heard: bool) -> None:
+        """Return once `flag` is set; NodeGone when the deadline (or the cap) passes first."""
         quiet = RunningDeadline(self.deadline_s)
         if not while_heard:
             try:
-                return await quiet.wait(flag.wait())
+                await quiet.wait(flag.wait())
+                return
             except DeadlinePassed:
                 raise NodeGone(f"node not connected for {self.deadline_s:g} s") from None
         cap = RunningDeadline(self.deadline_s * XFER_WAIT_DEADLINES)
