@@ -78,14 +78,24 @@ def apply() -> None:
     builder.write = _fast_write
 
 
+READY_IN_A_ROW = 8
+"""Ready polls resolved on the spot before one goes through a loop turn: a task whose
+reads are always ready (a forward flooding a busy machine) must still let heartbeats,
+deadlines and the console run between them."""
+_ready_in_a_row = 0
+
+
 def _continue(handle: int, poll_code: int) -> None:
     """The binding's continuation callback, waking the loop only from another thread."""
+    global _ready_in_a_row
     loop, future = iroh_ffi._UniffiContinuationHandleMap.remove(handle)
     if asyncio._get_running_loop() is not loop:
         loop.call_soon_threadsafe(iroh_ffi._uniffi_set_future_result, future, poll_code)
-    elif poll_code == iroh_ffi._UNIFFI_RUST_FUTURE_POLL_READY:
+    elif poll_code == iroh_ffi._UNIFFI_RUST_FUTURE_POLL_READY and _ready_in_a_row < READY_IN_A_ROW:
+        _ready_in_a_row += 1
         iroh_ffi._uniffi_set_future_result(future, poll_code)  # the poll loop ends: no spin
-    else:  # "poll again": after a turn of the loop, or a self-waking future would spin it
+    else:  # "poll again", or the Nth ready in a row: after a turn of the loop, so neither
+        _ready_in_a_row = 0  # a self-waking future nor an always-ready reader holds it
         loop.call_soon(iroh_ffi._uniffi_set_future_result, future, poll_code)
 
 

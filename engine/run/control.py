@@ -48,6 +48,15 @@ HELLO_TIMEOUT_S = 5.0
 HELLO_MAX_FRAME = 64 * 1024
 TALKING_BEATS = 3  # heartbeats a node may miss and still be taken as talking
 XFER_WAIT_DEADLINES = 6  # a talking node's transfer connection may take this many deadlines
+XFER_WAIT_CAP_S = 60.0  # ... but no longer than this (or one deadline) on a billed node
+
+
+def xfer_wait_cap_s(deadline_s: float) -> float:
+    """How long a talking node's transfer connection is waited for: several deadlines on
+    a short one (a local pool's 10 s, while a hundred nodes join a busy machine), never
+    past a minute, or one deadline where that is longer (a rented pool's 60 s: a node
+    billed while an agent of another version talks but can never serve transfers)."""
+    return min(deadline_s * XFER_WAIT_DEADLINES, max(deadline_s, XFER_WAIT_CAP_S))
 
 
 class NodeGone(Exception):
@@ -207,8 +216,7 @@ class NodeSession:
         its control connection is alive: its transfer dial is only late (a hundred nodes
         joining at once on a busy machine fail handshakes and back off), so the wait for
         one runs out only once the node too has been silent for the deadline — or, for a
-        node that talks but never gets a transfer connection through, after
-        XFER_WAIT_DEADLINES of them."""
+        node that talks but never gets a transfer connection through, at `xfer_wait_cap_s`."""
         conn = await self._wait_for(self._xfer_ready, lambda: self._xfer, while_heard=True)
         try:
             return await conn.open_bi()
@@ -223,8 +231,7 @@ class NodeSession:
     ) -> Any:
         """`get()` once `flag` is set (at once when it is: every send and transfer stream
         asks, and a deadline's wait costs a task and a timer each time). `while_heard`:
-        the deadline starts over whenever the node is heard, within a cap of
-        XFER_WAIT_DEADLINES deadlines."""
+        the deadline starts over whenever the node is heard, within `xfer_wait_cap_s`."""
         if not flag.is_set():  # in this process's running time: our pause is not the node's
             await self._wait_set(flag, while_heard)
         value = get()
@@ -241,16 +248,25 @@ class NodeSession:
                 return
             except DeadlinePassed:
                 raise NodeGone(f"node not connected for {self.deadline_s:g} s") from None
-        cap = RunningDeadline(self.deadline_s * XFER_WAIT_DEADLINES)
+        cap = RunningDeadline(xfer_wait_cap_s(self.deadline_s))
         self._hearing.add(quiet)
         try:
-            await cap.wait(quiet.wait(flag.wait()))
+            await cap.wait(self._while_heard(quiet, flag))
         except DeadlinePassed:
-            if quiet.left() <= 0:  # the inner one: the node fell silent too
-                raise NodeGone(f"node silent for {self.deadline_s:g} s") from None
-            raise NodeGone(f"none came within {cap.seconds:g} s while the node talked") from None
+            raise NodeGone(
+                f"none came within {cap.seconds:g} s while the node talked"
+                " (is its agent another swjob version?)"
+            ) from None
         finally:
             self._hearing.discard(quiet)
+
+    async def _while_heard(self, quiet: RunningDeadline, flag: asyncio.Event) -> None:
+        """`flag`'s wait under `quiet`, whose passing is the node falling silent: said as
+        such here, before the cap's wait could take it for its own."""
+        try:
+            await quiet.wait(flag.wait())
+        except DeadlinePassed:
+            raise NodeGone(f"node silent for {self.deadline_s:g} s") from None
 
     # ---- background work ----------------------------------------------------------
 

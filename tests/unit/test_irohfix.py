@@ -79,6 +79,7 @@ async def test_a_continuation_wakes_the_loop_only_from_another_thread(monkeypatc
     loop = asyncio.get_running_loop()
     woken: list[str] = []
     monkeypatch.setattr(loop, "_write_to_self", lambda: woken.append("self-pipe"))
+    monkeypatch.setattr(irohfix, "_ready_in_a_row", 0)
     handles = iroh_ffi._UniffiContinuationHandleMap
     here, again, there = loop.create_future(), loop.create_future(), loop.create_future()
     irohfix._continue(handles.insert((loop, here)), 0)  # ready, inside a poll, on the loop
@@ -93,6 +94,30 @@ async def test_a_continuation_wakes_the_loop_only_from_another_thread(monkeypatc
     thread.join()
 
 
+async def test_a_reader_whose_polls_are_always_ready_still_lets_the_loop_turn() -> None:
+    """Ready polls resolve on the spot, but not forever: a forward flooding a busy node
+    would otherwise hold the loop from its heartbeats for as long as bytes are buffered."""
+    loop = asyncio.get_running_loop()
+    handles = iroh_ffi._UniffiContinuationHandleMap
+    turns = 0
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    began = turns
+    for _ in range(10 * irohfix.READY_IN_A_ROW):  # a read loop whose every poll is ready
+        future = loop.create_future()
+        irohfix._continue(handles.insert((loop, future)), iroh_ffi._UNIFFI_RUST_FUTURE_POLL_READY)
+        await future
+    ticking.cancel()
+    assert turns - began >= 9, "the ticker never ran while the reads were ready"
+
+
 def test_the_lean_calls_are_installed_and_raise_the_bindings_errors(monkeypatch) -> None:
     assert iroh_ffi._uniffi_rust_call_with_error is irohfix._lean_call_with_error
     assert iroh_ffi._uniffi_rust_call is irohfix._lean_call
@@ -102,6 +127,10 @@ def test_the_lean_calls_are_installed_and_raise_the_bindings_errors(monkeypatch)
     def another_call(error_ffi_converter, fn, *args):  # the same job, written another way
         return fn(*args)
 
+    def bindings_call(fn, *args):  # the binding's own shape: only the other call differs
+        return _uniffi_rust_call_with_error(None, fn, *args)  # noqa: F821
+
     monkeypatch.setattr(iroh_ffi, "_uniffi_rust_call_with_error", another_call)
+    monkeypatch.setattr(iroh_ffi, "_uniffi_rust_call", bindings_call)
     with pytest.raises(RuntimeError, match="iroh binding changed"):
         irohfix.apply_lean_calls()
