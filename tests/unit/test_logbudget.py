@@ -25,8 +25,8 @@ def log_of(raw: bytes) -> ev.Log:
 FLOODS = {
     "control chars": b"\x01" * 300_000,
     "binary": os.urandom(300_000),
-    "short lines": b"".join(b"%d\n" % i for i in range(60_000)),
-    "empty lines": b"\n" * 100_000,
+    "short lines": b"".join(b"%d\n" % i for i in range(6_000)),
+    "empty lines": b"\n" * 10_000,
 }
 
 
