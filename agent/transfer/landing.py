@@ -130,20 +130,25 @@ class Lander:
     def write_file(self, path: object, data: bytes | memoryview, mode: int, mtime_ns: int) -> None:
         """Write verified bytes under a temporary name, set mode and mtime, rename into place
         (`in_place`: straight under its name if that is free)."""
-        rel = check_relpath(path)
+        self.write_checked(check_relpath(path), data, mode, mtime_ns)
+
+    def write_checked(self, rel: str, data: bytes | memoryview, mode: int, mtime_ns: int) -> None:
+        """`write_file` for a path the caller has already passed through `check_relpath`."""
         mode &= 0o777
         created = mode if self._umask is not None and not mode & self._umask else 0o600
-        if self.in_place:
-            parent, _ = _split(rel)
+        parent, _, name = rel.rpartition("/")
+        if parent not in self._dirs:
             self.ensure_dir(parent)
+        if self.in_place:
+            full = f"{self.root}/{rel}"
             try:
-                fd = os.open(self._abs(rel), _NEW_FLAGS, created)
+                fd = os.open(full, _NEW_FLAGS, created)
             except FileExistsError:
                 pass  # taken (a resumed push, a held file linked in): replace it by rename
             else:
-                self._fill(fd, self._abs(rel), data, mode if created != mode else None, mtime_ns)
+                self._fill(fd, full, data, mode if created != mode else None, mtime_ns)
                 return
-        tmp = self._tmp(rel, "tmp")
+        tmp = self._abs(in_flight_name(parent, name, "tmp"))
         fd = os.open(tmp, _WRITE_FLAGS, created)
         self._fill(fd, tmp, data, mode if created != mode else None, mtime_ns)
         self._rename(tmp, rel)

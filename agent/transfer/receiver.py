@@ -313,21 +313,24 @@ class Receiver:
 
     def _land_file(self, path: Any, mode: int, mtime: int, sha256: Any, data: Data) -> int:
         """Verify a whole small file against its SHA-256 (raw, or hex from a `file` meta)
-        and land it."""
+        and land it. Per small file, so the path is checked once and hashed once."""
         data = data or b""
-        got = hashlib.sha256(data)
-        if (got.digest() if isinstance(sha256, bytes) else got.hexdigest()) != sha256:
+        digest = hashlib.sha256(data).digest()
+        hexed = digest.hex()
+        if (digest if isinstance(sha256, bytes) else hexed) != sha256:
             raise TransferError(f"verification failed for {path!r}: content does not match")
-        size = len(data)
-        if self._space is not None:
-            self._space.admit(check_relpath(path), size)
-        try:
-            self._lander.write_file(path, data, mode, mtime)
-        finally:
-            if self._space is not None:
-                self._space.landed(path)
-        self.verified[path] = Landed(path, size, mode & 0o777, got.hexdigest())
-        self.failed.pop(path, None)
+        rel, size, space = check_relpath(path), len(data), self._space
+        if space is None:
+            self._lander.write_checked(rel, data, mode, mtime)
+        else:
+            space.admit(rel, size)
+            try:
+                self._lander.write_checked(rel, data, mode, mtime)
+            finally:
+                space.landed(rel)
+        self.verified[rel] = Landed(rel, size, mode & 0o777, hexed)
+        if self.failed:
+            self.failed.pop(rel, None)
         return size
 
     def _apply_chunk(self, meta: dict[str, Any], payload: bytes | None) -> tuple[int, int]:

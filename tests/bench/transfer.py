@@ -178,8 +178,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class Ssh(list[str]):
+    """The ssh command (key, port, no host checks) and the throwaway sshd it reaches."""
+
+    sshd_pid = 0
+
+    def cpu_s(self) -> float:
+        """CPU seconds of the sshd and every session it has reaped (each session's own
+        process and what it ran: the node side of a reference tool), once no session is
+        left to reap."""
+        children = Path(f"/proc/{self.sshd_pid}/task/{self.sshd_pid}/children")
+        deadline = time.monotonic() + 10
+        while children.read_text().split() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        fields = Path(f"/proc/{self.sshd_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(map(int, fields[11:15])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def sshd(tmp: Path, host: str, ns: str | None) -> Iterator[list[str]]:
+def sshd(tmp: Path, host: str, ns: str | None) -> Iterator[Ssh]:
     """A throwaway sshd on `host`; yields the ssh command (key, port, no host checks)."""
     for name in ("host", "client"):
         subprocess.run(
@@ -195,7 +212,7 @@ def sshd(tmp: Path, host: str, ns: str | None) -> Iterator[list[str]]:
     Path("/run/sshd").mkdir(exist_ok=True)
     cmd = _in_ns(ns, ["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp / "sshd_config")])
     proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
-    ssh = [
+    command = [
         "ssh",
         "-p",
         str(port),
@@ -210,6 +227,8 @@ def sshd(tmp: Path, host: str, ns: str | None) -> Iterator[list[str]]:
         "-o",
         "BatchMode=yes",
     ]
+    ssh = Ssh(command)
+    ssh.sshd_pid = proc.pid
     try:
         for _ in range(100):
             probe = subprocess.run(
@@ -226,10 +245,16 @@ def sshd(tmp: Path, host: str, ns: str | None) -> Iterator[list[str]]:
         proc.wait(timeout=10)
 
 
-def run_cmd(cmd: list[str], ns: str | None) -> dict[str, float]:
+def run_cmd(cmd: list[str], ns: str | None, ssh: Ssh) -> dict[str, float]:
+    """Run a reference tool; its CPU on each side like swjob's: the operator's is what ran
+    here (tar or rsync and the ssh client), the node's the sshd session and what it ran."""
+    here, node = resource.getrusage(resource.RUSAGE_CHILDREN), ssh.cpu_s()
     started = time.perf_counter()
     subprocess.run(_in_ns(ns, cmd), check=True, capture_output=True, timeout=900)
-    return {"s": time.perf_counter() - started}
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    local = after.ru_utime + after.ru_stime - here.ru_utime - here.ru_stime
+    return {"s": seconds, "op_cpu": local, "agent_cpu": ssh.cpu_s() - node}
 
 
 def iroh_floor(size: int, land: Path | None = None) -> dict[str, float]:
@@ -244,22 +269,20 @@ def iroh_floor(size: int, land: Path | None = None) -> dict[str, float]:
 
 
 def rsync(
-    ssh: list[str], host: str, src: Path, dst: Path, z: bool, ns: str | None, pull: bool = False
+    ssh: Ssh, host: str, src: Path, dst: Path, z: bool, ns: str | None, pull: bool = False
 ) -> dict:
     flags = "-az" if z else "-a"
     ends = [f"{host}:{src}/", f"{dst}/"] if pull else [f"{src}/", f"{host}:{dst}/"]
-    return run_cmd(["rsync", flags, "-e", " ".join(ssh), *ends], ns)
+    return run_cmd(["rsync", flags, "-e", " ".join(ssh), *ends], ns, ssh)
 
 
-def tar_ssh(
-    ssh: list[str], host: str, src: Path, dst: Path, ns: str | None, pull: bool = False
-) -> dict:
+def tar_ssh(ssh: Ssh, host: str, src: Path, dst: Path, ns: str | None, pull: bool = False) -> dict:
     read, write = f"tar -C {src} -cf - .", f"mkdir -p {dst} && tar -C {dst} -xf -"
     if pull:
         pipeline = f"{' '.join(ssh)} {host} '{read}' | ({write})"
     else:
         pipeline = f"{read} | {' '.join(ssh)} {host} '{write}'"
-    return run_cmd(["sh", "-c", pipeline], ns)
+    return run_cmd(["sh", "-c", pipeline], ns, ssh)
 
 
 # ---- trees and the shaped link ----------------------------------------------------------
@@ -523,6 +546,8 @@ def print_table(rows: list[tuple]) -> None:
         "\n× ref: median seconds over the same run's iroh floor (loopback) or rsync -az "
         "(100 Mbit); × tar: over the same run's tar|ssh|tar, same tree, link and direction;\n"
         "RSS, CPU: peak (VmHWM) and CPU seconds of the operator and agent processes "
+        "(a reference's: what ran on the operator's side, tar or rsync and ssh, and the "
+        "node's sshd session with what it ran) "
         f"(load average at the end: {os.getloadavg()[0]:.1f})"
     )
     seconds = {(kind, name): m["s"] for kind, link, way, name, _, m in rows if link == "loopback"}
