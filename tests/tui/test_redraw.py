@@ -57,13 +57,13 @@ def drawn(table: JobsTable) -> list[str]:
 
 async def test_a_changed_cell_is_the_only_one_drawn_again(monkeypatch) -> None:
     cells: list[tuple[int, int]] = []
-    draw = DataTable._render_cell
+    draw = JobsTable._draw
 
-    def counted(self, row_index, column_index, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(self, value, row_index, column_index, *args):  # type: ignore[no-untyped-def]
         cells.append((row_index, column_index))
-        return draw(self, row_index, column_index, *args, **kwargs)
+        return draw(self, value, row_index, column_index, *args)
 
-    monkeypatch.setattr(DataTable, "_render_cell", counted)
+    monkeypatch.setattr(JobsTable, "_draw", counted)
     app = Board()
     async with app.run_test(size=(130, 30)) as pilot:
         table = app.query_one(JobsTable)
@@ -298,11 +298,11 @@ async def test_rows_moved_down_by_a_new_row_are_not_drawn_again(tmp_path, monkey
             yield JobsTable(lambda: NOW, id="jobs")
 
     cells: list[int] = []
-    draw = DataTable._render_cell
+    draw = JobsTable._draw
 
-    def counted(self, row_index, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(self, value, row_index, *args):  # type: ignore[no-untyped-def]
         cells.append(row_index)
-        return draw(self, row_index, *args, **kwargs)
+        return draw(self, value, row_index, *args)
 
     def segments(table: JobsTable) -> list[list[tuple[str, object, object]]]:
         lines = table.render_lines(Region(0, 0, *table.size))
@@ -314,7 +314,7 @@ async def test_rows_moved_down_by_a_new_row_are_not_drawn_again(tmp_path, monkey
         table.upsert(runs[:10])
         await pilot.pause()
         segments(table)
-        monkeypatch.setattr(DataTable, "_render_cell", counted)
+        monkeypatch.setattr(JobsTable, "_draw", counted)
         for shown in (11, 12):  # each new run's row on top: the others move down
             cells.clear()
             table.upsert(runs[:shown])
@@ -325,7 +325,7 @@ async def test_rows_moved_down_by_a_new_row_are_not_drawn_again(tmp_path, monkey
         # new at the first move (1: never on this stripe) and the one under the mouse
         # before (2: only ever drawn with the hover's colours on this stripe)
         assert cells and set(cells) <= {0, 1, 2}, cells
-        table.notify_style_update()  # forget every drawing: all drawn afresh, by DataTable
+        table.notify_style_update()  # forget every drawing: all drawn afresh
         assert segments(table) == moved
         assert table.get_row_index(runs[0].run_id) == 11
         row = table.render_lines(Region(0, 12, table.size.width, 1))[0]  # below the header
@@ -352,3 +352,37 @@ async def test_a_held_cursor_key_switches_the_preview_at_most_twice_a_second(
         assert table.selected != first and preview.run_id == first
         app.board._switched_at = 0.0  # its turn comes
         await until(pilot, lambda: preview.run_id == table.selected)
+
+
+async def test_a_line_is_drawn_as_datatable_draws_it(tmp_path, monkeypatch) -> None:
+    """The table draws a row's line from the frame's widths and styles, worked out once a
+    frame, and its cells from each value's drawing, styled: the same segments, styles and
+    click targets as DataTable's own drawing, on both stripes, under the cursor and the
+    mouse, and the header."""
+    runs = [running(i, tmp_path) for i in range(6)]
+
+    class Board(App[None]):
+        def compose(self) -> ComposeResult:
+            yield JobsTable(lambda: NOW, id="jobs")
+
+    def segments(table: JobsTable) -> list[list[tuple[str, object, object]]]:
+        lines = table.render_lines(Region(0, 0, *table.size))
+        return [[(s.text, s.style, s.style and s.style.meta) for s in line] for line in lines]
+
+    app = Board()
+    async with app.run_test(size=(150, 12)) as pilot:
+        table = app.query_one(JobsTable)
+        table.upsert(runs)
+        table.move_cursor(row=3)
+        table.hover_coordinate = table.hover_coordinate._replace(row=1)
+        await pilot.pause()
+        ours = segments(table)
+
+        def theirs(self, value, *args):  # type: ignore[no-untyped-def]
+            return DataTable._render_cell(self, *args)
+
+        monkeypatch.setattr(JobsTable, "_render_line_in_row", DataTable._render_line_in_row)
+        monkeypatch.setattr(JobsTable, "_draw", theirs)
+        table.notify_style_update()
+        assert segments(table) == ours
+        assert any(s[2] and s[2].get("out_of_bounds") for s in ours[4])  # the blank right
