@@ -242,7 +242,9 @@ class JobsTable(DataTable[Text]):
     # line drawn at another row (with the same zebra stripe) differs from a fresh one
     # only in the row its styles name for the mouse (`_at_row`): renaming that costs a
     # fraction of drawing it (12 runs starting at once: the table's costliest frame
-    # 21 -> 8 ms of the loop's CPU).
+    # 21 -> 8 ms of the loop's CPU). The zebra stripes are counted from the last row up
+    # (`_stripe`), so a row moved down by a new one on top keeps its stripe: counted from
+    # the top, every row took the other stripe at each new run, and was drawn again.
 
     def render_lines(self, crop: Region) -> list[Strip]:
         shown = (self.get_pseudo_class_state(), self.show_cursor, self._show_hover_cursor)
@@ -347,7 +349,7 @@ class JobsTable(DataTable[Text]):
             index = self.get_row_index(row_key)
             shown = tuple(map(self._content_key, self.get_row(row_key)))
         lit = (self.cursor_coordinate.row == index, self.hover_coordinate.row == index)
-        stripe = index % 2 if self.zebra_stripes else 0
+        stripe = self._stripe(index)
         key = (row_key, shown, stripe, (x1, x2, self.size.width), lit, base_style, self._frame)
         drawn = self._lines.get(key)
         if drawn is None:
@@ -391,7 +393,7 @@ class JobsTable(DataTable[Text]):
         else:
             data = self._data[row_key]
             values = [data[column.key] for column in self.ordered_columns]
-            style = parts.stripes[index % 2] if self.zebra_stripes else base_style
+            style = parts.stripes[self._stripe(index)] if self.zebra_stripes else base_style
         cursor, hover = cursor_location.row == index, hover_location.row == index
         line = [
             self._cell(value, index, i, style, width, cursor, hover)[line_no]
@@ -400,11 +402,20 @@ class JobsTable(DataTable[Text]):
         line.append([Segment(" " * parts.rest, self._end_style(index, style, cursor, hover))])
         return [], line
 
+    def _stripe(self, index: int) -> int:
+        """The row's zebra stripe, 0 or 1 (the header's: 0), counted from the last row."""
+        return (self.row_count - 1 - index) % 2 if self.zebra_stripes and index >= 0 else 0
+
+    def _get_row_style(self, row_index: int, base_style: Style) -> Style:
+        if row_index < 0 or not self.zebra_stripes:
+            return super()._get_row_style(row_index, base_style)
+        return super()._get_row_style(self._stripe(row_index), base_style)
+
     def _row_parts(self, base_style: Style) -> RowParts:
         key = (self._frame, base_style, self.size.width, len(self.ordered_columns))
         if self._parts is None or self._parts[0] != key:
             widths = tuple(column.get_render_width(self) for column in self.ordered_columns)
-            stripes = tuple(self._get_row_style(i, base_style) for i in (0, 1))
+            stripes = tuple(DataTable._get_row_style(self, i, base_style) for i in (0, 1))
             header = self._get_row_style(-1, base_style)
             rest = max(0, self.size.width - sum(widths))
             self._parts = (key, RowParts(widths, stripes, header, rest))
