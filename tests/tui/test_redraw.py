@@ -50,6 +50,17 @@ class Board(App[None]):
         yield PoolsPanel(lambda: NOW, id="pools")
 
 
+class TableBoard(App[None]):
+    def compose(self) -> ComposeResult:
+        yield JobsTable(lambda: NOW, id="jobs")
+
+
+def segments(table: JobsTable) -> list[list[tuple[str, object, object]]]:
+    """The table's lines as drawn: text, style and click target of each segment."""
+    lines = table.render_lines(Region(0, 0, *table.size))
+    return [[(s.text, s.style, s.style and s.style.meta) for s in line] for line in lines]
+
+
 def drawn(table: JobsTable) -> list[str]:
     strips: list[Strip] = table.render_lines(Region(0, 0, *table.size))
     return [strip.text for strip in strips]
@@ -59,9 +70,9 @@ async def test_a_changed_cell_is_the_only_one_drawn_again(monkeypatch) -> None:
     cells: list[tuple[int, int]] = []
     draw = JobsTable._draw
 
-    def counted(self, value, row_index, column_index, *args):  # type: ignore[no-untyped-def]
-        cells.append((row_index, column_index))
-        return draw(self, value, row_index, column_index, *args)
+    def counted(self, value, at):  # type: ignore[no-untyped-def]
+        cells.append((at.row, at.column))
+        return draw(self, value, at)
 
     monkeypatch.setattr(JobsTable, "_draw", counted)
     app = Board()
@@ -293,22 +304,14 @@ async def test_rows_moved_down_by_a_new_row_are_not_drawn_again(tmp_path, monkey
     with the row its styles name changed (what a click reports), equal to a fresh one."""
     runs = [running(i, tmp_path) for i in reversed(range(14))]  # oldest first
 
-    class Board(App[None]):
-        def compose(self) -> ComposeResult:
-            yield JobsTable(lambda: NOW, id="jobs")
-
     cells: list[int] = []
     draw = JobsTable._draw
 
-    def counted(self, value, row_index, *args):  # type: ignore[no-untyped-def]
-        cells.append(row_index)
-        return draw(self, value, row_index, *args)
+    def counted(self, value, at):  # type: ignore[no-untyped-def]
+        cells.append(at.row)
+        return draw(self, value, at)
 
-    def segments(table: JobsTable) -> list[list[tuple[str, object, object]]]:
-        lines = table.render_lines(Region(0, 0, *table.size))
-        return [[(s.text, s.style, s.style and s.style.meta) for s in line] for line in lines]
-
-    app = Board()
+    app = TableBoard()
     async with app.run_test(size=(130, 30)) as pilot:
         table = app.query_one(JobsTable)
         table.upsert(runs[:10])
@@ -360,15 +363,7 @@ async def test_a_line_is_drawn_as_datatable_draws_it(tmp_path, monkeypatch) -> N
     mouse, and the header."""
     runs = [running(i, tmp_path) for i in range(6)]
 
-    class Board(App[None]):
-        def compose(self) -> ComposeResult:
-            yield JobsTable(lambda: NOW, id="jobs")
-
-    def segments(table: JobsTable) -> list[list[tuple[str, object, object]]]:
-        lines = table.render_lines(Region(0, 0, *table.size))
-        return [[(s.text, s.style, s.style and s.style.meta) for s in line] for line in lines]
-
-    app = Board()
+    app = TableBoard()
     async with app.run_test(size=(150, 12)) as pilot:
         table = app.query_one(JobsTable)
         table.upsert(runs)
@@ -377,8 +372,8 @@ async def test_a_line_is_drawn_as_datatable_draws_it(tmp_path, monkeypatch) -> N
         await pilot.pause()
         ours = segments(table)
 
-        def theirs(self, value, *args):  # type: ignore[no-untyped-def]
-            return DataTable._render_cell(self, *args)
+        def theirs(self, value, at):  # type: ignore[no-untyped-def]
+            return DataTable._render_cell(self, *at)
 
         monkeypatch.setattr(JobsTable, "_render_line_in_row", DataTable._render_line_in_row)
         monkeypatch.setattr(JobsTable, "_draw", theirs)

@@ -198,6 +198,17 @@ class RowParts(NamedTuple):
     rest: int
 
 
+class At(NamedTuple):
+    """Where and how a cell is drawn: DataTable's `_render_cell` arguments."""
+
+    row: int
+    column: int
+    base_style: Style
+    width: int
+    cursor: bool
+    hover: bool
+
+
 class Drawn(NamedTuple, Generic[D]):
     """A cell's or a line's drawing, and the row it was drawn at."""
 
@@ -277,47 +288,27 @@ class JobsTable(DataTable[Text]):
             value = self.ordered_columns[column_index].label
         else:
             value = self.get_cell(*self.coordinate_to_cell_key(Coordinate(row_index, column_index)))
-        return self._cell(value, row_index, column_index, base_style, width, cursor, hover)
+        return self._cell(value, At(row_index, column_index, base_style, width, cursor, hover))
 
-    def _cell(
-        self,
-        value: Text,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool,
-        hover: bool,
-    ) -> list[list[Segment]]:
+    def _cell(self, value: Text, at: At) -> list[list[Segment]]:
         """The cell showing `value`, from the cache when it was drawn before alike (at
         another row: renamed to this one)."""
-        shown = self._content_key(value)
-        key = (shown, row_index < 0, column_index, base_style, width, cursor, hover)
-        key = (key, self._frame)
+        key = (self._content_key(value), at.row < 0, *at[1:], self._frame)
         drawn = self._drawn.get(key)
         if drawn is None:
-            lines = self._draw(value, row_index, column_index, base_style, width, cursor, hover)
-            drawn = self._drawn[key] = Drawn(row_index, lines)
-        elif drawn.row != row_index:
-            lines = [self._at_row(line, row_index) for line in drawn.lines]
-            drawn = self._drawn[key] = Drawn(row_index, lines)
+            drawn = self._drawn[key] = Drawn(at.row, self._draw(value, at))
+        elif drawn.row != at.row:
+            lines = [self._at_row(line, at.row) for line in drawn.lines]
+            drawn = self._drawn[key] = Drawn(at.row, lines)
         return drawn.lines
 
-    def _draw(
-        self,
-        value: Text,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool,
-        hover: bool,
-    ) -> list[list[Segment]]:
+    def _draw(self, value: Text, at: At) -> list[list[Segment]]:
         """The cell as DataTable draws it (a test compares them): the value in its padding,
         drawn by Rich, then the row's, the cursor's and the click target's styles laid over
         it. The first part, most of the cost, depends on the value alone and is kept: the
         same value on another stripe, under the cursor or the mouse, or at another column
         of the same width (a state, a node, a time shared by other rows) is only styled."""
+        row_index, column_index, base_style, width, cursor, hover = at
         padded_key = (self._content_key(value), width)
         padded = self._padded.get(padded_key)
         if padded is None:
@@ -396,7 +387,7 @@ class JobsTable(DataTable[Text]):
             style = parts.stripes[self._stripe(index)] if self.zebra_stripes else base_style
         cursor, hover = cursor_location.row == index, hover_location.row == index
         line = [
-            self._cell(value, index, i, style, width, cursor, hover)[line_no]
+            self._cell(value, At(index, i, style, width, cursor, hover))[line_no]
             for i, (value, width) in enumerate(zip(values, parts.widths, strict=True))
         ]
         line.append([Segment(" " * parts.rest, self._end_style(index, style, cursor, hover))])
