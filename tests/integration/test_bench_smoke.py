@@ -22,6 +22,7 @@ TINY = {
     "loop_stall": ["tests/bench/loop_stall.py", "--mib", "1", "--lines", "2000"],
     "sink": ["-m", "tests.bench.sink", "--tiny"],
     "startup": ["-m", "tests.bench.startup", "-n", "1"],
+    "table_draw": ["-m", "tests.bench.table_draw", "--runs", "2", "--reps", "1"],
     "teardown_stall": [
         "-m",
         "tests.bench.teardown_stall",

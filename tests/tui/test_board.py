@@ -161,7 +161,7 @@ async def test_tab_switches_panes_on_the_board_and_in_the_detail(engine) -> None
         preview = app.screen.query_one(RunPreview)
         preview_log = preview.query_one(LogView)
         # the log box shows once the run's line is in it (a silent run's preview has none)
-        await until(pilot, lambda: not preview.has_class("-silent"))
+        await until(pilot, lambda: preview.query_one("#preview-log").display)
         assert table.has_focus
         await pilot.press("tab")
         assert preview_log.has_focus

@@ -50,6 +50,17 @@ class Board(App[None]):
         yield PoolsPanel(lambda: NOW, id="pools")
 
 
+class TableBoard(App[None]):
+    def compose(self) -> ComposeResult:
+        yield JobsTable(lambda: NOW, id="jobs")
+
+
+def segments(table: JobsTable) -> list[list[tuple[str, object, object]]]:
+    """The table's lines as drawn: text, style and click target of each segment."""
+    lines = table.render_lines(Region(0, 0, *table.size))
+    return [[(s.text, s.style, s.style and s.style.meta) for s in line] for line in lines]
+
+
 def drawn(table: JobsTable) -> list[str]:
     strips: list[Strip] = table.render_lines(Region(0, 0, *table.size))
     return [strip.text for strip in strips]
@@ -57,13 +68,13 @@ def drawn(table: JobsTable) -> list[str]:
 
 async def test_a_changed_cell_is_the_only_one_drawn_again(monkeypatch) -> None:
     cells: list[tuple[int, int]] = []
-    draw = DataTable._render_cell
+    draw = JobsTable._draw
 
-    def counted(self, row_index, column_index, *args, **kwargs):  # type: ignore[no-untyped-def]
-        cells.append((row_index, column_index))
-        return draw(self, row_index, column_index, *args, **kwargs)
+    def counted(self, value, at):  # type: ignore[no-untyped-def]
+        cells.append((at.row, at.column))
+        return draw(self, value, at)
 
-    monkeypatch.setattr(DataTable, "_render_cell", counted)
+    monkeypatch.setattr(JobsTable, "_draw", counted)
     app = Board()
     async with app.run_test(size=(130, 30)) as pilot:
         table = app.query_one(JobsTable)
@@ -289,43 +300,34 @@ async def test_a_tick_repaints_only_the_rows_that_changed(tmp_path, monkeypatch)
 
 async def test_rows_moved_down_by_a_new_row_are_not_drawn_again(tmp_path, monkeypatch) -> None:
     """A new run's row on top moves every row down one: 12 runs starting at once drew the
-    whole table again for each. A row seen before at its stripe is now its earlier drawing
+    whole table again for each. A row moved keeps its stripe and is its earlier drawing
     with the row its styles name changed (what a click reports), equal to a fresh one."""
     runs = [running(i, tmp_path) for i in reversed(range(14))]  # oldest first
 
-    class Board(App[None]):
-        def compose(self) -> ComposeResult:
-            yield JobsTable(lambda: NOW, id="jobs")
-
     cells: list[int] = []
-    draw = DataTable._render_cell
+    draw = JobsTable._draw
 
-    def counted(self, row_index, *args, **kwargs):  # type: ignore[no-untyped-def]
-        cells.append(row_index)
-        return draw(self, row_index, *args, **kwargs)
+    def counted(self, value, at):  # type: ignore[no-untyped-def]
+        cells.append(at.row)
+        return draw(self, value, at)
 
-    def segments(table: JobsTable) -> list[list[tuple[str, object, object]]]:
-        lines = table.render_lines(Region(0, 0, *table.size))
-        return [[(s.text, s.style, s.style and s.style.meta) for s in line] for line in lines]
-
-    app = Board()
+    app = TableBoard()
     async with app.run_test(size=(130, 30)) as pilot:
         table = app.query_one(JobsTable)
         table.upsert(runs[:10])
         await pilot.pause()
         segments(table)
-        monkeypatch.setattr(DataTable, "_render_cell", counted)
+        monkeypatch.setattr(JobsTable, "_draw", counted)
         for shown in (11, 12):  # each new run's row on top: the others move down
             cells.clear()
             table.upsert(runs[:shown])
             await pilot.pause()
             moved = segments(table)
-        # at the first move each row took the other stripe, unseen: drawn; at the second
-        # each is back on its first one, and none is drawn but the new row (0), the one
-        # new at the first move (1: never on this stripe) and the one under the mouse
-        # before (2: only ever drawn with the hover's colours on this stripe)
-        assert cells and set(cells) <= {0, 1, 2}, cells
-        table.notify_style_update()  # forget every drawing: all drawn afresh, by DataTable
+            # each keeps its stripe (counted from the last row): none is drawn but the
+            # new row (0) and the one the mouse left or reached (1, 2)
+            assert cells and set(cells) <= {0, 1, 2}, cells
+            assert len(cells) <= 3 * len(table.columns), cells
+        table.notify_style_update()  # forget every drawing: all drawn afresh
         assert segments(table) == moved
         assert table.get_row_index(runs[0].run_id) == 11
         row = table.render_lines(Region(0, 12, table.size.width, 1))[0]  # below the header
@@ -352,3 +354,29 @@ async def test_a_held_cursor_key_switches_the_preview_at_most_twice_a_second(
         assert table.selected != first and preview.run_id == first
         app.board._switched_at = 0.0  # its turn comes
         await until(pilot, lambda: preview.run_id == table.selected)
+
+
+async def test_a_line_is_drawn_as_datatable_draws_it(tmp_path, monkeypatch) -> None:
+    """The table draws a row's line from the frame's widths and styles, worked out once a
+    frame, and its cells from each value's drawing, styled: the same segments, styles and
+    click targets as DataTable's own drawing, on both stripes, under the cursor and the
+    mouse, and the header."""
+    runs = [running(i, tmp_path) for i in range(6)]
+
+    app = TableBoard()
+    async with app.run_test(size=(150, 12)) as pilot:
+        table = app.query_one(JobsTable)
+        table.upsert(runs)
+        table.move_cursor(row=3)
+        table.hover_coordinate = table.hover_coordinate._replace(row=1)
+        await pilot.pause()
+        ours = segments(table)
+
+        def theirs(self, value, at):  # type: ignore[no-untyped-def]
+            return DataTable._render_cell(self, *at)
+
+        monkeypatch.setattr(JobsTable, "_render_line_in_row", DataTable._render_line_in_row)
+        monkeypatch.setattr(JobsTable, "_draw", theirs)
+        table.notify_style_update()
+        assert segments(table) == ours
+        assert any(s[2] and s[2].get("out_of_bounds") for s in ours[4])  # the blank right

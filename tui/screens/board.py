@@ -63,6 +63,7 @@ class FilterBar(Input):
 
 
 class BoardScreen(Screen[None]):
+    AUTO_FOCUS = "#jobs"
     BINDINGS = [
         Binding("enter", "open", "Detail", show=False, id="swjob.board.open"),
         Binding("l", "logs", "Logs", id="swjob.board.logs"),

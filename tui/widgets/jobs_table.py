@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable
 from datetime import datetime
 from typing import Generic, NamedTuple, TypeVar
 
+from rich.padding import Padding
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -187,6 +188,27 @@ def gpu_use(run: RunView) -> str:
     return f"{sum(shown) / len(shown):.0f}%" if shown and not run.finished else ""
 
 
+class RowParts(NamedTuple):
+    """What every line of a frame is drawn with: the columns' widths, the rows' styles
+    (even, odd), the header's, and the blank right of the cells."""
+
+    widths: tuple[int, ...]
+    stripes: tuple[Style, Style]
+    header: Style
+    rest: int
+
+
+class At(NamedTuple):
+    """Where and how a cell is drawn: DataTable's `_render_cell` arguments."""
+
+    row: int
+    column: int
+    base_style: Style
+    width: int
+    cursor: bool
+    hover: bool
+
+
 class Drawn(NamedTuple, Generic[D]):
     """A cell's or a line's drawing, and the row it was drawn at."""
 
@@ -208,7 +230,12 @@ class JobsTable(DataTable[Text]):
         self._drawn: LRUCache[Hashable, Drawn[list[list[Segment]]]] = LRUCache(4096)
         self._lines: LRUCache[Hashable, Drawn[Strip]] = LRUCache(1024)
         self._moved: LRUCache[tuple[Style, int], Style] = LRUCache(4096)
+        self._keys: LRUCache[int, tuple[Text, Hashable]] = LRUCache(4096)  # by id(cell)
+        self._padded: LRUCache[Hashable, list[list[Segment]]] = LRUCache(1024)  # by content
+        self._ends: LRUCache[Hashable, Style] = LRUCache(256)  # the style right of a row
         self._frame: Hashable = ()  # what every cell of this frame is drawn under
+        self._parts: tuple[Hashable, RowParts] | None = None
+        self._style: Style | None = None  # while a frame is drawn: its rich_style
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
         self.clock = clock
         self._created: dict[str, datetime] = {}
@@ -226,12 +253,25 @@ class JobsTable(DataTable[Text]):
     # line drawn at another row (with the same zebra stripe) differs from a fresh one
     # only in the row its styles name for the mouse (`_at_row`): renaming that costs a
     # fraction of drawing it (12 runs starting at once: the table's costliest frame
-    # 21 -> 8 ms of the loop's CPU).
+    # 21 -> 8 ms of the loop's CPU). The zebra stripes are counted from the last row up
+    # (`_stripe`), so a row moved down by a new one on top keeps its stripe: counted from
+    # the top, every row took the other stripe at each new run, and was drawn again.
 
     def render_lines(self, crop: Region) -> list[Strip]:
         shown = (self.get_pseudo_class_state(), self.show_cursor, self._show_hover_cursor)
         self._frame = (*shown, self.layout_columns)
-        return super().render_lines(crop)
+        self._style = None
+        self._style = self.rich_style  # the same for every line of the frame
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._style = None
+
+    @property
+    def rich_style(self) -> Style:
+        """The widget's style: DataTable asks for it on each line it draws, and each time
+        it is made again from the styles of every widget above the table."""
+        return self._style or super().rich_style
 
     def _render_cell(
         self,
@@ -242,26 +282,52 @@ class JobsTable(DataTable[Text]):
         cursor: bool = False,
         hover: bool = False,
     ) -> list[list[Segment]]:
-        def draw() -> list[list[Segment]]:
-            return super(JobsTable, self)._render_cell(
-                row_index, column_index, base_style, width, cursor, hover
-            )
-
         if column_index < 0:  # a row label: this table has none
-            return draw()
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         if row_index < 0:  # the header
             value = self.ordered_columns[column_index].label
         else:
             value = self.get_cell(*self.coordinate_to_cell_key(Coordinate(row_index, column_index)))
-        key = (content_key(value), row_index < 0, column_index, base_style, width, cursor, hover)
-        key = (key, self._frame)
+        return self._cell(value, At(row_index, column_index, base_style, width, cursor, hover))
+
+    def _cell(self, value: Text, at: At) -> list[list[Segment]]:
+        """The cell showing `value`, from the cache when it was drawn before alike (at
+        another row: renamed to this one)."""
+        key = (self._content_key(value), at.row < 0, *at[1:], self._frame)
         drawn = self._drawn.get(key)
         if drawn is None:
-            drawn = self._drawn[key] = Drawn(row_index, draw())
-        elif drawn.row != row_index:
-            lines = [self._at_row(line, row_index) for line in drawn.lines]
-            drawn = self._drawn[key] = Drawn(row_index, lines)
+            drawn = self._drawn[key] = Drawn(at.row, self._draw(value, at))
+        elif drawn.row != at.row:
+            lines = [self._at_row(line, at.row) for line in drawn.lines]
+            drawn = self._drawn[key] = Drawn(at.row, lines)
         return drawn.lines
+
+    def _draw(self, value: Text, at: At) -> list[list[Segment]]:
+        """The cell as DataTable draws it (a test compares them): the value in its padding,
+        drawn by Rich, then the row's, the cursor's and the click target's styles laid over
+        it. The first part, most of the cost, depends on the value alone and is kept: the
+        same value on another stripe, under the cursor or the mouse, or at another column
+        of the same width (a state, a node, a time shared by other rows) is only styled."""
+        row_index, column_index, base_style, width, cursor, hover = at
+        padded_key = (self._content_key(value), width)
+        padded = self._padded.get(padded_key)
+        if padded is None:
+            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+            cell = Padding(value, (0, self.cell_padding))
+            padded = self._padded[padded_key] = self.app.console.render_lines(cell, options)
+        component, post = self._get_styles_to_render_cell(
+            row_index == -1,
+            False,
+            row_index >= 0 and (row_index < self.fixed_rows or column_index < self.fixed_columns),
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        pre = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component
+        return [list(Segment.apply_style(line, pre, post)) for line in padded]
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         try:
@@ -272,9 +338,9 @@ class JobsTable(DataTable[Text]):
             index, shown = -1, tuple(content_key(c.label) for c in self.ordered_columns)
         else:
             index = self.get_row_index(row_key)
-            shown = tuple(content_key(value) for value in self.get_row(row_key))
+            shown = tuple(map(self._content_key, self.get_row(row_key)))
         lit = (self.cursor_coordinate.row == index, self.hover_coordinate.row == index)
-        stripe = index % 2 if self.zebra_stripes else 0
+        stripe = self._stripe(index)
         key = (row_key, shown, stripe, (x1, x2, self.size.width), lit, base_style, self._frame)
         drawn = self._lines.get(key)
         if drawn is None:
@@ -284,6 +350,87 @@ class JobsTable(DataTable[Text]):
             drawn = Drawn(index, moved)
         self._lines[key] = drawn
         return drawn.lines
+
+    def _content_key(self, value: Text) -> Hashable:
+        """`content_key(value)`, kept by the cell's identity: a cell is replaced, never
+        changed, when it shows something else, and each line asks for its row's keys."""
+        kept = self._keys.get(id(value))
+        if kept is None or kept[0] is not value:
+            kept = self._keys[id(value)] = (value, content_key(value))
+        return kept[1]
+
+    def _render_line_in_row(
+        self,
+        row_key: RowKey,
+        line_no: int,
+        base_style: Style,
+        cursor_location: Coordinate,
+        hover_location: Coordinate,
+    ) -> tuple[list[list[Segment]], list[list[Segment]]]:
+        """A row's line, its cells side by side and the row's style right of them, as
+        DataTable draws it (a test compares them), from what is the same for every line of a
+        frame worked out once: DataTable looks up the column widths, the row's and the
+        header's styles and the widget's background for each line again, most of a line's
+        cost once its cells are kept (10-15 rows moved down a line for each new run)."""
+        if self.fixed_columns or self._should_render_row_labels or self.cursor_type != "row":
+            return super()._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            )
+        parts = self._row_parts(base_style)
+        index = self._row_locations.get(row_key)
+        if index is None:  # the header
+            index, values = -1, [column.label for column in self.ordered_columns]
+            style = parts.header
+        else:
+            data = self._data[row_key]
+            values = [data[column.key] for column in self.ordered_columns]
+            style = parts.stripes[self._stripe(index)] if self.zebra_stripes else base_style
+        cursor, hover = cursor_location.row == index, hover_location.row == index
+        line = [
+            self._cell(value, At(index, i, style, width, cursor, hover))[line_no]
+            for i, (value, width) in enumerate(zip(values, parts.widths, strict=True))
+        ]
+        line.append([Segment(" " * parts.rest, self._end_style(index, style, cursor, hover))])
+        return [], line
+
+    def _stripe(self, index: int) -> int:
+        """The row's zebra stripe, 0 or 1 (the header's: 0), counted from the last row."""
+        return (self.row_count - 1 - index) % 2 if self.zebra_stripes and index >= 0 else 0
+
+    def _get_row_style(self, row_index: int, base_style: Style) -> Style:
+        if row_index < 0 or not self.zebra_stripes:
+            return super()._get_row_style(row_index, base_style)
+        return super()._get_row_style(self._stripe(row_index), base_style)
+
+    def _row_parts(self, base_style: Style) -> RowParts:
+        key = (self._frame, base_style, self.size.width, len(self.ordered_columns))
+        if self._parts is None or self._parts[0] != key:
+            widths = tuple(column.get_render_width(self) for column in self.ordered_columns)
+            stripes = tuple(DataTable._get_row_style(self, i, base_style) for i in (0, 1))
+            header = self._get_row_style(-1, base_style)
+            rest = max(0, self.size.width - sum(widths))
+            self._parts = (key, RowParts(widths, stripes, header, rest))
+        return self._parts[1]
+
+    def _end_style(self, index: int, style: Style, cursor: bool, hover: bool) -> Style:
+        """The style of the blank right of a row's cells, as DataTable makes it."""
+        key = (index, style, cursor, hover, self._frame)
+        end = self._ends.get(key)
+        if end is None:
+            extend, _ = self._get_styles_to_render_cell(
+                index == -1,
+                False,
+                False,
+                hover,
+                cursor,
+                self.show_cursor,
+                self._show_hover_cursor,
+                False,
+                False,
+            )
+            meta = Style.from_meta({"row": index, "column": 0, "out_of_bounds": True})
+            end = self._ends[key] = style + extend + meta
+        return end
 
     def _at_row(self, segments: list[Segment], row: int) -> list[Segment]:
         """Segments drawn at another row as drawn at `row`: DataTable marks each cell's
@@ -303,6 +450,9 @@ class JobsTable(DataTable[Text]):
         self._drawn.clear()  # the theme, or the CSS, changed how cells look
         self._lines.clear()
         self._moved.clear()
+        self._padded.clear()
+        self._ends.clear()
+        self._parts = None
         super().notify_style_update()
 
     def _add_columns(self) -> None:
@@ -389,7 +539,9 @@ class JobsTable(DataTable[Text]):
     def _resort(self) -> None:
         """Newest first, with the cursor kept on the run it was on."""
         selected = self.selected
-        created = {str(self._shown(self._rows[r], r)["id"]): c for r, c in self._created.items()}
+        # each row's id cell as shown (the whole id or its tail): making every row's cells
+        # again for it took 4 ms of the loop's CPU a new run with a dozen rows
+        created = {str(self.get_cell(r, "id")): c for r, c in self._created.items()}
         self.sort("id", key=lambda shown: created[str(shown)], reverse=True)
         if selected is not None:
             self.select(selected)
