@@ -260,7 +260,7 @@ def test_an_escapee_caught_inside_its_exec_is_found(tmp_path: Path, monkeypatch)
     about once (3 in 1,000), so a process is made to read so for a second instead. The
     settle time is stretched past that second: what is under test is that an empty read
     is read again, not the product's 0.5 s (an exec's window is far shorter)."""
-    monkeypatch.setattr(procgroup, "EXEC_SETTLE_S", 60.0)
+    monkeypatch.setattr(procgroup, "EXEC_SETTLE_S", 20.0)  # any young empty read waits so long
     marker = new_marker()
     process = session([sys.executable, "-c", IN_EXEC, "1.0"], tmp_path, marker)
     try:

@@ -193,7 +193,7 @@ async def test_a_256mib_sparse_output_lands_sparse_without_its_zeros_on_the_wire
     holes between. (It was 2 GiB: every byte of it, holes too, is hashed on each side for
     the whole-file check, ~5 CPU-s; neither a hole nor the wire's offsets (JSON numbers)
     behave otherwise at 256 MiB, and a landing that wrote the holes or sent the zeros
-    would still put 8x the bounds below on the disk or the wire.)"""
+    would still put 4x (disk) or 8x (wire) the bounds below there.)"""
     node, run_dir = tmp_path / "node", tmp_path / "run"
     node.mkdir()
     data = {0: os.urandom(1000), SPARSE // 2: os.urandom(CHUNK + 5), SPARSE - 7: os.urandom(7)}

@@ -380,3 +380,22 @@ async def test_a_line_is_drawn_as_datatable_draws_it(tmp_path, monkeypatch) -> N
         table.notify_style_update()
         assert segments(table) == ours
         assert any(s[2] and s[2].get("out_of_bounds") for s in ours[4])  # the blank right
+
+
+async def test_a_cell_whose_text_stays_takes_its_new_state_colour(tmp_path) -> None:
+    """A run's "why" reads "—" while it is pending and while it runs: only its colour
+    says which (Rich's Text equality ignores the style, so the cell was kept)."""
+    run = running(0, tmp_path)
+
+    class Board(App[None]):
+        def compose(self) -> ComposeResult:
+            yield JobsTable(lambda: NOW, id="jobs")
+
+    async with Board().run_test(size=(130, 30)) as pilot:
+        table = pilot.app.query_one(JobsTable)
+        table.upsert([run.model_copy(update={"state": "PENDING", "phase": "provision"})])
+        pending = table.get_cell(run.run_id, "why")
+        table.upsert([run])
+        now = table.get_cell(run.run_id, "why")
+        assert now.plain == pending.plain
+        assert (pending.style, now.style) == ("yellow", "cyan")

@@ -182,6 +182,14 @@ def content_key(value: Text) -> Hashable:
     return (value.plain, value.style, tuple(value.spans), value.justify, value.overflow)
 
 
+def same_cell(shown: object, value: object) -> bool:
+    """Whether a cell already shows `value`: Rich's Text compares text and spans but not
+    its style, so a "—" turning from PENDING's colour to RUNNING's would stay as it was."""
+    if isinstance(shown, Text) and isinstance(value, Text):
+        return content_key(shown) == content_key(value)
+    return shown == value
+
+
 def gpu_use(run: RunView) -> str:
     """The node's mean GPU utilisation of its latest sample, while it has GPUs."""
     shown = [g.util_pct for g in run.gpus if g.util_pct is not None]
@@ -565,7 +573,7 @@ class JobsTable(DataTable[Text]):
             return None
         changed = False
         for column, value in shown.items():
-            if column in cells and cells[column] != value:  # a str finds its ColumnKey
+            if column in cells and not same_cell(cells[column], value):  # a str finds its key
                 cells[column] = value
                 changed = True
         return self.get_row_index(run_id) if changed else None
