@@ -75,7 +75,8 @@ async def test_a_leaked_node_stays_in_view_on_the_board_and_in_the_detail(record
         await booted(pilot)
         await until(pilot, lambda: "⚠ could not confirm that Vast.ai instance 4242" in shown(app))
         assert f"(trainer · {run_dir.name})" in banner_text(app)
-        assert "⚠ trainer" in screen_text(app)  # the row's marker
+        # the banner's text is set before a frame draws it: wait for the screen itself
+        await until(pilot, lambda: "⚠ trainer" in screen_text(app))  # the row's marker
         assert "⚠ hello" not in screen_text(app)
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, DetailScreen))

@@ -182,6 +182,11 @@ def content_key(value: Text) -> Hashable:
     return (value.plain, value.style, tuple(value.spans), value.justify, value.overflow)
 
 
+ROW_STEPS = (10, 16, 24, 32, 48, 64, 96, 128)
+"""The table's heights, in run rows: it grows by steps, not by a row (see fit_height)."""
+TABLE_CHROME_LINES = 3  # the header and the border's two lines
+
+
 def same_cell(shown: object, value: object) -> bool:
     """Whether a cell already shows `value`: Rich's Text compares text and spans but not
     its style, so a "—" turning from PENDING's colour to RUNNING's would stay as it was."""
@@ -246,6 +251,7 @@ class JobsTable(DataTable[Text]):
         self._style: Style | None = None  # while a frame is drawn: its rich_style
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
         self.clock = clock
+        self._fitted_rows = ROW_STEPS[0]  # as the stylesheet has it (min-height: 13)
         self._created: dict[str, datetime] = {}
         self._rows: dict[str, dict[str, str | Text]] = {}  # every row's cells, for a rebuild
         self._sources: dict[str, tuple[object, ...]] = {}  # what each row was last made from
@@ -523,6 +529,7 @@ class JobsTable(DataTable[Text]):
             self._repaint_rows(changed)
         if added:
             self._resort()
+            self.fit_height()
 
     def _repaint_rows(self, indexes: list[int]) -> None:
         """Repaint these rows (each one line high: `add_row`'s default). DataTable's
@@ -543,6 +550,16 @@ class JobsTable(DataTable[Text]):
         was = self._sources.get(run.run_id)
         self._sources[run.run_id] = source
         return was is not None and was[0] is run and was[1:] == source[1:]
+
+    def fit_height(self) -> None:
+        """Grow or shrink the table in steps of rows (10, 16, 24, 32, …), capped by the
+        stylesheet's max-height: a board with a run or two keeps its preview large, and
+        12 runs starting at once move the preview under the table twice, not once a run
+        (each move draws the whole preview again)."""
+        rows = next((step for step in ROW_STEPS if step >= self.row_count), self.row_count)
+        if rows != self._fitted_rows:
+            self._fitted_rows = rows
+            self.styles.height = rows + TABLE_CHROME_LINES
 
     def _resort(self) -> None:
         """Newest first, with the cursor kept on the run it was on."""
@@ -589,6 +606,7 @@ class JobsTable(DataTable[Text]):
             del self._rows[run_id]
             self._sources.pop(run_id, None)
             self.remove_row(run_id)
+        self.fit_height()
 
     @property
     def selected(self) -> str | None:
