@@ -386,7 +386,12 @@ class JobsTable(DataTable[Text]):
         frame worked out once: DataTable looks up the column widths, the row's and the
         header's styles and the widget's background for each line again, most of a line's
         cost once its cells are kept (10-15 rows moved down a line for each new run)."""
-        if self.fixed_columns or self._should_render_row_labels or self.cursor_type != "row":
+        if (
+            self.fixed_columns
+            or self.fixed_rows
+            or self._should_render_row_labels
+            or self.cursor_type != "row"
+        ):
             return super()._render_line_in_row(
                 row_key, line_no, base_style, cursor_location, hover_location
             )
