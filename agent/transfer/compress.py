@@ -8,7 +8,9 @@ the fastest level; only if the sample shrinks is the whole payload compressed. T
 sample is `PROBES` pieces from across the payload, not its first 128 KiB: a batch
 opening with one incompressible file (a wheel, a `.gz`) was sent raw whole, and on a
 site-packages tree two such 4 MiB batches (one mostly `.py`, 0.31 of it at level 9)
-cost 3.9 MB of 146 on the wire (2.7 %).
+cost 3.0 MB of 146 on the wire (2.1 %). Grouping a push's files by kind, one zstd stream
+a transfer stream and a trained dictionary were measured too (docs/benchmarks.md, "Slow
+links, third round"): none wins more than 2 % of bytes at a CPU and memory that fit.
 
 At what level is measured, not guessed (`Pace`): a stream whose link takes longer to
 write a packet than the stream waited for it to be packed has CPU to spare, so its next
