@@ -36,6 +36,15 @@ TINY = {
     "transfer": ["tests/bench/transfer.py", "--tiny"],
     "tui_flood": ["tests/bench/tui_flood.py", "--lines", "2000", "--history", "3", "--board"],
     "warm": ["-m", "tests.bench.warm", "-n", "1", "--boot-delay", "0", "--tree-mb", "2"],
+    "wire_bytes": [
+        "tests/bench/wire_bytes.py",
+        "--tree",
+        "agent",
+        "--levels",
+        "1",
+        "--streamed",
+        "22",
+    ],
 }
 
 

@@ -18,6 +18,7 @@ from agent.transfer.compress import (
     Pace,
     decompress,
     maybe_compress,
+    maybe_compress_parts,
 )
 from agent.transfer.progress import ProgressMeter
 from agent.transfer.schedule import BATCH_TARGET, CHUNK, LARGE_MIN, schedule
@@ -129,6 +130,18 @@ def test_compression_only_when_it_pays() -> None:
     noise = os.urandom(1 << 20)
     assert maybe_compress(noise) == (noise, False)
     assert maybe_compress(text, "weights.safetensors") == (text, False)
+
+
+def test_a_payload_is_judged_by_samples_from_across_it() -> None:
+    """A batch opening with an incompressible file (a wheel) is still compressed when the
+    rest of it shrinks, held whole or in pieces; noise in pieces still goes raw."""
+    noise, text = os.urandom(256 * 1024), b"def f(x):\n    return x + 1\n" * 40_000
+    packed, compressed = maybe_compress(noise + text)
+    assert compressed and decompress(packed, len(noise + text)) == noise + text
+    parts, compressed = maybe_compress_parts([noise, b"", text[:500_000], text[500_000:]])
+    assert compressed and len(parts) == 1 and len(parts[0]) < len(noise) + len(text) / 10
+    pieces = [os.urandom(1 << 20) for _ in range(3)]
+    assert maybe_compress_parts(pieces) == (pieces, False)
 
 
 def test_decompress_refuses_output_beyond_limit() -> None:
