@@ -22,6 +22,7 @@ import pty
 import shutil
 import signal
 import struct
+import subprocess
 import sys
 import termios
 from enum import IntEnum
@@ -89,10 +90,14 @@ def shell_program() -> str:
     return "/bin/sh"
 
 
-async def _spawn(request: ShellOpen, workdir: Path, slave: int) -> asyncio.subprocess.Process:
+def _spawn(request: ShellOpen, workdir: Path, slave: int) -> subprocess.Popen[bytes]:
+    """The shell, started without giving up the loop: a step ending meanwhile sweeps
+    every child of the agent not in `session_pids()` (agent/subreaper.py), and asyncio's
+    own spawn awaits between the fork and its return — under load, long enough for a
+    shell opened during setup to be swept as setup's leftover."""
     env = {**scrubbed(os.environ), **request.env, "TERM": request.term}
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _TAKE_TTY, shell_program(), "-i",
+    return subprocess.Popen(
+        [sys.executable, "-c", _TAKE_TTY, shell_program(), "-i"],
         stdin=slave, stdout=slave, stderr=slave,
         cwd=workdir, env=env, start_new_session=True,
     )  # fmt: skip
@@ -135,21 +140,21 @@ async def run_shell(request: ShellOpen, reader: Reader, send: SendStream, workdi
     master, slave = pty.openpty()
     set_size(slave, request.cols, request.rows)
     try:
-        proc = await _spawn(request, workdir, slave)
+        proc = _spawn(request, workdir, slave)
+        _SESSIONS.add(proc.pid)  # before any await: see _spawn
     except OSError as exc:
         os.close(master)
         await refuse(send, f"cannot start a shell on the node: {exc.strerror or exc}")
         return
     finally:
         os.close(slave)
-    _SESSIONS.add(proc.pid)
     term = _Terminal(master)
     await send.write_all(encode_msg(LiveOk()))
     pumps = [
         asyncio.create_task(_to_terminal(reader, term)),
         asyncio.create_task(_from_terminal(term, send)),
     ]
-    exited = asyncio.create_task(proc.wait())
+    exited = asyncio.create_task(asyncio.to_thread(proc.wait))  # its own thread: shells are few
     try:
         # the operator's side ending first means it is gone: hang up on the shell
         await asyncio.wait({exited, pumps[0]}, return_when=asyncio.FIRST_COMPLETED)
