@@ -136,11 +136,10 @@ class Lander:
         """`write_file` for a path the caller has already passed through `check_relpath`."""
         mode &= 0o777
         created = mode if self._umask is not None and not mode & self._umask else 0o600
-        parent, _, name = rel.rpartition("/")
-        if parent not in self._dirs:
-            self.ensure_dir(parent)
         if self.in_place:
-            full = f"{self.root}/{rel}"
+            parent, _ = _split(rel)
+            self.ensure_dir(parent)
+            full = self._abs(rel)
             try:
                 fd = os.open(full, _NEW_FLAGS, created)
             except FileExistsError:
@@ -148,7 +147,7 @@ class Lander:
             else:
                 self._fill(fd, full, data, mode if created != mode else None, mtime_ns)
                 return
-        tmp = self._abs(in_flight_name(parent, name, "tmp"))
+        tmp = self._tmp(rel, "tmp")
         fd = os.open(tmp, _WRITE_FLAGS, created)
         self._fill(fd, tmp, data, mode if created != mode else None, mtime_ns)
         self._rename(tmp, rel)

@@ -319,18 +319,16 @@ class Receiver:
         hexed = digest.hex()
         if (digest if isinstance(sha256, bytes) else hexed) != sha256:
             raise TransferError(f"verification failed for {path!r}: content does not match")
-        rel, size, space = check_relpath(path), len(data), self._space
-        if space is None:
+        rel, size = check_relpath(path), len(data)
+        if self._space is not None:
+            self._space.admit(rel, size)
+        try:
             self._lander.write_checked(rel, data, mode, mtime)
-        else:
-            space.admit(rel, size)
-            try:
-                self._lander.write_checked(rel, data, mode, mtime)
-            finally:
-                space.landed(rel)
+        finally:
+            if self._space is not None:
+                self._space.landed(rel)
         self.verified[rel] = Landed(rel, size, mode & 0o777, hexed)
-        if self.failed:
-            self.failed.pop(rel, None)
+        self.failed.pop(rel, None)
         return size
 
     def _apply_chunk(self, meta: dict[str, Any], payload: bytes | None) -> tuple[int, int]:
