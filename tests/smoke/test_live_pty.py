@@ -20,8 +20,10 @@ def test_bang_opens_a_shell_on_the_node_and_the_console_resumes(tmp_path: Path) 
         term.wait_for(lambda text: "RUNNING" in text and " run " in text)
         term.press("!")
         term.wait_for("connecting to the node of")  # not a blank screen while it connects
-        term.wait_for("/work")  # the shell's prompt: the node's workdir (keys typed before
-        # it may still go to the console, as with any program that takes the terminal over)
+        # the shell's prompt: the node's workdir, wrapped wherever the test's temp path
+        # ends a row (keys typed before it may still go to the console, as with any
+        # program that takes the terminal over)
+        term.wait_for(lambda text: "/work" in "".join(text.splitlines()))
         term.press(*"echo MARK-$((6*7))", "\r")
         term.wait_for("MARK-42")  # only the command's output: the echo shows the $(( ))
         term.press(*"exit 3", "\r")
