@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 
 from tui.feed import Line, RunLog
-from tui.widgets.log_view import LogView, overlap
+from tui.widgets.log_view import LogView, join_at
 
 
 def numbered(first: int, last: int) -> list[Line]:
@@ -32,12 +32,21 @@ def texts(view: LogView) -> list[str]:
     return [text for _, _, text, _ in view.held]
 
 
-def test_overlap_is_the_longest_shared_stretch() -> None:
-    assert overlap(numbered(1, 55), numbered(51, 60)) == 5
-    assert overlap(numbered(1, 40), numbered(51, 60)) == 0
-    assert overlap([], numbered(1, 2)) == 0
+def test_the_live_lines_join_the_disk_where_the_longest_stretch_is_shared() -> None:
+    assert join_at(numbered(1, 55), numbered(51, 60)) == 50
+    assert join_at(numbered(1, 40), numbered(51, 60)) == 40  # no shared stretch
+    assert join_at([], numbered(1, 2)) == 0
+    assert join_at(numbered(1, 3), []) == 3
     # stderr is not told apart in the log files: the text and step decide
-    assert overlap([("run", False, "a", 0.0)], [("run", True, "a", 5.0)]) == 1
+    assert join_at([("run", False, "a", 0.0)], [("run", True, "a", 5.0)]) == 0
+
+
+def test_a_disk_ahead_of_the_view_is_cut_where_the_view_starts() -> None:
+    """The disk was read after the ring got lines 56-58 that the view has not drawn yet:
+    those come with the next flush, so the disk's copies are left out."""
+    assert join_at(numbered(1, 58), numbered(51, 55), ahead=3) == 50
+    # ... but only as far as the ring is ahead: past that the stretch is no join
+    assert join_at(numbered(1, 58), numbered(51, 55), ahead=2) == 58
 
 
 async def test_an_adopted_run_shows_its_first_line_and_no_line_twice() -> None:
@@ -54,6 +63,21 @@ async def test_an_adopted_run_shows_its_first_line_and_no_line_twice() -> None:
         await pilot.pause()
         assert texts(view) == [f"line {i}" for i in range(1, 63)]
         assert view.following and "line 62" in view.lines[-1]
+
+
+async def test_an_adopted_run_whose_disk_is_ahead_of_the_view_shows_each_line_once() -> None:
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = RunLog(500)
+        ring.extend(numbered(51, 55))
+        view.attach(ring)
+        await pilot.pause()
+        ring.extend(numbered(56, 58))  # in the ring, not drawn yet, and on disk already
+        view.merge(numbered(1, 58), total=58)
+        view.flush()
+        await pilot.pause()
+        assert texts(view) == [f"line {i}" for i in range(1, 59)]
 
 
 async def test_a_run_read_from_disk_then_adopted_goes_on_where_its_files_left_off() -> None:

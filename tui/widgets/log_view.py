@@ -65,21 +65,26 @@ def stamp(when: float) -> str:
     return datetime.fromtimestamp(when).strftime("%H:%M:%S ")
 
 
-def overlap(before: list[Line], after: list[Line]) -> int:
-    """How many of `after`'s first lines are `before`'s last ones (the most that fit):
-    lines read from disk and the live ones received meanwhile share that stretch."""
-    if not before or not after:
-        return 0
+def join_at(before: list[Line], after: list[Line], ahead: int = 0) -> int:
+    """How many of `before`'s lines (read from disk) go in front of `after` (the live
+    ones shown): `after` starts where the longest stretch of it is found in `before`'s
+    tail. The disk, read meanwhile, may already hold up to `ahead` lines the view has not
+    shown yet (its ring has them, to come on the next flush), so `before` may run on past
+    the stretch by that many; those are left to the ring. The step and text decide a
+    match: the log files do not tell stderr apart."""
+    if not after:
+        return len(before)
     step, _, text, _ = after[0]
-    for size in range(min(len(before), len(after)), 0, -1):
-        at = len(before) - size
+    for at in range(max(0, len(before) - len(after) - ahead), len(before)):
+        size = min(len(after), len(before) - at)
         if (
             before[at][0] == step
             and before[at][2] == text
+            and len(before) - at - size <= ahead
             and all(before[at + i][::2] == after[i][::2] for i in range(1, size))
         ):
-            return size
-    return 0
+            return at
+    return len(before)
 
 
 class LogHighlighter(Highlighter):
@@ -189,7 +194,8 @@ class LogView(Log):
         if self.source is None:
             ring = list(source.lines)
             self.source = source
-            self.seen = source.total - len(ring) + overlap(list(self.held), ring)
+            held = list(self.held)
+            self.seen = source.total - len(ring) + len(held) - join_at(held, ring)
             self.flush()
 
     def merge(self, past: list[Line], total: int) -> None:
@@ -203,7 +209,7 @@ class LogView(Log):
         if self.source.total > len(shown) and len(shown) == self.held.maxlen:
             before: list[Line] = []  # the view is full of live lines already
         else:
-            before = past[: len(past) - overlap(past, shown)]
+            before = past[: join_at(past, shown, ahead=self.source.total - self.seen)]
         if before:
             self.held.clear()
             self.held.extend(before + shown)
