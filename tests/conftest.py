@@ -30,7 +30,7 @@ os.environ["SWJOB_IROH_RELAY"] = "disabled"
 os.environ["SWJOB_IROH_BIND"] = "127.0.0.1:0"
 
 _session_root = Path(tempfile.mkdtemp(prefix="swjob-tests-"))
-for _name in ("STATE", "CACHE", "CONFIG"):
+for _name in ("STATE", "CACHE", "CONFIG", "RUNTIME"):
     os.environ[f"SWJOB_{_name}_DIR"] = str(_session_root / _name.lower())
 
 

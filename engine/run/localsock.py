@@ -7,7 +7,8 @@ lost its outputs to "Too many open files" that way). So:
 - the engine's access point and `swjob forward`'s default local end are Unix sockets in
   the private (0700) live dir: other users cannot even connect. A socket address is at
   most ~104 bytes; where that dir's path is longer, the socket goes to a fresh 0700
-  temp dir of this user's instead (the access file, in the live dir, says where);
+  dir of this user's in the runtime dir (engine/state/paths.py), else in the temp dir
+  (the access file, in the live dir, says where);
 - every accepted connection is checked for its owner: the peer's uid (SO_PEERCRED on
   Linux, LOCAL_PEERCRED on macOS) for a Unix socket; for loopback TCP (a forwarded port
   a browser uses), the uid the kernel lists for the peer's end in /proc/net/tcp. A
@@ -32,6 +33,8 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from engine.state.paths import runtime_dir
+
 log = logging.getLogger("swjob.live")
 
 SUN_PATH_MAX = 100  # sockaddr_un's sun_path: 108 bytes on Linux, 104 on macOS; and a NUL
@@ -39,12 +42,20 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 
 
 def socket_path(private_dir: Path, name: str) -> Path:
-    """Where a socket called `name` goes: the private dir, or a fresh private temp dir
-    when the private dir's path is too long for a socket address."""
+    """Where a socket called `name` goes: the private dir, or a fresh private dir in the
+    runtime dir (else the temp dir) when the private dir's path is too long for a socket
+    address."""
     path = private_dir / name
-    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+    if _fits(path):
         return path
-    return Path(tempfile.mkdtemp(prefix="swjob-")) / name  # mkdtemp makes it 0700
+    base = runtime_dir()
+    if base is not None and _fits(base / "swjob-12345678" / name):  # mkdtemp's length
+        return Path(tempfile.mkdtemp(prefix="swjob-", dir=base)) / name  # made 0700
+    return Path(tempfile.mkdtemp(prefix="swjob-")) / name
+
+
+def _fits(path: Path) -> bool:
+    return len(os.fsencode(path)) <= SUN_PATH_MAX
 
 
 def remove_socket(path: Path, private_dir: Path) -> None:

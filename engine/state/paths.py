@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from engine.errors import UnusableDirError
 from engine.state.private import private_dir
 
 APP = "swjob"
@@ -32,6 +33,17 @@ def state_dir() -> Path:
 
 def cache_dir() -> Path:
     return private_dir(_where("SWJOB_CACHE_DIR", "user_cache_dir"))
+
+
+def runtime_dir() -> Path | None:
+    """Where a socket whose private dir is too deep for an address goes: the user's
+    runtime dir (Linux: $XDG_RUNTIME_DIR, private and emptied at logout, so a killed
+    engine's socket dir does not pile up in /tmp), `SWJOB_RUNTIME_DIR` overriding it;
+    None where it cannot be made ours (no such dir for this user)."""
+    try:
+        return private_dir(_where("SWJOB_RUNTIME_DIR", "user_runtime_dir"))
+    except UnusableDirError:
+        return None
 
 
 def config_dir() -> Path:

@@ -1,0 +1,59 @@
+"""A local socket goes where an address can name it: the private dir when it fits, else a
+fresh private dir in the user's runtime dir (so a killed engine's socket dirs are not
+left piling up in /tmp), else one in the temp dir; `remove_socket` takes the fresh dir
+away with the socket."""
+
+from __future__ import annotations
+
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from engine.run.localsock import SUN_PATH_MAX, remove_socket, socket_path
+
+
+def deep(root: Path) -> Path:
+    path = root / ("d" * (SUN_PATH_MAX + 1))
+    path.mkdir(parents=True)
+    return path
+
+
+def test_a_socket_that_fits_stays_in_the_private_dir(tmp_path: Path) -> None:
+    assert socket_path(tmp_path, "engine.sock") == tmp_path / "engine.sock"
+
+
+def test_a_deep_private_dir_sends_the_socket_to_a_private_dir_in_the_runtime_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = Path(tempfile.mkdtemp(prefix="rt-"))  # short: tmp_path may be too deep
+    try:
+        monkeypatch.setenv("SWJOB_RUNTIME_DIR", str(runtime / "swjob"))
+        private = deep(tmp_path)
+        sock = socket_path(private, "engine.sock")
+        assert sock.parent.parent == runtime / "swjob" and sock.name == "engine.sock"
+        assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE((runtime / "swjob").stat().st_mode) == 0o700
+        remove_socket(sock, private)
+        assert not sock.parent.exists()
+    finally:
+        for leftover in sorted(runtime.rglob("*"), reverse=True):
+            leftover.rmdir()
+        runtime.rmdir()
+
+
+@pytest.mark.parametrize("why", ["unusable", "too deep"])
+def test_without_a_runtime_dir_to_use_the_socket_goes_to_the_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    if why == "unusable":
+        (tmp_path / "file").write_text("in the way")
+        monkeypatch.setenv("SWJOB_RUNTIME_DIR", str(tmp_path / "file" / "swjob"))
+    else:
+        monkeypatch.setenv("SWJOB_RUNTIME_DIR", str(deep(tmp_path / "rt")))
+    sock = socket_path(deep(tmp_path / "private"), "engine.sock")
+    assert sock.parent.parent == Path(tempfile.gettempdir())
+    assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    remove_socket(sock, tmp_path)
+    assert not sock.parent.exists()
