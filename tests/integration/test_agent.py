@@ -225,7 +225,11 @@ async def test_shutdown_exits_0_and_leaves_no_job_process(
         node.proc.send_signal(signal.SIGTERM)
     assert await node.exit_code() == 0
     assert not any(pid_alive(p) for p in pids)
-    exited = await step_exited(orch)  # delivered before the agent hung up
+    # delivered before the agent hung up (its log says what it did, should it not be)
+    try:
+        exited = await step_exited(orch)
+    except TimeoutError:
+        raise AssertionError(f"no StepExited; the agent said:\n{node.stderr()}") from None
     assert exited.stopped and exited.code == 143
 
 
