@@ -36,10 +36,11 @@ def lines_of(step: str, lines: list[LogLine], when: float = 0.0) -> list[Line]:
     """The lines as the console holds them: drawable text only (tui/printable.py), with
     the CR mark kept."""
     err = Stream.STDERR
-    return [(step, line.stream is err, _drawable(line.text), when) for line in lines]
+    return [(step, line.stream is err, drawable(line.text), when) for line in lines]
 
 
-def _drawable(text: str) -> str:
+def drawable(text: str) -> str:
+    """The text made drawable, a lone CR that ended it kept as its mark."""
     if text.endswith(CR):
         return printable(text[:-1]) + CR
     return printable(text)

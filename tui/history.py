@@ -13,9 +13,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.api import RunView, fold, printable
+from engine.api import RunView, fold
 from engine.api import events as ev
-from tui.feed import Line, lines_of
+from tui.feed import Line, drawable, lines_of
 
 _LOG_MARKS = ('"kind":"log"', '"kind": "log"')
 
@@ -62,16 +62,20 @@ def log_files(run_dir: Path) -> tuple[Path, ...]:
 
 def tail(run_dir: Path, count: int) -> list[Line]:
     """The last `count` lines of the run's log files, read from their ends only (a flooded
-    run's logs can be large). The files do not tell stdout from stderr."""
+    run's logs can be large). The files do not tell stdout from stderr. Only a newline
+    ends a line: a progress update a lone CR ended ("50%\\r\\n" in the file) keeps its CR
+    mark, as the live copy of it does, so the view rewrites it in place and joins it."""
     lines: list[Line] = []
     for path, step in zip(log_files(run_dir), STEPS, strict=True):
         with contextlib.suppress(OSError), path.open("rb") as handle:
             size = handle.seek(0, 2)
             handle.seek(max(0, size - TAIL_BYTES))
-            raw = handle.read().decode("utf-8", "replace").splitlines()
+            raw = handle.read().decode("utf-8", "replace").split("\n")
+            if raw[-1] == "":
+                raw.pop()  # the file ends with a newline: nothing after it
             if size > TAIL_BYTES:
                 raw = raw[1:]  # the first line read may be cut
-            lines += [(step, False, printable(text), 0.0) for text in raw[-count:]]
+            lines += [(step, False, drawable(text), 0.0) for text in raw[-count:]]
     return lines[-count:]
 
 

@@ -7,10 +7,12 @@ the view alone, fed as the feed feeds it: no run is the subject here."""
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 
+from tui import history
 from tui.feed import Line, RunLog
 from tui.widgets.log_view import LogView, join_at
 
@@ -193,3 +195,16 @@ async def test_a_progress_bar_rewrites_its_line_as_a_terminal_does() -> None:
             "warn",
             "done",
         ]
+
+
+def test_a_log_files_progress_updates_keep_their_cr_mark(tmp_path: Path) -> None:
+    """Read from the file, a `\\r` progress bar is the same lines the live feed had: each
+    update keeps its CR mark, so it is drawn over and joins its live copy."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "run.log").write_bytes(b"start\n10%\r\n20%\r\ndone\n")
+    assert [text for _, _, text, _ in history.tail(tmp_path, 10)] == [
+        "start",
+        "10%\r",
+        "20%\r",
+        "done",
+    ]
