@@ -144,7 +144,9 @@ def _started(root: Path) -> Iterator[S3Server]:
     (root / "data").mkdir()
     ports = dict(zip(SERVICES, _free_ports(2 * len(SERVICES))[::2], strict=True))
     grpc = dict(zip(SERVICES, _free_ports(len(SERVICES)), strict=True))
-    args = [weed, "server", f"-dir={root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
+    # its logs to weed.log only: glog's own files would pile up in the temp dir
+    args = [weed, "-logtostderr", "server", f"-dir={root / 'data'}"]
+    args += ["-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
     args += ["-master.volumeSizeLimitMB=64", "-volume.max=200", "-master.telemetry=false"]
     args += ["-filer", "-s3", f"-s3.config={root / 's3.json'}", f"-filer.localSocket={root}/f.sock"]
     args += ["-s3.port.iceberg=0", "-s3.port.lance=0"]
