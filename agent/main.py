@@ -28,7 +28,7 @@ import signal
 import sys
 from pathlib import Path
 
-from agent import budget, credentials, forkserver, orphan, subreaper
+from agent import budget, credentials, forkserver, orphan, priority, subreaper
 from agent.node import AgentConfig, ExitCode
 from agent.quickexit import exit_now
 from agent.warm import NodeLife
@@ -70,6 +70,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-hours", type=float, help="the run's cap on the node's lifetime")
     p.add_argument(
         "--billed-since", type=float, help="unix s; no later than the node began to bill"
+    )
+    p.add_argument(
+        "--nice",
+        type=int,
+        choices=range(priority.MAX_NICE + 1),
+        default=0,
+        metavar="0-19",
+        help="a local node: give the operator's processes the CPU first (agent/priority.py)",
     )
     p.add_argument(
         "--installed",
@@ -132,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv == [forkserver.FLAG]:  # everything is imported: now fork agents on request
         return forkserver.serve(main)
     args = parse_args(argv)
+    priority.give_way(args.nice)  # first: before its threads start, which inherit it
     root = args.root.resolve()
     if not root.is_dir():  # its provider made it; gone means the node was given up
         print(f"swjob-agent: --root {root}: no such directory", file=sys.stderr)
@@ -163,5 +172,6 @@ def main(argv: list[str] | None = None) -> int:
         runpod_url=args.runpod_url,
         installed=(_clock(args.installed[0]), _clock(args.installed[1])),
         budget=_budget(args),
+        nice=args.nice,
     )
     exit_now(asyncio.run(_run(cfg)))  # the operator's teardown waits for our exit

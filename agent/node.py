@@ -122,6 +122,8 @@ class AgentConfig:
     """When the on-start command began and finished installing the agent (node clock)."""
     budget: budget.Budget | None = None
     """The run's caps, price and billing start: the node's own meter (agent/budget.py)."""
+    nice: int = 0
+    """How far the node gives way to the operator's processes (agent/priority.py; local)."""
 
     @property
     def workdir(self) -> Path:
@@ -164,6 +166,7 @@ class NodeAgent:
             cfg.logs_dir,
             self.journal.append,
             pgid_file=cfg.state_dir / STEP_RECORD,
+            nice=cfg.nice,
             node_secrets=[*(credential[1:] if credential else ()), *nodenotify.secrets()],
         )
         self.shutdown = asyncio.Event()

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from agent import procgroup, shell, steprecord, subreaper
+from agent import priority, procgroup, shell, steprecord, subreaper
 from agent.credentials import scrubbed
 from agent.lines import LineSplitter, LogBatcher, StepLog
 from agent.protocol import AgentEvent, NodeFault, Step, StepExited, StepStarted, Stream
@@ -79,8 +79,10 @@ class Supervisor:
         base_env: Mapping[str, str] | None = None,
         pgid_file: Path | None = None,
         node_secrets: Iterable[str] = (),
+        nice: int = 0,
     ) -> None:
         self._workdir = workdir
+        self._nice = nice  # a local node's steps give way as its agent does (agent/priority.py)
         self._logs_dir = logs_dir
         self._emit = emit
         self._base_env = scrubbed(os.environ if base_env is None else base_env)
@@ -146,9 +148,7 @@ class Supervisor:
         marker = new_marker()
         try:
             proc = await asyncio.create_subprocess_exec(
-                "/bin/sh",
-                "-c",
-                command,
+                *priority.shell_argv(command, self._nice),
                 cwd=self._workdir,
                 env={**self._base_env, **env, STEP_ENV: marker.partition("=")[2]},
                 stdin=subprocess.DEVNULL,

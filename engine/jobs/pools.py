@@ -40,7 +40,7 @@ _PoolName = Annotated[str, Field(pattern=f"^{SAFE_NAME.pattern}$")]
 _GpuType = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")]
 _Order = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_ .,+-]{0,199}$")]
 _DEFAULTS = {  # provider → defaults that differ by provider
-    "local": {"max_nodes": 4, "boot_timeout_s": 60.0, "node_lost_after_s": 10.0},
+    "local": {"max_nodes": 4, "boot_timeout_s": 60.0, "node_lost_after_s": 10.0, "node_nice": 10},
     # a rented node's control link may hop through a relay that hiccups for tens of seconds
     "vastai": {"max_nodes": 1, "boot_timeout_s": 900.0, "node_lost_after_s": 60.0},
     "runpod": {"max_nodes": 1, "boot_timeout_s": 900.0, "node_lost_after_s": 60.0},
@@ -163,6 +163,10 @@ class _PoolTable(_Strict):
     max_offers_tried: Annotated[int, Field(ge=1, le=20)] = 3
     """A rented node that fails its host pre-flight (agent/preflight.py) is destroyed and
     the next offer rented, up to this many offers for one run."""
+    node_nice: Annotated[int, Field(ge=0, le=19)] = 0
+    """A local pool's nodes (agent and steps) leave the CPU to the operator's console and
+    engine first: their nice value, 0 (an equal share) to 19; 10 by default, so a dozen
+    nodes starting keep the console answering (agent/priority.py). Rented: not settable."""
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
     """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
     attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""
@@ -200,6 +204,12 @@ class _PoolTable(_Strict):
             parse_url(self.sink)  # its ValueError names what is wrong
         elif self.sink_endpoint is not None or self.sink_region is not None:
             raise ValueError("`sink_endpoint` and `sink_region` need a `sink` (s3://bucket/…)")
+        return self
+
+    @model_validator(mode="after")
+    def _nice_is_local(self) -> _PoolTable:
+        if self.provider in RENTED and self.node_nice:
+            raise ValueError("`node_nice` is for a local pool: a rented node is the job's own")
         return self
 
     @model_validator(mode="after")

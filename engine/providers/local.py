@@ -93,12 +93,14 @@ class LocalProvider:
         agent_env: Mapping[str, str] | None = None,
         pool: str | None = None,
         on_alert: Callable[[str], None] = lambda _message: None,
+        node_nice: int = 0,
     ) -> None:
         """`launcher` prefixes the agent's command line (it must exec in place, so the pid
         stays the agent's — e.g. `ip netns exec NS` puts nodes behind their own link: its
         agents are started afresh, not forked); `agent_env` adds to the agent's environment;
         `pool`: the pool's name, whose `max_nodes` every swjob process then shares, and
-        `on_alert` is told when the other processes hold them all."""
+        `on_alert` is told when the other processes hold them all; `node_nice`: how far
+        the nodes give way to the operator's processes (agent/priority.py)."""
         self._slots = Slots(max_nodes, pool)
         self._alert = on_alert
         self._nodes: dict[str, _LocalNode] = {}
@@ -106,6 +108,7 @@ class LocalProvider:
         self._stop_grace_s = stop_grace_s
         self._launcher = list(launcher)
         self._agent_env = dict(agent_env or {})
+        self._nice = ("--nice", str(node_nice)) if node_nice else ()
 
     async def provision(self, bootstrap: Bootstrap) -> NodeHandle:
         await self._slots.take(bootstrap.run_id, self._alert)
@@ -122,6 +125,7 @@ class LocalProvider:
         args = [
             *replace(bootstrap, on_orphan=("--on-orphan", "remove-root")).agent_args(),
             *("--root", str(root), "--grace", f"{self._stop_grace_s:g}"),
+            *self._nice,
         ]
         root.mkdir(mode=0o700, parents=True)
         env = {**node_base_env(os.environ), **self._agent_env}

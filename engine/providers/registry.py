@@ -18,7 +18,11 @@ def make_provider(
     """`on_alert` receives the provider's one-line reports (retries, skipped offers)."""
     if pool.provider == "local":
         return LocalProvider(
-            pool.max_nodes, stop_grace_s=stop_grace_s, pool=pool.name, on_alert=on_alert
+            pool.max_nodes,
+            stop_grace_s=stop_grace_s,
+            pool=pool.name,
+            on_alert=on_alert,
+            node_nice=pool.node_nice,
         )
     if pool.provider == "vastai":
         from engine.providers.vastai import VastProvider

@@ -8,7 +8,9 @@ same probe on a bare loop in a sibling process (the control: the machine's own d
 
 - teardown: a job writes `--files` files of `--mib` MiB in all into its workspace and
   ends; probed from its submission until its node's directory is gone;
-- start: `--runs` jobs submitted at once, probed until every one ended and its node is gone.
+- start: `--runs` jobs submitted at once, probed until every one ended and its node is gone;
+  on the local pool as it is (its nodes give way: `node_nice` 10), then, the baseline of
+  the same run, on one whose nodes take an equal share (`node_nice` 0).
 
 A phase of size 0 is skipped; `--attribute` names where the loop was while stalled.
 Beside the stalls (wall time: on a busy machine the loop also waits for a core) it prints
@@ -92,7 +94,8 @@ async def bench(tmp: Path, files: int, mib: int, runs: int, attribute: bool) -> 
 
     pools = load_pools(None)
     local = pools.get("local").model_copy(update={"max_nodes": max(runs, 1)})
-    every = {pool.name: pool for pool in (*pools, local)}
+    equal = local.model_copy(update={"name": "equal", "node_nice": 0})
+    every = {pool.name: pool for pool in (*pools, local, equal)}
     engine = Engine(EngineConfig(runs_dir=tmp / "runs", pools=type(pools)(every, pools.source)))
     app = SwjobApp(engine)
     size = max(1, (mib << 20) // max(files, 1))
@@ -104,17 +107,23 @@ async def bench(tmp: Path, files: int, mib: int, runs: int, attribute: bool) -> 
             view = await engine.wait(await engine.submit(big, "local"))
             assert view.state == "COMPLETED", view.reason
 
-        async def start() -> None:
-            small = load_job(job(tmp, "small", "true"))
-            ids = await asyncio.gather(*(engine.submit(small, "local") for _ in range(runs)))
-            await asyncio.gather(*(engine.wait(run_id) for run_id in ids))
+        small = load_job(job(tmp, "small", "true"))
+
+        def start(pool: str) -> Callable[[], Awaitable[None]]:
+            async def started() -> None:
+                ids = await asyncio.gather(*(engine.submit(small, pool) for _ in range(runs)))
+                await asyncio.gather(*(engine.wait(run_id) for run_id in ids))
+
+            return started
 
         print(f"command  : {COMMAND} --files {files} --mib {mib} --runs {runs}")
         print(f"machine  : {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
         if files:
             await probed(f"teardown of {files} files, {mib} MiB", teardown, attribute)
         if runs:
-            await probed(f"{runs} runs started at once", start, attribute)
+            nice = f"node_nice {local.node_nice}"
+            await probed(f"{runs} runs started at once, {nice}", start("local"), attribute)
+            await probed(f"{runs} runs started at once, node_nice 0", start("equal"), attribute)
 
 
 def main() -> None:
