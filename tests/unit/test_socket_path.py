@@ -5,8 +5,10 @@ away with the socket."""
 
 from __future__ import annotations
 
+import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,27 +22,29 @@ def deep(root: Path) -> Path:
     return path
 
 
-def test_a_socket_that_fits_stays_in_the_private_dir(tmp_path: Path) -> None:
-    assert socket_path(tmp_path, "engine.sock") == tmp_path / "engine.sock"
+@pytest.fixture
+def short() -> Iterator[Path]:
+    """A dir whose path is short enough for a socket address (tmp_path may not be)."""
+    folder = Path(tempfile.mkdtemp(prefix="s-", dir="/tmp"))  # TMPDIR may be deep too
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_a_socket_that_fits_stays_in_the_private_dir(short: Path) -> None:
+    assert socket_path(short, "engine.sock") == short / "engine.sock"
 
 
 def test_a_deep_private_dir_sends_the_socket_to_a_private_dir_in_the_runtime_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, short: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runtime = Path(tempfile.mkdtemp(prefix="rt-"))  # short: tmp_path may be too deep
-    try:
-        monkeypatch.setenv("SWJOB_RUNTIME_DIR", str(runtime / "swjob"))
-        private = deep(tmp_path)
-        sock = socket_path(private, "engine.sock")
-        assert sock.parent.parent == runtime / "swjob" and sock.name == "engine.sock"
-        assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
-        assert stat.S_IMODE((runtime / "swjob").stat().st_mode) == 0o700
-        remove_socket(sock, private)
-        assert not sock.parent.exists()
-    finally:
-        for leftover in sorted(runtime.rglob("*"), reverse=True):
-            leftover.rmdir()
-        runtime.rmdir()
+    monkeypatch.setenv("SWJOB_RUNTIME_DIR", str(short / "swjob"))
+    private = deep(tmp_path)
+    sock = socket_path(private, "engine.sock")
+    assert sock.parent.parent == short / "swjob" and sock.name == "engine.sock"
+    assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((short / "swjob").stat().st_mode) == 0o700
+    remove_socket(sock, private)
+    assert not sock.parent.exists()
 
 
 @pytest.mark.parametrize("why", ["unusable", "too deep"])
