@@ -514,9 +514,8 @@ class NodeAgent:
                 while self._sent < self.journal.last_seq:
                     self._progress.clear()
                     await self._progress.wait()
-                send = s.stream.send()
-                await send.finish()
-                await send.stopped()
+                await s.channel.finish()  # later sends (a heartbeat) are dropped
+                await s.stream.send().stopped()
 
     def _spawn_background(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

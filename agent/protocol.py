@@ -489,6 +489,8 @@ class Readable(Protocol):
 class Writable(Protocol):
     async def write_all(self, buf: bytes) -> None: ...
 
+    async def finish(self) -> None: ...
+
 
 class FrameReader:
     """Reads length-prefixed frames, pulling large pieces from the stream to keep CPU low.
@@ -537,6 +539,7 @@ class Channel:
         self._reader = FrameReader(recv, max_frame)
         self._send = send
         self._lock = asyncio.Lock()
+        self._finished = False
 
     def allow_frames(self, max_frame: int) -> None:
         """Raise (or lower) the largest frame this channel accepts from now on."""
@@ -545,7 +548,19 @@ class Channel:
     async def send(self, msg: BaseModel) -> None:
         frame = encode(msg)
         async with self._lock:
+            if self._finished:
+                return  # this side said all it had to (`finish`): nothing more goes
             await self._send.write_all(frame)
+
+    async def finish(self) -> None:
+        """End this side of the stream after what was sent. A send after it is dropped,
+        not failed: an agent finishing its last events saw a heartbeat sent meanwhile
+        fail ("ClosedStream"), and the failed session closed the connection — dropping
+        the last events, not yet acknowledged, with it."""
+        async with self._lock:
+            if not self._finished:
+                self._finished = True
+                await self._send.finish()
 
     async def recv(self) -> Any:
         """The next message, or None when the peer finished the stream."""
