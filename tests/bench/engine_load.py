@@ -20,7 +20,10 @@ State, cache and runs live in a temp dir that is removed afterwards. Goals (issu
 ≤ 20 ms engine CPU per job, ≤ 300 MB operator RSS, key p95 < 100 ms.
 
     python -m tests.bench.engine_load [--jobs 100] [--reps 1] [--keys 200] [--no-console]
-                                      [--test-deadlines]
+                                      [--test-deadlines] [--node-nice N]
+
+`--node-nice`: the console phase's nodes at this `node_nice` (default: the local pool's,
+10; 0 gives them the console's share of the CPU, as before agent/priority.py).
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ async def _one(root: Path, jobs: int, quick: bool) -> tuple[float, float, int]:
     return result.wall_s, cpu, result.most_nodes
 
 
-async def _console(root: Path, jobs: int, keys: int) -> list[float]:
+async def _console(root: Path, jobs: int, keys: int, nice: int | None) -> list[float]:
     """Key latencies (ms) with `jobs` live runs on the console's board. While the keys are
     pressed the loop is probed beside a bare loop in a sibling process (the control), as
     tests/bench/loop_stall.py does: latency is wall time, which a loaded machine stretches;
@@ -102,7 +105,7 @@ async def _console(root: Path, jobs: int, keys: int) -> list[float]:
     release = root / "release"
     specs = [_live_job(root / f"live{i:03d}", release) for i in range(jobs)]
     # the console's own settings (2.5 s heartbeat, 10 s to lose a node), not the tests' quick ones
-    pools = local_pools(max_nodes=max(jobs, 1))
+    pools = local_pools(max_nodes=max(jobs, 1), **({} if nice is None else {"node_nice": nice}))
     engine = Engine(EngineConfig(runs_dir=root / "runs", pools=pools))
     app = probe_app(engine)
     async with app.run_test(size=(160, 50)):
@@ -174,6 +177,7 @@ def main() -> None:
     parser.add_argument(
         "--test-deadlines", action="store_true", help="the engine phase with the tests' deadlines"
     )
+    parser.add_argument("--node-nice", type=int, help="the console phase's nodes' node_nice")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="swjob-load-") as tmp:
         _isolate(Path(tmp))
@@ -192,7 +196,8 @@ def main() -> None:
             f"total {time.monotonic() - began:.1f} s"
         )
         if not args.no_console:
-            lat = sorted(asyncio.run(_console(Path(tmp) / "console", args.jobs, args.keys)))
+            phase = _console(Path(tmp) / "console", args.jobs, args.keys, args.node_nice)
+            lat = sorted(asyncio.run(phase))
             p95 = _p95(lat)
             print(
                 f"console with {args.jobs} live runs: {len(lat)} keys, latency p50 "
@@ -202,6 +207,7 @@ def main() -> None:
     python = sys.version.split()[0]
     console = " --no-console" if args.no_console else f" --keys {args.keys}"
     console += " --test-deadlines" if args.test_deadlines else ""
+    console += "" if args.node_nice is None else f" --node-nice {args.node_nice}"
     print(f"reproduce: {COMMAND} --jobs {args.jobs} --reps {args.reps}{console}  (python {python})")
 
 
