@@ -27,10 +27,13 @@ if TYPE_CHECKING:  # imported where used: each subcommand loads only what it nee
 # Each subcommand imports what it needs when it runs (pydantic, rich, asyncio, iroh, the
 # Vast SDK): `swjob validate` must not pay for `swjob run`'s machinery.
 
-_QUICK_EXIT = {"run", "sweep", "attach", "shell", "forward", "stop", "offers", "pools"}
+_QUICK_EXIT = {"run", "sweep", "attach", "shell", "forward", "stop", "offers", "pools", "pull"}
 """Commands that load the engine's machinery end without the interpreter's teardown
 (agent/quickexit.py): by the time they return, the engine is closed and its files are
-written, and freeing those modules took longer than some whole commands."""
+written, and freeing those modules took longer than some whole commands. `pull` ends so
+for another reason too: the object store client's Tokio runtime is never shut down, and
+a worker of it still busy as the interpreter tore itself down aborted the process
+(SIGABRT, exit -6) after every file had landed verified — seen under load."""
 
 
 def _parser() -> argparse.ArgumentParser:
