@@ -68,7 +68,9 @@ def _second_gets_the_slot_after_gc(
 def test_gc_ends_a_dead_operators_local_run_whose_node_gave_up(
     tmp_path: Path, clis: Callable[..., Cli]
 ) -> None:
-    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=0.5)
+    # the node gives up soon after the kill; its first join must fit in that time too,
+    # and a forked agent's join took over 0.5 s on a machine running two suites
+    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=3)
     eventually(lambda: not pid_alive(agent) and node_dirs() == [], 30, "the node giving up")
     out = _second_gets_the_slot_after_gc(tmp_path, clis, pools, run_dir)
     assert f"run {run_dir.name} (pool local): its node is gone" in out, out
@@ -181,7 +183,9 @@ def test_gc_ends_a_dead_operators_local_run_when_a_vast_account_cannot_be_listed
     """The pools file names a Vast.ai pool too, its API key not set here (the example
     pools file's, copied by a user who runs locally): gc said so and ended there, and the
     local run's slot stayed taken for good. It says so and collects this machine's run."""
-    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=0.5)
+    # the node gives up soon after the kill; its first join must fit in that time too,
+    # and a forked agent's join took over 0.5 s on a machine running two suites
+    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=3)
     eventually(lambda: not pid_alive(agent) and node_dirs() == [], 30, "the node giving up")
     with pools.open("a") as more:
         more.write('\n[pools.gpu]\nprovider = "vastai"\nimage = "x"\napi_key_env = "SWJOB_UNSET"\n')
