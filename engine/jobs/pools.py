@@ -40,7 +40,7 @@ _PoolName = Annotated[str, Field(pattern=f"^{SAFE_NAME.pattern}$")]
 _GpuType = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")]
 _Order = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_ .,+-]{0,199}$")]
 _DEFAULTS = {  # provider → defaults that differ by provider
-    "local": {"max_nodes": 4, "boot_timeout_s": 60.0, "node_lost_after_s": 10.0, "node_nice": 10},
+    "local": {"max_nodes": 4, "boot_timeout_s": 60.0, "node_lost_after_s": 10.0},
     # a rented node's control link may hop through a relay that hiccups for tens of seconds
     "vastai": {"max_nodes": 1, "boot_timeout_s": 900.0, "node_lost_after_s": 60.0},
     "runpod": {"max_nodes": 1, "boot_timeout_s": 900.0, "node_lost_after_s": 60.0},
@@ -165,8 +165,10 @@ class _PoolTable(_Strict):
     the next offer rented, up to this many offers for one run."""
     node_nice: Annotated[int, Field(ge=0, le=19)] = 0
     """A local pool's nodes (agent and steps) leave the CPU to the operator's console and
-    engine first: their nice value, 0 (an equal share) to 19; 10 by default, so a dozen
-    nodes starting keep the console answering (agent/priority.py). Rented: not settable."""
+    engine first: their nice value, 0 (each its session's share, the default) to 19
+    (agent/priority.py). Not the default: a starved agent's heartbeats come late, and a
+    pool with a short node_lost_after_s lost nodes so on a loaded machine. Rented: not
+    settable."""
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
     """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
     attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""

@@ -23,7 +23,7 @@ State, cache and runs live in a temp dir that is removed afterwards. Goals (issu
                                       [--test-deadlines] [--node-nice N]
 
 `--node-nice`: the console phase's nodes at this `node_nice` (default: the local pool's,
-10; 0 gives them the console's share of the CPU, as before agent/priority.py).
+0, each node its session's share of the CPU; agent/priority.py).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ same probe on a bare loop in a sibling process (the control: the machine's own d
 - teardown: a job writes `--files` files of `--mib` MiB in all into its workspace and
   ends; probed from its submission until its node's directory is gone;
 - start: `--runs` jobs submitted at once, probed until every one ended and its node is gone;
-  on the local pool as it is (its nodes give way: `node_nice` 10), then, the baseline of
-  the same run, on one whose nodes take an equal share (`node_nice` 0).
+  on a local pool whose nodes give way (`node_nice` 10), then, the baseline of the same
+  run, on the local pool as it is (`node_nice` 0: each node its session's share).
 
 A phase of size 0 is skipped; `--attribute` names where the loop was while stalled.
 Beside the stalls (wall time: on a busy machine the loop also waits for a core) it prints
@@ -94,7 +94,8 @@ async def bench(tmp: Path, files: int, mib: int, runs: int, attribute: bool) -> 
 
     pools = load_pools(None)
     local = pools.get("local").model_copy(update={"max_nodes": max(runs, 1)})
-    equal = local.model_copy(update={"name": "equal", "node_nice": 0})
+    equal = local.model_copy(update={"name": "equal"})
+    local = local.model_copy(update={"node_nice": 10})
     every = {pool.name: pool for pool in (*pools, local, equal)}
     engine = Engine(EngineConfig(runs_dir=tmp / "runs", pools=type(pools)(every, pools.source)))
     app = SwjobApp(engine)

@@ -1,8 +1,8 @@
 """A local node gives way to its operator (agent/priority.py): its agent and its steps,
-each a session and so a CPU group of its own, run with the pool's `node_nice` (10 by
-default) as their group's nice and their own, so twelve nodes starting do not take the
-console's core. Where the kernel groups no sessions (no /proc/self/autogroup: macOS,
-autogroup off) only the processes' nice is there to see."""
+each a session and so a CPU group of its own, run with the pool's `node_nice` as their
+group's nice and their own, so a dozen busy nodes do not take the console's core. Where
+the kernel groups no sessions (no /proc/self/autogroup: macOS, autogroup off) only the
+processes' nice is there to see."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ SHOW = (
 )
 
 
-async def test_a_local_nodes_agent_and_steps_give_way(engine, make_job) -> None:
+async def test_a_local_nodes_agent_and_steps_give_way(make_engine, make_job) -> None:
+    engine = await make_engine(local={"node_nice": 10})
     view = await run_to_end(engine, make_job(run=SHOW, workspace={"workdir": "."}))
     assert view.state == "COMPLETED", view.reason
     log = (view.run_dir / "logs" / "run.log").read_text()

@@ -311,12 +311,10 @@ def test_a_run_keeps_its_caps_a_changed_pools_file_may_tighten_never_lift() -> N
     assert Caps().tightened_by(Caps(max_dollars=0.5)) == Caps(max_dollars=0.5)
 
 
-def test_local_nodes_give_way_by_default_and_a_rented_pool_cannot_be_niced(
-    tmp_path: Path,
-) -> None:
-    assert BUILTIN_LOCAL.node_nice == 10
-    mine = load_pools(write(tmp_path, '[pools.mine]\nprovider = "local"\nnode_nice = 0\n'))
-    assert mine.get("mine").node_nice == 0
+def test_a_local_pools_nodes_may_give_way_and_a_rented_pools_cannot(tmp_path: Path) -> None:
+    assert BUILTIN_LOCAL.node_nice == 0
+    mine = load_pools(write(tmp_path, '[pools.mine]\nprovider = "local"\nnode_nice = 10\n'))
+    assert mine.get("mine").node_nice == 10
     assert load_pools(write(tmp_path, VAST)).get("gpu").node_nice == 0
     assert "node_nice" in str(error_of(tmp_path, VAST + "node_nice = 5\n"))
     assert "node_nice" in str(error_of(tmp_path, '[pools.l]\nprovider = "local"\nnode_nice = 20\n'))
