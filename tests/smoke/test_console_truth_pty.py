@@ -49,7 +49,9 @@ def test_an_adopted_run_shows_its_first_line_and_following_survives_resizes(
     try:
         term.wait_for("RUNNING", timeout=60)
         term.press("\r")  # the detail of the run, following its tail
-        term.wait_for(lambda text: "following" in text and "tick" in text, timeout=30)
+        # the detail's timeline ("in state"): the board's preview also follows the ticks,
+        # and a `g` that reached the board (the enter not yet handled) did nothing here
+        term.wait_for(lambda t: "in state" in t and "following" in t and "tick" in t, 30)
         term.press("g")  # its top: the first line, not the adoption's, and none twice
         text = term.wait_for(lambda t: "line 1" in t and "paused" in t, timeout=10)
         assert text.count("line 3") == 1, text
