@@ -149,6 +149,7 @@ def _started(root: Path) -> Iterator[S3Server]:
     args += ["-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
     args += ["-master.volumeSizeLimitMB=64", "-volume.max=200", "-master.telemetry=false"]
     args += ["-filer", "-s3", f"-s3.config={root / 's3.json'}", f"-filer.localSocket={root}/f.sock"]
+    args += [f"-s3.localSocket={root}/s3.sock"]
     args += ["-s3.port.iceberg=0", "-s3.port.lance=0"]
     for name in SERVICES:
         args += [f"-{name}.port={ports[name]}", f"-{name}.port.grpc={grpc[name]}"]
@@ -176,6 +177,9 @@ def _started(root: Path) -> Iterator[S3Server]:
         process.kill()
         process.wait()
         log.close()
+        for port in grpc.values():  # weed puts each service's gRPC socket in /tmp, always
+            for leftover in Path("/tmp").glob(f"seaweedfs-*-grpc-{port}.sock"):
+                leftover.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
