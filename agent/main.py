@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv == [forkserver.FLAG]:  # everything is imported: now fork agents on request
         return forkserver.serve(main)
     args = parse_args(argv)
-    priority.give_way(args.nice)  # first: before its threads start, which inherit it
+    priority.give_way(args.nice)  # first: threads started later inherit it
     root = args.root.resolve()
     if not root.is_dir():  # its provider made it; gone means the node was given up
         print(f"swjob-agent: --root {root}: no such directory", file=sys.stderr)

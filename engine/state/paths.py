@@ -37,13 +37,18 @@ def cache_dir() -> Path:
 
 def runtime_dir() -> Path | None:
     """Where a socket whose private dir is too deep for an address goes: the user's
-    runtime dir (Linux: $XDG_RUNTIME_DIR, private and emptied at logout, so a killed
-    engine's socket dir does not pile up in /tmp), `SWJOB_RUNTIME_DIR` overriding it;
-    None where it cannot be made ours (no such dir for this user)."""
-    try:
-        return private_dir(_where("SWJOB_RUNTIME_DIR", "user_runtime_dir"))
-    except UnusableDirError:
-        return None
+    runtime dir ($XDG_RUNTIME_DIR, private and emptied at logout, so a killed engine's
+    socket dir does not pile up in /tmp), `SWJOB_RUNTIME_DIR` overriding it; None where
+    there is none of ours (no such variable: macOS, whose temp dir is per user anyway; a
+    login without one; a dir that is not ours). Not platformdirs' fallback: without the
+    variable it names /tmp/runtime-<uid>, which another local user could make first."""
+    for name, below in (("SWJOB_RUNTIME_DIR", ""), ("XDG_RUNTIME_DIR", APP)):
+        if value := os.environ.get(name):
+            try:
+                return private_dir(Path(value) / below)
+            except (UnusableDirError, OSError):
+                return None
+    return None
 
 
 def config_dir() -> Path:

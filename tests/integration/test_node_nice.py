@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent.priority import give_way
 from tests.support.runs import run_to_end
 
 AUTOGROUP = Path("/proc/self/autogroup").exists()
@@ -35,17 +34,23 @@ async def test_a_local_nodes_agent_and_steps_give_way(make_engine, make_job) -> 
         assert agent.split()[1] != step.split()[1], "the step leads a session: a group of its own"
 
 
-def test_giving_way_lowers_a_session_leaders_group_and_nice() -> None:
+def test_a_process_giving_way_lowers_its_group_and_each_threads_nice() -> None:
+    """Its own session (so its own group), a thread started before it gives way."""
+    code = (
+        "import threading, time; from agent.priority import give_way; "
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start(); "
+        "give_way(7); print('given', flush=True); time.sleep(30)"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True
+        [sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, text=True
     )
     try:
-        give_way(7, proc.pid)
-        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 7
+        assert proc.stdout is not None and proc.stdout.readline() == "given\n"
+        threads = os.listdir(f"/proc/{proc.pid}/task")
+        assert len(threads) == 2
+        assert all(os.getpriority(os.PRIO_PROCESS, int(t)) == 7 for t in threads)
         if AUTOGROUP:
             assert Path(f"/proc/{proc.pid}/autogroup").read_text().endswith("nice 7\n")
-        give_way(0, proc.pid)  # 0: left as it is
-        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 7
     finally:
         proc.kill()
         proc.wait()

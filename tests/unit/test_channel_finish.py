@@ -22,6 +22,8 @@ class _Stream:
         if self.finished:
             raise RuntimeError("ClosedStream")
         await asyncio.sleep(0)  # a write may yield: `finish` must wait for it
+        if self.finished:  # finished under a write under way: its frame cut short
+            raise RuntimeError("ClosedStream mid-write")
         self.sent += buf
 
     async def finish(self) -> None:
