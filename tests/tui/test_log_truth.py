@@ -82,6 +82,37 @@ async def test_an_adopted_run_whose_disk_is_ahead_of_the_view_shows_each_line_on
         assert texts(view) == [f"line {i}" for i in range(1, 59)]
 
 
+def bar(*texts: str) -> list[Line]:
+    return [("run", False, text, 0.0) for text in texts]
+
+
+async def test_a_progress_bar_in_the_stretch_shared_with_the_disk_is_joined_once() -> None:
+    """The view holds a `\r` bar as one line; the ring and the disk hold each update."""
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = RunLog(500)
+        ring.extend(bar("a", "10%\r", "20%\r", "b", "c"))
+        view.attach(ring)
+        await pilot.pause()
+        view.merge(bar("x", "a", "10%\r", "20%\r", "b", "c"), total=6)
+        await pilot.pause()
+        assert texts(view) == ["x", "a", "b", "c"]
+
+
+async def test_a_run_read_from_disk_then_adopted_joins_across_a_progress_bar() -> None:
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        view.attach(None)
+        view.merge(bar("x", "a", "10%\r", "b"), total=4)
+        ring = RunLog(500)
+        ring.extend(bar("a", "10%\r", "20%\r", "b", "c"))  # replayed from the journal
+        view.follow(ring)
+        await pilot.pause()
+        assert texts(view) == ["x", "a", "b", "c"]
+
+
 async def test_a_run_read_from_disk_then_adopted_goes_on_where_its_files_left_off() -> None:
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:

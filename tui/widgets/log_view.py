@@ -87,6 +87,23 @@ def join_at(before: list[Line], after: list[Line], ahead: int = 0) -> int:
     return len(before)
 
 
+def collapsed(lines: Iterable[Line]) -> tuple[list[Line], list[int]]:
+    """The lines as a terminal leaves them — one a lone CR ended is written over by the
+    next of its stream (a progress bar is one line) — and where each of them began among
+    `lines`. The view holds lines so; the ring and the disk hold every update, so they
+    are joined to the view in this form."""
+    kept: list[Line] = []
+    starts: list[int] = []
+    for at, line in enumerate(lines):
+        last = kept[-1] if kept else None
+        if last is not None and last[2].endswith(CR) and last[:2] == line[:2]:
+            kept[-1] = line
+        else:
+            kept.append(line)
+            starts.append(at)
+    return kept, starts
+
+
 class LogHighlighter(Highlighter):
     """stderr lines red, the step tag and the times dim, search hits reversed — those on
     the current match's line (`current`) in full colour, with a mark in its tag."""
@@ -194,8 +211,11 @@ class LogView(Log):
         if self.source is None:
             ring = list(source.lines)
             self.source = source
+            lines, starts = collapsed(ring)
             held = list(self.held)
-            self.seen = source.total - len(ring) + len(held) - join_at(held, ring)
+            shown = len(held) - join_at(held, lines)  # of the ring's lines, as collapsed
+            taken = starts[shown] if shown < len(starts) else len(ring)
+            self.seen = source.total - len(ring) + taken
             self.flush()
 
     def merge(self, past: list[Line], total: int) -> None:
@@ -205,6 +225,7 @@ class LogView(Log):
         if self.source is None:
             self.add(past, total)
             return
+        past = collapsed(past)[0]
         shown = list(self.held)
         if self.source.total > len(shown) and len(shown) == self.held.maxlen:
             before: list[Line] = []  # the view is full of live lines already
@@ -228,13 +249,7 @@ class LogView(Log):
         self.total = max(self.total + len(new), total or 0)
         if new and self.held and self.held[-1][2].endswith(CR) and self.held[-1][:2] == new[0][:2]:
             self._drop_last()
-        kept: list[Line] = []
-        for line in new:
-            last = kept[-1] if kept else None
-            if last is not None and last[2].endswith(CR) and last[:2] == line[:2]:
-                kept[-1] = line
-            else:
-                kept.append(line)
+        kept = collapsed(new)[0]
         self.held.extend(kept)
         self.write_lines(self._render(kept))
         self._note_dropped()
