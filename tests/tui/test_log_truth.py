@@ -113,6 +113,30 @@ async def test_a_run_read_from_disk_then_adopted_joins_across_a_progress_bar() -
         assert texts(view) == ["x", "a", "b", "c"]
 
 
+async def test_a_view_paused_before_the_disk_was_read_keeps_its_place() -> None:
+    """`g` pressed before the run's disk lines came (a loaded machine reads them late)
+    shows the new top, line 1; a view paused elsewhere keeps showing its line."""
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = RunLog(500)
+        ring.extend(numbered(16, 200))  # what this console saw since it adopted the run
+        view.attach(ring)
+        view.focus()
+        await pilot.pause()
+        await pilot.press("g")
+        view.merge(numbered(1, 200), total=200)
+        await pilot.pause()
+        assert not view.following and "line 1" in view.lines[int(view.scroll_y)]
+        view.attach(ring)  # again, now paused a page above the end
+        await pilot.pause()
+        await pilot.press("pageup")
+        top = view.lines[int(view.scroll_y)]
+        view.merge(numbered(1, 200), total=200)
+        await pilot.pause()
+        assert not view.following and view.lines[int(view.scroll_y)] == top
+
+
 async def test_a_run_read_from_disk_then_adopted_goes_on_where_its_files_left_off() -> None:
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:

@@ -232,11 +232,16 @@ class LogView(Log):
         else:
             before = past[: join_at(past, shown, ahead=self.source.total - self.seen)]
         if before:
+            top, at_top = self.scroll_y, self.scroll_y == 0
             self.held.clear()
             self.held.extend(before + shown)
             self.clear()
             self.write_lines(self._render(list(self.held)), scroll_end=False)
             self._stay()
+            if not self._follow:  # paused: at the top (`g` before the disk was read) it
+                # shows the new top; elsewhere the line it showed, now further down
+                y = 0 if at_top else top + len(self._render(before))
+                self.scroll_to(y=y, animate=False, immediate=True)
         self.total = max(self.total + len(before), total)
         self._note_dropped()
 
