@@ -346,8 +346,11 @@ class LogView(Log):
         super().action_page_up()
 
     def action_scroll_home(self) -> None:
+        """At the top at once: Textual's own `home` glides there for a second, and lines
+        read from disk meanwhile (an adopted run's) found the view between, not at the
+        top, and kept it there."""
         self._pause()
-        super().action_scroll_home()
+        self.scroll_home(animate=False, immediate=True, x_axis=self.scroll_y == 0)
 
     def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
         if self.max_scroll_y > 0:
