@@ -30,6 +30,15 @@ class Host(App[None]):
         yield LogView(self.cap, id="log")
 
 
+def shown_live(view: LogView, lines: list[Line]) -> RunLog:
+    """A ring holding `lines`, shown by the view (the run's live lines since this console
+    took it on)."""
+    ring = RunLog(500)
+    ring.extend(lines)
+    view.attach(ring)
+    return ring
+
+
 def texts(view: LogView) -> list[str]:
     return [text for _, _, text, _ in view.held]
 
@@ -55,9 +64,7 @@ async def test_an_adopted_run_shows_its_first_line_and_no_line_twice() -> None:
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:
         view = app.query_one(LogView)
-        ring = RunLog(500)
-        ring.extend(numbered(51, 60))  # what this console saw since it adopted the run
-        view.attach(ring)
+        ring = shown_live(view, numbered(51, 60))  # what this console saw since it adopted the run
         await pilot.pause()
         view.merge(numbered(1, 55), total=60)  # its datastream on disk, read meanwhile
         ring.extend(numbered(61, 62))
@@ -71,9 +78,7 @@ async def test_an_adopted_run_whose_disk_is_ahead_of_the_view_shows_each_line_on
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:
         view = app.query_one(LogView)
-        ring = RunLog(500)
-        ring.extend(numbered(51, 55))
-        view.attach(ring)
+        ring = shown_live(view, numbered(51, 55))
         await pilot.pause()
         ring.extend(numbered(56, 58))  # in the ring, not drawn yet, and on disk already
         view.merge(numbered(1, 58), total=58)
@@ -91,9 +96,7 @@ async def test_a_progress_bar_in_the_stretch_shared_with_the_disk_is_joined_once
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:
         view = app.query_one(LogView)
-        ring = RunLog(500)
-        ring.extend(bar("a", "10%\r", "20%\r", "b", "c"))
-        view.attach(ring)
+        shown_live(view, bar("a", "10%\r", "20%\r", "b", "c"))
         await pilot.pause()
         view.merge(bar("x", "a", "10%\r", "20%\r", "b", "c"), total=6)
         await pilot.pause()
@@ -119,9 +122,7 @@ async def test_a_view_paused_before_the_disk_was_read_keeps_its_place() -> None:
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:
         view = app.query_one(LogView)
-        ring = RunLog(500)
-        ring.extend(numbered(16, 200))  # what this console saw since it adopted the run
-        view.attach(ring)
+        ring = shown_live(view, numbered(16, 200))  # what this console saw since it adopted the run
         view.focus()
         await pilot.pause()
         app.animation_level = "full"  # as a user's terminal has it
