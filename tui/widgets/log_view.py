@@ -87,6 +87,12 @@ def join_at(before: list[Line], after: list[Line], ahead: int = 0) -> int:
     return len(before)
 
 
+def writes_over(last: Line, line: Line) -> bool:
+    """`line` is drawn in `last`'s place: `last` was ended by a lone CR (a progress
+    update) and `line` is the next of its stream, as in a terminal."""
+    return last[2].endswith(CR) and last[:2] == line[:2]
+
+
 def collapsed(lines: Iterable[Line]) -> tuple[list[Line], list[int]]:
     """The lines as a terminal leaves them — one a lone CR ended is written over by the
     next of its stream (a progress bar is one line) — and where each of them began among
@@ -95,8 +101,7 @@ def collapsed(lines: Iterable[Line]) -> tuple[list[Line], list[int]]:
     kept: list[Line] = []
     starts: list[int] = []
     for at, line in enumerate(lines):
-        last = kept[-1] if kept else None
-        if last is not None and last[2].endswith(CR) and last[:2] == line[:2]:
+        if kept and writes_over(kept[-1], line):
             kept[-1] = line
         else:
             kept.append(line)
@@ -233,14 +238,15 @@ class LogView(Log):
             before = past[: join_at(past, shown, ahead=self.source.total - self.seen)]
         if before:
             top, at_top = self.scroll_y, self.scroll_y == 0
+            rows_before = self._render(before)
             self.held.clear()
             self.held.extend(before + shown)
             self.clear()
-            self.write_lines(self._render(list(self.held)), scroll_end=False)
+            self.write_lines(rows_before + self._render(shown), scroll_end=False)
             self._stay()
             if not self._follow:  # paused: at the top (`g` before the disk was read) it
                 # shows the new top; elsewhere the line it showed, now further down
-                y = 0 if at_top else top + len(self._render(before))
+                y = 0 if at_top else top + len(rows_before)
                 self.scroll_to(y=y, animate=False, immediate=True)
         self.total = max(self.total + len(before), total)
         self._note_dropped()
@@ -252,7 +258,7 @@ class LogView(Log):
         bar is one line, as in a terminal)."""
         new = list(lines)
         self.total = max(self.total + len(new), total or 0)
-        if new and self.held and self.held[-1][2].endswith(CR) and self.held[-1][:2] == new[0][:2]:
+        if new and self.held and writes_over(self.held[-1], new[0]):
             self._drop_last()
         kept = collapsed(new)[0]
         self.held.extend(kept)
@@ -350,6 +356,8 @@ class LogView(Log):
         read from disk meanwhile (an adopted run's) found the view between, not at the
         top, and kept it there."""
         self._pause()
+        if not self._allow_scroll:
+            raise SkipAction()  # as Textual's own: the key goes on to the screen
         self.scroll_home(animate=False, immediate=True, x_axis=self.scroll_y == 0)
 
     def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
