@@ -30,6 +30,10 @@ POOLS = (
     "node_lost_after_s = 3\norphan_timeout_s = {orphan_s}\n"
 )
 
+GIVES_UP_S = 3
+"""An orphan_timeout_s the node gives up in soon after the kill; its first join must fit
+in it too, and a forked agent's join took over 0.5 s on a machine running two suites."""
+
 
 def _abandoned(tmp_path: Path, clis: Callable[..., Cli], orphan_s: float) -> tuple[Path, Path, int]:
     """A `swjob run` on a one-node local pool killed with -9 while its job runs: the pools
@@ -68,9 +72,7 @@ def _second_gets_the_slot_after_gc(
 def test_gc_ends_a_dead_operators_local_run_whose_node_gave_up(
     tmp_path: Path, clis: Callable[..., Cli]
 ) -> None:
-    # the node gives up soon after the kill; its first join must fit in that time too,
-    # and a forked agent's join took over 0.5 s on a machine running two suites
-    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=3)
+    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=GIVES_UP_S)
     eventually(lambda: not pid_alive(agent) and node_dirs() == [], 30, "the node giving up")
     out = _second_gets_the_slot_after_gc(tmp_path, clis, pools, run_dir)
     assert f"run {run_dir.name} (pool local): its node is gone" in out, out
@@ -183,9 +185,7 @@ def test_gc_ends_a_dead_operators_local_run_when_a_vast_account_cannot_be_listed
     """The pools file names a Vast.ai pool too, its API key not set here (the example
     pools file's, copied by a user who runs locally): gc said so and ended there, and the
     local run's slot stayed taken for good. It says so and collects this machine's run."""
-    # the node gives up soon after the kill; its first join must fit in that time too,
-    # and a forked agent's join took over 0.5 s on a machine running two suites
-    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=3)
+    pools, run_dir, agent = _abandoned(tmp_path, clis, orphan_s=GIVES_UP_S)
     eventually(lambda: not pid_alive(agent) and node_dirs() == [], 30, "the node giving up")
     with pools.open("a") as more:
         more.write('\n[pools.gpu]\nprovider = "vastai"\nimage = "x"\napi_key_env = "SWJOB_UNSET"\n')
