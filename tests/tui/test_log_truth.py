@@ -266,3 +266,20 @@ def test_a_log_files_progress_updates_keep_their_cr_mark(tmp_path: Path) -> None
         "20%\r",
         "done",
     ]
+
+
+async def test_progress_updates_written_over_are_not_counted_as_dropped() -> None:
+    """A `\r` bar's updates are drawn over one another, not dropped: no "last 2 of 4"."""
+    app = Host(cap=200)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        view.attach(None)
+        view.add(bar("a", "10%\r"), total=2)
+        view.add(bar("20%\r", "b"), total=4)
+        await pilot.pause()
+        assert texts(view) == ["a", "b"] and view.dropped == 0
+        assert "last" not in str(view.border_subtitle)
+        shown_live(view, bar("c", "1%\r", "2%\r"))  # live, the disk's lines put before
+        view.merge(bar("x", "5%\r", "y", "c"), total=5)
+        await pilot.pause()
+        assert texts(view) == ["x", "y", "c", "2%\r"] and view.dropped == 0

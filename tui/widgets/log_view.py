@@ -174,6 +174,7 @@ class LogView(Log):
         self.label = ""  # what the log is of, first in the title: "job · run id · STATE"
         self.disk: tuple[Path, ...] = ()  # the run's log files, for searching past the window
         self.total = 0  # lines the run has logged, of which `held` are the newest
+        self.folded = 0  # of those, progress updates written over in place: not dropped
         self._notes: dict[str, str] = {}  # the subtitle's parts: search result, dropped lines
 
     def on_mount(self) -> None:
@@ -200,7 +201,7 @@ class LogView(Log):
     def attach(self, source: RunLog | None) -> None:
         """Show this run's ring from now on: everything it still holds, then new lines
         (None: show nothing until lines are `add`ed)."""
-        self.source, self.seen, self.total = source, 0, 0
+        self.source, self.seen, self.total, self.folded = source, 0, 0, 0
         self.held.clear()
         self.clear()
         self._notes.clear()
@@ -230,7 +231,8 @@ class LogView(Log):
         if self.source is None:
             self.add(past, total)
             return
-        past = collapsed(past)[0]
+        raw = past
+        past, starts = collapsed(raw)
         shown = list(self.held)
         if self.source.total > len(shown) and len(shown) == self.held.maxlen:
             before: list[Line] = []  # the view is full of live lines already
@@ -248,7 +250,9 @@ class LogView(Log):
                 # shows the new top; elsewhere the line it showed, now further down
                 y = 0 if at_top else top + len(rows_before)
                 self.scroll_to(y=y, animate=False, immediate=True)
-        self.total = max(self.total + len(before), total)
+        taken = starts[len(before)] if len(before) < len(starts) else len(raw)
+        self.folded += taken - len(before)
+        self.total = max(self.total + taken, total)
         self._note_dropped()
 
     def add(self, lines: Iterable[Line], total: int | None = None) -> None:
@@ -260,7 +264,9 @@ class LogView(Log):
         self.total = max(self.total + len(new), total or 0)
         if new and self.held and writes_over(self.held[-1], new[0]):
             self._drop_last()
+            self.folded += 1
         kept = collapsed(new)[0]
+        self.folded += len(new) - len(kept)
         self.held.extend(kept)
         self.write_lines(self._render(kept))
         self._note_dropped()
@@ -316,7 +322,7 @@ class LogView(Log):
 
     @property
     def dropped(self) -> int:
-        return max(0, self.total - len(self.held))
+        return max(0, self.total - len(self.held) - self.folded)
 
     def _note_dropped(self) -> None:
         dropped = self.dropped
