@@ -140,6 +140,21 @@ async def test_a_view_paused_before_the_disk_was_read_keeps_its_place() -> None:
         assert not view.following and view.lines[int(view.scroll_y)] == top
 
 
+async def test_g_right_after_a_flush_stays_at_the_top() -> None:
+    """A flush while following asks to show the tail once the layout has settled; a `g`
+    handled before that (a loaded machine paints late) is not scrolled back down."""
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(LogView)
+        ring = shown_live(view, numbered(1, 100))
+        await pilot.pause()
+        ring.extend([("run", False, "a line wider than any before it " * 4, 0.0)])
+        view.flush()  # following: the tail, again after the next refresh
+        view.action_scroll_home()  # `g`, before that refresh
+        await pilot.pause()
+        assert not view.following and view.scroll_y == 0, view.scroll_y
+
+
 async def test_a_run_read_from_disk_then_adopted_goes_on_where_its_files_left_off() -> None:
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:

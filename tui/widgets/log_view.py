@@ -193,10 +193,9 @@ class LogView(Log):
             self._update_maximum_width(updates, width)
             if self._follow:
                 # A new widest line can bring the horizontal scrollbar, which takes a row
-                # from the view: stay on the last line once the layout has settled.
-                self.call_after_refresh(
-                    self.scroll_end, animate=False, immediate=True, x_axis=False
-                )
+                # from the view: stay on the last line once the layout has settled — if
+                # still following then (a `g` between was scrolled back down to the end).
+                self.call_after_refresh(self._at_end)
 
     def attach(self, source: RunLog | None) -> None:
         """Show this run's ring from now on: everything it still holds, then new lines
