@@ -4,8 +4,13 @@ played into a VT100 screen (pyte), so a test reads what a person would see.
 Pilot drives an app inside the test's own process, where stdout is never a terminal;
 the failures only a terminal shows (an SDK reading `sys.stdout.encoding`, a job's escape
 sequences moving the real cursor) need the binary in a pty. The process is ended by its
-own pid, and the screen is only ever read, never trusted to be complete: every wait
-polls it until a deadline.
+own pid, and every wait polls the screen until a deadline.
+
+The terminal says it has synchronized output (mode 2026), as today's terminals do, so
+the program brackets each frame and the screen shows frames whole. Without it a frame
+the kernel split (a loaded machine descheduled the program mid-write) was read half
+new, half old: a test saw "line 1" and "paused" in a frame whose lower half was the
+last one's.
 """
 
 from __future__ import annotations
@@ -18,6 +23,11 @@ from pathlib import Path
 
 import pexpect
 import pyte
+
+SYNC_QUERY = b"\x1b[?2026$p"  # DECRQM: does the terminal have synchronized output?
+SYNC_REPLY = b"\x1b[?2026;2$y"  # it does (and it is off now)
+SYNC_START = b"\x1b[?2026h"
+SYNC_END = b"\x1b[?2026l"
 
 
 class Terminal:
@@ -38,6 +48,8 @@ class Terminal:
             argv[0], argv[1:], cwd=str(cwd), env=env, dimensions=(rows, cols), echo=False
         )
         self.transcript = bytearray()
+        self.pending = bytearray()  # written but not shown: a frame not ended yet
+        self.in_frame = False
 
     def pump(self, seconds: float = 0.05) -> None:
         """Feed whatever the program wrote within `seconds` into the screen."""
@@ -52,9 +64,29 @@ class Terminal:
             except pexpect.EOF:
                 return
             self.transcript += chunk
-            self.stream.feed(chunk)
+            self.show(chunk)
             if time.monotonic() >= deadline:
                 return
+
+    def show(self, chunk: bytes) -> None:
+        """Put on the screen what the program wrote, a synchronized frame only once it
+        ended (as a terminal does); answer its query for synchronized output."""
+        if SYNC_QUERY in chunk:
+            self.child.send(SYNC_REPLY)
+        self.pending += chunk
+        while True:
+            mark = SYNC_END if self.in_frame else SYNC_START
+            at = self.pending.find(mark)
+            if at < 0:
+                break
+            self.stream.feed(bytes(self.pending[: at + len(mark)]))
+            del self.pending[: at + len(mark)]
+            self.in_frame = not self.in_frame
+        if not self.in_frame:  # outside a frame: shown as it comes, but for the start
+            keep = self.pending.rfind(b"\x1b")  # of a mark that may go on in the next read
+            keep = keep if keep >= 0 and len(self.pending) - keep < len(SYNC_START) else None
+            self.stream.feed(bytes(self.pending[:keep]))
+            del self.pending[:keep]
 
     def text(self) -> str:
         return "\n".join(line.rstrip() for line in self.screen.display)
