@@ -52,6 +52,10 @@ HELD_TICKS = 2
 row at most (the board still refreshes three times a second while keys keep coming):
 with a hundred live runs a tick's redraw is the loop's largest piece of work, and a key
 that lands behind it waits for it (tests/bench/engine_load.py)."""
+NODE_NICE = 10
+"""Local nodes the console starts give way to it unless their pool sets `node_nice`: a
+dozen starting at their full share (each a session, so a CPU group of its own) stalled
+the console's loop 35-86 ms, at 10 at most 28 ms (tests/bench/teardown_stall.py)."""
 LOG_FILE = "swjob-tui.log"
 """In the state dir: the engine's warnings while the console runs (engine/logsetup.py)."""
 YIELD_EVERY = 256
@@ -527,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         jobs = [load_job(path) for path in args.jobs]
-        pools = load_pools(args.pools)
+        pools = load_pools(args.pools).giving_way(NODE_NICE)
         local = pools.get(args.pool).provider == "local"
         config = EngineConfig(
             runs_dir=args.runs_dir or DEFAULT_RUNS_DIR,

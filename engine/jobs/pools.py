@@ -163,12 +163,13 @@ class _PoolTable(_Strict):
     max_offers_tried: Annotated[int, Field(ge=1, le=20)] = 3
     """A rented node that fails its host pre-flight (agent/preflight.py) is destroyed and
     the next offer rented, up to this many offers for one run."""
-    node_nice: Annotated[int, Field(ge=0, le=19)] = 0
+    node_nice: Annotated[int, Field(ge=0, le=19)] | None = None
     """A local pool's nodes (agent and steps) leave the CPU to the operator's console and
-    engine first: their nice value, 0 (each its session's share, the default) to 19
-    (agent/priority.py). Not the default: a starved agent's heartbeats come late, and a
-    pool with a short node_lost_after_s lost nodes so on a loaded machine. Rented: not
-    settable."""
+    engine first: their nice value, 0 (each its session's share) to 19 (agent/priority.py).
+    None: the program's choice (`PoolSet.giving_way`) — 0 for the engine and the CLI, whose
+    tests lost nodes with short node_lost_after_s to starved heartbeats on a loaded
+    machine; 10 for the console, whose loop stalled past 50 ms while a dozen local nodes
+    started at their full share. Rented: not settable."""
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 1
     """A run FAILED "preempted" or "node lost" is run again on a new node, up to this many
     attempts in all, carrying its last synced outputs (engine/run/attempts.py)."""
@@ -295,6 +296,17 @@ class PoolSet:
         (the run records the pool it ran on, override included)."""
         pools = dict(self._pools)
         pools[name] = self.get(name).model_copy(update=changes)
+        return PoolSet(pools, self.source, self.notify)
+
+    def giving_way(self, nice: int) -> PoolSet:
+        """A copy whose local pools that do not choose a `node_nice` run their nodes at
+        `nice`: the console's, so that nodes starting by the dozen do not stall its loop."""
+        pools = {
+            name: pool.model_copy(update={"node_nice": nice})
+            if pool.provider == "local" and pool.node_nice is None
+            else pool
+            for name, pool in self._pools.items()
+        }
         return PoolSet(pools, self.source, self.notify)
 
     def __iter__(self) -> Iterator[Pool]:

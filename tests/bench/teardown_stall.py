@@ -9,8 +9,9 @@ same probe on a bare loop in a sibling process (the control: the machine's own d
 - teardown: a job writes `--files` files of `--mib` MiB in all into its workspace and
   ends; probed from its submission until its node's directory is gone;
 - start: `--runs` jobs submitted at once, probed until every one ended and its node is gone;
-  on a local pool whose nodes give way (`node_nice` 10), then, the baseline of the same
-  run, on the local pool as it is (`node_nice` 0: each node its session's share).
+  on the local pool as the console has it (its nodes give way: `node_nice` 10), then,
+  the baseline of the same run, at `node_nice` 0 (each node its session's share: the
+  engine's and the CLI's default).
 
 A phase of size 0 is skipped; `--attribute` names where the loop was while stalled.
 Beside the stalls (wall time: on a busy machine the loop also waits for a core) it prints
@@ -90,12 +91,11 @@ async def bench(tmp: Path, files: int, mib: int, runs: int, attribute: bool) -> 
     from engine.engine import Engine, EngineConfig
     from engine.jobs.jobspec import load_job
     from engine.jobs.pools import load_pools
-    from tui.app import SwjobApp
+    from tui.app import NODE_NICE, SwjobApp
 
-    pools = load_pools(None)
+    pools = load_pools(None).giving_way(NODE_NICE)  # as swjob-tui loads them
     local = pools.get("local").model_copy(update={"max_nodes": max(runs, 1)})
-    equal = local.model_copy(update={"name": "equal"})
-    local = local.model_copy(update={"node_nice": 10})
+    equal = local.model_copy(update={"name": "equal", "node_nice": 0})
     every = {pool.name: pool for pool in (*pools, local, equal)}
     engine = Engine(EngineConfig(runs_dir=tmp / "runs", pools=type(pools)(every, pools.source)))
     app = SwjobApp(engine)

@@ -99,7 +99,8 @@ def test_hostile_job_output_leaves_the_screen_intact_at_80x24(tmp_path: Path) ->
 def test_failing_editor_and_pager_are_toasts_and_a_job_submitted_with_n_runs(
     tmp_path: Path,
 ) -> None:
-    write_job(tmp_path / "job", name="edited", run="echo data > out.txt", outputs=["out.txt"])
+    run = "echo nice $(nice); echo data > out.txt"
+    write_job(tmp_path / "job", name="edited", run=run, outputs=["out.txt"])
     env_extra = {"EDITOR": "no-such-editor-swjob", "PAGER": "false"}
     term = console(tmp_path, env=env_extra)
     try:
@@ -108,6 +109,8 @@ def test_failing_editor_and_pager_are_toasts_and_a_job_submitted_with_n_runs(
         term.wait_for("Submit a job")
         term.press(*"job/job.toml", "\r")
         term.wait_for("COMPLETED")
+        # the console's local nodes give way to it (tui.app.NODE_NICE)
+        assert "nice 10" in next((tmp_path / "runs").glob("*/*/logs/run.log")).read_text()
         term.press("o")
         term.wait_for("sha256")  # outputs browser, a file previewed
         term.press("e")

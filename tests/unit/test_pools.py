@@ -312,9 +312,17 @@ def test_a_run_keeps_its_caps_a_changed_pools_file_may_tighten_never_lift() -> N
 
 
 def test_a_local_pools_nodes_may_give_way_and_a_rented_pools_cannot(tmp_path: Path) -> None:
-    assert BUILTIN_LOCAL.node_nice == 0
+    assert BUILTIN_LOCAL.node_nice is None  # the program's choice: 0, the console's 10
     mine = load_pools(write(tmp_path, '[pools.mine]\nprovider = "local"\nnode_nice = 10\n'))
     assert mine.get("mine").node_nice == 10
-    assert load_pools(write(tmp_path, VAST)).get("gpu").node_nice == 0
+    assert load_pools(write(tmp_path, VAST)).get("gpu").node_nice is None
     assert "node_nice" in str(error_of(tmp_path, VAST + "node_nice = 5\n"))
     assert "node_nice" in str(error_of(tmp_path, '[pools.l]\nprovider = "local"\nnode_nice = 20\n'))
+
+
+def test_the_console_s_local_nodes_give_way_unless_their_pool_chose(tmp_path: Path) -> None:
+    text = '[pools.mine]\nprovider = "local"\n[pools.own]\nprovider = "local"\nnode_nice = 0\n'
+    given = load_pools(write(tmp_path, text + VAST)).giving_way(10)
+    assert given.get("local").node_nice == 10 and given.get("mine").node_nice == 10
+    assert given.get("own").node_nice == 0  # chosen in the file: kept
+    assert given.get("gpu").node_nice is None  # rented: the job's own machine
