@@ -22,8 +22,8 @@ State, cache and runs live in a temp dir that is removed afterwards. Goals (issu
     python -m tests.bench.engine_load [--jobs 100] [--reps 1] [--keys 200] [--no-console]
                                       [--test-deadlines] [--node-nice N]
 
-`--node-nice`: the console phase's nodes at this `node_nice` (default: the local pool's,
-0, each node its session's share of the CPU; agent/priority.py).
+`--node-nice`: the console phase's nodes at this `node_nice` (default: the console's,
+10, tui.app.NODE_NICE; 0: each node its session's full share; agent/priority.py).
 """
 
 from __future__ import annotations
@@ -101,11 +101,14 @@ async def _console(root: Path, jobs: int, keys: int, nice: int | None) -> list[f
     from engine.engine import Engine, EngineConfig
     from tests.bench.loop_stall import Control, Probe, lags
     from tests.support.engines import local_pools
+    from tui.app import NODE_NICE
 
     release = root / "release"
     specs = [_live_job(root / f"live{i:03d}", release) for i in range(jobs)]
     # the console's own settings (2.5 s heartbeat, 10 s to lose a node), not the tests' quick ones
+    # and its nodes at the console's `node_nice` (tui.app.NODE_NICE) unless one is given
     pools = local_pools(max_nodes=max(jobs, 1), **({} if nice is None else {"node_nice": nice}))
+    pools = pools.giving_way(NODE_NICE)
     engine = Engine(EngineConfig(runs_dir=root / "runs", pools=pools))
     app = probe_app(engine)
     async with app.run_test(size=(160, 50)):
