@@ -19,7 +19,7 @@ from engine.jobs.envargs import with_env
 from engine.jobs.fileerror import ConfigFileError
 from engine.jobs.jobspec import JobFileError, JobSpec, load_job
 from engine.jobs.plan import Plan, plan_workspace
-from engine.jobs.pools import PoolFileError, load_pools
+from engine.jobs.pools import PoolFileError, PoolSet, load_pools
 from engine.logsetup import log_to_file
 from engine.report import events
 from engine.report.boot import boot_timeline, provisioning_start
@@ -72,6 +72,7 @@ __all__ = [
     "Plan",
     "PoolCheck",
     "PoolFileError",
+    "PoolSet",
     "PoolView",
     "ProviderError",
     "RunView",

@@ -31,8 +31,7 @@ from textual.pilot import Pilot  # noqa: E402
 
 from engine.engine import Engine, EngineConfig  # noqa: E402
 from engine.jobs.jobspec import load_job  # noqa: E402
-from engine.jobs.pools import load_pools  # noqa: E402
-from tui.app import SwjobApp  # noqa: E402
+from tui.app import SwjobApp, console_pools  # noqa: E402
 
 TRAIN = """import json, random, sys, time
 random.seed(7)
@@ -113,7 +112,7 @@ async def capture(pilot: Pilot, name: str, out: Path) -> None:
 
 async def shoot(out: Path) -> None:
     root = project()
-    pools = load_pools(None)
+    pools = console_pools(None)
     local = pools.get("local").model_copy(update={"max_nodes": 16})  # all twelve at once
     every = type(pools)({p.name: p for p in (*pools, local)}, pools.source)
     engine = Engine(EngineConfig(runs_dir=_TMP / "runs", pools=every))

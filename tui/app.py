@@ -43,7 +43,7 @@ from tui.screens.outputs import OutputsScreen
 from tui.screens.submit import SubmitScreen
 
 if TYPE_CHECKING:
-    from engine.api import Orphan
+    from engine.api import Orphan, PoolSet
 
 TICK_HZ = 10
 KEYS_FIRST_S = 0.1
@@ -55,7 +55,7 @@ that lands behind it waits for it (tests/bench/engine_load.py)."""
 NODE_NICE = 10
 """Local nodes the console starts give way to it unless their pool sets `node_nice`: a
 dozen starting at their full share (each a session, so a CPU group of its own) stalled
-the console's loop 35-86 ms, at 10 at most 28 ms (tests/bench/teardown_stall.py)."""
+the console's loop up to 71 ms, at 10 at most 27 ms (docs/benchmarks.md)."""
 LOG_FILE = "swjob-tui.log"
 """In the state dir: the engine's warnings while the console runs (engine/logsetup.py)."""
 YIELD_EVERY = 256
@@ -516,6 +516,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def console_pools(path: Path | None) -> PoolSet:
+    """The pools as the console has them: `path`'s (or the default file's), its local
+    nodes giving way to it (NODE_NICE)."""
+    from engine.api import load_pools
+
+    return load_pools(path).giving_way(NODE_NICE)
+
+
 def main(argv: list[str] | None = None) -> int:
     from engine.api import (
         DEFAULT_RUNS_DIR,
@@ -524,14 +532,13 @@ def main(argv: list[str] | None = None) -> int:
         EngineConfig,
         UnusableDirError,
         load_job,
-        load_pools,
         log_to_file,
     )
 
     args = _parser().parse_args(argv)
     try:
         jobs = [load_job(path) for path in args.jobs]
-        pools = load_pools(args.pools).giving_way(NODE_NICE)
+        pools = console_pools(args.pools)
         local = pools.get(args.pool).provider == "local"
         config = EngineConfig(
             runs_dir=args.runs_dir or DEFAULT_RUNS_DIR,

@@ -42,10 +42,13 @@ def warm_dir() -> Path:
 
 def fits_key(pool: Any) -> str:
     """What a warm node must share with a run's pool to serve it: the pool's name and
-    its node definition (provider, image, resources, selection, agent install) — not its
-    caps, limits or timers, which are the run's."""
+    its node definition (provider, image, resources, selection, agent install; a local
+    node's nice, which the console and `swjob run` choose apart) — not its caps, limits
+    or timers, which are the run's."""
     fields = ("provider", "image", "resources", "selection", "agent_install", "interruptible")
     definition = {name: getattr(pool, name) for name in fields}
+    if pool.provider == "local":
+        definition["node_nice"] = pool.node_nice or 0
     text = json.dumps([pool.name, _plain(definition)], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

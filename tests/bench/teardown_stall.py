@@ -90,10 +90,9 @@ async def probed(what: str, work: Callable[[], Awaitable[None]], attribute: bool
 async def bench(tmp: Path, files: int, mib: int, runs: int, attribute: bool) -> None:
     from engine.engine import Engine, EngineConfig
     from engine.jobs.jobspec import load_job
-    from engine.jobs.pools import load_pools
-    from tui.app import NODE_NICE, SwjobApp
+    from tui.app import SwjobApp, console_pools
 
-    pools = load_pools(None).giving_way(NODE_NICE)  # as swjob-tui loads them
+    pools = console_pools(None)  # as swjob-tui loads them
     local = pools.get("local").model_copy(update={"max_nodes": max(runs, 1)})
     equal = local.model_copy(update={"name": "equal", "node_nice": 0})
     every = {pool.name: pool for pool in (*pools, local, equal)}

@@ -62,6 +62,7 @@ class Terminal:
             except pexpect.TIMEOUT:
                 return
             except pexpect.EOF:
+                self.show_rest()
                 return
             self.transcript += chunk
             self.show(chunk)
@@ -71,7 +72,8 @@ class Terminal:
     def show(self, chunk: bytes) -> None:
         """Put on the screen what the program wrote, a synchronized frame only once it
         ended (as a terminal does); answer its query for synchronized output."""
-        if SYNC_QUERY in chunk:
+        # the query in this chunk, or begun in the last one (not one wholly in it: answered)
+        if SYNC_QUERY in self.transcript[-len(chunk) - len(SYNC_QUERY) + 1 :]:
             self.child.send(SYNC_REPLY)
         self.pending += chunk
         while True:
@@ -84,9 +86,17 @@ class Terminal:
             self.in_frame = not self.in_frame
         if not self.in_frame:  # outside a frame: shown as it comes, but for the start
             keep = self.pending.rfind(b"\x1b")  # of a mark that may go on in the next read
-            keep = keep if keep >= 0 and len(self.pending) - keep < len(SYNC_START) else None
+            if keep < 0 or not SYNC_START.startswith(bytes(self.pending[keep:])):
+                keep = len(self.pending)
             self.stream.feed(bytes(self.pending[:keep]))
             del self.pending[:keep]
+
+    def show_rest(self) -> None:
+        """The program is gone: what it wrote last is shown, a frame it never ended too
+        (its traceback may be in it), as a terminal gives up waiting for the end."""
+        self.stream.feed(bytes(self.pending))
+        self.pending.clear()
+        self.in_frame = False
 
     def text(self) -> str:
         return "\n".join(line.rstrip() for line in self.screen.display)

@@ -66,6 +66,11 @@ def test_only_a_fitting_node_with_time_left_is_claimed() -> None:
     # a pool's caps and timers are the run's: they do not change what fits
     capped = BUILTIN_LOCAL.model_copy(update={"keep_warm_s": 5.0, "max_nodes": 9})
     assert warmnodes.fits_key(capped) == warmnodes.fits_key(BUILTIN_LOCAL)
+    # a local node kept by `swjob run` (nice 0) does not serve the console's (nice 10)
+    niced = BUILTIN_LOCAL.model_copy(update={"node_nice": 10})
+    assert warmnodes.fits_key(niced) != warmnodes.fits_key(BUILTIN_LOCAL)
+    unset_is_0 = BUILTIN_LOCAL.model_copy(update={"node_nice": 0})
+    assert warmnodes.fits_key(unset_is_0) == warmnodes.fits_key(BUILTIN_LOCAL)
 
 
 def test_a_record_long_past_its_keep_time_is_dropped() -> None:
