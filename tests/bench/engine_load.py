@@ -22,6 +22,9 @@ State, cache and runs live in a temp dir that is removed afterwards. Goals (issu
     python -m tests.bench.engine_load [--jobs 100] [--reps 1] [--keys 200] [--no-console]
                                       [--test-deadlines] [--node-nice N]
 
+It first prints what a new directory costs where its state lives (TMPDIR's disk): the
+engine's CPU per job includes ~40 file creations, so compare runs whose disk cost alike.
+
 `--node-nice`: the console phase's nodes at this `node_nice` (default: the console's,
 10, tui.app.NODE_NICE; 0: each node its session's full share; agent/priority.py).
 """
@@ -32,6 +35,7 @@ import argparse
 import asyncio
 import os
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -60,6 +64,22 @@ def _isolate(root: Path) -> None:
 def _cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _mkdir_us(root: Path, count: int = 200) -> float:
+    """What making a directory costs where the state lives: a run makes ~20 and opens ~20
+    new files on the engine's thread. On the shared machine the figures were taken on (ext4
+    mounted with `discard`) it was ~25-35 µs of CPU idle and 300-550 µs for minutes after
+    a test suite had deleted its gigabytes, in /tmp and /work alike: printed beside the
+    figures, so that runs are compared in like states of the disk."""
+    probe = root / "mkdir-probe"
+    probe.mkdir()
+    began = time.thread_time()
+    for i in range(count):
+        (probe / str(i)).mkdir()
+    spent = time.thread_time() - began
+    shutil.rmtree(probe)
+    return spent / count * 1e6
 
 
 def _kib(field: str) -> int:
@@ -184,6 +204,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="swjob-load-") as tmp:
         _isolate(Path(tmp))
+        print(f"state in {tmp}: {_mkdir_us(Path(tmp)):.0f} µs of CPU a new directory")
         rss_start = _kib("VmRSS")
         began = time.monotonic()
         for rep in range(args.reps):
