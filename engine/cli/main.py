@@ -406,7 +406,15 @@ def _pull(args: argparse.Namespace) -> int:
 
     from engine.cli.sinkpull import pull_and_say
 
-    return asyncio.run(pull_and_say(args.run, args.to, args.endpoint, args.region))
+    try:
+        return asyncio.run(pull_and_say(args.run, args.to, args.endpoint, args.region))
+    except KeyboardInterrupt:  # a traceback said nothing, and the interpreter's teardown
+        # could abort in the store client's runtime (see _QUICK_EXIT): one line, exit 130
+        print(
+            "swjob pull: interrupted; what landed is verified, nothing half-written is left",
+            file=sys.stderr,
+        )
+        return 130
 
 
 def _gc(args: argparse.Namespace) -> int:
