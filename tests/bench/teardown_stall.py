@@ -121,9 +121,10 @@ async def bench(tmp: Path, files: int, mib: int, runs: int, attribute: bool) -> 
         if files:
             await probed(f"teardown of {files} files, {mib} MiB", teardown, attribute)
         if runs:
-            nice = f"node_nice {local.node_nice}"
-            await probed(f"{runs} runs started at once, {nice}", start("local"), attribute)
-            await probed(f"{runs} runs started at once, node_nice 0", start("equal"), attribute)
+            console = f"as swjob-tui starts them (node_nice {local.node_nice})"
+            await probed(f"{runs} runs started at once, {console}", start("local"), attribute)
+            baseline = "baseline: node_nice 0 (swjob run's, the API's)"
+            await probed(f"{runs} runs started at once, {baseline}", start("equal"), attribute)
 
 
 def main() -> None:
