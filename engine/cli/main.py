@@ -404,10 +404,12 @@ def _completion(args: argparse.Namespace) -> int:
 def _pull(args: argparse.Namespace) -> int:
     import asyncio
 
+    from engine.cli.interrupt import until_interrupted
     from engine.cli.sinkpull import pull_and_say
 
+    pulled = pull_and_say(args.run, args.to, args.endpoint, args.region)
     try:
-        return asyncio.run(pull_and_say(args.run, args.to, args.endpoint, args.region))
+        return asyncio.run(until_interrupted(pulled))
     except KeyboardInterrupt:  # a traceback said nothing, and the interpreter's teardown
         # could abort in the store client's runtime (see _QUICK_EXIT): one line, exit 130
         print(

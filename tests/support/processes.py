@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import platform
 import signal
 import subprocess
 import time
@@ -12,6 +14,19 @@ from pathlib import Path
 import psutil
 
 from engine.state.paths import cache_dir
+
+TGKILL = {"x86_64": 234, "aarch64": 131}  # the syscall's number: Python has no wrapper
+CAN_SIGNAL_A_THREAD = platform.system() == "Linux" and platform.machine() in TGKILL
+
+
+def signal_a_side_thread(pid: int, sig: signal.Signals) -> None:
+    """`sig` to a thread of `pid` other than its main one (Linux's tgkill): the kernel may
+    give a process's signal to any thread, and one given to a runtime's worker thread
+    while the main thread sleeps in the event loop must still wake it."""
+    tid = next(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir() if int(t.name) != pid)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(TGKILL[platform.machine()], pid, tid, sig) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
 
 
 def pid_alive(pid: int) -> bool:
