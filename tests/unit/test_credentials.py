@@ -11,7 +11,12 @@ from agent import credentials
 from agent.credentials import CredentialError, read_secrets, scrubbed, write_secrets
 
 
-def test_the_secrets_file_is_read_once_and_gone(tmp_path: Path) -> None:
+def test_the_secrets_file_is_read_once_and_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the secrets it keeps are the process's: a fresh store, so no later test in this
+    # worker finds "ck" as its container key (a node-cap test did, when it ran after)
+    monkeypatch.setattr(credentials, "_KEPT", {})
     path = write_secrets(tmp_path / "s", "tok", {"CONTAINER_API_KEY": "ck"})
     assert path.stat().st_mode & 0o777 == 0o600
     assert read_secrets(path) == "tok"
