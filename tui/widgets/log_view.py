@@ -96,17 +96,19 @@ def writes_over(last: Line, line: Line) -> bool:
 def collapsed(lines: Iterable[Line]) -> tuple[list[Line], list[int]]:
     """The lines as a terminal leaves them — one a lone CR ended is written over by the
     next of its stream (a progress bar is one line) — and where each of them began among
-    `lines`. The view holds lines so; the ring and the disk hold every update, so they
+    `lines`, then their count: `starts[n]` is how many of `lines` the first n kept ones
+    stand for. The view holds lines so; the ring and the disk hold every update, so they
     are joined to the view in this form."""
     kept: list[Line] = []
     starts: list[int] = []
+    at = -1
     for at, line in enumerate(lines):
         if kept and writes_over(kept[-1], line):
             kept[-1] = line
         else:
             kept.append(line)
             starts.append(at)
-    return kept, starts
+    return kept, [*starts, at + 1]
 
 
 class LogHighlighter(Highlighter):
@@ -219,8 +221,7 @@ class LogView(Log):
             lines, starts = collapsed(ring)
             held = list(self.held)
             shown = len(held) - join_at(held, lines)  # of the ring's lines, as collapsed
-            taken = starts[shown] if shown < len(starts) else len(ring)
-            self.seen = source.total - len(ring) + taken
+            self.seen = source.total - len(ring) + starts[shown]
             self.flush()
 
     def merge(self, past: list[Line], total: int) -> None:
@@ -230,8 +231,7 @@ class LogView(Log):
         if self.source is None:
             self.add(past, total)
             return
-        raw = past
-        past, starts = collapsed(raw)
+        past, starts = collapsed(past)
         shown = list(self.held)
         if self.source.total > len(shown) and len(shown) == self.held.maxlen:
             before: list[Line] = []  # the view is full of live lines already
@@ -249,7 +249,7 @@ class LogView(Log):
                 # shows the new top; elsewhere the line it showed, now further down
                 y = 0 if at_top else top + len(rows_before)
                 self.scroll_to(y=y, animate=False, immediate=True)
-        taken = starts[len(before)] if len(before) < len(starts) else len(raw)
+        taken = starts[len(before)]  # of the disk's lines, as read
         self.folded += taken - len(before)
         self.total = max(self.total + taken, total)
         self._note_dropped()
