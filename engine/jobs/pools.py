@@ -232,6 +232,11 @@ class Pool(_PoolTable):
         adopted run keeps its own, whatever the pools file says now."""
         return {name: getattr(self, name) for name in RUN_CHOICES}
 
+    def nodes_nice(self) -> int:
+        """The nice its local nodes run at: `node_nice`, 0 where the program left it to
+        (the engine and the CLI; the console sets it, `PoolSet.giving_way`)."""
+        return self.node_nice or 0
+
     def sync_interval(self) -> float | None:
         """Seconds between live output syncs, or None when the pool does not sync."""
         every = self.sync_every_s

@@ -22,7 +22,7 @@ def make_provider(
             stop_grace_s=stop_grace_s,
             pool=pool.name,
             on_alert=on_alert,
-            node_nice=pool.node_nice or 0,
+            node_nice=pool.nodes_nice(),
         )
     if pool.provider == "vastai":
         from engine.providers.vastai import VastProvider

@@ -48,7 +48,7 @@ def fits_key(pool: Any) -> str:
     fields = ("provider", "image", "resources", "selection", "agent_install", "interruptible")
     definition = {name: getattr(pool, name) for name in fields}
     if pool.provider == "local":
-        definition["node_nice"] = pool.node_nice or 0
+        definition["node_nice"] = pool.nodes_nice()
     text = json.dumps([pool.name, _plain(definition)], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
