@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from engine.errors import UnusableDirError
@@ -54,8 +55,7 @@ def foreign_dir(path: Path) -> str | None:
     and its next files (a run's outputs) land where they read. `path` need not exist:
     its existing ancestors are checked, as written and as links resolve them."""
     me = os.geteuid()
-    for place in (*_existing(path), *_existing(path.resolve())):
-        info = place.lstat()
+    for place, info in _existing(path, path.resolve()):
         if info.st_uid not in (me, 0):
             return f"{place}: belongs to another user (uid {info.st_uid})"
         shared = info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX
@@ -64,6 +64,12 @@ def foreign_dir(path: Path) -> str | None:
     return None
 
 
-def _existing(path: Path) -> list[Path]:
-    path = path.absolute()
-    return [p for p in (path, *path.parents) if os.path.lexists(p)]
+def _existing(*paths: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """Each existing one of `paths` and their ancestors, once (a path as written and as
+    resolved mostly share them: every run's submit asks), with its lstat."""
+    places = (p for path in paths for p in (path.absolute(), *path.absolute().parents))
+    for place in dict.fromkeys(places):
+        try:
+            yield place, place.lstat()
+        except OSError:  # absent, or not to be looked into: as `lexists` says
+            continue
