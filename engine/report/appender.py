@@ -105,7 +105,11 @@ class AppendFile:
         self._raise()
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self._closing().wait)
+        """`close` without blocking the loop: the writer calls back once the file is
+        closed. No worker thread waits for it: a hop to one and back costs ~80 µs of CPU,
+        and every run closes two files."""
+        self._closing()
+        await written()
         self._raise()
 
     def _closing(self) -> threading.Event:
