@@ -55,6 +55,9 @@ def _view(text: str) -> RunView | None:
         return None
 
 
+_NOT_SUMMED = {"timeline", "transfers", "live"}
+"""A view's fields its index row leaves out (engine/report/views.py gives their defaults)."""
+
 WRITE_WAIT_S = 2.0
 """How long a write waits for another process's write lock (a normal write holds it for
 milliseconds) before the row is kept for later and the failure said."""
@@ -340,10 +343,11 @@ class Store:
                 "INSERT OR IGNORE INTO next_attempts(previous, run_id, attempt) VALUES (?, ?, ?)",
                 (row.view.run_id, run_id, json.dumps(attempt)),
             )
-        summary = row.view.model_copy(update={"timeline": [], "transfers": {}, "live": False})
-        self._upsert(row.view, summary, row.recovery)
+        self._upsert(row.view, row.recovery)
 
-    def _upsert(self, view: RunView, summary: RunView, recovery: dict[str, Any] | None) -> None:
+    def _upsert(self, view: RunView, recovery: dict[str, Any] | None) -> None:
+        """The run's row: its summary is the view without what only its live copy or its
+        events.jsonl carry (the timeline, transfers, `live`: read back as their defaults)."""
         self._db.execute(
             "INSERT INTO runs(run_id, job_name, created, terminal, view, recovery) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
@@ -354,7 +358,7 @@ class Store:
                 view.job_name,
                 view.created.isoformat(),
                 int(view.finished is not None),
-                summary.model_dump_json(),
+                view.model_dump_json(exclude=_NOT_SUMMED),
                 json.dumps(recovery) if recovery is not None else None,
             ),
         )
