@@ -218,8 +218,7 @@ class LocalProvider:
             await _end_process(node, self._stop_grace_s + AGENT_EXIT_GRACE_S)
             # off the loop: a workspace of thousands of files takes seconds to remove
             # (the console froze for them), and psutil's kill walks /proc
-            await asyncio.to_thread(_kill_orphan_step, node.root)
-            await remove_tree(node.root)
+            await asyncio.to_thread(_clear_node, node.root)
         finally:
             self._slots.give_back(run_of(handle.node_id))
 
@@ -286,6 +285,13 @@ def _kill_orphan_step(root: Path) -> None:
         from agent.procgroup import kill_recorded_step_now  # psutil, for this rare case only
 
         kill_recorded_step_now(record)
+
+
+def _clear_node(root: Path) -> None:
+    """What is left of a node whose agent has ended: its job's leftovers killed, then its
+    directory removed (one hop to a worker thread for both)."""
+    _kill_orphan_step(root)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _remove_if_empty(root: Path) -> None:
