@@ -2,8 +2,13 @@
 
 Relays: real use keeps iroh's default relays so nodes behind NAT can reach the
 operator. Tests and offline machines set `SWJOB_IROH_RELAY=disabled`, which binds
-to loopback-reachable direct addresses only. `online()` is never awaited: it waits
-for a relay and would hang without the internet.
+to loopback-reachable direct addresses only, with iroh's minimal preset: no relay and
+no address discovery either. The n0 preset with relays disabled still published each
+endpoint's address over HTTPS and raced a DNS lookup for every peer it dialed, which
+cannot help where relays are off (tickets carry the direct addresses) and, with no
+internet, only retried: perf saw its resolver among the iroh thread's busiest code at a
+hundred runs at once. `online()` is never awaited: it waits for a relay and would hang
+without the internet.
 """
 
 from __future__ import annotations
@@ -52,9 +57,10 @@ async def bind(
     """
     pin_malloc()
     bind_uniffi_loop()
-    preset = iroh_ffi.preset_n0() if relays_enabled() else iroh_ffi.preset_n0_disable_relay()
+    relays = relays_enabled()
     options = iroh_ffi.EndpointOptions(
-        preset=preset,
+        preset=iroh_ffi.preset_n0() if relays else iroh_ffi.preset_minimal(),
+        relay_mode=None if relays else iroh_ffi.RelayMode.disabled(),
         alpns=alpns or ([CTL_ALPN, XFER_ALPN, CODE_ALPN] if accept else None),
         bind_addr=_bind_addr(port),
         secret_key=secret_key,
