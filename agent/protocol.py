@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
+from agent.readsize import CEILING, ReadSize
+
 CTL_ALPN = b"swjob/ctl/4"  # 2: Park (warm nodes, agent/warm.py); 3: the sink messages;
 # 4: the host pre-flight (Preflight, PreflightDone: agent/preflight.py)
 XFER_ALPN = b"swjob/xfer/5"  # 2: chunks carry a CRC-32; 3: held/adopt (warm nodes); 4: F frames;
@@ -37,7 +39,6 @@ proving the node's warm key, and hands it that run's identity (agent/warm.py).""
 MAX_FRAME = 16 * 1024 * 1024
 MAX_GPUS = 64  # per sample and per node: more is a hostile node (a fake nvidia-smi)
 _HEADER = struct.Struct(">I")
-_READ_CHUNK = 1 << 20
 
 
 class Step(StrEnum):
@@ -502,13 +503,24 @@ class FrameReader:
     def __init__(self, stream: Readable, max_frame: int = MAX_FRAME) -> None:
         self._stream = stream
         self._buf = bytearray()
-        self.max_frame = max_frame
+        self.max_frame = max_frame  # sets the read size's ceiling too
+
+    @property
+    def max_frame(self) -> int:
+        return self._max_frame
+
+    @max_frame.setter
+    def max_frame(self, value: int) -> None:
+        """The largest frame accepted; it also bounds each read (see the class)."""
+        self._max_frame = value
+        self._size = ReadSize(min(CEILING, value + _HEADER.size))
 
     async def _fill(self, need: int) -> bool:
         while len(self._buf) < need:
-            chunk = await self._stream.read(min(_READ_CHUNK, self.max_frame + _HEADER.size))
+            chunk = await self._stream.read(self._size.now)
             if not chunk:
                 return False
+            self._size.after(len(chunk))
             self._buf += chunk
         return True
 

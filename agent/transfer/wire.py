@@ -28,6 +28,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any, NamedTuple, Protocol
 
+from agent.readsize import ReadSize
 from agent.transfer.errors import WireError
 
 META, DATA, ZBATCH, BATCH, FILE = b"M"[0], b"D"[0], b"Z"[0], b"B"[0], b"F"[0]
@@ -36,7 +37,6 @@ FILE_HEAD = struct.Struct(">HqH32s")  # mode, mtime_ns, path length in bytes, SH
 _FILE_FRAME = struct.Struct(">BIHqH32s")  # the frame's header and FILE_HEAD, packed at once
 MAX_MODE = 0o7777
 MAX_FRAME = 64 * 1024 * 1024
-_READ_PIECE = 1 << 20
 _EXACT_MIN = 64 * 1024
 TRICKLE = 128 * 1024  # a smaller piece of a large body: data trickles in, pace the reads
 FAST = 1 << 20  # a piece this large: a fast link, take the rest with one read_exact
@@ -145,6 +145,7 @@ class FrameReader:
         self._stream = stream
         self._buf = bytearray()
         self._pace_s = pace_s
+        self._size = ReadSize()
 
     async def _take(self, need: int) -> bytes | None:
         """Exactly `need` bytes, or None if the stream ended cleanly before any of them.
@@ -156,11 +157,12 @@ class FrameReader:
             missing = need - len(self._buf)
             if missing >= _EXACT_MIN:
                 return await self._take_large(missing)
-            piece = await self._stream.read(_READ_PIECE)
+            piece = await self._stream.read(self._size.now)
             if not piece:
                 if self._buf or need == 0:
                     raise StreamEnded("stream ended inside a frame")
                 return None
+            self._size.after(len(piece))
             self._buf += piece
         out = bytes(memoryview(self._buf)[:need])
         del self._buf[:need]
@@ -177,8 +179,8 @@ class FrameReader:
         """
         parts: list[bytes] = [bytes(self._buf)] if self._buf else []
         self._buf.clear()
-        while missing > 0:
-            piece = await self._read(missing, exact=False)
+        while missing > 0:  # at most FAST a look: the binding zeroes what a read asks for
+            piece = await self._read(min(missing, FAST), exact=False)
             parts.append(piece)
             missing -= len(piece)
             if missing and len(piece) >= FAST:
