@@ -1,7 +1,8 @@
 """Landing records under a root: verified, atomic, resumable, and never outside the root.
 
 Every file's bytes are checked against the sender's before the file takes its final
-name (temporary name, then rename); a mismatch is an error naming the file. A small
+name (temporary name, then rename; or, `staged`, a new directory holding it renamed into
+place once all landed); a mismatch is an error naming the file. A small
 file travels whole with its SHA-256. A large file arrives as chunks written at their
 offsets into a `.part` file (zero runs are left as holes, so sparse files land sparse),
 each checked against its own CRC-32 (why not a SHA-256: agent/transfer/chunkdata.py):
@@ -109,6 +110,8 @@ class Receiver:
     starts) each chunk is verified off the wire and not read again.
     `per_file`: a file that cannot land is recorded in `failed`, the rest goes on.
     `in_place`: small files may be created straight under their names (landing.py).
+    `staged`: what lands in directories the root does not hold yet is landed unseen in a
+    staging directory and renamed into place at `close` (landing.py).
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class Receiver:
         hash_chunked: bool = False,
         per_file: bool = False,
         in_place: bool = False,
+        staged: bool = False,
     ) -> None:
         self.root = root
         self.hash_chunked = hash_chunked
@@ -127,7 +131,7 @@ class Receiver:
         self._partials: dict[str, _Partial] = {}
         self._dropped: list[int] = []  # descriptors of given-up partials, closed at close()
         self._lock = threading.Lock()
-        self._lander = Lander(root, in_place=in_place)
+        self._lander = Lander(root, in_place=in_place, staged=staged)
         self._inflight: set[Future[tuple[int, int, str | None]]] = set()
         self._closed = False
         self.refused: list[str] = []  # links removed at close: they resolved outside the root
@@ -140,14 +144,23 @@ class Receiver:
             for path in list(self.failed) if paths is None else paths:
                 self.failed.pop(path, None)
 
+    def _unplaced(self, rel: str, why: str) -> None:
+        """Every file verified under directory `rel` is not an output after all: failed."""
+        under = f"{rel}/"
+        for path in [p for p in self.verified if p.startswith(under)]:
+            del self.verified[path]
+            self.failed[path] = why
+
     def chunks_held(self) -> dict[str, set[int]]:
         with self._lock:
             return {p: set(part.done) for p, part in self._partials.items()}
 
     def close(self, *, discard_partials: bool = False) -> None:
         """Release partial files' descriptors. Their `.part` files stay for a later look,
-        or are removed with `discard_partials` (a transfer that will not resume). Links
-        that resolve outside the root through the others are removed (`refused`).
+        or are removed with `discard_partials` (a transfer that will not resume). What a
+        `staged` receiver landed goes into place (a file whose directory cannot is failed,
+        not verified). Links that resolve outside the root through the others are removed
+        (`refused`).
 
         A writer thread may still be landing a record of a stream that was cancelled when
         the connection dropped: it is waited for (a few ms), so no descriptor is closed
@@ -165,6 +178,8 @@ class Receiver:
             for fd in self._dropped:
                 os.close(fd)
             self._dropped.clear()
+            for rel, why in self._lander.publish().items():
+                self._unplaced(rel, why)
         if self._lander.made_links:  # what each link means is known only once all landed
             self.refused = self._lander.drop_escaping_links()
 
