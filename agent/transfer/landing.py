@@ -40,6 +40,7 @@ import stat
 from pathlib import Path
 
 from agent.fdio import pwrite_all, write_all
+from agent.inflight import in_flight_name
 from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.safety import check_link_target, check_relpath, link_stays_inside
 from agent.transfer.zeros import all_zero
@@ -53,23 +54,6 @@ _PART_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 def _split(path: str) -> tuple[str, str]:
     parent, _, name = path.rpartition("/")
     return parent, name
-
-
-IN_FLIGHT_SUFFIXES = {"tmp": ".swjob-tmp", "part": ".swjob-part"}
-"""A file being landed is written under a hidden name ending in one of these (by its kind:
-"tmp" written whole, "part" chunk by chunk), and renamed to its own name only once whole
-and verified."""
-
-
-def in_flight_name(parent: str, name: str, kind: str) -> str:
-    """The hidden name `name` is written under while it lands."""
-    hidden = f".{name}{IN_FLIGHT_SUFFIXES[kind]}"
-    return f"{parent}/{hidden}" if parent else hidden
-
-
-def is_in_flight(name: str) -> bool:
-    """Whether a file name is one still being landed (not an output yet: a viewer hides it)."""
-    return name.startswith(".") and name.endswith(tuple(IN_FLIGHT_SUFFIXES.values()))
 
 
 def _umask() -> int | None:

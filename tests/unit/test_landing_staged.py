@@ -15,10 +15,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from agent.inflight import IN_FLIGHT_EXCLUDES, holds_outputs, is_in_flight
 from agent.transfer import wire
-from agent.transfer.landing import is_in_flight
 from agent.transfer.receiver import Receiver
-from agent.transfer.walk import Entry
+from agent.transfer.walk import Entry, walk_tree
 from engine.run.reconcile import reconcile
 
 MTIME = 1_000_000_000_000_000_000
@@ -140,3 +140,23 @@ def test_a_pull_killed_mid_way_leaves_only_a_hidden_stage_the_next_pull_removes(
     listing = [Entry(p, "file", len(d), 0o640, MTIME) for p, d in listed.items()]
     assert reconcile(tmp_path, listing) == []  # the stage goes, unnamed: it was no output
     assert _staged(tmp_path) == [] and _visible(tmp_path) == {"run", "run/old.txt", "run/a.txt"}
+
+
+def test_a_landing_dir_holding_only_a_cut_pulls_leftovers_holds_no_outputs(
+    tmp_path: Path,
+) -> None:
+    """`swjob runs` and a next attempt's carried outputs ask this: a killed pull's stage or
+    temporary file is not an output, and a pushed-on landing dir leaves them out."""
+    assert not holds_outputs(tmp_path / "absent")
+    receiver = Receiver(tmp_path, hash_chunked=True, per_file=True, staged=True)
+    receiver._apply_job(_records({"run/deep/b.txt": b"b"}))  # never closed: as if killed
+    (tmp_path / ".top.txt.swjob-tmp").write_bytes(b"half of it")
+    assert not holds_outputs(tmp_path)
+    walked = walk_tree(tmp_path, IN_FLIGHT_EXCLUDES)
+    assert walked.entries == []
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / ".model.bin.swjob-part").write_bytes(b"a chunk")
+    (tmp_path / "metrics.json").write_text("{}")
+    assert holds_outputs(tmp_path)
+    walked = walk_tree(tmp_path, IN_FLIGHT_EXCLUDES)
+    assert sorted(e.path for e in walked.entries) == ["ckpt", "metrics.json"]
