@@ -95,9 +95,10 @@ class Lander:
             full, unseen = f"{self._stage}/{rel}", True
             os.makedirs(f"{self._stage}/{parent}", 0o700, exist_ok=True)
             self._new.add(rel)
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(full)
-        _real_dir(full, rel)
+        except FileExistsError:
+            _real_dir(full, rel)
         self._dirs[rel] = (full, unseen)
         return full, unseen
 
