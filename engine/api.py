@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agent.inflight import is_in_flight
 from agent.protocol import LogLine, Stream
-from agent.transfer.landing import is_in_flight
 from engine.engine import Engine, EngineConfig, SubmitError
 from engine.errors import ProviderError, SwjobError, UnusableDirError, one_line
 from engine.jobs.envargs import with_env

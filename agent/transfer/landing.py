@@ -13,6 +13,17 @@ so it needs no `fchmod` (four syscalls a small file: open, write, futimens, clos
 Directory modes keep owner rwx so a read-only directory in the tree cannot block its own
 children from landing.
 
+A `staged` lander (outputs pulled to the operator, which a person or a sink may look at
+while they land) never shows a file before it is whole, yet pays no rename a file for it:
+a directory the root does not hold yet is made inside a hidden staging directory (an
+in-flight name under the root, same filesystem), its files are created straight under
+their names there, and `publish` renames each such topmost new directory into place, one
+rename for the whole subtree, once every file in it landed and verified. A directory the
+root already holds (a repeated pull, a live sync's earlier landing) takes its files under
+a temporary name and a rename as before. A pull killed before `publish` leaves only the
+staging directory: hidden from every viewer (`is_in_flight`), removed by the next pull's
+or sync's reconcile, never an output.
+
 Links are checked lexically as they land, but what a link means depends on the links
 that land after it (`e -> d/d/../..` is harmless until `d -> .` arrives), so once a
 transfer is over `drop_escaping_links` resolves every link in the root through the
@@ -23,10 +34,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import shutil
 import stat
 from pathlib import Path
 
 from agent.fdio import pwrite_all, write_all
+from agent.inflight import in_flight_name
 from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.safety import check_link_target, check_relpath, link_stays_inside
 from agent.transfer.zeros import all_zero
@@ -42,23 +56,6 @@ def _split(path: str) -> tuple[str, str]:
     return parent, name
 
 
-IN_FLIGHT_SUFFIXES = {"tmp": ".swjob-tmp", "part": ".swjob-part"}
-"""A file being landed is written under a hidden name ending in one of these (by its kind:
-"tmp" written whole, "part" chunk by chunk), and renamed to its own name only once whole
-and verified."""
-
-
-def in_flight_name(parent: str, name: str, kind: str) -> str:
-    """The hidden name `name` is written under while it lands."""
-    hidden = f".{name}{IN_FLIGHT_SUFFIXES[kind]}"
-    return f"{parent}/{hidden}" if parent else hidden
-
-
-def is_in_flight(name: str) -> bool:
-    """Whether a file name is one still being landed (not an output yet: a viewer hides it)."""
-    return name.startswith(".") and name.endswith(tuple(IN_FLIGHT_SUFFIXES.values()))
-
-
 def _umask() -> int | None:
     """This process's umask, read without changing it (None where /proc does not say)."""
     with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
@@ -69,46 +66,72 @@ def _umask() -> int | None:
 
 
 class Lander:
-    def __init__(self, root: Path, *, in_place: bool = False) -> None:
+    def __init__(self, root: Path, *, in_place: bool = False, staged: bool = False) -> None:
         self.root = str(root)
-        self._dirs: set[str] = {""}  # relative dirs known to be real directories
+        # relative dir → (where it is, whether new files may be created there under their names)
+        self._dirs: dict[str, tuple[str, bool]] = {"": (self.root, in_place)}
         self.made_links = False
         self.in_place = in_place
         self._umask = _umask()
+        token = f"swjob-{secrets.token_hex(6)}"
+        self._stage = f"{self.root}/{in_flight_name('', token, 'tmp')}" if staged else None
+        self._new: set[str] = set()  # topmost dirs made in the stage, renamed in at `publish`
 
     def _abs(self, rel: str) -> str:
-        return f"{self.root}/{rel}" if rel else self.root
+        parent, name = _split(rel)
+        return f"{self._dir(parent)[0]}/{name}"
 
-    def ensure_dir(self, rel: str) -> None:
-        """Create `rel` and its parents as real directories, refusing symlinks on the way."""
-        if rel in self._dirs:
-            return
-        parent, _ = _split(rel)
-        self.ensure_dir(parent)
-        full = self._abs(rel)
+    def _dir(self, rel: str) -> tuple[str, bool]:
+        """Where directory `rel` is, and whether files may be created there straight under
+        their names; made with its parents as real directories if need be (symlinks on the
+        way refused), a new one under a staged root inside the stage."""
+        known = self._dirs.get(rel)
+        if known is not None:
+            return known
+        parent, name = _split(rel)
+        base, unseen = self._dir(parent)
+        full = f"{base}/{name}"
+        if self._stage is not None and not unseen and not _real_dir(full, rel, missing_ok=True):
+            full, unseen = f"{self._stage}/{rel}", True
+            os.makedirs(f"{self._stage}/{parent}", 0o700, exist_ok=True)
+            self._new.add(rel)
         try:
             os.mkdir(full)
         except FileExistsError:
-            if not stat.S_ISDIR(os.lstat(full).st_mode):
-                raise UnsafePath(f"refused {rel!r}: exists and is not a real directory") from None
-        self._dirs.add(rel)
+            _real_dir(full, rel)
+        self._dirs[rel] = (full, unseen)
+        return full, unseen
+
+    def publish(self) -> dict[str, str]:
+        """Rename every new directory made in the stage into place and remove the stage;
+        the directories that could not be placed (a hostile listing put something else at
+        their name meanwhile), each with why. Call once nothing lands any more."""
+        if self._stage is None:
+            return {}
+        refused = {}
+        for rel in sorted(self._new):
+            try:
+                os.rename(f"{self._stage}/{rel}", f"{self.root}/{rel}")
+            except OSError as exc:
+                refused[rel] = f"cannot place {rel!r}: {exc.strerror}"
+        shutil.rmtree(self._stage, ignore_errors=True)
+        self._new.clear()
+        self._dirs = {"": (self.root, self.in_place)}
+        return refused
 
     def make_dir(self, path: object, mode: int) -> None:
         rel = check_relpath(path)
-        self.ensure_dir(rel)
-        os.chmod(self._abs(rel), (mode & 0o777) | 0o700)
+        os.chmod(self._dir(rel)[0], (mode & 0o777) | 0o700)
 
     def make_link(self, path: object, target: object) -> None:
         rel = check_relpath(path)
         check_link_target(rel, target)
-        parent, name = _split(rel)
-        self.ensure_dir(parent)
-        tmp = self._abs(in_flight_name(parent, name, "tmp"))
+        tmp = self._tmp(rel, "tmp")
         if os.path.lexists(tmp):
             os.unlink(tmp)
         os.symlink(target, tmp)  # type: ignore[arg-type]
         self._rename(tmp, rel)
-        self._dirs.discard(rel)
+        self._dirs.pop(rel, None)
         self.made_links = True
 
     def drop_escaping_links(self) -> list[str]:
@@ -128,18 +151,19 @@ class Lander:
         return refused
 
     def write_file(self, path: object, data: bytes | memoryview, mode: int, mtime_ns: int) -> None:
-        """Write verified bytes under a temporary name, set mode and mtime, rename into place
-        (`in_place`: straight under its name if that is free)."""
+        """Write verified bytes under a temporary name, set mode and mtime, rename into place;
+        where nobody looks yet (`in_place`, or a new directory of a staged lander) straight
+        under its name if that is free."""
         self.write_checked(check_relpath(path), data, mode, mtime_ns)
 
     def write_checked(self, rel: str, data: bytes | memoryview, mode: int, mtime_ns: int) -> None:
         """`write_file` for a path the caller has already passed through `check_relpath`."""
         mode &= 0o777
         created = mode if self._umask is not None and not mode & self._umask else 0o600
-        if self.in_place:
-            parent, _ = _split(rel)
-            self.ensure_dir(parent)
-            full = self._abs(rel)
+        parent, name = _split(rel)
+        where, unseen = self._dir(parent)
+        if unseen:  # nobody looks here until the transfer is over: no temporary name
+            full = f"{where}/{name}"
             try:
                 fd = os.open(full, _NEW_FLAGS, created)
             except FileExistsError:
@@ -198,8 +222,7 @@ class Lander:
 
     def _tmp(self, rel: str, suffix: str) -> str:
         parent, name = _split(rel)
-        self.ensure_dir(parent)
-        return self._abs(in_flight_name(parent, name, suffix))
+        return f"{self._dir(parent)[0]}/{in_flight_name('', name, suffix)}"
 
     @staticmethod
     def _seal(fd: int, mode: int, mtime_ns: int) -> None:
@@ -212,3 +235,17 @@ class Lander:
         except OSError as exc:
             os.unlink(tmp)
             raise TransferError(f"cannot place {rel!r}: {exc.strerror}") from None
+
+
+def _real_dir(full: str, rel: str, *, missing_ok: bool = False) -> bool:
+    """Whether `full` is a real directory (False: absent, with `missing_ok`); anything
+    else there, a symlink above all, is refused."""
+    try:
+        mode = os.lstat(full).st_mode
+    except FileNotFoundError:
+        if missing_ok:
+            return False
+        raise
+    if not stat.S_ISDIR(mode):
+        raise UnsafePath(f"refused {rel!r}: exists and is not a real directory")
+    return True

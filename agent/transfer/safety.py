@@ -35,10 +35,10 @@ def check_relpath(path: object) -> str:
         raise UnsafePath(f"refused empty or non-text path {path!r}")
     if len(path) > MAX_PATH or _bad_chars(path):
         raise UnsafePath(f"refused path with NUL, line break or excessive length: {path!r}")
-    if path.startswith("/"):
+    if path[0] == "/":
         raise UnsafePath(f"refused absolute path {path!r}")
-    parts = path.split("/")
-    if "" in parts or "." in parts or ".." in parts:
+    wrapped = f"/{path}/"  # substring tests, no list of parts: this runs per file, per side
+    if "//" in wrapped or "/./" in wrapped or "/../" in wrapped:
         raise UnsafePath(f"refused path with '..', '.' or empty component: {path!r}")
     return path
 

@@ -3,16 +3,13 @@ for `swjob runs` and the console (a run whose laptop is gone still has them in t
 
 from __future__ import annotations
 
+from agent.inflight import holds_outputs
 from engine.report.views import RunView
 
 
 def outputs_where(view: RunView) -> str:
     """ "laptop", "sink", "both" or "" (none yet)."""
-    outputs = view.run_dir / "outputs"
-    try:
-        laptop = outputs.is_dir() and any(outputs.iterdir())
-    except OSError:
-        laptop = False
+    laptop = holds_outputs(view.run_dir / "outputs")
     if view.sink and laptop:
         return "both"
     return "sink" if view.sink else "laptop" if laptop else ""

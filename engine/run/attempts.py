@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.inflight import holds_outputs
 from engine.jobs.pools import Caps, Pool
 from engine.report.views import RunView
 
@@ -97,7 +98,7 @@ def next_attempt(view: RunView, pool: Pool, attempt: Attempt) -> Attempt | None:
         of=attempt.of,
         first=attempt.first,
         previous=view.run_id,
-        carried=outputs if outputs.is_dir() and any(outputs.iterdir()) else None,
+        carried=outputs if holds_outputs(outputs) else None,
         spent_dollars=dollars,
         spent_hours=hours,
     )

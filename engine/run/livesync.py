@@ -50,7 +50,7 @@ async def sync_changed(
         return []
     unchanged = {e.path for e in files} - {e.path for e in changed}
     landing.mkdir(parents=True, exist_ok=True)
-    receiver = Receiver(landing, hash_chunked=True, per_file=True)
+    receiver = Receiver(landing, hash_chunked=True, per_file=True, staged=True)
     meter = ProgressMeter(lambda _p: None, sum(e.size for e in changed), len(changed))
     plan = schedule(listing.entries, unchanged)
     try:

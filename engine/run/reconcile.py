@@ -20,7 +20,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from agent.transfer.landing import is_in_flight
+from agent.inflight import is_in_flight
 from agent.transfer.walk import Entry
 
 

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agent.inflight import IN_FLIGHT_EXCLUDES
 from agent.transfer import Progress
 from engine.report import events as ev
 from engine.run import fsm
@@ -83,7 +84,7 @@ class Transfers:
             trees.append((workspace.workdir, workspace.exclude + landing))
         seed = await sink_seed_for(self._d, attempt) if attempt is not None else None
         if attempt is not None and attempt.carried is not None and seed is None:
-            trees.append((attempt.carried, []))
+            trees.append((attempt.carried, IN_FLIGHT_EXCLUDES))  # not a cut pull's
         refused: list[str] = []
         try:
             for root, exclude in trees:

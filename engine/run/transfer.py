@@ -404,7 +404,7 @@ async def pull_outputs(
     while `stopped.why` says why, the manifest names every output that did not land with
     that reason, and `stopped.result` holds what did."""
     outputs = run_dir / "outputs"
-    receiver = Receiver(outputs, hash_chunked=True, per_file=True)
+    receiver = Receiver(outputs, hash_chunked=True, per_file=True, staged=True)
     with landing(outputs):
         outputs.mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []

@@ -234,3 +234,27 @@ async def test_an_output_too_big_for_the_landing_disk_is_refused_before_it_lands
         assert not (run_dir / "outputs" / "big.bin").exists()
         assert not [p for p in run_dir.rglob("*") if "swjob-" in p.name]
         assert manifest_of(run_dir)["big.bin"] == (False, reason)
+
+
+async def test_small_outputs_that_do_not_all_fit_land_until_the_disk_is_full_each_named(
+    tmp_path: Path,
+) -> None:
+    """A batch of small files is admitted at once when it fits; when it does not, each
+    file is checked alone: those that fit land, each of the others is refused by name."""
+    node = tmp_path / "node" / "out"
+    node.mkdir(parents=True)
+    sizes = {f"out/f{i:02}.bin": 64 << 10 for i in range(40)}  # 2.5 MiB in one batch
+    for path, size in sizes.items():
+        (node.parent / path).write_bytes(os.urandom(size))
+    run_dir = tmp_path / "run"  # its manifest beside the full disk, not on it
+    with tmpfs(run_dir / "outputs", "1m"):
+        async with loopback_pair(node.parent) as link:
+            result = await pull_outputs(link, ["out"], run_dir, lambda p: None)
+        landed = [e.path for e in result.files if e.verified]
+        assert landed and result.not_landed
+        assert all(
+            (e.reason or "").startswith("refused: needs 64.0 KiB") for e in result.not_landed
+        )
+        for path in landed:
+            assert (run_dir / "outputs" / path).read_bytes() == (node.parent / path).read_bytes()
+        assert not [p for p in run_dir.rglob("*") if "swjob-" in p.name]

@@ -170,3 +170,29 @@ async def test_a_pull_that_keeps_losing_the_node_fails_and_says_what_landed(
     assert not [p for p in out.rglob("*") if "swjob-" in p.name], "temporary files left behind"
     if verified["metrics.json"]:
         assert (out / "metrics.json").read_text() == '{"loss": 0.1}'
+
+
+async def test_a_pull_cut_mid_way_resumes_into_its_stage_and_shows_each_output_once(
+    tmp_path: Path,
+) -> None:
+    """New directories of outputs land unseen until the pull ends; the connection lost
+    after the first batch, the retry lands the rest beside them, and all go into place."""
+    src, run_dir = tmp_path / "node" / "out", tmp_path / "run"
+    for i in range(240):
+        (src / f"d{i % 6}").mkdir(parents=True, exist_ok=True)
+        (src / f"d{i % 6}" / f"f{i}.bin").write_bytes(os.urandom(48 * 1024))
+    cut: list[int] = []
+
+    def on_progress(p: Progress) -> None:
+        if not cut and p.files_done and not p.done:
+            cut.append(p.files_done)
+            assert not (run_dir / "outputs" / "out").exists()  # nothing shown mid-pull
+            link.cut()
+
+    async with loopback_pair(src.parent) as link:
+        result = await pull_outputs(link, ["out"], run_dir, on_progress)
+    assert cut and result.attempts == 2 and len(result.files) == 240
+    assert all(f.verified for f in result.files)
+    out = run_dir / "outputs"
+    assert snapshot(out / "out") == snapshot(src)
+    assert not [p for p in out.rglob("*") if "swjob-" in p.name], "a stage left behind"

@@ -15,7 +15,10 @@ from agent.transfer.walk import resolve_outputs, walk_tree
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", "a/", "a\x00b", "a\nb", "a\rb"],
+    [
+        *["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", "a/", "a\x00b", "a\nb"],
+        *["a\rb", ".", "..", "/", "a/..", "a/./b", "a/../b", "//a"],
+    ],
 )
 def test_unsafe_relpaths_are_refused(bad: str) -> None:
     with pytest.raises(UnsafePath):
@@ -25,6 +28,8 @@ def test_unsafe_relpaths_are_refused(bad: str) -> None:
 def test_safe_relpaths_pass() -> None:
     assert check_relpath("src/model.py") == "src/model.py"
     assert check_relpath("..hidden/x") == "..hidden/x"
+    assert check_relpath("a/.../b..") == "a/.../b.."
+    assert check_relpath("a/.b/c.") == "a/.b/c."
 
 
 @pytest.mark.parametrize("target", ["../out", "/etc/passwd", "a/../../../b", "", "a\rb", "a\x00"])
