@@ -15,7 +15,10 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = {
     "board_keys": ["-m", "tests.bench.board_keys", "--runs", "3", "--keys", "4"],
     "boot": ["-m", "tests.bench.boot", "--tiny"],
-    "engine_load": ["-m", "tests.bench.engine_load", "--jobs", "2", "--reps", "1", "--keys", "5"],
+    "engine_load": [
+        *("-m", "tests.bench.engine_load", "--jobs", "2", "--reps", "1", "--keys", "5"),
+        *("--state-on", "tmp"),  # no loop mount: a CI machine may have no loop devices
+    ],
     "hello": ["-m", "tests.bench.hello", "-n", "1", "--pause", "0"],
     "index_lock": ["-m", "tests.bench.index_lock", "-n", "1"],
     "iroh_floor": ["tests/bench/iroh_floor.py", "--mib", "4", "--streams", "1"],
