@@ -30,4 +30,4 @@ class ReadSize:
         if got >= self.now:
             self.now = min(self.now * 4, self.ceiling)
         else:
-            self.now = min(max(FLOOR, got * 2), self.now, self.ceiling)
+            self.now = min(max(FLOOR, got * 2), self.now)  # `now` is at most the ceiling

@@ -67,7 +67,7 @@ def foreign_dir(path: Path) -> str | None:
 def _existing(*paths: Path) -> Iterator[tuple[Path, os.stat_result]]:
     """Each existing one of `paths` and their ancestors, once (a path as written and as
     resolved mostly share them: every run's submit asks), with its lstat."""
-    places = (p for path in paths for p in (path.absolute(), *path.absolute().parents))
+    places = (p for path in map(Path.absolute, paths) for p in (path, *path.parents))
     for place in dict.fromkeys(places):
         try:
             yield place, place.lstat()
