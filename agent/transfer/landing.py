@@ -91,7 +91,10 @@ class Lander:
         parent, name = _split(rel)
         base, unseen = self._dir(parent)
         full = f"{base}/{name}"
-        if self._stage is not None and not unseen and not _real_dir(full, rel, missing_ok=True):
+        if self._stage is not None and not unseen:
+            if _real_dir(full, rel, missing_ok=True):  # the root holds it: looked at once
+                self._dirs[rel] = (full, False)
+                return full, False
             full, unseen = f"{self._stage}/{rel}", True
             os.makedirs(f"{self._stage}/{parent}", 0o700, exist_ok=True)
             self._new.add(rel)
