@@ -65,6 +65,7 @@ class RunTable:
         self.node_notify: dict[str, nodetargets.NodeTargets] = {}  # pool → what nodes tell
         self._server: ControlServer | None = None
         self._endpoint: Any = None
+        self._endpoint_id = ""  # its id as text: every run records it twice, and it never changes
         self._store: Store | None = None  # read here, on the loop
         self._index: IndexWrites | None = None
 
@@ -74,6 +75,7 @@ class RunTable:
         """What the engine's start made: the node control service on its endpoint, the
         run index (read here) and its writer."""
         self._server, self._endpoint, self._store, self._index = server, endpoint, store, index
+        self._endpoint_id = str(endpoint.id())
 
     async def submit(
         self, job: JobSpec, pool: str, *, cold: bool, names: tuple[str | None, str | None]
@@ -152,7 +154,7 @@ class RunTable:
         )
         driver.cold = cold
         driver.remember(
-            orchestrator_id=str(self._endpoint.id()),
+            orchestrator_id=self._endpoint_id,
             job_file=str(job.source),
             job_sha256=recovery.job_digest(job.source),
             env_args=envargs.record(job),
@@ -203,7 +205,7 @@ class RunTable:
         bootstrap = Bootstrap(
             run_id=view.run_id,
             ticket=iroh_endpoint.ticket_of(self._endpoint),
-            orchestrator_id=str(self._endpoint.id()),
+            orchestrator_id=self._endpoint_id,
             token=token,
             reattach_id=reattach.public_of(keys.get("reattach_key", "")),
             silence_s=silence_for(pool.node_lost_after_s),

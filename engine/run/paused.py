@@ -3,18 +3,26 @@
 An operator process stopped (Ctrl-Z, SIGSTOP), asleep with its laptop or starved by a
 loaded machine reads nothing meanwhile: the heartbeats, the join or the bytes a node sent
 then wait unread, which is no silence of the node. Such a stretch shows as a wait that
-comes back late, so a `RunningDeadline` waits in short ticks, and after one that came
-back paused it starts over: the peer backed off while we were away (QUIC retransmits,
-the agent's redial), so what it sends comes a while after we run again. The boot
-timeout, the wait for a node to reconnect, the node-loss watchdog and the collection's
-stall guard all use it.
+comes back late, and a `RunningDeadline` that sees one starts over: the peer backed off
+while we were away (QUIC retransmits, the agent's redial), so what it sends comes a while
+after we run again. The boot timeout, the wait for a node to reconnect, the node-loss
+watchdog and the collection's stall guard all use it.
+
+A deadline waits for its whole remainder at once; the pauses in between are seen by one
+ticker per event loop (`_PauseClock`), however many deadlines wait. Each deadline used
+to wait in ticks of its own: a hundred idle runs' silence watches woke the loop a hundred
+times a second, an `asyncio.wait` each (~50 µs of CPU), and every transfer's stall guard
+and wait for a connection added theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
+import weakref
+from collections import Counter
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -38,6 +46,50 @@ class DeadlinePassed(Exception):
     """The deadline passed before the work it bounds was done (never the work's own error)."""
 
 
+class _PauseClock:
+    """Notes when this process last came back from a pause: one ticker task on the loop,
+    running while any deadline waits, at the shortest tick among them."""
+
+    def __init__(self) -> None:
+        self.resumed_at = -math.inf  # monotonic time the last pause seen ended
+        self._ticks: Counter[float] = Counter()  # the waiting deadlines' ticks
+        self._task: asyncio.Task[None] | None = None
+
+    def join(self, tick_s: float) -> None:
+        self._ticks[tick_s] += 1
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def leave(self, tick_s: float) -> None:
+        self._ticks[tick_s] -= 1
+        if not self._ticks[tick_s]:
+            del self._ticks[tick_s]
+        if not self._ticks and self._task is not None:
+            self._task.cancel()  # nothing waits: no wake-ups of an idle loop
+            self._task = None
+
+    async def _run(self) -> None:
+        while self._ticks:
+            tick = min(self._ticks)
+            asked = time.monotonic()
+            await asyncio.sleep(tick)
+            if not_running_s(asked, tick, tick):
+                self.resumed_at = time.monotonic()
+
+
+_CLOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _PauseClock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _clock() -> _PauseClock:
+    loop = asyncio.get_running_loop()
+    clock = _CLOCKS.get(loop)
+    if clock is None:
+        clock = _CLOCKS[loop] = _PauseClock()
+    return clock
+
+
 class RunningDeadline:
     """`seconds` from its start, its last `restart()` or the end of the last pause of this
     process, whichever came last."""
@@ -57,16 +109,21 @@ class RunningDeadline:
         """`work`'s result, or DeadlinePassed once the deadline passed first (`work` is then
         cancelled)."""
         task = asyncio.ensure_future(work)
+        clock = _clock()
+        clock.join(self._tick)
         try:
             while (left := self.left()) > 0:
-                asked, wait = time.monotonic(), min(self._tick, left)
-                done, _ = await asyncio.wait({task}, timeout=wait)
+                asked = time.monotonic()
+                done, _ = await asyncio.wait({task}, timeout=left)
                 if done:
                     return task.result()
-                if not_running_s(asked, wait, self._tick):
+                if not_running_s(asked, left, self._tick):  # paused as its time came
                     self.restart()
+                elif clock.resumed_at > self._start:  # paused before: over from its end
+                    self._start = clock.resumed_at
             raise DeadlinePassed(f"{self.seconds:g} s passed")
         finally:
+            clock.leave(self._tick)
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
