@@ -57,10 +57,12 @@ def access_dir() -> Path:
     return path
 
 
-def _access_file(run_id: str) -> Path:
+def _access_file(run_id: str, folder: Path | None = None) -> Path:
+    """Where `run_id`'s access file is: in `folder`, the access dir an engine made (and
+    checked) as it started, else in the access dir checked anew."""
     if not run_id or "/" in run_id or run_id.startswith("."):
         raise LiveUnavailable(f"not a run id: {run_id!r}")
-    return access_dir() / f"{run_id}.json"
+    return (folder or access_dir()) / f"{run_id}.json"
 
 
 def stream_duplex(stream: LiveStream) -> Duplex:
@@ -76,13 +78,15 @@ class LiveAccess:
         self._token = secrets.token_urlsafe(32)
         self._server: asyncio.Server | None = None
         self._socket: Path | None = None
+        self._dir: Path | None = None  # made and checked once, at start: every run publishes
         self._published: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._refused = 0
 
     async def start(self) -> None:
         name = f"engine-{os.getpid()}-{secrets.token_hex(3)}.sock"  # tests run several engines
-        self._socket = socket_path(access_dir(), name)
+        self._dir = access_dir()
+        self._socket = socket_path(self._dir, name)
         handler = guarded(self._handle, MAX_CLIENTS, self._refuse)
         self._server = await unix_server(handler, self._socket, MAX_LINE)
 
@@ -95,14 +99,14 @@ class LiveAccess:
         """Let other processes of this user reach `run_id` through this engine."""
         assert self._socket is not None
         body = json.dumps({"socket": str(self._socket), "token": self._token, "pid": os.getpid()})
-        replace_whole(_access_file(run_id), body)
+        replace_whole(_access_file(run_id, self._dir), body)
         self._published.add(run_id)
 
     def withdraw(self, run_id: str) -> None:
         if run_id in self._published:
             self._published.discard(run_id)
             with contextlib.suppress(OSError):
-                _access_file(run_id).unlink()
+                _access_file(run_id, self._dir).unlink()
 
     async def close(self) -> None:
         for run_id in tuple(self._published):
