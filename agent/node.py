@@ -490,9 +490,9 @@ class NodeAgent:
         welcome = s.welcome
         explicit = "heartbeat_s" in welcome.model_fields_set
         interval = welcome.heartbeat_s if explicit else self.cfg.heartbeat
-        while True:
-            await s.channel.send(Heartbeat(last_seq=self.journal.last_seq))
+        while True:  # the first after an interval: the hello has just been heard
             await asyncio.sleep(interval)
+            await s.channel.send(Heartbeat(last_seq=self.journal.last_seq))
 
     async def _watchdog(self) -> None:
         """Return (ending the session) once the orchestrator has been silent past the deadline."""

@@ -305,10 +305,15 @@ class NodeSession:
             self._drop(channel)
 
     async def _beat(self, channel: Channel) -> None:
+        """A heartbeat every `heartbeat_s`, the first one `heartbeat_s` after the welcome,
+        which told the node as much (it is heard, and `replay_after` is what a beat's
+        `last_seq` says): a beat at once cost every run a message each way."""
         with contextlib.suppress(Exception):
             while self._channel is channel:
-                await channel.send(Heartbeat(last_seq=self.last_seq))
                 await asyncio.sleep(self.heartbeat_s)
+                if self._channel is not channel:
+                    return
+                await channel.send(Heartbeat(last_seq=self.last_seq))
 
     async def _watch(self) -> None:
         """Post the loss once the node has been silent past the deadline. Silence counts
