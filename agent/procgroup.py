@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -47,31 +48,71 @@ def group_alive(pgid: int) -> bool:
     processes = _live_processes()
     if processes is None:
         return True
-    return any(_pgid(p.pid) == pgid for p in processes)
+    return any(p.pgid == pgid for p in processes)
 
 
-def _live_processes() -> list[psutil.Process] | None:
+@dataclass(frozen=True)
+class _Live:
+    """A live process as one look at it found it."""
+
+    pid: int
+    pgid: int | None  # None: gone by the time its group was asked (psutil's way only)
+    started: float  # on psutil's clock (`started_at`)
+
+
+def _live_processes() -> list[_Live] | None:
     """Every live (non-zombie) process but this one, or None when this machine does not
     let us list processes (our own pid missing from the list means we are blind).
 
-    Each one is looked up afresh, not through `psutil.process_iter`: that keeps the
-    Process it made for a pid from one call to the next, with the start time of whatever
-    had the pid then, so a step's escapee that got a recycled pid read as started before
-    the step and was skipped — left running (a test saw it under the full suite's churn)."""
-    me, found, seen_self = os.getpid(), [], False
+    Each one is looked at afresh: a Process kept from an earlier look (as
+    `psutil.process_iter` keeps them) had the start time of whatever had the pid then,
+    so a step's escapee that got a recycled pid read as started before the step and
+    was skipped — left running (a test saw it under the full suite's churn).
+
+    On Linux one read of `/proc/<pid>/stat` a process says all three (state, group,
+    start): psutil read it twice and `/proc/stat` once for each, and a group's wait polls
+    this every 20 ms — a hundred local nodes read ~110,000 files a hundred-job run."""
     try:
-        for pid in psutil.pids():
-            try:
-                process = psutil.Process(pid)
-                process.info = process.as_dict(["status", "create_time"])
-            except psutil.NoSuchProcess:
-                continue  # ended meanwhile
-            if pid == me:
-                seen_self = True
-            elif process.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-                found.append(process)
-    except Exception:  # psutil on a Linux without /proc fails in many ways
+        return _from_proc() if os.path.isfile("/proc/self/stat") else _from_psutil()
+    except Exception:  # a /proc or a psutil that fails in some other way: blind
         return None
+
+
+def _from_proc() -> list[_Live] | None:
+    me, found, seen_self = os.getpid(), [], False
+    boot = psutil.boot_time()  # what psutil adds to each start (same value, read once)
+    ticks = os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:  # ended meanwhile
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()  # the name may hold spaces or ")"
+        pid = int(name)
+        if pid == me:
+            seen_self = True
+        elif fields[0] not in _GONE_STATES:
+            found.append(_Live(pid, int(fields[2]), float(fields[19]) / ticks + boot))
+    return found if seen_self else None
+
+
+_GONE_STATES = (b"Z", b"X", b"x")  # zombie, dead
+
+
+def _from_psutil() -> list[_Live] | None:
+    me, found, seen_self = os.getpid(), [], False
+    for pid in psutil.pids():
+        try:
+            info = psutil.Process(pid).as_dict(["status", "create_time"])
+        except psutil.NoSuchProcess:
+            continue  # ended meanwhile
+        if pid == me:
+            seen_self = True
+        elif info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+            found.append(_Live(pid, _pgid(pid), info["create_time"] or 0.0))
     return found if seen_self else None
 
 
@@ -127,13 +168,12 @@ def marked(marker: str, since: float = 0.0) -> list[int]:
     name, _, value = marker.partition("=")
     found = []
     settled_by = time.monotonic() + EXEC_SETTLE_S
-    for process in _live_processes() or ():
-        started = process.info.get("create_time")
-        if started is not None and started < since:
+    for live in _live_processes() or ():
+        if live.started < since:
             continue
         try:
-            if _environ(process, settled_by).get(name) == value:
-                found.append(process.pid)
+            if _environ(psutil.Process(live.pid), settled_by).get(name) == value:
+                found.append(live.pid)
         except (psutil.Error, OSError):
             continue  # gone, or not ours to read
     return found
