@@ -25,7 +25,9 @@ batch of small files is landed by several writers at once (`WRITERS` contiguous
 slices, so each writer mostly works in its own directories): creating a file is
 kernel work that releases the GIL, and on ext4 after a recent delete each
 `open(O_CREAT)` scans past the recently freed inodes (hundreds of µs per file), so
-a single writer makes the receiver, not the link, the bottleneck.
+a single writer makes the receiver, not the link, the bottleneck. A push's batches
+(`landers`) land in helper processes instead, where no GIL is handed between writers
+on every syscall (landproc.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import os
 import threading
 import zlib
@@ -43,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.transfer import wire
+from agent.transfer import landproc, wire
 from agent.transfer.chunkdata import CRC_MAX, chunk_data, read_back
 from agent.transfer.compress import decompress
 from agent.transfer.errors import TransferError, UnsafePath
@@ -112,6 +115,8 @@ class Receiver:
     `in_place`: small files may be created straight under their names (landing.py).
     `staged`: what lands in directories the root does not hold yet is landed unseen in a
     staging directory and renamed into place at `close` (landing.py).
+    `landers`: batches are landed in helper processes, not the writer threads
+    (landproc.py; a push into a workdir, where nothing needs a file's room checked).
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class Receiver:
         per_file: bool = False,
         in_place: bool = False,
         staged: bool = False,
+        landers: bool = False,
     ) -> None:
         self.root = root
         self.hash_chunked = hash_chunked
@@ -136,6 +142,7 @@ class Receiver:
         self._closed = False
         self.refused: list[str] = []  # links removed at close: they resolved outside the root
         self.expected_sha256: dict[str, str] = {}  # path → the sender's whole-file SHA-256
+        self._token = next(_tokens) if landers and not per_file and not staged else None
         pin_malloc()
 
     def forget_failed(self, paths: Iterable[str] | None = None) -> None:
@@ -223,8 +230,11 @@ class Receiver:
 
     async def _apply_queue(self, queue: asyncio.Queue[Any], on_landed: OnLanded) -> None:
         while (job := await queue.get()) is not None:
+            if isinstance(job, tuple) and self._token is not None:
+                on_landed(*await self._land_elsewhere(*job))
+                continue
             if isinstance(job, tuple):
-                job = await asyncio.to_thread(_decode_batch, *job)
+                job = await asyncio.to_thread(decode_batch, *job)
             on_landed(*await self._apply_parallel(job))
 
     async def _apply_parallel(self, records: list[Record]) -> tuple[int, int, str | None]:
@@ -239,6 +249,28 @@ class Receiver:
         await asyncio.wait(slices)  # every writer has stopped before an error is reported
         done = [f.result() for f in slices]
         return sum(d[0] for d in done), sum(d[1] for d in done), done[-1][2]
+
+    async def _land_elsewhere(self, kind: int, body: bytes) -> tuple[int, int, str | None]:
+        """Land a batch in a lander process (landproc.py); what landed is recorded first."""
+        if self._closed:
+            raise TransferError("the transfer was closed")
+        future = landproc.submit(
+            self._token or 0, str(self.root), self._lander.in_place, kind, body, self._took
+        )
+        with self._lock:
+            self._inflight.add(future)
+        future.add_done_callback(self._forget)
+        return await asyncio.wrap_future(future)
+
+    def _took(self, landed: list[Any], failed: list[Any], made_links: bool) -> None:
+        """What a lander landed and verified of a batch, and what the sender skipped in it."""
+        verified, dropped = self.verified, self.failed
+        for path, size, mode, sha256 in landed:
+            verified[path] = Landed(path, size, mode, sha256)
+            dropped.pop(path, None)
+        for path, why in failed:
+            self._fail(path, why)
+        self._lander.made_links |= made_links
 
     def _submit(self, job: list[Record]) -> asyncio.Future[tuple[int, int, str | None]]:
         future = _writers().submit(self._apply_job, job)
@@ -463,6 +495,7 @@ async def _feed(queue: asyncio.Queue[Any], job: Any, applier: asyncio.Task[None]
 
 
 _pool: ThreadPoolExecutor | None = None
+_tokens = itertools.count(1)  # each lander-using receiver's name in the landers
 
 
 def _writers() -> ThreadPoolExecutor:
@@ -477,7 +510,7 @@ def _path_of(meta: Meta) -> Any:
     return meta.path if isinstance(meta, wire.FileMeta) else meta.get("p")
 
 
-def _decode_batch(kind: int, body: bytes) -> list[Record]:
+def decode_batch(kind: int, body: bytes) -> list[Record]:
     if kind == wire.ZBATCH:
         body = decompress(body, wire.MAX_FRAME)
     return _records(body)

@@ -55,7 +55,8 @@ def _session(workdir: Path, session: object) -> Receiver:
         raise wire.WireError("bad push session id")
     key = (str(workdir), session)
     if key not in _sessions:
-        _sessions[key] = Receiver(workdir, in_place=True)  # a workdir nobody reads yet
+        # a workdir nobody reads yet: files land in place, batches in the landers
+        _sessions[key] = Receiver(workdir, in_place=True, landers=True)
         while len(_sessions) > _MAX_SESSIONS:
             _sessions.popitem(last=False)[1].close()
     _sessions.move_to_end(key)
