@@ -125,16 +125,27 @@ _pool: list[_Lander] = []
 _pool_lock = threading.Lock()
 
 
-def _pick() -> _Lander:
-    """The lander with the fewest batches queued; landers start on first use, a dead one
-    is replaced."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+def warm() -> None:
+    """Start the landers now (they take ~0.2 s of CPU to start), not under a push's first
+    batches: a node calls this once the operator is connected, before anything is sent."""
     with _pool_lock:
-        for each in [each for each in _pool if each.dead or each.popen.poll() is not None]:
-            _pool.remove(each)
-            each.retire()
-        if len(_pool) < min(LANDERS, cores or 1):
-            _pool.append(_Lander())
+        _fill()
+
+
+def _fill() -> None:
+    """Replace dead landers and start the missing ones (holding `_pool_lock`)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    for each in [each for each in _pool if each.dead or each.popen.poll() is not None]:
+        _pool.remove(each)
+        each.retire()
+    while len(_pool) < min(LANDERS, cores or 1):
+        _pool.append(_Lander())
+
+
+def _pick() -> _Lander:
+    """The lander with the fewest batches queued (dead ones replaced)."""
+    with _pool_lock:
+        _fill()
         lander = min(_pool, key=lambda each: each.queued)
         lander.queued += 1
     return lander

@@ -34,7 +34,7 @@ from typing import Any
 
 from iroh.iroh_ffi import IrohError
 
-from agent.transfer import held, wire
+from agent.transfer import held, landproc, wire
 from agent.transfer.errors import TransferError
 from agent.transfer.memory import relaxed_gc
 from agent.transfer.receiver import Landed, Receiver
@@ -87,6 +87,7 @@ async def serve_transfer(conn: Any, workdir: Path, live: LiveHandler | None = No
     serves the live service's streams (refused without it)."""
     workdir.mkdir(parents=True, exist_ok=True)
     conn.set_max_concurrent_bi_streams(MAX_STREAMS)
+    landproc.warm()  # a push comes first: its landers start while the operator walks
     tasks: set[asyncio.Task[None]] = set()
     try:
         while True:
