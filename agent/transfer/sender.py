@@ -15,6 +15,7 @@ import errno
 import hashlib
 import os
 import stat
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -270,6 +271,14 @@ def _chunk_packet(root: Path, path: str, index: int, level: int) -> Packet:
     return Packet([head, *payload], nbytes, 0, path, chunk_of=path, compressed=packed)
 
 
+_SMALL_READS = threading.Lock()
+"""Held by the packer reading a run of small things. Each file costs five syscalls, and
+CPython hands the GIL to another thread at each: two packers reading small files at once
+handed it over all the time (reading tree d, 100,000 1 KiB files, cost 2.1 s of CPU with
+two packers against 1.3 s with one). One reads while the other compresses its batch,
+hashes or reads a chunk, which release the GIL for long stretches."""
+
+
 def build_packet(
     root: Path,
     items: list[Item],
@@ -284,9 +293,10 @@ def build_packet(
         return _chunk_packet(root, items[start][1], int(items[start][2]), level), start + 1
     parents = Parents(root)
     try:
-        while i < len(items) and items[i][0] != "chunk" and packet.nbytes < target:
-            parts += _small_record(root, items[i], packet, parents)
-            i += 1
+        with _SMALL_READS:
+            while i < len(items) and items[i][0] != "chunk" and packet.nbytes < target:
+                parts += _small_record(root, items[i], packet, parents)
+                i += 1
     except OSError as exc:
         raise TransferError(f"cannot read {items[i][1]!r}: {exc.strerror or exc}") from None
     finally:
