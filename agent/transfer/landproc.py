@@ -17,8 +17,10 @@ those the sender skipped, whether it made a link, and the error that ended the b
 if one did; the agent records the files before the batch's caller hears of it, so a
 push cancelled meanwhile still knows what landed (resume sends only the rest).
 
-A lander reads requests on stdin and answers on stdout; it ends when the agent's end of
-the pipe closes (the agent exited). One that died is replaced on the next batch; the
+A lander reads requests on stdin and answers on stdout; it ends when the agent closes its
+end of the pipe: after `IDLE_S` without a batch (a push is over: the agent keeps no
+process beside a step's), or when the agent exits. The next push starts landers again
+(`warm`, as the operator connects). One that died is replaced on the next batch; the
 batches it held fail with a TransferError, and the push is retried by the operator.
 """
 
@@ -32,6 +34,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +45,8 @@ from agent.fdio import write_all
 from agent.transfer.errors import TransferError, UnsafePath, WireError
 
 LANDERS = 4  # at most; one a core
+IDLE_S = 10.0  # a lander unused this long ends (one is started again for the next push)
+_GRACE_S = 2.0
 _REQUEST = struct.Struct(">QBBII")  # receiver token, batch kind, in place, root len, body len
 _ANSWER = struct.Struct(">I")
 _PIPE_SIZE = 1 << 20  # a 4 MiB batch crosses in 4 wake-ups, not 64 (F_SETPIPE_SZ)
@@ -82,6 +87,8 @@ class _Lander:
         self.thread = ThreadPoolExecutor(1, thread_name_prefix="swjob-lander")
         self.queued = 0
         self.dead = False
+        self.idle_since = time.monotonic()
+        self.timer: threading.Timer | None = None
 
     def land(self, request: bytes, body: bytes, took: Took) -> Done:
         """Send one batch, wait for its answer, hand what landed to `took` (in this thread)."""
@@ -101,9 +108,13 @@ class _Lander:
         return nbytes, files, current
 
     def retire(self) -> None:
-        """End this lander (our own child, by its handle) and reap it; batches still queued
-        on its thread fail on its broken pipe."""
+        """End this lander (our own child, by its handle: its stdin closed, killed if it
+        does not go) and reap it; batches still queued on its thread fail on its pipe."""
         self.dead = True
+        if self.popen.poll() is None and self.queued == 0:
+            self.popen.stdin.close()  # type: ignore[union-attr]  # idle: it ends by itself
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=_GRACE_S)
         if self.popen.poll() is None:
             self.popen.kill()
         self.popen.wait()
@@ -140,6 +151,7 @@ def _fill() -> None:
         each.retire()
     while len(_pool) < min(LANDERS, cores or 1):
         _pool.append(_Lander())
+        _arm(_pool[-1])  # started ahead of a push that may never come
 
 
 def _pick() -> _Lander:
@@ -167,6 +179,34 @@ def submit(
 def _done(lander: _Lander) -> None:
     with _pool_lock:
         lander.queued -= 1
+        if lander.queued == 0:
+            lander.idle_since = time.monotonic()
+            _arm(lander)
+
+
+def _arm(lander: _Lander, after: float | None = None) -> None:
+    """Look again at `lander` once it may have been idle for `IDLE_S` (holding the lock)."""
+    if lander.timer is None:
+        lander.timer = threading.Timer(
+            IDLE_S if after is None else after, _retire_if_idle, (lander,)
+        )
+        lander.timer.daemon = True
+        lander.timer.start()
+
+
+def _retire_if_idle(lander: _Lander) -> None:
+    """End a lander idle for `IDLE_S`: once a push is over, the agent has no process of its
+    own beside a step's. Under the lock, so no batch is handed to it meanwhile."""
+    with _pool_lock:
+        lander.timer = None
+        if lander not in _pool or lander.queued:
+            return
+        left = IDLE_S - (time.monotonic() - lander.idle_since)
+        if left > 0:
+            _arm(lander, left)
+            return
+        _pool.remove(lander)
+        lander.retire()
 
 
 def pids() -> list[int]:
@@ -189,8 +229,13 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def serve() -> None:
-    """A lander's loop: batches in on stdin, answers out on stdout, until stdin ends."""
+    """A lander's loop: batches in on stdin, answers out on stdout, until stdin ends. A
+    Ctrl-C to the agent's process group is the agent's to act on: the lander goes when the
+    agent does (its stdin ends)."""
     import gc
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     from agent.transfer.memory import RELAXED_GEN0
 

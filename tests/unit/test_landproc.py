@@ -3,11 +3,14 @@ verified, named safely, never outside the root; what landed is known to the agen
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import signal
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from agent.transfer import TransferError, UnsafePath, landproc, wire
@@ -132,3 +135,25 @@ def test_a_lander_dying_under_a_batch_fails_it() -> None:
     assert lander.dead
     lander.popen.wait()
     lander.thread.shutdown()
+
+
+async def test_landers_end_once_idle_and_start_again_for_the_next_push(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a push is over the agent keeps no process of its own beside a step's."""
+    with landproc._pool_lock:  # earlier tests' landers, armed with the longer wait
+        for lander in list(landproc._pool):
+            landproc._pool.remove(lander)
+            lander.retire()
+    monkeypatch.setattr(landproc, "IDLE_S", 0.2)
+    receiver = Receiver(tmp_path, in_place=True, landers=True)
+    await _push(receiver, _file("first", b"1"))
+    started = landproc.pids()
+    deadline = time.monotonic() + 10
+    while landproc.pids() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not landproc.pids()
+    assert all(not psutil.pid_exists(pid) for pid in started)  # reaped, not zombies
+    await _push(receiver, _file("second", b"2"))
+    receiver.close()
+    assert set(receiver.verified) == {"first", "second"}
