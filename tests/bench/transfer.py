@@ -82,17 +82,19 @@ def _cpu_s() -> float:
 
 def _helpers_cpu_s() -> float:
     """User + system CPU seconds of the agent's landing processes (agent/transfer/
-    landproc.py), still running: the node's CPU counts them with the agent's own."""
+    landproc.py), those still running and those ended (the agent's only children here):
+    the node's CPU counts them with the agent's own."""
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         from agent.transfer.landproc import pids
     except ImportError:  # a checkout from before them
-        return 0.0
+        return ended.ru_utime + ended.ru_stime
     total = 0
     for pid in pids():
         with contextlib.suppress(OSError):
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             total += int(fields[11]) + int(fields[12])  # utime, stime in clock ticks
-    return total / os.sysconf("SC_CLK_TCK")
+    return ended.ru_utime + ended.ru_stime + total / os.sysconf("SC_CLK_TCK")
 
 
 async def _agent_main(ticket: str, workdir: Path) -> None:
