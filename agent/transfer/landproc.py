@@ -9,13 +9,14 @@ one (1.0 + 2.6 s, `tar -x` 0.1 + 2.5 s), which in turn lands on one core only. A
 has a GIL of its own: `LANDERS` single-threaded landers work on as many cores with no
 hand-over, and the agent only passes them whole batch bodies and records what landed.
 
-A lander runs the receiver's own code on each batch (`Receiver._apply_job`: every name
-checked, no link followed, nothing outside the root, each file's SHA-256 verified), with
-one receiver per agent-side receiver (`token`), so what it knows of a push's directories
-is never carried into another push. It answers with the files that landed and verified,
-those the sender skipped, whether it made a link, and the error that ended the batch,
-if one did; the agent records the files before the batch's caller hears of it, so a
-push cancelled meanwhile still knows what landed (resume sends only the rest).
+A lander (agent/transfer/landserve.py) runs the receiver's own code on each batch
+(`Receiver._apply_job`: every name checked, no link followed, nothing outside the root,
+each file's SHA-256 verified), with one receiver per agent-side receiver (`token`), so
+what it knows of a push's directories is never carried into another push. It answers
+with the files that landed and verified, those the sender skipped, whether it made a
+link, and the error that ended the batch, if one did; the agent records the files
+before the batch's caller hears of it, so a push cancelled meanwhile still knows what
+landed (resume sends only the rest).
 
 A lander reads requests on stdin and answers on stdout; it ends when the agent closes its
 end of the pipe: after `IDLE_S` without a batch (a push is over: the agent keeps no
@@ -35,11 +36,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from agent.fdio import write_all
 from agent.transfer.errors import TransferError, UnsafePath, WireError
@@ -47,11 +46,10 @@ from agent.transfer.errors import TransferError, UnsafePath, WireError
 LANDERS = 4  # at most; one a core
 IDLE_S = 10.0  # a lander unused this long ends (one is started again for the next push)
 _GRACE_S = 2.0
-_REQUEST = struct.Struct(">QBBII")  # receiver token, batch kind, in place, root len, body len
-_ANSWER = struct.Struct(">I")
+REQUEST = struct.Struct(">QBBII")  # receiver token, batch kind, in place, root len, body len
+ANSWER = struct.Struct(">I")
 _PIPE_SIZE = 1 << 20  # a 4 MiB batch crosses in 4 wake-ups, not 64 (F_SETPIPE_SZ)
-_RECEIVERS = 16  # a lander's receivers kept, the most recently used
-_START = "import sys; sys.path[:0] = sys.argv[1:]; import agent.transfer.landproc as m; m.serve()"
+_START = "import sys; sys.path[:0] = sys.argv[1:]; import agent.transfer.landserve as m; m.serve()"
 _ERRORS: dict[str, type[Exception]] = {
     "UnsafePath": UnsafePath,
     "WireError": WireError,
@@ -96,7 +94,7 @@ class _Lander:
             write_all(self.popen.stdin.fileno(), request)  # type: ignore[union-attr]
             write_all(self.popen.stdin.fileno(), body)  # type: ignore[union-attr]
             fd = self.popen.stdout.fileno()  # type: ignore[union-attr]
-            (size,) = _ANSWER.unpack(_read_exact(fd, _ANSWER.size))
+            (size,) = ANSWER.unpack(_read_exact(fd, ANSWER.size))
             answer = marshal.loads(_read_exact(fd, size))
         except (OSError, ValueError, EOFError) as exc:
             self.dead = True
@@ -169,9 +167,13 @@ def submit(
     """Land batch `body` (of frame kind `kind`) under `root` in a lander; `took` gets the
     files that landed, those skipped and whether a link was made, before the future is done."""
     name = os.fsencode(root)
-    request = _REQUEST.pack(token, kind, in_place, len(name), len(body)) + name
+    request = REQUEST.pack(token, kind, in_place, len(name), len(body)) + name
     lander = _pick()
-    future = lander.thread.submit(lander.land, request, body, took)
+    try:
+        future = lander.thread.submit(lander.land, request, body, took)
+    except RuntimeError:  # it died, and was retired, since it was picked
+        _done(lander)
+        raise TransferError("the landing process failed: it ended") from None
     future.add_done_callback(lambda _: _done(lander))
     return future
 
@@ -223,58 +225,3 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-# ---- the lander's side ---------------------------------------------------------------
-
-
-def serve() -> None:
-    """A lander's loop: batches in on stdin, answers out on stdout, until stdin ends. A
-    Ctrl-C to the agent's process group is the agent's to act on: the lander goes when the
-    agent does (its stdin ends)."""
-    import gc
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    from agent.transfer.memory import RELAXED_GEN0
-
-    gc.set_threshold(RELAXED_GEN0)  # nothing a batch makes is cyclic garbage (memory.py)
-    requests, answers = sys.stdin.buffer, os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)  # a stray print must not land in the answers
-    receivers: OrderedDict[int, Any] = OrderedDict()
-    while head := requests.read(_REQUEST.size):
-        if len(head) < _REQUEST.size:
-            return
-        token, kind, in_place, name_size, size = _REQUEST.unpack(head)
-        root = os.fsdecode(requests.read(name_size))
-        body = requests.read(size)
-        if len(body) < size:
-            return
-        answer = marshal.dumps(_land(receivers, token, root, bool(in_place), kind, body))
-        write_all(answers.fileno(), _ANSWER.pack(len(answer)) + answer)
-
-
-def _land(
-    receivers: OrderedDict[int, Any], token: int, root: str, in_place: bool, kind: int, body: bytes
-) -> tuple[Any, ...]:
-    """Land one batch with the receiver of `token`; the answer `_Lander.land` reads."""
-    from agent.transfer.receiver import Receiver, decode_batch
-
-    receiver = receivers.get(token)
-    if receiver is None:
-        receiver = receivers[token] = Receiver(Path(root), in_place=in_place)
-        while len(receivers) > _RECEIVERS:
-            receivers.popitem(last=False)
-    receivers.move_to_end(token)
-    receiver.verified.clear()
-    receiver.failed.clear()
-    done: Done = (0, 0, None)
-    error = None
-    try:
-        done = receiver._apply_job(decode_batch(kind, body))
-    except Exception as exc:  # told to the agent, which raises it there
-        error = (type(exc).__name__, str(exc))
-    landed = [(x.path, x.size, x.mode, x.sha256) for x in receiver.verified.values()]
-    failed = list(receiver.failed.items())
-    return (*done, landed, failed, receiver._lander.made_links, error)

@@ -129,7 +129,7 @@ async def test_a_lander_that_died_is_replaced(tmp_path: Path) -> None:
 def test_a_lander_dying_under_a_batch_fails_it() -> None:
     lander = landproc._Lander()
     os.kill(lander.popen.pid, signal.SIGKILL)  # ours: started just above
-    request = landproc._REQUEST.pack(1, wire.BATCH, 1, 1, 0) + b"/"
+    request = landproc.REQUEST.pack(1, wire.BATCH, 1, 1, 0) + b"/"
     with pytest.raises(TransferError, match="landing process failed"):
         lander.land(request, b"", lambda landed, failed, links: None)
     assert lander.dead
