@@ -21,8 +21,9 @@ landed (resume sends only the rest).
 A lander reads requests on stdin and answers on stdout; it ends when the agent closes its
 end of the pipe: after `IDLE_S` without a batch (a push is over: the agent keeps no
 process beside a step's), or when the agent exits. The next push starts landers again
-(`warm`, as the operator connects). One that died is replaced on the next batch; the
-batches it held fail with a TransferError, and the push is retried by the operator.
+(`warm`, as its second batch comes: a push of one batch starts none). One that died is
+replaced on the next batch; the batches it held fail with a TransferError, and the push
+is retried by the operator.
 """
 
 from __future__ import annotations
@@ -135,8 +136,9 @@ _pool_lock = threading.Lock()
 
 
 def warm() -> None:
-    """Start the landers now (they take ~0.2 s of CPU to start), not under a push's first
-    batches: a node calls this once the operator is connected, before anything is sent."""
+    """Start the landers now (they take ~0.2 s of CPU to start), not under a batch: a push
+    calls this (off its loop) as its second batch comes, and lands its next ones here once
+    they have started (receiver.py, `landers_after`)."""
     with _pool_lock:
         _fill()
 

@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
+import logging
 import os
 import threading
 import zlib
@@ -57,6 +58,8 @@ from agent.transfer.schedule import CHUNK, chunk_count
 from agent.transfer.sender import CHANGED, Changed
 from agent.transfer.space import NoSpace, SpaceGuard
 from agent.transfer.wire import FrameReader
+
+log = logging.getLogger("swjob.agent")
 
 _QUEUE = 2
 WRITERS = 4
@@ -115,8 +118,11 @@ class Receiver:
     `in_place`: small files may be created straight under their names (landing.py).
     `staged`: what lands in directories the root does not hold yet is landed unseen in a
     staging directory and renamed into place at `close` (landing.py).
-    `landers`: batches are landed in helper processes, not the writer threads
-    (landproc.py; a push into a workdir, where nothing needs a file's room checked).
+    `landers_after`: a push into a workdir, where nothing needs a file's room checked:
+    its batches after the first `landers_after` are landed in helper processes, not the
+    writer threads (landproc.py), which start as its second batch comes. A push of one
+    or two batches (most workspaces: code and configs) starts none; each costs ~0.17 s of
+    CPU, and a hundred local nodes would have started two hundred of them.
     """
 
     def __init__(
@@ -127,7 +133,7 @@ class Receiver:
         per_file: bool = False,
         in_place: bool = False,
         staged: bool = False,
-        landers: bool = False,
+        landers_after: int | None = None,
     ) -> None:
         self.root = root
         self.hash_chunked = hash_chunked
@@ -142,7 +148,11 @@ class Receiver:
         self._closed = False
         self.refused: list[str] = []  # links removed at close: they resolved outside the root
         self.expected_sha256: dict[str, str] = {}  # path → the sender's whole-file SHA-256
-        self._token = next(_tokens) if landers and not per_file and not staged else None
+        landing_elsewhere = landers_after is not None and not per_file and not staged
+        self._token = next(_tokens) if landing_elsewhere else None
+        self._landers_after = landers_after or 0
+        self._batches = 0  # batches this receiver was handed (a push session: all its streams)
+        self._warming: asyncio.Future[None] | None = None
         pin_malloc()
 
     def forget_failed(self, paths: Iterable[str] | None = None) -> None:
@@ -230,7 +240,7 @@ class Receiver:
 
     async def _apply_queue(self, queue: asyncio.Queue[Any], on_landed: OnLanded) -> None:
         while (job := await queue.get()) is not None:
-            if isinstance(job, tuple) and self._token is not None:
+            if isinstance(job, tuple) and self._token is not None and self._elsewhere():
                 on_landed(*await self._land_elsewhere(*job))
                 continue
             if isinstance(job, tuple):
@@ -249,6 +259,19 @@ class Receiver:
         await asyncio.wait(slices)  # every writer has stopped before an error is reported
         done = [f.result() for f in slices]
         return sum(d[0] for d in done), sum(d[1] for d in done), done[-1][2]
+
+    def _elsewhere(self) -> bool:
+        """Whether the batch just handed over goes to the landers. The second batch of a
+        push starts them (off the loop: a process start is a fork and an exec); until they
+        have started, or when they could not be, batches stay in the writer threads."""
+        self._batches += 1
+        if self._batches == 2 and self._landers_after >= 2:
+            self._warming = asyncio.ensure_future(asyncio.to_thread(landproc.warm))
+            self._warming.add_done_callback(_said_if_failed)
+        if self._batches <= self._landers_after:
+            return False
+        warming = self._warming
+        return warming is None or (warming.done() and warming.exception() is None)
 
     async def _land_elsewhere(self, kind: int, body: bytes) -> tuple[int, int, str | None]:
         """Land a batch in a lander process (landproc.py); what landed is recorded first."""
@@ -496,6 +519,15 @@ async def _feed(queue: asyncio.Queue[Any], job: Any, applier: asyncio.Task[None]
 
 _pool: ThreadPoolExecutor | None = None
 _tokens = itertools.count(1)  # each lander-using receiver's name in the landers
+LANDERS_AFTER = 3
+"""A push's batches landed in the writer threads before the rest go to the landers."""
+
+
+def _said_if_failed(warming: asyncio.Future[None]) -> None:
+    """A push whose landers could not start (no fork: a full process table, no memory)
+    lands in the writer threads, and the node's log says why."""
+    if not warming.cancelled() and (exc := warming.exception()) is not None:
+        log.warning("landing processes could not start, landing in threads: %s", exc)
 
 
 def _writers() -> ThreadPoolExecutor:

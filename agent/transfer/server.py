@@ -34,10 +34,10 @@ from typing import Any
 
 from iroh.iroh_ffi import IrohError
 
-from agent.transfer import held, landproc, wire
+from agent.transfer import held, wire
 from agent.transfer.errors import TransferError
 from agent.transfer.memory import relaxed_gc
-from agent.transfer.receiver import Landed, Receiver
+from agent.transfer.receiver import LANDERS_AFTER, Landed, Receiver
 from agent.transfer.schedule import LARGE_MIN
 from agent.transfer.sender import send_items, whole_sha256
 from agent.transfer.walk import resolve_outputs
@@ -55,8 +55,8 @@ def _session(workdir: Path, session: object) -> Receiver:
         raise wire.WireError("bad push session id")
     key = (str(workdir), session)
     if key not in _sessions:
-        # a workdir nobody reads yet: files land in place, batches in the landers
-        _sessions[key] = Receiver(workdir, in_place=True, landers=True)
+        # a workdir nobody reads yet: files land in place, a long push's batches in landers
+        _sessions[key] = Receiver(workdir, in_place=True, landers_after=LANDERS_AFTER)
         while len(_sessions) > _MAX_SESSIONS:
             _sessions.popitem(last=False)[1].close()
     _sessions.move_to_end(key)
@@ -87,7 +87,6 @@ async def serve_transfer(conn: Any, workdir: Path, live: LiveHandler | None = No
     serves the live service's streams (refused without it)."""
     workdir.mkdir(parents=True, exist_ok=True)
     conn.set_max_concurrent_bi_streams(MAX_STREAMS)
-    landproc.warm()  # a push comes first: its landers start while the operator walks
     tasks: set[asyncio.Task[None]] = set()
     try:
         while True:

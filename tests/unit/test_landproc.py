@@ -65,7 +65,7 @@ async def test_a_batch_lands_in_a_lander_verified_with_modes_and_mtimes(tmp_path
         _file(p, data, 0o600 if i % 2 else 0o755) for i, (p, data) in enumerate(files.items())
     )
     batch += wire.record({"t": "skip", "p": "gone", "why": "vanished before it could be read"})
-    receiver = Receiver(tmp_path, in_place=True, landers=True)
+    receiver = Receiver(tmp_path, in_place=True, landers_after=0)
     await _push(receiver, batch)
     receiver.close()
     assert set(receiver.verified) == set(files)
@@ -93,7 +93,7 @@ async def test_a_hostile_batch_is_refused_and_what_landed_before_it_is_known(
     root = tmp_path / "work"
     root.mkdir()
     os.symlink(tmp_path, root / "planted")
-    receiver = Receiver(root, in_place=True, landers=True)
+    receiver = Receiver(root, in_place=True, landers_after=0)
     with pytest.raises(error, match=match):
         await _push(receiver, batch)
     receiver.close()
@@ -106,14 +106,14 @@ async def test_a_link_made_in_a_lander_is_checked_when_the_push_closes(tmp_path:
     """`d -> .` makes `e -> d/d/../..` leave the root: only known once both landed."""
     batch = wire.record({"t": "link", "p": "e", "to": "d/d/../.."})
     batch += wire.record({"t": "link", "p": "d", "to": "."})
-    receiver = Receiver(tmp_path, in_place=True, landers=True)
+    receiver = Receiver(tmp_path, in_place=True, landers_after=0)
     await _push(receiver, batch)
     receiver.close()
     assert receiver.refused and not os.path.lexists(tmp_path / "e")
 
 
 async def test_a_lander_that_died_is_replaced(tmp_path: Path) -> None:
-    receiver = Receiver(tmp_path, in_place=True, landers=True)
+    receiver = Receiver(tmp_path, in_place=True, landers_after=0)
     await _push(receiver, _file("first", b"1"))
     dead = landproc.pids()
     for pid in dead:  # the landers this test's process started
@@ -141,12 +141,9 @@ async def test_landers_end_once_idle_and_start_again_for_the_next_push(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Once a push is over the agent keeps no process of its own beside a step's."""
-    with landproc._pool_lock:  # earlier tests' landers, armed with the longer wait
-        for lander in list(landproc._pool):
-            landproc._pool.remove(lander)
-            lander.retire()
+    _retire_every_lander()  # earlier tests', armed with the longer wait
     monkeypatch.setattr(landproc, "IDLE_S", 0.2)
-    receiver = Receiver(tmp_path, in_place=True, landers=True)
+    receiver = Receiver(tmp_path, in_place=True, landers_after=0)
     await _push(receiver, _file("first", b"1"))
     started = landproc.pids()
     deadline = time.monotonic() + 10
@@ -157,3 +154,34 @@ async def test_landers_end_once_idle_and_start_again_for_the_next_push(
     await _push(receiver, _file("second", b"2"))
     receiver.close()
     assert set(receiver.verified) == {"first", "second"}
+
+
+async def test_a_short_push_starts_no_lander_and_a_long_one_lands_its_later_batches_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workspace of a batch or two (code, configs) costs no process start."""
+    _retire_every_lander()
+    handed: list[int] = []  # the batches handed to a lander (the real one lands them)
+    submit = landproc.submit
+    monkeypatch.setattr(landproc, "submit", lambda *a: handed.append(a[0]) or submit(*a))
+    receiver = Receiver(tmp_path, in_place=True, landers_after=3)
+    await _push(receiver, _file("one", b"1"))
+    assert not landproc.pids()  # one batch: in the writer threads
+    await _push(receiver, _file("two", b"2"), _file("three", b"3"))
+    assert receiver._warming is not None  # the second batch started them
+    await receiver._warming
+    started = landproc.pids()
+    assert started and not handed  # the first three batches landed in the threads
+    await _push(receiver, _file("four", b"4"))
+    assert len(handed) == 1
+    receiver.close()
+    assert set(receiver.verified) == {"one", "two", "three", "four"}
+    assert (tmp_path / "four").read_bytes() == b"4"
+    assert set(landproc.pids()) == set(started)
+
+
+def _retire_every_lander() -> None:
+    with landproc._pool_lock:
+        for lander in list(landproc._pool):
+            landproc._pool.remove(lander)
+            lander.retire()
