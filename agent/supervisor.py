@@ -35,6 +35,7 @@ from agent.lines import LineSplitter, LogBatcher, StepLog
 from agent.protocol import AgentEvent, NodeFault, Step, StepExited, StepStarted, Stream
 from agent.redact import Redactor
 from agent.steprecord import STEP_ENV, StepRecord, new_marker
+from agent.transfer import landproc
 
 log = logging.getLogger("swjob.agent")
 
@@ -63,8 +64,9 @@ class _Running:
 
 
 def _spared(run: _Running) -> set[int]:
-    """What a step's sweep leaves alone: its leader (asyncio reaps it) and operator shells."""
-    return {run.pgid, *shell.session_pids()}
+    """What a step's sweep leaves alone: its leader (asyncio reaps it), operator shells and
+    the agent's landing processes (agent/transfer/landproc.py)."""
+    return {run.pgid, *shell.session_pids(), *landproc.pids()}
 
 
 class Supervisor:

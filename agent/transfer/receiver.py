@@ -25,7 +25,9 @@ batch of small files is landed by several writers at once (`WRITERS` contiguous
 slices, so each writer mostly works in its own directories): creating a file is
 kernel work that releases the GIL, and on ext4 after a recent delete each
 `open(O_CREAT)` scans past the recently freed inodes (hundreds of µs per file), so
-a single writer makes the receiver, not the link, the bottleneck.
+a single writer makes the receiver, not the link, the bottleneck. A push's batches
+(`landers`) land in helper processes instead, where no GIL is handed between writers
+on every syscall (landproc.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
+import logging
 import os
 import threading
 import zlib
@@ -43,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.transfer import wire
+from agent.transfer import landproc, wire
 from agent.transfer.chunkdata import CRC_MAX, chunk_data, read_back
 from agent.transfer.compress import decompress
 from agent.transfer.errors import TransferError, UnsafePath
@@ -54,6 +58,8 @@ from agent.transfer.schedule import CHUNK, chunk_count
 from agent.transfer.sender import CHANGED, Changed
 from agent.transfer.space import NoSpace, SpaceGuard
 from agent.transfer.wire import FrameReader
+
+log = logging.getLogger("swjob.agent")
 
 _QUEUE = 2
 WRITERS = 4
@@ -112,6 +118,11 @@ class Receiver:
     `in_place`: small files may be created straight under their names (landing.py).
     `staged`: what lands in directories the root does not hold yet is landed unseen in a
     staging directory and renamed into place at `close` (landing.py).
+    `landers_after`: a push into a workdir, where nothing needs a file's room checked:
+    its batches after the first `landers_after` are landed in helper processes, not the
+    writer threads (landproc.py), which start as its second batch comes. A push of one
+    or two batches (most workspaces: code and configs) starts none; each costs ~0.17 s of
+    CPU, and a hundred local nodes would have started two hundred of them.
     """
 
     def __init__(
@@ -122,6 +133,7 @@ class Receiver:
         per_file: bool = False,
         in_place: bool = False,
         staged: bool = False,
+        landers_after: int | None = None,
     ) -> None:
         self.root = root
         self.hash_chunked = hash_chunked
@@ -136,6 +148,11 @@ class Receiver:
         self._closed = False
         self.refused: list[str] = []  # links removed at close: they resolved outside the root
         self.expected_sha256: dict[str, str] = {}  # path → the sender's whole-file SHA-256
+        landing_elsewhere = landers_after is not None and not per_file and not staged
+        self._token = next(_tokens) if landing_elsewhere else None
+        self._landers_after = landers_after or 0
+        self._batches = 0  # batches this receiver was handed (a push session: all its streams)
+        self._warming: asyncio.Future[None] | None = None
         pin_malloc()
 
     def forget_failed(self, paths: Iterable[str] | None = None) -> None:
@@ -223,8 +240,11 @@ class Receiver:
 
     async def _apply_queue(self, queue: asyncio.Queue[Any], on_landed: OnLanded) -> None:
         while (job := await queue.get()) is not None:
+            if isinstance(job, tuple) and self._token is not None and self._elsewhere():
+                on_landed(*await self._land_elsewhere(*job))
+                continue
             if isinstance(job, tuple):
-                job = await asyncio.to_thread(_decode_batch, *job)
+                job = await asyncio.to_thread(decode_batch, *job)
             on_landed(*await self._apply_parallel(job))
 
     async def _apply_parallel(self, records: list[Record]) -> tuple[int, int, str | None]:
@@ -239,6 +259,41 @@ class Receiver:
         await asyncio.wait(slices)  # every writer has stopped before an error is reported
         done = [f.result() for f in slices]
         return sum(d[0] for d in done), sum(d[1] for d in done), done[-1][2]
+
+    def _elsewhere(self) -> bool:
+        """Whether the batch just handed over goes to the landers. The second batch of a
+        push starts them (off the loop: a process start is a fork and an exec); until they
+        have started, or when they could not be, batches stay in the writer threads."""
+        self._batches += 1
+        if self._batches == 2 and self._landers_after >= 2:
+            self._warming = asyncio.ensure_future(asyncio.to_thread(landproc.warm))
+            self._warming.add_done_callback(_said_if_failed)
+        if self._batches <= self._landers_after:
+            return False
+        warming = self._warming
+        return warming is None or (warming.done() and warming.exception() is None)
+
+    async def _land_elsewhere(self, kind: int, body: bytes) -> tuple[int, int, str | None]:
+        """Land a batch in a lander process (landproc.py); what landed is recorded first."""
+        if self._closed:
+            raise TransferError("the transfer was closed")
+        future = landproc.submit(
+            self._token or 0, str(self.root), self._lander.in_place, kind, body, self._took
+        )
+        with self._lock:
+            self._inflight.add(future)
+        future.add_done_callback(self._forget)
+        return await asyncio.wrap_future(future)
+
+    def _took(self, landed: list[Any], failed: list[Any], made_links: bool) -> None:
+        """What a lander landed and verified of a batch, and what the sender skipped in it."""
+        verified, dropped = self.verified, self.failed
+        for path, size, mode, sha256 in landed:
+            verified[path] = Landed(path, size, mode, sha256)
+            dropped.pop(path, None)
+        for path, why in failed:
+            self._fail(path, why)
+        self._lander.made_links |= made_links
 
     def _submit(self, job: list[Record]) -> asyncio.Future[tuple[int, int, str | None]]:
         future = _writers().submit(self._apply_job, job)
@@ -463,6 +518,16 @@ async def _feed(queue: asyncio.Queue[Any], job: Any, applier: asyncio.Task[None]
 
 
 _pool: ThreadPoolExecutor | None = None
+_tokens = itertools.count(1)  # each lander-using receiver's name in the landers
+LANDERS_AFTER = 3
+"""A push's batches landed in the writer threads before the rest go to the landers."""
+
+
+def _said_if_failed(warming: asyncio.Future[None]) -> None:
+    """A push whose landers could not start (no fork: a full process table, no memory)
+    lands in the writer threads, and the node's log says why."""
+    if not warming.cancelled() and (exc := warming.exception()) is not None:
+        log.warning("landing processes could not start, landing in threads: %s", exc)
 
 
 def _writers() -> ThreadPoolExecutor:
@@ -477,7 +542,7 @@ def _path_of(meta: Meta) -> Any:
     return meta.path if isinstance(meta, wire.FileMeta) else meta.get("p")
 
 
-def _decode_batch(kind: int, body: bytes) -> list[Record]:
+def decode_batch(kind: int, body: bytes) -> list[Record]:
     if kind == wire.ZBATCH:
         body = decompress(body, wire.MAX_FRAME)
     return _records(body)

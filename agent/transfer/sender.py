@@ -15,6 +15,7 @@ import errno
 import hashlib
 import os
 import stat
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -109,6 +110,30 @@ def _version(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
+_SMALL_READS = threading.Lock()
+"""Held by the packer reading a run of small things. Each file costs five syscalls, and
+CPython hands the GIL to another thread at each: two packers reading small files at once
+handed it over all the time (reading tree d, 100,000 1 KiB files, cost 2.1 s of CPU with
+two packers against 1.3 s with one). One reads while the other compresses its batch,
+hashes or reads a chunk, which release the GIL for long stretches, or waits for a hot
+file to settle (`_settle`)."""
+_reading = threading.local()  # `.small`: this thread holds _SMALL_READS
+
+
+def _settle() -> None:
+    """Give a file modified just now `SETTLE_S` to show a change (read_stable). A packer
+    reading small things lets the others read meanwhile: files being written are hot, and
+    a live sync pulls many of them."""
+    if not getattr(_reading, "small", False):
+        time.sleep(SETTLE_S)
+        return
+    _SMALL_READS.release()
+    try:
+        time.sleep(SETTLE_S)
+    finally:
+        _SMALL_READS.acquire()
+
+
 def read_stable(
     root: Path,
     path: str,
@@ -137,7 +162,7 @@ def read_stable(
             after = os.fstat(fd)
             same = _version(before) == _version(after)
             if same and abs(time.time_ns() - after.st_mtime_ns) < HOT_NS:
-                time.sleep(SETTLE_S)
+                _settle()
                 same = _version(os.fstat(fd)) == _version(after) and read(fd, after) == data
         finally:
             os.close(fd)
@@ -284,9 +309,14 @@ def build_packet(
         return _chunk_packet(root, items[start][1], int(items[start][2]), level), start + 1
     parents = Parents(root)
     try:
-        while i < len(items) and items[i][0] != "chunk" and packet.nbytes < target:
-            parts += _small_record(root, items[i], packet, parents)
-            i += 1
+        with _SMALL_READS:
+            _reading.small = True
+            try:
+                while i < len(items) and items[i][0] != "chunk" and packet.nbytes < target:
+                    parts += _small_record(root, items[i], packet, parents)
+                    i += 1
+            finally:
+                _reading.small = False
     except OSError as exc:
         raise TransferError(f"cannot read {items[i][1]!r}: {exc.strerror or exc}") from None
     finally:

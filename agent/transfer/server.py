@@ -37,7 +37,7 @@ from iroh.iroh_ffi import IrohError
 from agent.transfer import held, wire
 from agent.transfer.errors import TransferError
 from agent.transfer.memory import relaxed_gc
-from agent.transfer.receiver import Landed, Receiver
+from agent.transfer.receiver import LANDERS_AFTER, Landed, Receiver
 from agent.transfer.schedule import LARGE_MIN
 from agent.transfer.sender import send_items, whole_sha256
 from agent.transfer.walk import resolve_outputs
@@ -55,7 +55,8 @@ def _session(workdir: Path, session: object) -> Receiver:
         raise wire.WireError("bad push session id")
     key = (str(workdir), session)
     if key not in _sessions:
-        _sessions[key] = Receiver(workdir, in_place=True)  # a workdir nobody reads yet
+        # a workdir nobody reads yet: files land in place, a long push's batches in landers
+        _sessions[key] = Receiver(workdir, in_place=True, landers_after=LANDERS_AFTER)
         while len(_sessions) > _MAX_SESSIONS:
             _sessions.popitem(last=False)[1].close()
     _sessions.move_to_end(key)

@@ -1,0 +1,74 @@
+"""A lander's side of agent/transfer/landproc.py: batches in on stdin, answers out on stdout.
+
+Each batch is landed by the receiver's own code (`Receiver._apply_job`), one receiver per
+agent-side receiver (`token`, the most recent `RECEIVERS` kept), so what a lander knows of
+one push's directories never carries into another push. The answer is the batch's file
+bytes, whole files and last path, the files that landed and verified, those the sender
+skipped with why, whether a link was made, and the error that ended the batch if one did.
+"""
+
+from __future__ import annotations
+
+import gc
+import marshal
+import os
+import signal
+import sys
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from agent.fdio import write_all
+from agent.transfer.landproc import ANSWER, REQUEST, Done
+from agent.transfer.memory import RELAXED_GEN0
+from agent.transfer.receiver import Receiver, decode_batch
+
+RECEIVERS = 16
+
+
+def serve() -> None:
+    """Answer batches until stdin ends (the agent closed it or exited). A Ctrl-C to the
+    agent's process group is the agent's to act on: the lander goes when the agent does."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.set_threshold(RELAXED_GEN0)  # nothing a batch makes is cyclic garbage (memory.py)
+    requests, answers = sys.stdin.buffer, os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # a stray print must not land in the answers
+    receivers: OrderedDict[int, Receiver] = OrderedDict()
+    while head := requests.read(REQUEST.size):
+        if len(head) < REQUEST.size:
+            return
+        token, kind, in_place, name_size, size = REQUEST.unpack(head)
+        root = os.fsdecode(requests.read(name_size))
+        body = requests.read(size)
+        if len(body) < size:
+            return
+        answer = marshal.dumps(land(receivers, token, root, bool(in_place), kind, body))
+        write_all(answers.fileno(), ANSWER.pack(len(answer)) + answer)
+
+
+def land(
+    receivers: OrderedDict[int, Receiver],
+    token: int,
+    root: str,
+    in_place: bool,
+    kind: int,
+    body: bytes,
+) -> tuple[Any, ...]:
+    """Land one batch with the receiver of `token`; the answer `_Lander.land` reads."""
+    receiver = receivers.get(token)
+    if receiver is None:
+        receiver = receivers[token] = Receiver(Path(root), in_place=in_place)
+        while len(receivers) > RECEIVERS:
+            receivers.popitem(last=False)
+    receivers.move_to_end(token)
+    receiver.verified.clear()
+    receiver.failed.clear()
+    done: Done = (0, 0, None)
+    error = None
+    try:
+        done = receiver._apply_job(decode_batch(kind, body))
+    except Exception as exc:  # told to the agent, which raises it there
+        error = (type(exc).__name__, str(exc))
+    landed = [(x.path, x.size, x.mode, x.sha256) for x in receiver.verified.values()]
+    failed = list(receiver.failed.items())
+    return (*done, landed, failed, receiver._lander.made_links, error)

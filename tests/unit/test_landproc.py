@@ -1,0 +1,187 @@
+"""A push's batches land in helper processes (agent/transfer/landproc.py) as in threads:
+verified, named safely, never outside the root; what landed is known to the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from agent.transfer import TransferError, UnsafePath, landproc, wire
+from agent.transfer.errors import WireError
+from agent.transfer.receiver import Receiver
+
+MTIME = 1_000_000_000_000_000_000
+
+
+class _Stream:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    async def read(self, size_limit: int) -> bytes:
+        piece, self._data = self._data[:size_limit], self._data[size_limit:]
+        return piece
+
+    async def read_exact(self, size: int) -> bytes:
+        return await self.read(size)
+
+
+def _file(path: str, data: bytes, mode: int = 0o644, digest: bytes | None = None) -> bytes:
+    return b"".join(
+        wire.file_frame(path, mode, MTIME, digest or hashlib.sha256(data).digest(), data)
+    )
+
+
+async def _push(receiver: Receiver, *batches: bytes) -> None:
+    body = b"".join(wire.frame(wire.BATCH, batch) for batch in batches)
+    reader = wire.FrameReader(_Stream(body + wire.record({"t": "end"})))
+    await receiver.receive(reader, lambda n, f, c: None)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("UnsafePath", UnsafePath), ("WireError", WireError), ("TransferError", TransferError)],
+)
+def test_a_landers_error_comes_back_as_its_own_class(name: str, kind: type) -> None:
+    error = landproc.error_of(name, "refused 'x'")
+    assert type(error) is kind and str(error) == "refused 'x'"
+
+
+def test_a_landers_unexpected_error_ends_the_transfer_naming_it() -> None:
+    error = landproc.error_of("MemoryError", "out of memory")
+    assert isinstance(error, TransferError) and "MemoryError: out of memory" in str(error)
+
+
+async def test_a_batch_lands_in_a_lander_verified_with_modes_and_mtimes(tmp_path: Path) -> None:
+    files = {f"d{i % 3}/f{i}": os.urandom(i * 37 % 3000) for i in range(60)}
+    batch = wire.record({"t": "dir", "p": "d0", "m": 0o750})
+    batch += b"".join(
+        _file(p, data, 0o600 if i % 2 else 0o755) for i, (p, data) in enumerate(files.items())
+    )
+    batch += wire.record({"t": "skip", "p": "gone", "why": "vanished before it could be read"})
+    receiver = Receiver(tmp_path, in_place=True, landers_after=0)
+    await _push(receiver, batch)
+    receiver.close()
+    assert set(receiver.verified) == set(files)
+    assert receiver.failed == {"gone": "vanished before it could be read"}
+    for i, (path, data) in enumerate(files.items()):
+        st = (tmp_path / path).stat()
+        assert (tmp_path / path).read_bytes() == data and st.st_mtime_ns == MTIME
+        assert st.st_mode & 0o777 == (0o600 if i % 2 else 0o755)
+        assert receiver.verified[path].sha256 == hashlib.sha256(data).hexdigest()
+    assert (tmp_path / "d0").stat().st_mode & 0o777 == 0o750
+    assert landproc.pids()  # the batch did go to a lander
+
+
+@pytest.mark.parametrize(
+    ("batch", "error", "match"),
+    [
+        (_file("ok", b"ok") + _file("../evil", b"x"), UnsafePath, "refused"),
+        (_file("ok", b"ok") + _file("planted/x", b"x"), UnsafePath, "not a real directory"),
+        (_file("ok", b"ok") + _file("bad", b"x", digest=b"\0" * 32), TransferError, "'bad'"),
+    ],
+)
+async def test_a_hostile_batch_is_refused_and_what_landed_before_it_is_known(
+    tmp_path: Path, batch: bytes, error: type, match: str
+) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    os.symlink(tmp_path, root / "planted")
+    receiver = Receiver(root, in_place=True, landers_after=0)
+    with pytest.raises(error, match=match):
+        await _push(receiver, batch)
+    receiver.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+    assert sorted(p.name for p in root.iterdir()) == ["ok", "planted"]
+    assert set(receiver.verified) == {"ok"}  # resume sends only the rest
+
+
+async def test_a_link_made_in_a_lander_is_checked_when_the_push_closes(tmp_path: Path) -> None:
+    """`d -> .` makes `e -> d/d/../..` leave the root: only known once both landed."""
+    batch = wire.record({"t": "link", "p": "e", "to": "d/d/../.."})
+    batch += wire.record({"t": "link", "p": "d", "to": "."})
+    receiver = Receiver(tmp_path, in_place=True, landers_after=0)
+    await _push(receiver, batch)
+    receiver.close()
+    assert receiver.refused and not os.path.lexists(tmp_path / "e")
+
+
+async def test_a_lander_that_died_is_replaced(tmp_path: Path) -> None:
+    receiver = Receiver(tmp_path, in_place=True, landers_after=0)
+    await _push(receiver, _file("first", b"1"))
+    dead = landproc.pids()
+    for pid in dead:  # the landers this test's process started
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    await _push(receiver, _file("second", b"2"))
+    receiver.close()
+    assert set(receiver.verified) == {"first", "second"}
+    assert (tmp_path / "second").read_bytes() == b"2"
+    assert not set(landproc.pids()) & set(dead)
+
+
+def test_a_lander_dying_under_a_batch_fails_it() -> None:
+    lander = landproc._Lander()
+    os.kill(lander.popen.pid, signal.SIGKILL)  # ours: started just above
+    request = landproc.REQUEST.pack(1, wire.BATCH, 1, 1, 0) + b"/"
+    with pytest.raises(TransferError, match="landing process failed"):
+        lander.land(request, b"", lambda landed, failed, links: None)
+    assert lander.dead
+    lander.popen.wait()
+    lander.thread.shutdown()
+
+
+async def test_landers_end_once_idle_and_start_again_for_the_next_push(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a push is over the agent keeps no process of its own beside a step's."""
+    _retire_every_lander()  # earlier tests', armed with the longer wait
+    monkeypatch.setattr(landproc, "IDLE_S", 0.2)
+    receiver = Receiver(tmp_path, in_place=True, landers_after=0)
+    await _push(receiver, _file("first", b"1"))
+    started = landproc.pids()
+    deadline = time.monotonic() + 10
+    while landproc.pids() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not landproc.pids()
+    assert all(not psutil.pid_exists(pid) for pid in started)  # reaped, not zombies
+    await _push(receiver, _file("second", b"2"))
+    receiver.close()
+    assert set(receiver.verified) == {"first", "second"}
+
+
+async def test_a_short_push_starts_no_lander_and_a_long_one_lands_its_later_batches_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workspace of a batch or two (code, configs) costs no process start."""
+    _retire_every_lander()
+    handed: list[int] = []  # the batches handed to a lander (the real one lands them)
+    submit = landproc.submit
+    monkeypatch.setattr(landproc, "submit", lambda *a: handed.append(a[0]) or submit(*a))
+    receiver = Receiver(tmp_path, in_place=True, landers_after=3)
+    await _push(receiver, _file("one", b"1"))
+    assert not landproc.pids()  # one batch: in the writer threads
+    await _push(receiver, _file("two", b"2"), _file("three", b"3"))
+    assert receiver._warming is not None  # the second batch started them
+    await receiver._warming
+    started = landproc.pids()
+    assert started and not handed  # the first three batches landed in the threads
+    await _push(receiver, _file("four", b"4"))
+    assert len(handed) == 1
+    receiver.close()
+    assert set(receiver.verified) == {"one", "two", "three", "four"}
+    assert (tmp_path / "four").read_bytes() == b"4"
+    assert set(landproc.pids()) == set(started)
+
+
+def _retire_every_lander() -> None:
+    with landproc._pool_lock:
+        for lander in list(landproc._pool):
+            landproc._pool.remove(lander)
+            lander.retire()
