@@ -16,20 +16,9 @@ import pytest
 from agent.transfer import TransferError, UnsafePath, landproc, wire
 from agent.transfer.errors import WireError
 from agent.transfer.receiver import Receiver
+from tests.support.bytestream import BytesStream
 
 MTIME = 1_000_000_000_000_000_000
-
-
-class _Stream:
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    async def read(self, size_limit: int) -> bytes:
-        piece, self._data = self._data[:size_limit], self._data[size_limit:]
-        return piece
-
-    async def read_exact(self, size: int) -> bytes:
-        return await self.read(size)
 
 
 def _file(path: str, data: bytes, mode: int = 0o644, digest: bytes | None = None) -> bytes:
@@ -40,7 +29,7 @@ def _file(path: str, data: bytes, mode: int = 0o644, digest: bytes | None = None
 
 async def _push(receiver: Receiver, *batches: bytes) -> None:
     body = b"".join(wire.frame(wire.BATCH, batch) for batch in batches)
-    reader = wire.FrameReader(_Stream(body + wire.record({"t": "end"})))
+    reader = wire.FrameReader(BytesStream(body + wire.record({"t": "end"})))
     await receiver.receive(reader, lambda n, f, c: None)
 
 

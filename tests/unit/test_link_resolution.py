@@ -13,8 +13,9 @@ from agent.transfer import wire
 from agent.transfer.receiver import Receiver
 from agent.transfer.safety import check_link_target, link_stays_inside
 from agent.transfer.walk import walk_tree
+from tests.support.bytestream import BytesStream
 from tests.support.hostile import CHAIN
-from tests.unit.test_transfer_receiver import _file, _Stream
+from tests.unit.test_transfer_receiver import _file
 
 
 def tree(root: Path, links: dict[str, str]) -> Path:
@@ -59,7 +60,7 @@ async def test_the_receiver_drops_a_chain_whatever_the_order(tmp_path, order) ->
     root.mkdir()
     receiver = Receiver(root)
     body = wire.frame(wire.BATCH, records) + wire.record({"t": "end"})
-    await receiver.receive(wire.FrameReader(_Stream(body)), lambda n, f, c: None)
+    await receiver.receive(wire.FrameReader(BytesStream(body)), lambda n, f, c: None)
     assert os.path.islink(root / "e")  # landed: each link alone passed the lexical check
     receiver.close()
     assert not os.path.lexists(root / "e") and os.readlink(root / "d") == "."

@@ -14,20 +14,7 @@ from agent.transfer.landing import Lander
 from agent.transfer.receiver import WRITERS, Receiver
 from agent.transfer.schedule import CHUNK
 from agent.transfer.sender import CHANGED, build_packet
-
-
-class _Stream:
-    """A readable stream over bytes that are all there already (a fast link)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    async def read(self, size_limit: int) -> bytes:
-        piece, self._data = self._data[:size_limit], self._data[size_limit:]
-        return piece
-
-    async def read_exact(self, size: int) -> bytes:
-        return await self.read(size)
+from tests.support.bytestream import BytesStream
 
 
 def _file(path: str, data: bytes, mode: int = 0o644, digest: str | None = None) -> bytes:
@@ -39,7 +26,7 @@ async def _receive(root: Path, records: bytes) -> Receiver:
     body = wire.frame(wire.BATCH, records) + wire.record({"t": "end"})
     receiver = Receiver(root)
     landed: list[int] = []
-    await receiver.receive(wire.FrameReader(_Stream(body)), lambda n, f, c: landed.append(f))
+    await receiver.receive(wire.FrameReader(BytesStream(body)), lambda n, f, c: landed.append(f))
     receiver.close()
     return receiver
 
@@ -83,7 +70,7 @@ def _chunk(path: str, size: int, index: int, data: bytes, version: str) -> bytes
 
 async def _receive_stream(receiver: Receiver, records: bytes) -> None:
     body = records + wire.record({"t": "end"})
-    await receiver.receive(wire.FrameReader(_Stream(body)), lambda n, f, c: None)
+    await receiver.receive(wire.FrameReader(BytesStream(body)), lambda n, f, c: None)
 
 
 @pytest.mark.parametrize("per_file", [False, True], ids=["node", "operator"])
