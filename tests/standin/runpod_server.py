@@ -30,12 +30,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 from tests.standin import gpus
 from tests.standin.cloud import HERE, HOST_ENV, image_bin, stop_process
+from tests.standin.quietserver import QuietServer
 
 NO_CAPACITY = (
     "There are no longer any instances available with the requested specifications. "
@@ -137,8 +138,7 @@ class RunPodStandIn:
         self.leaked: list[str] = []
         self.lock = threading.RLock()
         self._boots: list[threading.Timer] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
+        self._server = QuietServer(("127.0.0.1", 0), _handler(self))
 
     @property
     def url(self) -> str:

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.standin.cloud import Cloud, storage
+from tests.standin.quietserver import QuietServer
 from tests.standin.search import BadRequest, search
 
 PAGE_CAP = 2  # rows per page of the instance list, small so paging is exercised
@@ -94,15 +94,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(QuietServer):
     standin: StandIn
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client gone mid-answer is normal here: an instance destroying itself dies
-        during its own DELETE. Anything else is still reported."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 class StandIn:
