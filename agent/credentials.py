@@ -26,6 +26,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from agent.ownpython import own_python
+
 TOKEN_ENV = "SWJOB_JOIN_TOKEN"  # same name as engine.providers.base.TOKEN_ENV
 NOTIFY_ENV = "SWJOB_NOTIFY"  # the operator's notify targets the node tells (agent/nodenotify.py)
 SECRETS_FLAG = "--secrets-file"
@@ -108,22 +110,12 @@ def reexec_without_secrets(argv: list[str], root: Path, token: str) -> str:
         print(f"swjob-agent: secrets left in the environment: {exc.strerror}", file=sys.stderr)
         _KEPT.update(found)
         return token
-    command = [sys.executable, "-P", "-c", _rerun_program(), *_without_secrets_flag(argv)]
+    command = [*own_python(_RERUN), *_without_secrets_flag(argv)]
     os.execve(sys.executable, [*command, SECRETS_FLAG, str(secrets)], scrubbed(os.environ))
 
 
-def _rerun_program() -> str:
-    """A `python3 -c` program that runs this very agent package again. Not `-m agent`:
-    an agent the node fetched from its operator (agent/codefetch.py) lives in a directory
-    that is on no sys.path but the one codefetch made, so `-m agent` would find none (or
-    another swjob installed there). Its directory goes first only when not already on the
-    path: an installed agent's site-packages must not shadow the standard library."""
-    home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return (
-        f"import runpy,sys;h={home!r};"
-        "h in sys.path or sys.path.insert(0,h);"
-        "runpy.run_module('agent',run_name='__main__',alter_sys=True)"
-    )
+_RERUN = "import runpy;runpy.run_module('agent',run_name='__main__',alter_sys=True)"
+"""This very agent package again (agent/ownpython.py says why not `-m agent`)."""
 
 
 def _without_secrets_flag(argv: list[str]) -> list[str]:

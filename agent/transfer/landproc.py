@@ -34,14 +34,14 @@ import marshal
 import os
 import struct
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
+from agent.credentials import scrubbed
 from agent.fdio import write_all
+from agent.ownpython import own_python
 from agent.transfer.errors import TransferError, UnsafePath, WireError
 
 LANDERS = 4  # at most; one a core
@@ -50,7 +50,7 @@ _GRACE_S = 2.0
 REQUEST = struct.Struct(">QBBII")  # receiver token, batch kind, in place, root len, body len
 ANSWER = struct.Struct(">I")
 _PIPE_SIZE = 1 << 20  # a 4 MiB batch crosses in 4 wake-ups, not 64 (F_SETPIPE_SZ)
-_START = "import sys; sys.path[:0] = sys.argv[1:]; import agent.transfer.landserve as m; m.serve()"
+_START = "import agent.transfer.landserve as m;m.serve()"
 _ERRORS: dict[str, type[Exception]] = {
     "UnsafePath": UnsafePath,
     "WireError": WireError,
@@ -72,9 +72,9 @@ class _Lander:
     """One landing process and the thread that talks to it (one batch at a time)."""
 
     def __init__(self) -> None:
-        package_root = str(Path(__file__).resolve().parents[2])
         self.popen = subprocess.Popen(
-            [sys.executable, "-c", _START, package_root],
+            own_python(_START),
+            env=scrubbed(os.environ),  # a lander needs none of the node's secrets
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             bufsize=0,

@@ -174,3 +174,20 @@ def _retire_every_lander() -> None:
         for lander in list(landproc._pool):
             landproc._pool.remove(lander)
             lander.retire()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc/<pid>/environ")
+def test_a_lander_holds_none_of_the_nodes_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job runs as the agent's user and may read a lander's environment; a lander
+    (unlike an agent that could not move its secrets to a file) needs none of them."""
+    _retire_every_lander()
+    monkeypatch.setenv("SWJOB_JOIN_TOKEN", "join-token-of-the-test")
+    monkeypatch.setenv("CONTAINER_API_KEY", "container-key-of-the-test")
+    landproc.warm()
+    try:
+        for pid in landproc.pids():
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            assert b"of-the-test" not in environ
+            assert b"-P" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    finally:
+        _retire_every_lander()
