@@ -287,10 +287,9 @@ class Receiver:
 
     def _took(self, landed: list[Any], failed: list[Any], made_links: bool) -> None:
         """What a lander landed and verified of a batch, and what the sender skipped in it."""
-        verified, dropped = self.verified, self.failed
         for path, size, mode, sha256 in landed:
-            verified[path] = Landed(path, size, mode, sha256)
-            dropped.pop(path, None)
+            self.verified[path] = Landed(path, size, mode, sha256)
+            self.failed.pop(path, None)
         for path, why in failed:
             self._fail(path, why)
         self._lander.made_links |= made_links

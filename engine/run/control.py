@@ -309,9 +309,9 @@ class NodeSession:
         which told the node as much (it is heard, and `replay_after` is what a beat's
         `last_seq` says): a beat at once cost every run a message each way."""
         with contextlib.suppress(Exception):
-            while self._channel is channel:
+            while True:
                 await asyncio.sleep(self.heartbeat_s)
-                if self._channel is not channel:
+                if self._channel is not channel:  # dropped or replaced meanwhile
                     return
                 await channel.send(Heartbeat(last_seq=self.last_seq))
 
