@@ -22,7 +22,9 @@ rename for the whole subtree, once every file in it landed and verified. A direc
 root already holds (a repeated pull, a live sync's earlier landing) takes its files under
 a temporary name and a rename as before. A pull killed before `publish` leaves only the
 staging directory: hidden from every viewer (`is_in_flight`), removed by the next pull's
-or sync's reconcile, never an output.
+or sync's reconcile, never an output. Landing processes (landproc.py) given the stage's
+name (`stage`) make their new directories in the same stage; the receiver that made it
+adopts what they made (`adopt_new`) and publishes it.
 
 Links are checked lexically as they land, but what a link means depends on the links
 that land after it (`e -> d/d/../..` is harmless until `d -> .` arrives), so once a
@@ -66,7 +68,10 @@ def _umask() -> int | None:
 
 
 class Lander:
-    def __init__(self, root: Path, *, in_place: bool = False, staged: bool = False) -> None:
+    def __init__(
+        self, root: Path, *, in_place: bool = False, staged: bool = False, stage: str | None = None
+    ) -> None:
+        """`stage`: land new directories in this stage, another lander's, which publishes it."""
         self.root = str(root)
         # relative dir → (where it is, whether new files may be created there under their names)
         self._dirs: dict[str, tuple[str, bool]] = {"": (self.root, in_place)}
@@ -74,7 +79,8 @@ class Lander:
         self.in_place = in_place
         self._umask = _umask()
         token = f"swjob-{secrets.token_hex(6)}"
-        self._stage = f"{self.root}/{in_flight_name('', token, 'tmp')}" if staged else None
+        made = f"{self.root}/{in_flight_name('', token, 'tmp')}" if staged else None
+        self.stage = stage or made
         self._new: set[str] = set()  # topmost dirs made in the stage, renamed in at `publish`
 
     def _abs(self, rel: str) -> str:
@@ -91,12 +97,12 @@ class Lander:
         parent, name = _split(rel)
         base, unseen = self._dir(parent)
         full = f"{base}/{name}"
-        if self._stage is not None and not unseen:
+        if self.stage is not None and not unseen:
             if _real_dir(full, rel, missing_ok=True):  # the root holds it: looked at once
                 self._dirs[rel] = (full, False)
                 return full, False
-            full, unseen = f"{self._stage}/{rel}", True
-            os.makedirs(f"{self._stage}/{parent}", 0o700, exist_ok=True)
+            full, unseen = f"{self.stage}/{rel}", True
+            os.makedirs(f"{self.stage}/{parent}", 0o700, exist_ok=True)
             self._new.add(rel)
         try:
             os.mkdir(full)
@@ -109,18 +115,30 @@ class Lander:
         """Rename every new directory made in the stage into place and remove the stage;
         the directories that could not be placed (a hostile listing put something else at
         their name meanwhile), each with why. Call once nothing lands any more."""
-        if self._stage is None:
+        if self.stage is None:
             return {}
         refused = {}
         for rel in sorted(self._new):
             try:
-                os.rename(f"{self._stage}/{rel}", f"{self.root}/{rel}")
+                os.rename(f"{self.stage}/{rel}", f"{self.root}/{rel}")
             except OSError as exc:
                 refused[rel] = f"cannot place {rel!r}: {exc.strerror}"
-        shutil.rmtree(self._stage, ignore_errors=True)
+        shutil.rmtree(self.stage, ignore_errors=True)
         self._new.clear()
         self._dirs = {"": (self.root, self.in_place)}
         return refused
+
+    def take_new(self) -> list[str]:
+        """The topmost new directories made in the stage since the last call, handed over to
+        the stage's owner (`adopt_new`) by a landing process, which never publishes."""
+        new, self._new = sorted(self._new), set()
+        return new
+
+    def adopt_new(self, dirs: list[str]) -> None:
+        """Publish, with this lander's own, the new directories another process made in
+        this stage (each passes `check_relpath`: the other process is ours, the rule is not
+        relaxed for it)."""
+        self._new.update(check_relpath(rel) for rel in dirs)
 
     def make_dir(self, path: object, mode: int) -> None:
         rel = check_relpath(path)

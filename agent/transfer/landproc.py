@@ -1,4 +1,4 @@
-"""A push's batches of small files landed in helper processes, not in the agent's threads.
+"""A long transfer's batches of small files landed in helper processes, not in threads.
 
 A small file costs four syscalls to land (open, write, futimens, close) and CPython
 releases the GIL around each. With the agent's writer threads all landing at once, every
@@ -8,19 +8,29 @@ captured push of 100,000 1 KiB files in-process on a journaled ext4 made 1.17 mi
 one (1.0 + 2.6 s, `tar -x` 0.1 + 2.5 s), which in turn lands on one core only. A process
 has a GIL of its own: `LANDERS` single-threaded landers work on as many cores with no
 hand-over, and the agent only passes them whole batch bodies and records what landed.
+The operator lands a pull's batches the same way, in landers of its own: there the
+threads shared the GIL with the engine's loop and the console besides.
 
 A lander (agent/transfer/landserve.py) runs the receiver's own code on each batch
 (`Receiver._apply_job`: every name checked, no link followed, nothing outside the root,
 each file's SHA-256 verified), with one receiver per agent-side receiver (`token`), so
 what it knows of a push's directories is never carried into another push. It answers
-with the files that landed and verified, those the sender skipped, whether it made a
-link, and the error that ended the batch, if one did; the agent records the files
-before the batch's caller hears of it, so a push cancelled meanwhile still knows what
-landed (resume sends only the rest).
+with the files that landed and verified, those that did not, whether it made a link, the
+new directories it made in a pull's stage (published by the receiver that made the
+stage, once all landed), and the error that ended the batch, if one did; the caller
+records the files before the batch's caller hears of it, so a transfer cancelled
+meanwhile still knows what landed (resume sends only the rest). A pull's lander checks
+each small file's room on the disk as the operator would (agent/transfer/space.py); each
+lander holds its own promises, so those landing at once may count the same free bytes
+twice, by at most the batch each is landing (4 MiB): the check is there so the disk is
+not filled to its last byte, and the free space each one asks of the filesystem already
+counts what the others wrote.
 
-A lander reads requests on stdin and answers on stdout; it ends when the agent closes its
-end of the pipe: after `IDLE_S` without a batch (a push is over: the agent keeps no
-process beside a step's), or when the agent exits. The next push starts landers again
+A lander reads requests on stdin and answers on stdout; it ends when its parent closes
+its end of the pipe: after `IDLE_S` without a batch (a push is over: the agent keeps no
+process beside a step's), or when the parent exits. Its environment holds only what
+Python and the file names' encoding need (`_ENV_KEPT`): neither a node's secrets nor
+the operator's provider keys. The next push starts landers again
 (`warm`, as its second batch comes: a push of one batch starts none). One that died is
 replaced on the next batch; the batches it held fail with a TransferError, and the push
 is retried by the operator.
@@ -38,8 +48,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple
 
-from agent.credentials import scrubbed
 from agent.fdio import write_all
 from agent.ownpython import own_python
 from agent.transfer.errors import TransferError, UnsafePath, WireError
@@ -47,7 +57,8 @@ from agent.transfer.errors import TransferError, UnsafePath, WireError
 LANDERS = 4  # at most; one a core
 IDLE_S = 10.0  # a lander unused this long ends (one is started again for the next push)
 _GRACE_S = 2.0
-REQUEST = struct.Struct(">QBBII")  # receiver token, batch kind, in place, root len, body len
+REQUEST = struct.Struct(">QBBIII")  # token, batch kind, flags, root, stage and body lengths
+IN_PLACE, PER_FILE = 1, 2  # REQUEST's flags
 ANSWER = struct.Struct(">I")
 _PIPE_SIZE = 1 << 20  # a 4 MiB batch crosses in 4 wake-ups, not 64 (F_SETPIPE_SZ)
 _START = "import agent.transfer.landserve as m;m.serve()"
@@ -56,15 +67,32 @@ _ERRORS: dict[str, type[Exception]] = {
     "WireError": WireError,
     "TransferError": TransferError,
 }
-Took = Callable[[list[tuple[str, int, int, str]], list[tuple[str, str]], bool], None]
+Took = Callable[[list[tuple[str, int, int, str]], list[tuple[str, str]], bool, list[str]], None]
 Done = tuple[int, int, str | None]  # file bytes, whole files, the last path
+_ENV_KEPT = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONUTF8", "SYSTEMROOT")
+
+
+class Where(NamedTuple):
+    """Which receiver a batch belongs to (`token`, its caller's) and how it lands there."""
+
+    token: int
+    root: str
+    in_place: bool
+    per_file: bool
+    stage: str | None
+
+
+def _env() -> dict[str, str]:
+    """What a lander keeps of its parent's environment: the locale (file names are encoded
+    by it) and Python's own settings, nothing else (no secret of the node or operator)."""
+    return {k: v for k, v in os.environ.items() if k in _ENV_KEPT or k.startswith("LC_")}
 
 
 def error_of(name: str, message: str) -> Exception:
     """The exception a lander reported, as its own class where the transfer knows it."""
     kind = _ERRORS.get(name)
     if kind is None:
-        return TransferError(f"node-side landing error: {name}: {message}")
+        return TransferError(f"landing process error: {name}: {message}")
     return kind(message)
 
 
@@ -74,9 +102,12 @@ class _Lander:
     def __init__(self) -> None:
         self.popen = subprocess.Popen(
             own_python(_START),
-            env=scrubbed(os.environ),  # a lander needs none of the node's secrets
+            env=_env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            # its last words (its errors come back in its answers) go to the agent's log or
+            # a redirected stderr, never into the console's terminal, which Textual draws on
+            stderr=subprocess.DEVNULL if os.isatty(2) else None,
             bufsize=0,
             cwd="/",
         )
@@ -100,8 +131,8 @@ class _Lander:
         except (OSError, ValueError, EOFError) as exc:
             self.dead = True
             raise TransferError(f"the landing process failed: {exc}") from None
-        nbytes, files, current, landed, failed, made_links, error = answer
-        took(landed, failed, made_links)
+        nbytes, files, current, landed, failed, made_links, new, error = answer
+        took(landed, failed, made_links, new)
         if error is not None:
             raise error_of(*error)
         return nbytes, files, current
@@ -163,13 +194,14 @@ def _pick() -> _Lander:
     return lander
 
 
-def submit(
-    token: int, root: str, in_place: bool, kind: int, body: bytes, took: Took
-) -> Future[Done]:
-    """Land batch `body` (of frame kind `kind`) under `root` in a lander; `took` gets the
-    files that landed, those skipped and whether a link was made, before the future is done."""
-    name = os.fsencode(root)
-    request = REQUEST.pack(token, kind, in_place, len(name), len(body)) + name
+def submit(where: Where, kind: int, body: bytes, took: Took) -> Future[Done]:
+    """Land batch `body` (of frame kind `kind`) as `where` says in a lander; `took` gets the
+    files that landed, those that did not, whether a link was made and the new directories
+    made in the stage, before the future is done."""
+    root, stage = os.fsencode(where.root), os.fsencode(where.stage or "")
+    flags = IN_PLACE * where.in_place | PER_FILE * where.per_file
+    request = REQUEST.pack(where.token, kind, flags, len(root), len(stage), len(body))
+    request += root + stage
     lander = _pick()
     try:
         future = lander.thread.submit(lander.land, request, body, took)

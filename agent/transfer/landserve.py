@@ -1,10 +1,11 @@
 """A lander's side of agent/transfer/landproc.py: batches in on stdin, answers out on stdout.
 
 Each batch is landed by the receiver's own code (`Receiver._apply_job`), one receiver per
-agent-side receiver (`token`, the most recent `RECEIVERS` kept), so what a lander knows of
-one push's directories never carries into another push. The answer is the batch's file
-bytes, whole files and last path, the files that landed and verified, those the sender
-skipped with why, whether a link was made, and the error that ended the batch if one did.
+calling receiver (`token`, the most recent `RECEIVERS` kept), so what a lander knows of
+one transfer's directories never carries into another. The answer is the batch's file
+bytes, whole files and last path, the files that landed and verified, those that did not
+with why, whether a link was made, the new directories made in the stage, and the error
+that ended the batch if one did.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.fdio import write_all
-from agent.transfer.landproc import ANSWER, REQUEST, Done
+from agent.transfer.landproc import ANSWER, IN_PLACE, PER_FILE, REQUEST, Done, Where
 from agent.transfer.memory import RELAXED_GEN0
 from agent.transfer.receiver import Receiver, decode_batch
 
@@ -37,30 +38,29 @@ def serve() -> None:
     while head := requests.read(REQUEST.size):
         if len(head) < REQUEST.size:
             return
-        token, kind, in_place, name_size, size = REQUEST.unpack(head)
-        root = os.fsdecode(requests.read(name_size))
+        token, kind, flags, root_size, stage_size, size = REQUEST.unpack(head)
+        root = os.fsdecode(requests.read(root_size))
+        stage = os.fsdecode(requests.read(stage_size)) or None
         body = requests.read(size)
         if len(body) < size:
             return
-        answer = marshal.dumps(land(receivers, token, root, bool(in_place), kind, body))
+        where = Where(token, root, bool(flags & IN_PLACE), bool(flags & PER_FILE), stage)
+        answer = marshal.dumps(land(receivers, where, kind, body))
         write_all(answers.fileno(), ANSWER.pack(len(answer)) + answer)
 
 
 def land(
-    receivers: OrderedDict[int, Receiver],
-    token: int,
-    root: str,
-    in_place: bool,
-    kind: int,
-    body: bytes,
+    receivers: OrderedDict[int, Receiver], where: Where, kind: int, body: bytes
 ) -> tuple[Any, ...]:
-    """Land one batch with the receiver of `token`; the answer `_Lander.land` reads."""
-    receiver = receivers.get(token)
+    """Land one batch with the receiver of `where.token`; the answer `_Lander.land` reads."""
+    receiver = receivers.get(where.token)
     if receiver is None:
-        receiver = receivers[token] = Receiver(Path(root), in_place=in_place)
+        receiver = receivers[where.token] = Receiver(
+            Path(where.root), in_place=where.in_place, per_file=where.per_file, stage=where.stage
+        )
         while len(receivers) > RECEIVERS:
             receivers.popitem(last=False)
-    receivers.move_to_end(token)
+    receivers.move_to_end(where.token)
     receiver.verified.clear()
     receiver.failed.clear()
     done: Done = (0, 0, None)
@@ -71,4 +71,5 @@ def land(
         error = (type(exc).__name__, str(exc))
     landed = [(x.path, x.size, x.mode, x.sha256) for x in receiver.verified.values()]
     failed = list(receiver.failed.items())
-    return (*done, landed, failed, receiver._lander.made_links, error)
+    lander = receiver._lander
+    return (*done, landed, failed, lander.made_links, lander.take_new(), error)

@@ -25,9 +25,10 @@ batch of small files is landed by several writers at once (`WRITERS` contiguous
 slices, so each writer mostly works in its own directories): creating a file is
 kernel work that releases the GIL, and on ext4 after a recent delete each
 `open(O_CREAT)` scans past the recently freed inodes (hundreds of µs per file), so
-a single writer makes the receiver, not the link, the bottleneck. A push's batches
-(`landers`) land in helper processes instead, where no GIL is handed between writers
-on every syscall (landproc.py).
+a single writer makes the receiver, not the link, the bottleneck. The batches of a
+long transfer (a push's on the node, a pull's on the operator: `landers_after`) land in
+helper processes instead, where no GIL is handed between writers on every syscall
+(landproc.py).
 """
 
 from __future__ import annotations
@@ -118,11 +119,15 @@ class Receiver:
     `in_place`: small files may be created straight under their names (landing.py).
     `staged`: what lands in directories the root does not hold yet is landed unseen in a
     staging directory and renamed into place at `close` (landing.py).
-    `landers_after`: a push into a workdir, where nothing needs a file's room checked:
-    its batches after the first `landers_after` are landed in helper processes, not the
-    writer threads (landproc.py), which start as its second batch comes. A push of one
-    or two batches (most workspaces: code and configs) starts none; each costs ~0.17 s of
-    CPU, and a hundred local nodes would have started two hundred of them.
+    `landers_after`: batches after the first `landers_after` are landed in helper
+    processes, not the writer threads (landproc.py), which start as the second batch
+    comes. A transfer of one or two batches (most workspaces: code and configs; most
+    outputs) starts none; each costs ~0.17 s of CPU, and a hundred local nodes would have
+    started two hundred of them. A lander lands a batch as this receiver would: into the
+    same stage (`staged`), each small file's room checked against the disk (`per_file`;
+    each lander holds its own promises, so landers landing at once may promise the same
+    free bytes twice, by at most a batch each: see landproc.py).
+    `stage`: a lander's receiver lands its new directories in this stage, its caller's.
     """
 
     def __init__(
@@ -134,6 +139,7 @@ class Receiver:
         in_place: bool = False,
         staged: bool = False,
         landers_after: int | None = None,
+        stage: str | None = None,
     ) -> None:
         self.root = root
         self.hash_chunked = hash_chunked
@@ -143,13 +149,12 @@ class Receiver:
         self._partials: dict[str, _Partial] = {}
         self._dropped: list[int] = []  # descriptors of given-up partials, closed at close()
         self._lock = threading.Lock()
-        self._lander = Lander(root, in_place=in_place, staged=staged)
+        self._lander = Lander(root, in_place=in_place, staged=staged, stage=stage)
         self._inflight: set[Future[tuple[int, int, str | None]]] = set()
         self._closed = False
         self.refused: list[str] = []  # links removed at close: they resolved outside the root
         self.expected_sha256: dict[str, str] = {}  # path → the sender's whole-file SHA-256
-        landing_elsewhere = landers_after is not None and not per_file and not staged
-        self._token = next(_tokens) if landing_elsewhere else None
+        self._token = next(_tokens) if landers_after is not None else None
         self._landers_after = landers_after or 0
         self._batches = 0  # batches this receiver was handed (a push session: all its streams)
         self._warming: asyncio.Future[None] | None = None
@@ -277,22 +282,30 @@ class Receiver:
         """Land a batch in a lander process (landproc.py); what landed is recorded first."""
         if self._closed:
             raise TransferError("the transfer was closed")
-        future = landproc.submit(
-            self._token or 0, str(self.root), self._lander.in_place, kind, body, self._took
+        where = landproc.Where(
+            self._token or 0,
+            str(self.root),
+            self._lander.in_place,
+            self._space is not None,
+            self._lander.stage,
         )
+        future = landproc.submit(where, kind, body, self._took)
         with self._lock:
             self._inflight.add(future)
         future.add_done_callback(self._forget)
         return await asyncio.wrap_future(future)
 
-    def _took(self, landed: list[Any], failed: list[Any], made_links: bool) -> None:
-        """What a lander landed and verified of a batch, and what the sender skipped in it."""
+    def _took(self, landed: list[Any], failed: list[Any], made_links: bool, new: list[str]) -> None:
+        """What a lander landed and verified of a batch, what did not land in it (skipped by
+        the sender; refused, with `per_file`), and the new directories it made in the stage."""
         for path, size, mode, sha256 in landed:
             self.verified[path] = Landed(path, size, mode, sha256)
             self.failed.pop(path, None)
         for path, why in failed:
             self._fail(path, why)
-        self._lander.made_links |= made_links
+        with self._lock:
+            self._lander.made_links |= made_links
+            self._lander.adopt_new(new)
 
     def _submit(self, job: list[Record]) -> asyncio.Future[tuple[int, int, str | None]]:
         future = _writers().submit(self._apply_job, job)

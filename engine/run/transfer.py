@@ -30,7 +30,7 @@ from iroh.iroh_ffi import IrohError
 from agent.transfer import Progress, TransferError, wire
 from agent.transfer.memory import relaxing_gc
 from agent.transfer.progress import ProgressMeter
-from agent.transfer.receiver import Receiver
+from agent.transfer.receiver import LANDERS_AFTER, Receiver
 from agent.transfer.safety import check_link_target, check_relpath
 from agent.transfer.schedule import Item, schedule
 from agent.transfer.sender import Packet, send_items
@@ -404,7 +404,9 @@ async def pull_outputs(
     while `stopped.why` says why, the manifest names every output that did not land with
     that reason, and `stopped.result` holds what did."""
     outputs = run_dir / "outputs"
-    receiver = Receiver(outputs, hash_chunked=True, per_file=True, staged=True)
+    receiver = Receiver(
+        outputs, hash_chunked=True, per_file=True, staged=True, landers_after=LANDERS_AFTER
+    )
     with landing(outputs):
         outputs.mkdir(parents=True, exist_ok=True)
     meters: list[ProgressMeter] = []

@@ -81,9 +81,9 @@ def _cpu_s() -> float:
 
 
 def _helpers_cpu_s() -> float:
-    """User + system CPU seconds of the agent's landing processes (agent/transfer/
-    landproc.py), those still running and those ended (the agent's only children here):
-    the node's CPU counts them with the agent's own."""
+    """User + system CPU seconds of this process's landing processes (agent/transfer/
+    landproc.py), those still running and those ended (its only children then: the
+    operator asks before it reaps the agent): each side's CPU counts them with its own."""
     ended = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         from agent.transfer.landproc import pids
@@ -139,6 +139,7 @@ async def _operator_main(src: Path, dst: Path, node_ns: str | None, pull: bool) 
         else:
             await push_workspace(_Link(conn), src, [], lambda p: None)
         seconds = time.perf_counter() - started
+        op_cpu = _cpu_s() + _helpers_cpu_s()  # a pull's landers are the operator's
         conn.close(0, b"done")
         out, _ = agent.communicate(timeout=60)
     finally:
@@ -148,7 +149,7 @@ async def _operator_main(src: Path, dst: Path, node_ns: str | None, pull: bool) 
     await ep.close()
     node = json.loads(out.strip().splitlines()[-1])
     report = {"s": seconds, "op_rss": _peak_rss_mb(), "agent_rss": node["rss_mb"]}
-    print(json.dumps(report | {"op_cpu": _cpu_s(), "agent_cpu": node["cpu_s"]}))
+    print(json.dumps(report | {"op_cpu": op_cpu, "agent_cpu": node["cpu_s"]}))
 
 
 def _in_ns(ns: str | None, cmd: list[str]) -> list[str]:

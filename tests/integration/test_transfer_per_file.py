@@ -18,8 +18,11 @@ from typing import Any
 
 import pytest
 
+from agent.transfer import landproc
+from agent.transfer.receiver import LANDERS_AFTER
 from agent.transfer.schedule import CHUNK, LARGE_MIN
 from agent.transfer.sender import CHANGED
+from engine.run import transfer
 from engine.run.transfer import pull_outputs, push_workspace
 from tests.integration.transfer_harness import loopback_pair
 from tests.support.disks import tmpfs
@@ -236,11 +239,14 @@ async def test_an_output_too_big_for_the_landing_disk_is_refused_before_it_lands
         assert manifest_of(run_dir)["big.bin"] == (False, reason)
 
 
+@pytest.mark.parametrize("landers_after", [LANDERS_AFTER, 0], ids=["threads", "landers"])
 async def test_small_outputs_that_do_not_all_fit_land_until_the_disk_is_full_each_named(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, landers_after: int
 ) -> None:
     """A batch of small files is admitted at once when it fits; when it does not, each
-    file is checked alone: those that fit land, each of the others is refused by name."""
+    file is checked alone: those that fit land, each of the others is refused by name.
+    The same where the batch lands in a landing process (a long pull's later batches)."""
+    monkeypatch.setattr(transfer, "LANDERS_AFTER", landers_after)
     node = tmp_path / "node" / "out"
     node.mkdir(parents=True)
     sizes = {f"out/f{i:02}.bin": 64 << 10 for i in range(40)}  # 2.5 MiB in one batch
@@ -258,3 +264,4 @@ async def test_small_outputs_that_do_not_all_fit_land_until_the_disk_is_full_eac
         for path in landed:
             assert (run_dir / "outputs" / path).read_bytes() == (node.parent / path).read_bytes()
         assert not [p for p in run_dir.rglob("*") if "swjob-" in p.name]
+        assert landers_after or landproc.pids(), "the batch did not go to a lander"

@@ -15,11 +15,15 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psutil
+import pytest
+
 from agent.inflight import IN_FLIGHT_EXCLUDES, holds_outputs, is_in_flight
 from agent.transfer import wire
 from agent.transfer.receiver import Receiver
 from agent.transfer.walk import Entry, walk_tree
 from engine.run.reconcile import reconcile
+from tests.support.waiting import eventually
 
 MTIME = 1_000_000_000_000_000_000
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +48,14 @@ def _visible(root: Path) -> set[str]:
             if not is_in_flight(name):
                 shown.add(name if rel == "." else f"{rel}/{name}")
     return shown
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie has ended: its reaper is init, not this test)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _staged(root: Path) -> list[str]:
@@ -104,36 +116,59 @@ def test_a_new_directory_taken_meanwhile_fails_its_files_never_writes_through(
 
 _KILLED_MID_PULL = textwrap.dedent(
     """
-    import sys
+    import asyncio, sys
     from pathlib import Path
-    from tests.unit.test_landing_staged import TREE, _records
+    from tests.unit.test_landing_staged import TREE, _batch, _records
+    from agent.transfer import landproc, wire
     from agent.transfer.receiver import Receiver
 
-    receiver = Receiver(Path(sys.argv[1]), hash_chunked=True, per_file=True, staged=True)
-    receiver._apply_job(_records(TREE))
-    print("landed", flush=True)
+    landers = sys.argv[2] == "landers"
+    receiver = Receiver(
+        Path(sys.argv[1]), hash_chunked=True, per_file=True, staged=True,
+        landers_after=0 if landers else None,
+    )
+    if landers:
+        asyncio.run(receiver._land_elsewhere(wire.BATCH, _batch(TREE)))
+    else:
+        receiver._apply_job(_records(TREE))
+    print("landed", *landproc.pids(), flush=True)
     sys.stdin.read()  # killed here, before the pull could close
     """
 )
 
 
+def _batch(files: dict[str, bytes]) -> bytes:
+    """`files` as the body of a batch on the wire."""
+    return b"".join(
+        b"".join(wire.file_frame(path, 0o640, MTIME, hashlib.sha256(data).digest(), data))
+        for path, data in files.items()
+    )
+
+
+@pytest.mark.parametrize("where", ["threads", "landers"])
 def test_a_pull_killed_mid_way_leaves_only_a_hidden_stage_the_next_pull_removes(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
+    """Landed in the operator's threads or in its landing processes: the operator killed,
+    the landers go with it (their pipe ends), and what they landed stays unseen."""
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "old.txt").write_bytes(b"synced earlier")
     proc = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_MID_PULL, str(tmp_path)],
+        [sys.executable, "-c", _KILLED_MID_PULL, str(tmp_path), where],
         cwd=REPO,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline() == "landed\n"
+        assert proc.stdout is not None
+        said, *landers = proc.stdout.readline().split()
+        assert said == "landed" and bool(landers) == (where == "landers")
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
+    for pid in landers:
+        eventually(lambda pid=int(pid): not _alive(pid), 30, f"lander {pid} gone")
     assert _visible(tmp_path) == {"run", "run/old.txt", "run/a.txt"}  # whole, by rename
     assert len(_staged(tmp_path)) == 1  # run/deep waits there, unseen
     listed = {**TREE, "run/old.txt": b"synced earlier"}

@@ -17,6 +17,7 @@ from agent.transfer import TransferError, UnsafePath, landproc, wire
 from agent.transfer.errors import WireError
 from agent.transfer.receiver import Receiver
 from tests.support.bytestream import BytesStream
+from tests.support.waiting import eventually
 
 MTIME = 1_000_000_000_000_000_000
 
@@ -118,9 +119,9 @@ async def test_a_lander_that_died_is_replaced(tmp_path: Path) -> None:
 def test_a_lander_dying_under_a_batch_fails_it() -> None:
     lander = landproc._Lander()
     os.kill(lander.popen.pid, signal.SIGKILL)  # ours: started just above
-    request = landproc.REQUEST.pack(1, wire.BATCH, 1, 1, 0) + b"/"
+    request = landproc.REQUEST.pack(1, wire.BATCH, landproc.IN_PLACE, 1, 0, 0) + b"/"
     with pytest.raises(TransferError, match="landing process failed"):
-        lander.land(request, b"", lambda landed, failed, links: None)
+        lander.land(request, b"", lambda landed, failed, links, new: None)
     assert lander.dead
     lander.popen.wait()
     lander.thread.shutdown()
@@ -169,6 +170,33 @@ async def test_a_short_push_starts_no_lander_and_a_long_one_lands_its_later_batc
     assert set(landproc.pids()) == set(started)
 
 
+async def test_a_pulls_batches_land_in_landers_unseen_until_the_stage_is_published(
+    tmp_path: Path,
+) -> None:
+    """Outputs (staged, each file on its own): new directories are made in the caller's
+    stage and placed whole at close; a file that fails is named, the others land."""
+    root = tmp_path / "outputs"
+    (root / "old").mkdir(parents=True)  # a repeated pull: this directory is already there
+    files = {f"new{i % 2}/sub/f{i}": os.urandom(i * 53 % 2000) for i in range(40)}
+    files["old/kept"] = b"into a directory the root holds"
+    batch = b"".join(_file(p, data) for p, data in files.items())
+    batch += _file("new0/bad", b"x", digest=b"\0" * 32)
+    receiver = Receiver(root, hash_chunked=True, per_file=True, staged=True, landers_after=0)
+    await _push(receiver, batch)
+    assert landproc.pids()  # the batch did go to a lander
+    stage = receiver._lander.stage
+    assert stage is not None and Path(stage, "new1", "sub").is_dir()
+    assert sorted(p.name for p in root.iterdir()) == sorted(["old", Path(stage).name])
+    receiver.close()
+    assert sorted(p.name for p in root.iterdir()) == ["new0", "new1", "old"]
+    assert set(receiver.verified) == set(files)
+    assert receiver.failed["new0/bad"].startswith("verification failed")
+    for path, data in files.items():
+        assert (root / path).read_bytes() == data
+        assert receiver.verified[path].sha256 == hashlib.sha256(data).hexdigest()
+    assert not Path(stage).exists()
+
+
 def _retire_every_lander() -> None:
     with landproc._pool_lock:
         for lander in list(landproc._pool):
@@ -177,17 +205,24 @@ def _retire_every_lander() -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc/<pid>/environ")
-def test_a_lander_holds_none_of_the_nodes_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lander_holds_none_of_the_nodes_or_operators_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The job runs as the agent's user and may read a lander's environment; a lander
-    (unlike an agent that could not move its secrets to a file) needs none of them."""
-    _retire_every_lander()
+    (unlike an agent that could not move its secrets to a file) needs none of them, nor
+    do the operator's, which would otherwise carry its provider keys."""
     monkeypatch.setenv("SWJOB_JOIN_TOKEN", "join-token-of-the-test")
     monkeypatch.setenv("CONTAINER_API_KEY", "container-key-of-the-test")
-    landproc.warm()
+    monkeypatch.setenv("VAST_API_KEY", "vast-key-of-the-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "sink-key-of-the-test")
+    monkeypatch.setenv("LC_CTYPE", "C.UTF-8")
+    lander = landproc._Lander()  # not the pool's: an earlier test's may still be starting
     try:
-        for pid in landproc.pids():
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-            assert b"of-the-test" not in environ
-            assert b"-P" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        proc = Path(f"/proc/{lander.popen.pid}")
+        eventually(lambda: (proc / "cmdline").read_bytes(), 10, "its exec laid out")
+        environ = (proc / "environ").read_bytes()
+        assert b"of-the-test" not in environ
+        assert b"LC_CTYPE=C.UTF-8" in environ.split(b"\0")  # names are encoded by it
+        assert b"-P" in (proc / "cmdline").read_bytes().split(b"\0")
     finally:
-        _retire_every_lander()
+        lander.retire()
