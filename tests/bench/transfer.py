@@ -288,11 +288,20 @@ def iroh_floor(size: int, land: Path | None = None) -> dict[str, float]:
 
 
 def rsync(
-    ssh: Ssh, host: str, src: Path, dst: Path, z: bool, ns: str | None, pull: bool = False
+    ssh: Ssh,
+    host: str,
+    src: Path,
+    dst: Path,
+    z: bool,
+    ns: str | None,
+    pull: bool = False,
+    compressor: str | None = None,
 ) -> dict:
-    flags = "-az" if z else "-a"
+    """rsync over ssh; `z`: compressed, with what the two ends negotiate (zstd level 3
+    between rsync 3.2 or newer) or `compressor` (zlib: what an rsync before 3.2 sends)."""
+    flags = ["-az" if z else "-a", *([f"--compress-choice={compressor}"] if compressor else [])]
     ends = [f"{host}:{src}/", f"{dst}/"] if pull else [f"{src}/", f"{host}:{dst}/"]
-    return run_cmd(["rsync", flags, "-e", " ".join(ssh), *ends], ns, ssh)
+    return run_cmd(["rsync", *flags, "-e", " ".join(ssh), *ends], ns, ssh)
 
 
 def tar_ssh(ssh: Ssh, host: str, src: Path, dst: Path, ns: str | None, pull: bool = False) -> dict:
@@ -516,6 +525,7 @@ def bench_shaped(src: Path, reps: int, dst: Path, before: Path | None, pull: boo
         tools = {
             **swjobs(True, src, dst, before, pull),
             "rsync -az": lambda: rsync(ssh, IP_NODE, src, dst, True, NS_OP, pull),
+            "rsync -az zlib": lambda: rsync(ssh, IP_NODE, src, dst, True, NS_OP, pull, "zlib"),
             "tar|ssh|tar": lambda: tar_ssh(ssh, IP_NODE, src, dst, NS_OP, pull),
         }
         return measure(tools, reps, dst)
