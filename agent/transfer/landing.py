@@ -24,7 +24,9 @@ a temporary name and a rename as before. A pull killed before `publish` leaves o
 staging directory: hidden from every viewer (`is_in_flight`), removed by the next pull's
 or sync's reconcile, never an output. Landing processes (landproc.py) given the stage's
 name (`stage`) make their new directories in the same stage; the receiver that made it
-adopts what they made (`adopt_new`) and publishes it.
+adopts what they made (`adopt_new`) and publishes it. A landing process that died under a
+batch may have left a file there half written: `drop_unverified` removes every file its
+receiver did not verify before the stage is published.
 
 Links are checked lexically as they land, but what a link means depends on the links
 that land after it (`e -> d/d/../..` is harmless until `d -> .` arrives), so once a
@@ -39,10 +41,11 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Container
 from pathlib import Path
 
 from agent.fdio import pwrite_all, write_all
-from agent.inflight import in_flight_name
+from agent.inflight import in_flight_name, is_in_flight
 from agent.transfer.errors import TransferError, UnsafePath
 from agent.transfer.safety import check_link_target, check_relpath, link_stays_inside
 from agent.transfer.zeros import all_zero
@@ -71,7 +74,9 @@ class Lander:
     def __init__(
         self, root: Path, *, in_place: bool = False, staged: bool = False, stage: str | None = None
     ) -> None:
-        """`stage`: land new directories in this stage, another lander's, which publishes it."""
+        """`in_place`: create small files straight under their names (a workspace push);
+        `staged`: new directories land in a stage of this lander's, published at the end;
+        `stage`: in this one instead, another process's, which publishes it."""
         self.root = str(root)
         # relative dir → (where it is, whether new files may be created there under their names)
         self._dirs: dict[str, tuple[str, bool]] = {"": (self.root, in_place)}
@@ -81,6 +86,7 @@ class Lander:
         token = f"swjob-{secrets.token_hex(6)}"
         made = f"{self.root}/{in_flight_name('', token, 'tmp')}" if staged else None
         self.stage = stage or made
+        self._owns_stage = stage is None
         self._new: set[str] = set()  # topmost dirs made in the stage, renamed in at `publish`
 
     def _abs(self, rel: str) -> str:
@@ -114,8 +120,9 @@ class Lander:
     def publish(self) -> dict[str, str]:
         """Rename every new directory made in the stage into place and remove the stage;
         the directories that could not be placed (a hostile listing put something else at
-        their name meanwhile), each with why. Call once nothing lands any more."""
-        if self.stage is None:
+        their name meanwhile), each with why. Call once nothing lands any more. A borrowed
+        stage is left to its owner, which may still be landing in it."""
+        if self.stage is None or not self._owns_stage:
             return {}
         refused = {}
         for rel in sorted(self._new):
@@ -127,6 +134,20 @@ class Lander:
         self._new.clear()
         self._dirs = {"": (self.root, self.in_place)}
         return refused
+
+    def drop_unverified(self, verified: Container[str]) -> None:
+        """Remove every file in the stage that is not in `verified` (nor in flight: hidden,
+        removed by the next reconcile): a landing process that died under a batch may
+        have left one half written, which publishing would put among the outputs. Links
+        stay (checked as they landed, and again by `drop_escaping_links`)."""
+        if self.stage is None:
+            return
+        for top, _dirs, files in os.walk(self.stage):
+            rel_top = os.path.relpath(top, self.stage)
+            for name in files:
+                rel, full = f"{rel_top}/{name}".removeprefix("./"), os.path.join(top, name)
+                if rel not in verified and not is_in_flight(name) and not os.path.islink(full):
+                    os.unlink(full)
 
     def take_new(self) -> list[str]:
         """The topmost new directories made in the stage since the last call, handed over to

@@ -13,14 +13,13 @@ from __future__ import annotations
 import gc
 import marshal
 import os
-import signal
 import sys
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from agent.fdio import write_all
-from agent.transfer.landproc import ANSWER, IN_PLACE, PER_FILE, REQUEST, Done, Where
+from agent.transfer.landproc import ANSWER, IN_PLACE, PER_FILE, READY, REQUEST, Done, Where
 from agent.transfer.memory import RELAXED_GEN0
 from agent.transfer.receiver import Receiver, decode_batch
 
@@ -28,23 +27,24 @@ RECEIVERS = 16
 
 
 def serve() -> None:
-    """Answer batches until stdin ends (the agent closed it or exited). A Ctrl-C to the
-    agent's process group is the agent's to act on: the lander goes when the agent does."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Say it has started, then answer batches until stdin ends (the parent closed it or
+    exited)."""
     gc.set_threshold(RELAXED_GEN0)  # nothing a batch makes is cyclic garbage (memory.py)
     requests, answers = sys.stdin.buffer, os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # a stray print must not land in the answers
+    write_all(answers.fileno(), READY)
     receivers: OrderedDict[int, Receiver] = OrderedDict()
     while head := requests.read(REQUEST.size):
         if len(head) < REQUEST.size:
             return
-        token, kind, flags, root_size, stage_size, size = REQUEST.unpack(head)
+        token, reserve, kind, flags, root_size, stage_size, size = REQUEST.unpack(head)
         root = os.fsdecode(requests.read(root_size))
         stage = os.fsdecode(requests.read(stage_size)) or None
         body = requests.read(size)
         if len(body) < size:
             return
-        where = Where(token, root, bool(flags & IN_PLACE), bool(flags & PER_FILE), stage)
+        in_place, per_file = bool(flags & IN_PLACE), bool(flags & PER_FILE)
+        where = Where(token, root, in_place, per_file, stage, reserve)
         answer = marshal.dumps(land(receivers, where, kind, body))
         write_all(answers.fileno(), ANSWER.pack(len(answer)) + answer)
 
@@ -61,6 +61,7 @@ def land(
         while len(receivers) > RECEIVERS:
             receivers.popitem(last=False)
     receivers.move_to_end(where.token)
+    receiver.reserve(where.reserve)
     receiver.verified.clear()
     receiver.failed.clear()
     done: Done = (0, 0, None)

@@ -124,9 +124,10 @@ class Receiver:
     comes. A transfer of one or two batches (most workspaces: code and configs; most
     outputs) starts none; each costs ~0.17 s of CPU, and a hundred local nodes would have
     started two hundred of them. A lander lands a batch as this receiver would: into the
-    same stage (`staged`), each small file's room checked against the disk (`per_file`;
-    each lander holds its own promises, so landers landing at once may promise the same
-    free bytes twice, by at most a batch each: see landproc.py).
+    same stage (`staged`), each small file's room checked against the disk with what this
+    receiver's guard has promised counted (`per_file`: see landproc.py). A batch whose
+    lander died may have left a file half written in the stage: such files are removed
+    before it is published.
     `stage`: a lander's receiver lands its new directories in this stage, its caller's.
     """
 
@@ -156,7 +157,8 @@ class Receiver:
         self.expected_sha256: dict[str, str] = {}  # path → the sender's whole-file SHA-256
         self._token = next(_tokens) if landers_after is not None else None
         self._landers_after = landers_after or 0
-        self._batches = 0  # batches this receiver was handed (a push session: all its streams)
+        self._batches = 0  # batches this receiver was handed (all its streams, every attempt)
+        self._lost = False  # a lander died under one of its batches
         self._warming: asyncio.Future[None] | None = None
         pin_malloc()
 
@@ -173,6 +175,11 @@ class Receiver:
             del self.verified[path]
             self.failed[path] = why
 
+    def reserve(self, nbytes: int) -> None:
+        """In a lander: `nbytes` are promised by the caller's own guard on this disk."""
+        if self._space is not None:
+            self._space.elsewhere = nbytes
+
     def chunks_held(self) -> dict[str, set[int]]:
         with self._lock:
             return {p: set(part.done) for p, part in self._partials.items()}
@@ -185,8 +192,9 @@ class Receiver:
         (`refused`).
 
         A writer thread may still be landing a record of a stream that was cancelled when
-        the connection dropped: it is waited for (a few ms), so no descriptor is closed
-        under a write and no `.part` file appears after this returns."""
+        the connection dropped, or a lander a batch: it is waited for (a few ms; a lander's
+        batch up to what landing 4 MiB takes), so no descriptor is closed under a write
+        and no `.part` file appears after this returns."""
         with self._lock:
             self._closed = True
             running = list(self._inflight)
@@ -200,6 +208,8 @@ class Receiver:
             for fd in self._dropped:
                 os.close(fd)
             self._dropped.clear()
+            if self._lost:
+                self._lander.drop_unverified(self.verified)
             for rel, why in self._lander.publish().items():
                 self._unplaced(rel, why)
         if self._lander.made_links:  # what each link means is known only once all landed
@@ -266,9 +276,9 @@ class Receiver:
         return sum(d[0] for d in done), sum(d[1] for d in done), done[-1][2]
 
     def _elsewhere(self) -> bool:
-        """Whether the batch just handed over goes to the landers. The second batch of a
-        push starts them (off the loop: a process start is a fork and an exec); until they
-        have started, or when they could not be, batches stay in the writer threads."""
+        """Whether the batch just handed over goes to the landers. The second batch starts
+        them (off the loop: a process start is a fork and an exec); until they have
+        started, or when they could not be, batches stay in the writer threads."""
         self._batches += 1
         if self._batches == 2 and self._landers_after >= 2:
             self._warming = asyncio.ensure_future(asyncio.to_thread(landproc.warm))
@@ -282,18 +292,36 @@ class Receiver:
         """Land a batch in a lander process (landproc.py); what landed is recorded first."""
         if self._closed:
             raise TransferError("the transfer was closed")
+        space = self._space
+        reserve = space.promised() if space is not None else 0
         where = landproc.Where(
             self._token or 0,
             str(self.root),
             self._lander.in_place,
-            self._space is not None,
+            space is not None,
             self._lander.stage,
+            reserve,
         )
-        future = landproc.submit(where, kind, body, self._took)
+        try:
+            future = landproc.submit(where, kind, body, self._took)
+        except landproc.Lost:
+            self._lost_batch()
+            raise
         with self._lock:
             self._inflight.add(future)
         future.add_done_callback(self._forget)
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wrap_future(future)
+        except landproc.Lost:
+            self._lost_batch()
+            raise
+
+    def _lost_batch(self) -> None:
+        """What a dead lander landed of its batch is unknown: a file of it may sit half
+        written in the stage (dropped at close), and it may have made a link."""
+        with self._lock:
+            self._lost = True
+            self._lander.made_links = True
 
     def _took(self, landed: list[Any], failed: list[Any], made_links: bool, new: list[str]) -> None:
         """What a lander landed and verified of a batch, what did not land in it (skipped by
@@ -532,12 +560,12 @@ async def _feed(queue: asyncio.Queue[Any], job: Any, applier: asyncio.Task[None]
 _pool: ThreadPoolExecutor | None = None
 _tokens = itertools.count(1)  # each lander-using receiver's name in the landers
 LANDERS_AFTER = 3
-"""A push's batches landed in the writer threads before the rest go to the landers."""
+"""A long transfer's batches landed in the writer threads before the rest go to landers."""
 
 
 def _said_if_failed(warming: asyncio.Future[None]) -> None:
-    """A push whose landers could not start (no fork: a full process table, no memory)
-    lands in the writer threads, and the node's log says why."""
+    """A transfer whose landers could not start (no fork: a full process table, no memory;
+    one that cannot import) lands in the writer threads, and the log says why."""
     if not warming.cancelled() and (exc := warming.exception()) is not None:
         log.warning("landing processes could not start, landing in threads: %s", exc)
 
@@ -569,7 +597,10 @@ def _records(body: bytes) -> list[Record]:
         elif kind == wire.DATA and out and out[-1][1] is None and wire.carries_data(out[-1][0]):
             out[-1] = (out[-1][0], bytes(view))
         elif kind == wire.META:
-            out.append((wire.parse_meta(bytes(view)), None))
+            meta = wire.parse_meta(bytes(view))
+            if meta["t"] == "chunk":  # a chunk travels alone: landed and hashed as one
+                raise wire.WireError(f"a chunk of {meta.get('p')!r} inside a batch")
+            out.append((meta, None))
         else:
             raise wire.WireError(f"unexpected frame kind {kind} in a batch")
     if out and out[-1][1] is None and wire.carries_data(out[-1][0]):

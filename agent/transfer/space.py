@@ -9,7 +9,8 @@ The check uses the announced (apparent) size: a sparse file may need less, never
 The free space is asked of the filesystem at most every `FRESH_S` while files fit in
 what it said, less what was admitted since (a tree of 100,000 small outputs asked it
 100,000 times); a file that does not fit in that estimate is checked against a fresh
-answer before it is refused.
+answer before it is refused. A guard in a landing process (landproc.py) also counts what
+its caller's guard has promised (`elsewhere`): the large files landing beside its batch.
 """
 
 from __future__ import annotations
@@ -52,13 +53,15 @@ class SpaceGuard:
         self._lock = threading.Lock()
         self._asked_at = -FRESH_S  # when the filesystem was last asked
         self._free = 0  # what it said, less what was promised then and admitted since
+        self.elsewhere = 0  # bytes another process's guard has promised on this disk
 
     def admit(self, path: str, size: int) -> None:
         """Promise `size` bytes to `path`, or raise NoSpace naming the file and the numbers."""
         with self._lock:
             now = time.monotonic()
             if now - self._asked_at > FRESH_S or size > self._free:
-                self._free = free_bytes(self._root) - sum(self._promised.values())
+                promised = sum(self._promised.values()) + self.elsewhere
+                self._free = free_bytes(self._root) - promised
                 self._asked_at = now
             if size > self._free:
                 raise NoSpace(
@@ -67,6 +70,11 @@ class SpaceGuard:
                 )
             self._promised[path] = size
             self._free -= size
+
+    def promised(self) -> int:
+        """The bytes promised to files still landing."""
+        with self._lock:
+            return sum(self._promised.values())
 
     def landed(self, path: str, nbytes: int = -1) -> None:
         """`nbytes` of `path` are on disk now (all of them by default): no longer promised."""

@@ -443,7 +443,8 @@ async def pull_outputs(
 
     try:
         listing, attempts = await _with_retries(attempt, "pull")
-        again = [p for p, why in receiver.failed.items() if worth_another_pass(why)]
+        # a copy: a lander's thread of a cancelled attempt may still be recording its batch
+        again = [p for p, why in list(receiver.failed.items()) if worth_another_pass(why)]
         if again:
             receiver.forget_failed(again)
             listing, more = await _with_retries(attempt, "pull")

@@ -1,13 +1,16 @@
-"""A push's batches land in helper processes (agent/transfer/landproc.py) as in threads:
-verified, named safely, never outside the root; what landed is known to the agent."""
+"""A long transfer's batches land in helper processes (agent/transfer/landproc.py) as in
+threads: verified, named safely, never outside the root; what landed is known to the
+caller (the agent for a push, the operator for a pull: its stage, its room on the disk)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -16,7 +19,9 @@ import pytest
 from agent.transfer import TransferError, UnsafePath, landproc, wire
 from agent.transfer.errors import WireError
 from agent.transfer.receiver import Receiver
+from agent.transfer.space import free_bytes
 from tests.support.bytestream import BytesStream
+from tests.support.disks import tmpfs
 from tests.support.waiting import eventually
 
 MTIME = 1_000_000_000_000_000_000
@@ -119,8 +124,8 @@ async def test_a_lander_that_died_is_replaced(tmp_path: Path) -> None:
 def test_a_lander_dying_under_a_batch_fails_it() -> None:
     lander = landproc._Lander()
     os.kill(lander.popen.pid, signal.SIGKILL)  # ours: started just above
-    request = landproc.REQUEST.pack(1, wire.BATCH, landproc.IN_PLACE, 1, 0, 0) + b"/"
-    with pytest.raises(TransferError, match="landing process failed"):
+    request = landproc.REQUEST.pack(1, 0, wire.BATCH, landproc.IN_PLACE, 1, 0, 0) + b"/"
+    with pytest.raises(landproc.Lost, match="landing process"):
         lander.land(request, b"", lambda landed, failed, links, new: None)
     assert lander.dead
     lander.popen.wait()
@@ -136,11 +141,14 @@ async def test_landers_end_once_idle_and_start_again_for_the_next_push(
     receiver = Receiver(tmp_path, in_place=True, landers_after=0)
     await _push(receiver, _file("first", b"1"))
     started = landproc.pids()
+
+    def gone() -> bool:  # out of the pool, then ended and reaped (no zombie left)
+        return not landproc.pids() and not any(psutil.pid_exists(pid) for pid in started)
+
     deadline = time.monotonic() + 10
-    while landproc.pids() and time.monotonic() < deadline:
+    while not gone() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert not landproc.pids()
-    assert all(not psutil.pid_exists(pid) for pid in started)  # reaped, not zombies
+    assert gone()
     await _push(receiver, _file("second", b"2"))
     receiver.close()
     assert set(receiver.verified) == {"first", "second"}
@@ -182,8 +190,9 @@ async def test_a_pulls_batches_land_in_landers_unseen_until_the_stage_is_publish
     batch = b"".join(_file(p, data) for p, data in files.items())
     batch += _file("new0/bad", b"x", digest=b"\0" * 32)
     receiver = Receiver(root, hash_chunked=True, per_file=True, staged=True, landers_after=0)
-    await _push(receiver, batch)
-    assert landproc.pids()  # the batch did go to a lander
+    with _handed() as handed:
+        await _push(receiver, batch)
+    assert len(handed) == 1  # the batch did go to a lander
     stage = receiver._lander.stage
     assert stage is not None and Path(stage, "new1", "sub").is_dir()
     assert sorted(p.name for p in root.iterdir()) == sorted(["old", Path(stage).name])
@@ -195,6 +204,93 @@ async def test_a_pulls_batches_land_in_landers_unseen_until_the_stage_is_publish
         assert (root / path).read_bytes() == data
         assert receiver.verified[path].sha256 == hashlib.sha256(data).hexdigest()
     assert not Path(stage).exists()
+
+
+async def test_a_dead_landers_half_written_file_is_never_published(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed under a batch (the OOM killer, a kill by pid), a lander may leave a file half
+    written in the stage under its own name: it never reaches the outputs."""
+    root = tmp_path / "outputs"
+    root.mkdir()
+    receiver = Receiver(root, hash_chunked=True, per_file=True, staged=True, landers_after=0)
+    await _push(receiver, _file("new/whole", b"verified"))
+    stage = Path(receiver._lander.stage or "")
+    (stage / "new" / "half").write_bytes(b"cut short")  # as the dying lander left it
+    land = landproc._Lander.land
+
+    def killed_under_it(self: landproc._Lander, *args: object) -> object:
+        os.kill(self.popen.pid, signal.SIGKILL)  # ours: the pool's lander, by its pid
+        self.popen.wait()
+        return land(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(landproc._Lander, "land", killed_under_it)
+    with pytest.raises(landproc.Lost):
+        await _push(receiver, _file("new/half", b"never landed whole"))
+    receiver.close(discard_partials=True)
+    assert sorted(p.name for p in (root / "new").iterdir()) == ["whole"]
+    assert set(receiver.verified) == {"new/whole"}
+    assert receiver._lander.made_links  # what the dead one made is unknown: links checked
+
+
+async def test_a_landers_room_check_counts_what_the_operator_promised(tmp_path: Path) -> None:
+    """A large output landing in the operator's threads holds its bytes promised: a small
+    file a lander lands beside it must not take them."""
+    with tmpfs(tmp_path / "landing", "1m") as disk:
+        receiver = Receiver(disk.path, per_file=True, staged=True, landers_after=0)
+        assert receiver._space is not None
+        receiver._space.admit("big.bin", free_bytes(disk.path) - (16 << 10))
+        with _handed() as handed:
+            batch = _file("small/fits", b"x" * 1024) + _file("small/not", b"y" * 65536)
+            await _push(receiver, batch)
+        receiver.close()
+        assert len(handed) == 1 and handed[0].reserve > 0
+        assert set(receiver.verified) == {"small/fits"}
+        assert receiver.failed["small/not"].startswith("refused: needs 64.0 KiB")
+        assert not (disk.path / "small" / "not").exists()
+
+
+@pytest.mark.parametrize("landers_after", [None, 0], ids=["threads", "landers"])
+async def test_a_chunk_inside_a_batch_is_refused(tmp_path: Path, landers_after: int | None) -> None:
+    """A chunk travels alone, where it is checked (and hashed whole, for outputs) as one:
+    a hostile node hiding one in a batch would have it landed with neither."""
+    chunk = wire.record({"t": "chunk", "p": "c", "s": 3, "i": 0, "n": 3, "c": 0, "mt": 0})
+    batch = _file("ok", b"ok") + chunk + wire.frame(wire.DATA, b"abc")
+    receiver = Receiver(tmp_path, hash_chunked=True, per_file=True, landers_after=landers_after)
+    with pytest.raises(WireError, match="a chunk of 'c' inside a batch"):
+        await _push(receiver, batch)
+    receiver.close()
+    assert not (tmp_path / "c").exists()
+
+
+async def test_landers_that_cannot_start_leave_the_transfer_in_its_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lander that cannot even import (a broken environment) must not fail every long
+    transfer: warming says so, and the batches land in the writer threads."""
+    _retire_every_lander()
+    monkeypatch.setattr(landproc, "_START", "raise SystemExit(3)")
+    receiver = Receiver(tmp_path, in_place=True, landers_after=2)
+    with _handed() as handed:
+        await _push(receiver, _file("one", b"1"), _file("two", b"2"))
+        assert receiver._warming is not None
+        with pytest.raises(landproc.Lost, match="ended as it started"):
+            await receiver._warming
+        await _push(receiver, _file("three", b"3"), _file("four", b"4"))
+    receiver.close()
+    assert not handed and set(receiver.verified) == {"one", "two", "three", "four"}
+    _retire_every_lander()
+
+
+@contextlib.contextmanager
+def _handed() -> Iterator[list[landproc.Where]]:
+    """The batches handed to a lander meanwhile (the real one lands them): counted here,
+    as an earlier test's landers may still be in the pool, idle."""
+    handed: list[landproc.Where] = []
+    submit = landproc.submit
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(landproc, "submit", lambda *a: handed.append(a[0]) or submit(*a))
+        yield handed
 
 
 def _retire_every_lander() -> None:
@@ -216,6 +312,8 @@ def test_a_lander_holds_none_of_the_nodes_or_operators_secrets(
     monkeypatch.setenv("VAST_API_KEY", "vast-key-of-the-test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "sink-key-of-the-test")
     monkeypatch.setenv("LC_CTYPE", "C.UTF-8")
+    monkeypatch.setenv("LC_SMUGGLED", "of-the-test")  # a name ssh's AcceptEnv LC_* lets in
+    monkeypatch.setenv("PYTHONPATH", "/nonexistent-swjob-test")
     lander = landproc._Lander()  # not the pool's: an earlier test's may still be starting
     try:
         proc = Path(f"/proc/{lander.popen.pid}")
@@ -223,6 +321,7 @@ def test_a_lander_holds_none_of_the_nodes_or_operators_secrets(
         environ = (proc / "environ").read_bytes()
         assert b"of-the-test" not in environ
         assert b"LC_CTYPE=C.UTF-8" in environ.split(b"\0")  # names are encoded by it
+        assert b"PYTHONPATH=/nonexistent-swjob-test" in environ.split(b"\0")  # its imports
         assert b"-P" in (proc / "cmdline").read_bytes().split(b"\0")
     finally:
         lander.retire()
