@@ -68,7 +68,7 @@ def land(
     error = None
     try:
         done = receiver._apply_job(decode_batch(kind, body))
-    except Exception as exc:  # told to the agent, which raises it there
+    except Exception as exc:  # told to the caller, which raises it there
         error = (type(exc).__name__, str(exc))
     landed = [(x.path, x.size, x.mode, x.sha256) for x in receiver.verified.values()]
     failed = list(receiver.failed.items())

@@ -304,13 +304,9 @@ class Receiver:
         )
         try:
             future = landproc.submit(where, kind, body, self._took)
-        except landproc.Lost:
-            self._lost_batch()
-            raise
-        with self._lock:
-            self._inflight.add(future)
-        future.add_done_callback(self._forget)
-        try:
+            with self._lock:
+                self._inflight.add(future)
+            future.add_done_callback(self._forget)
             return await asyncio.wrap_future(future)
         except landproc.Lost:
             self._lost_batch()
