@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from agent.transfer import landproc
 from agent.transfer.schedule import CHUNK, LARGE_MIN
 from agent.transfer.sender import CHANGED
 from engine.run import transfer
 from engine.run.transfer import pull_outputs, push_workspace
 from tests.integration.transfer_harness import loopback_pair
 from tests.support.disks import tmpfs
+from tests.support.landers import handed_to_landers
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -246,16 +246,13 @@ async def test_small_outputs_that_do_not_all_fit_land_until_the_disk_is_full_eac
     file is checked alone: those that fit land, each of the others is refused by name.
     The same where the batch lands in a landing process (a long pull's later batches)."""
     monkeypatch.setattr(transfer, "LANDERS_AFTER", landers_after)
-    handed: list[landproc.Where] = []  # the batches handed to a lander (which lands them)
-    submit = landproc.submit
-    monkeypatch.setattr(landproc, "submit", lambda *a: handed.append(a[0]) or submit(*a))
     node = tmp_path / "node" / "out"
     node.mkdir(parents=True)
     sizes = {f"out/f{i:02}.bin": 64 << 10 for i in range(40)}  # 2.5 MiB: batches of 256 KiB up
     for path, size in sizes.items():
         (node.parent / path).write_bytes(os.urandom(size))
     run_dir = tmp_path / "run"  # its manifest beside the full disk, not on it
-    with tmpfs(run_dir / "outputs", "1m"):
+    with tmpfs(run_dir / "outputs", "1m"), handed_to_landers() as handed:
         async with loopback_pair(node.parent) as link:
             result = await pull_outputs(link, ["out"], run_dir, lambda p: None)
         landed = [e.path for e in result.files if e.verified]

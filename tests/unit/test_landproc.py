@@ -5,12 +5,10 @@ caller (the agent for a push, the operator for a pull: its stage, its room on th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -22,6 +20,7 @@ from agent.transfer.receiver import Receiver
 from agent.transfer.space import free_bytes
 from tests.support.bytestream import BytesStream
 from tests.support.disks import tmpfs
+from tests.support.landers import handed_to_landers
 from tests.support.waiting import eventually
 
 MTIME = 1_000_000_000_000_000_000
@@ -155,22 +154,20 @@ async def test_landers_end_once_idle_and_start_again_for_the_next_push(
 
 
 async def test_a_short_push_starts_no_lander_and_a_long_one_lands_its_later_batches_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """A workspace of a batch or two (code, configs) costs no process start."""
     _retire_every_lander()
-    handed: list[int] = []  # the batches handed to a lander (the real one lands them)
-    submit = landproc.submit
-    monkeypatch.setattr(landproc, "submit", lambda *a: handed.append(a[0]) or submit(*a))
     receiver = Receiver(tmp_path, in_place=True, landers_after=3)
-    await _push(receiver, _file("one", b"1"))
-    assert not landproc.pids()  # one batch: in the writer threads
-    await _push(receiver, _file("two", b"2"), _file("three", b"3"))
-    assert receiver._warming is not None  # the second batch started them
-    await receiver._warming
-    started = landproc.pids()
-    assert started and not handed  # the first three batches landed in the threads
-    await _push(receiver, _file("four", b"4"))
+    with handed_to_landers() as handed:
+        await _push(receiver, _file("one", b"1"))
+        assert not landproc.pids()  # one batch: in the writer threads
+        await _push(receiver, _file("two", b"2"), _file("three", b"3"))
+        assert receiver._warming is not None  # the second batch started them
+        await receiver._warming
+        started = landproc.pids()
+        assert started and not handed  # the first three batches landed in the threads
+        await _push(receiver, _file("four", b"4"))
     assert len(handed) == 1
     receiver.close()
     assert set(receiver.verified) == {"one", "two", "three", "four"}
@@ -190,7 +187,7 @@ async def test_a_pulls_batches_land_in_landers_unseen_until_the_stage_is_publish
     batch = b"".join(_file(p, data) for p, data in files.items())
     batch += _file("new0/bad", b"x", digest=b"\0" * 32)
     receiver = Receiver(root, hash_chunked=True, per_file=True, staged=True, landers_after=0)
-    with _handed() as handed:
+    with handed_to_landers() as handed:
         await _push(receiver, batch)
     assert len(handed) == 1  # the batch did go to a lander
     stage = receiver._lander.stage
@@ -240,7 +237,7 @@ async def test_a_landers_room_check_counts_what_the_operator_promised(tmp_path: 
         receiver = Receiver(disk.path, per_file=True, staged=True, landers_after=0)
         assert receiver._space is not None
         receiver._space.admit("big.bin", free_bytes(disk.path) - (16 << 10))
-        with _handed() as handed:
+        with handed_to_landers() as handed:
             batch = _file("small/fits", b"x" * 1024) + _file("small/not", b"y" * 65536)
             await _push(receiver, batch)
         receiver.close()
@@ -271,7 +268,7 @@ async def test_landers_that_cannot_start_leave_the_transfer_in_its_threads(
     _retire_every_lander()
     monkeypatch.setattr(landproc, "_START", "raise SystemExit(3)")
     receiver = Receiver(tmp_path, in_place=True, landers_after=2)
-    with _handed() as handed:
+    with handed_to_landers() as handed:
         await _push(receiver, _file("one", b"1"), _file("two", b"2"))
         assert receiver._warming is not None
         with pytest.raises(landproc.Lost, match="ended as it started"):
@@ -280,17 +277,6 @@ async def test_landers_that_cannot_start_leave_the_transfer_in_its_threads(
     receiver.close()
     assert not handed and set(receiver.verified) == {"one", "two", "three", "four"}
     _retire_every_lander()
-
-
-@contextlib.contextmanager
-def _handed() -> Iterator[list[landproc.Where]]:
-    """The batches handed to a lander meanwhile (the real one lands them): counted here,
-    as an earlier test's landers may still be in the pool, idle."""
-    handed: list[landproc.Where] = []
-    submit = landproc.submit
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(landproc, "submit", lambda *a: handed.append(a[0]) or submit(*a))
-        yield handed
 
 
 def _retire_every_lander() -> None:
