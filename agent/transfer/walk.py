@@ -128,36 +128,38 @@ def resolve_outputs(root: Path, patterns: list[str]) -> tuple[Walk, list[str]]:
     """
     walk, missing, seen = Walk(), [], set()
     for pattern in patterns:
-        before = len(walk.entries) + len(walk.refused)
         try:
-            _resolve_one(root, pattern.rstrip("/"), walk, seen)
+            matched = _resolve_one(root, pattern.rstrip("/"), walk, seen)
         except UnsafePath as exc:
             walk.refused.append(str(exc))
             continue
-        if len(walk.entries) + len(walk.refused) == before:
+        if not matched:  # not "added nothing": `ckpt/best.pt` after `ckpt` is there
             missing.append(pattern)
     return walk, missing
 
 
-def _resolve_one(root: Path, pattern: str, walk: Walk, seen: set[str]) -> None:
+def _resolve_one(root: Path, pattern: str, walk: Walk, seen: set[str]) -> bool:
+    """Add what `pattern` matches to `walk`; whether it matched anything (an earlier
+    pattern may have listed it already)."""
     check_relpath(pattern)
     check_parents(root, pattern)
     if not _GLOB_CHARS.search(pattern):
         try:
             st = os.lstat(root / pattern)
         except FileNotFoundError:
-            return
+            return False
         _collect(root, pattern, st, walk, seen)
-        return
+        return True
     literal = pattern[: _GLOB_CHARS.search(pattern).start()]
     base = literal.rsplit("/", 1)[0] if "/" in literal else ""
     if base and not (root / base).is_dir():
-        return
+        return False
     glob, pruned = Glob(pattern), set()
     for rel, st in _scan(root, base, pruned):
         if glob.match(rel):
             _collect(root, rel, st, walk, seen)
             pruned.add(rel)
+    return bool(pruned)
 
 
 def _collect(root: Path, rel: str, st: os.stat_result, walk: Walk, seen: set[str]) -> None:

@@ -110,6 +110,7 @@ def test_resolve_outputs_files_dirs_globs_missing(tmp_path: Path) -> None:
         "gone.json",
         "escape",
         "../up",
+        "logs/run/out.txt",  # listed already, under `logs`: there, not missing
     ]
     walk, missing = resolve_outputs(tmp_path, patterns)
     paths = {e.path for e in walk.entries}
