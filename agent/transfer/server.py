@@ -40,10 +40,9 @@ from agent.transfer.memory import relaxed_gc
 from agent.transfer.receiver import LANDERS_AFTER, Landed, Receiver
 from agent.transfer.schedule import LARGE_MIN
 from agent.transfer.sender import send_items, whole_sha256
-from agent.transfer.walk import resolve_outputs
-from agent.transfer.wire import FrameReader, StreamEnded
+from agent.transfer.walk import Entry, resolve_outputs
+from agent.transfer.wire import PAGE, FrameReader, StreamEnded
 
-PAGE = 4096
 LIVE_OP = "live"
 _MAX_SESSIONS = 4
 _sessions: OrderedDict[tuple[str, str], Receiver] = OrderedDict()
@@ -154,16 +153,35 @@ async def _push(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Pa
 
 
 async def _list(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:
+    """The listing's pages go out while the walk goes on: 100,000 outputs take the walk
+    ~1 s on a node, and the operator reads each page meanwhile instead of after it."""
     patterns = req.get("patterns")
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise wire.WireError("list request without patterns")
-    walk, missing = await asyncio.to_thread(resolve_outputs, workdir, patterns)
-    rows = [e.row() for e in walk.entries]
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def page(entries: list[Entry]) -> None:  # on the walk's thread
+        body = wire.record({"t": "entries", "e": [e.row() for e in entries]})
+        loop.call_soon_threadsafe(ready.put_nowait, body)
+
+    async def sending() -> None:
+        while (body := await ready.get()) is not None:
+            await send.write_all(body)
+
+    sender = asyncio.create_task(sending())
+    try:
+        walk, missing = await asyncio.to_thread(resolve_outputs, workdir, patterns, page)
+    except BaseException:
+        sender.cancel()
+        raise
+    ready.put_nowait(None)  # after every page: the walk queued each before it returned
+    await sender
     end = {"t": "end", "missing": missing, "refused": walk.refused}
     if req.get("digests"):  # the final pull: each large file's SHA-256, to check it whole
         large = [e.path for e in walk.entries if e.kind == "file" and e.size > LARGE_MIN]
         end["sha256"] = await asyncio.to_thread(_digests, workdir, large)
-    await send.write_all(pages("entries", "e", rows) + wire.record(end))
+    await send.write_all(wire.record(end))
 
 
 async def _pull(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Path) -> None:

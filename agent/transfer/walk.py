@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from agent.transfer.safety import (
     check_relpath,
     special_kind,
 )
+from agent.transfer.wire import PAGE
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -58,6 +59,19 @@ class Walk:
     entries: list[Entry] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # one line each, naming the path
     excluded: list[tuple[str, int]] = field(default_factory=list)  # (path, index of the rule)
+    on_page: Callable[[list[Entry]], None] | None = None  # gets each PAGE entries as found
+    paged: int = 0  # entries handed to `on_page` so far
+
+    def add(self, entry: Entry) -> None:
+        self.entries.append(entry)
+        if self.on_page is not None and len(self.entries) - self.paged >= PAGE:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand the entries found since the last page to `on_page`."""
+        if self.on_page is not None and len(self.entries) > self.paged:
+            self.on_page(self.entries[self.paged :])
+            self.paged = len(self.entries)
 
 
 def compile_excludes(exclude: list[str]) -> GitIgnoreSpec:
@@ -116,17 +130,21 @@ def walk_tree(root: Path, exclude: list[str]) -> Walk:
 
 def _add(walk: Walk, root: Path, rel: str, st: os.stat_result) -> None:
     try:
-        walk.entries.append(_entry(root, rel, st))
+        walk.add(_entry(root, rel, st))
     except UnsafePath as exc:
         walk.refused.append(str(exc))
 
 
-def resolve_outputs(root: Path, patterns: list[str]) -> tuple[Walk, list[str]]:
+def resolve_outputs(
+    root: Path, patterns: list[str], on_page: Callable[[list[Entry]], None] | None = None
+) -> tuple[Walk, list[str]]:
     """Declared outputs (files, directories collected recursively, globs) and what matched nothing.
 
-    A pattern that is unsafe (absolute, `..`) is refused, not missing.
+    A pattern that is unsafe (absolute, `..`) is refused, not missing. `on_page` gets the
+    entries in pages while the walk goes on (the last one before this returns), so a
+    listing of 100,000 outputs can be on its way while the rest of the tree is walked.
     """
-    walk, missing, seen = Walk(), [], set()
+    walk, missing, seen = Walk(on_page=on_page), [], set()
     for pattern in patterns:
         try:
             matched = _resolve_one(root, pattern.rstrip("/"), walk, seen)
@@ -135,6 +153,7 @@ def resolve_outputs(root: Path, patterns: list[str]) -> tuple[Walk, list[str]]:
             continue
         if not matched:  # not "added nothing": `ckpt/best.pt` after `ckpt` is there
             missing.append(pattern)
+    walk.flush()
     return walk, missing
 
 

@@ -31,6 +31,10 @@ from typing import Any, NamedTuple, Protocol
 from agent.readsize import ReadSize
 from agent.transfer.errors import WireError
 
+PAGE = 4096
+"""Values in one record of a paged answer (a listing, a push's status): no frame grows
+with the tree."""
+
 META, DATA, ZBATCH, BATCH, FILE = b"M"[0], b"D"[0], b"Z"[0], b"B"[0], b"F"[0]
 HEADER = struct.Struct(">BI")
 FILE_HEAD = struct.Struct(">HqH32s")  # mode, mtime_ns, path length in bytes, SHA-256

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from agent.transfer import UnsafePath
+from agent.transfer import walk as walk_module
 from agent.transfer.glob import Glob
 from agent.transfer.safety import Parents, check_link_target, check_relpath, open_for_read
-from agent.transfer.walk import resolve_outputs, walk_tree
+from agent.transfer.walk import Entry, resolve_outputs, walk_tree
 
 
 @pytest.mark.parametrize(
@@ -126,6 +127,30 @@ def test_resolve_outputs_files_dirs_globs_missing(tmp_path: Path) -> None:
     }
     assert missing == ["nothing*.x", "gone.json"]
     assert len(walk.refused) == 2  # the escaping link and the `..` pattern
+
+
+def test_resolve_outputs_hands_out_pages_while_it_walks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node sends a listing's pages as the walk finds them (agent/transfer/server.py):
+    each page holds the entries found since the last, every entry once, in walk order,
+    the last (partial) page before the walk returns."""
+    monkeypatch.setattr(walk_module, "PAGE", 3)
+    for i in range(8):
+        (tmp_path / "out" / f"f{i}").parent.mkdir(exist_ok=True)
+        (tmp_path / "out" / f"f{i}").write_text(str(i))
+    pages: list[list[Entry]] = []
+    seen_then: list[int] = []
+
+    def on_page(entries: list[Entry]) -> None:
+        pages.append(entries)
+        seen_then.append(sum(len(p) for p in pages))
+
+    walk, missing = resolve_outputs(tmp_path, ["out", "none"], on_page)
+    assert [len(p) for p in pages] == [3, 3, 3]  # the directory and its 8 files, once each
+    assert [e for page in pages for e in page] == walk.entries
+    assert seen_then == [3, 6, 9] and missing == ["none"]
+    assert resolve_outputs(tmp_path, ["none"], on_page)[0].entries == [] and len(pages) == 3
 
 
 @pytest.mark.timeout(5)
