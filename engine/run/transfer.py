@@ -32,7 +32,7 @@ from agent.transfer.memory import relaxing_gc
 from agent.transfer.progress import ProgressMeter
 from agent.transfer.receiver import LANDERS_AFTER, Receiver
 from agent.transfer.safety import check_link_target, check_relpath
-from agent.transfer.schedule import Item, schedule
+from agent.transfer.schedule import STREAMS, Item, is_large, schedule
 from agent.transfer.sender import Packet, send_items
 from agent.transfer.server import pages
 from agent.transfer.walk import Entry, walk_tree
@@ -343,15 +343,24 @@ def _entry(row: Any) -> Entry:
     return entry
 
 
-async def _list(link: XferLink, patterns: list[str], digests: bool = False) -> _Listing:
+async def _list(
+    link: XferLink,
+    patterns: list[str],
+    digests: bool = False,
+    on_page: Callable[[list[Entry]], None] | None = None,
+) -> _Listing:
     """The node's listing of the declared outputs; with `digests`, each large file's
-    whole SHA-256 too (the final pull checks every file it lands against it)."""
+    whole SHA-256 too (the final pull checks every file it lands against it). `on_page`
+    gets each page of entries as it arrives."""
     ask = {"t": "req", "op": "list", "patterns": patterns} | ({"digests": True} if digests else {})
     request = wire.record(ask)
     reader = await _simple_request(link, request)
     entries: list[Entry] = []
     while (meta := await _answer(reader))["t"] == "entries":
-        entries.extend(_entry(row) for row in meta["e"])
+        page = [_entry(row) for row in meta["e"]]
+        entries.extend(page)
+        if on_page is not None:
+            on_page(page)
     if meta["t"] != "end":
         raise wire.WireError(f"unexpected record {meta['t']!r} in an output listing")
     sha256 = meta.get("sha256", {})
@@ -370,6 +379,43 @@ async def _pull_stream(
     request = wire.record({"t": "req", "op": "pull"}) + pages("items", "i", items)
     reader = await _simple_request(link, request + wire.record({"t": "end"}))
     await receiver.receive(reader, meter.add)
+
+
+async def _land_while_listing(
+    link: XferLink, patterns: list[str], receiver: Receiver, meter: ProgressMeter, seen: list[Entry]
+) -> tuple[_Listing, set[str]]:
+    """The first pull into an empty landing dir: small outputs are pulled page by page
+    while the node's listing still arrives (its walk of 100,000 outputs takes ~1 s, which
+    the pull otherwise waited out before its first byte), by STREAMS workers. Large files
+    wait for the listing's end, which carries their digests. `seen` gets every entry
+    listed so far (a pull cut short names them); returns the listing and the paths
+    pulled here, each landed or failed by then."""
+    runs: asyncio.Queue[list[Item] | None] = asyncio.Queue()
+    pulled: set[str] = set()
+
+    def on_page(entries: list[Entry]) -> None:
+        seen.extend(entries)
+        small = [e for e in entries if not is_large(e)]
+        pulled.update(e.path for e in small)
+        files = [e for e in small if e.kind == "file"]
+        meter.bytes_total += sum(e.size for e in files)
+        meter.files_total += len(files)
+        for items in schedule(small).streams:
+            if items:
+                runs.put_nowait(items)
+
+    async def worker() -> None:
+        while (items := await runs.get()) is not None:
+            await _pull_stream(link, items, receiver, meter)
+
+    async with asyncio.TaskGroup() as group:
+        workers = [group.create_task(worker()) for _ in range(STREAMS)]
+        try:
+            listing = await _list(link, patterns, digests=True, on_page=on_page)
+        finally:
+            for _ in workers:
+                runs.put_nowait(None)
+    return listing, pulled
 
 
 def _landed_size(receiver: Receiver, path: str) -> int | None:
@@ -409,6 +455,7 @@ async def pull_outputs(
     )
     with landing(outputs):
         outputs.mkdir(parents=True, exist_ok=True)
+        synced = any(outputs.iterdir())  # a live sync landed some: reconcile them first
     meters: list[ProgressMeter] = []
     listings: list[_Listing] = []
     pruned: list[str] = []  # landed by a live sync, since deleted or replaced by the job
@@ -420,15 +467,26 @@ async def pull_outputs(
         return PullResult(files, listing.missing, total, refused, attempts, pruned)
 
     async def attempt(number: int) -> _Listing:
-        listing = await _list(link, patterns, digests=True)
+        early: set[str] = set()  # pulled while the listing arrived
+        if not listings and not synced:
+            meters.append(ProgressMeter(on_progress, 0, 0))
+            # cut short, the outputs listed so far and, as before any listing, the patterns
+            listings.append(_Listing([], list(patterns), [], {}))
+            listing, early = await _land_while_listing(
+                link, patterns, receiver, meters[0], listings[0].entries
+            )
+            listings[0] = listing
+        else:
+            listing = await _list(link, patterns, digests=True)
+            listings.append(listing)
+            if len(listings) == 1:  # before anything lands (a retry keeps what it holds)
+                pruned.extend(await asyncio.to_thread(reconcile, outputs, listing.entries))
         receiver.expected_sha256 = listing.sha256
-        listings.append(listing)
-        if len(listings) == 1:  # before anything lands (a retry keeps what it holds)
-            pruned.extend(await asyncio.to_thread(reconcile, outputs, listing.entries))
         files = [e for e in listing.entries if e.kind == "file"]
         if not meters:
-            meters.append(ProgressMeter(on_progress, sum(e.size for e in files), len(files)))
-        have = {
+            meters.append(ProgressMeter(on_progress, 0, 0))
+        meters[0].bytes_total, meters[0].files_total = sum(e.size for e in files), len(files)
+        have = early | {
             e.path
             for e in files
             if _landed_size(receiver, e.path) == e.size or e.path in receiver.failed

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -13,26 +12,9 @@ from agent.transfer import Progress, TransferError
 from agent.transfer.schedule import LARGE_MIN
 from agent.transfer.server import _sessions
 from engine.run.transfer import pull_outputs, push_workspace
-from tests.integration.transfer_harness import loopback_pair
+from tests.integration.transfer_harness import loopback_pair, snapshot
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Everything that must survive a transfer: kind, mode, content or link target."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            st = path.lstat()
-            rel = str(path.relative_to(root))
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", os.readlink(path))
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir",)
-            else:
-                out[rel] = ("file", stat.S_IMODE(st.st_mode), path.read_bytes())
-    return out
 
 
 def make_large(root: Path) -> None:

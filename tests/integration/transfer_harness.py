@@ -3,13 +3,16 @@
 The agent side dials the engine with the transfer ALPN and calls `serve_transfer`,
 redialing whenever the connection ends (as the real agent does). The engine side
 is a tiny `XferLink`: `open_bi()` on the current connection, waiting for a redial
-after a drop. `cut()` closes the current connection from the engine side.
+after a drop. `cut()` closes the current connection from the engine side. `snapshot`
+is what a transfer must keep of a tree.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -86,3 +89,20 @@ async def loopback_pair(
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Everything that must survive a transfer: kind, mode, content or link target."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            rel = str(path.relative_to(root))
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir",)
+            else:
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), path.read_bytes())
+    return out

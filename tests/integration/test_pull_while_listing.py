@@ -1,0 +1,124 @@
+"""The first pull lands small outputs while the node's listing still arrives
+(engine/run/transfer.py `_land_while_listing`): real iroh endpoints on loopback, a node
+whose walk is slowed so that its listing takes a while, as 100,000 outputs do."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.transfer import server, walk
+from agent.transfer.schedule import LARGE_MIN
+from engine.run.transfer import Stopped, pull_outputs
+from tests.integration.transfer_harness import loopback_pair, snapshot
+
+pytestmark = pytest.mark.timeout(60)
+FILES = 240
+
+
+@pytest.fixture
+def slow_listing(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[float]]:
+    """Pages of 20 entries, each entry 2 ms to walk (the whole listing ~0.5 s); when the
+    node's listings ended and its pulls began (monotonic times)."""
+    times: dict[str, list[float]] = {"listed": [], "pulls": []}
+    entry = walk._entry
+
+    def slow_entry(root: Path, rel: str, st: os.stat_result) -> walk.Entry:
+        time.sleep(0.002)
+        return entry(root, rel, st)
+
+    async def listing(*args: Any) -> None:
+        await server._list(*args)
+        times["listed"].append(time.monotonic())
+
+    async def pull(*args: Any) -> None:
+        times["pulls"].append(time.monotonic())
+        await server._pull(*args)
+
+    monkeypatch.setattr(walk, "PAGE", 20)
+    monkeypatch.setattr(walk, "_entry", slow_entry)
+    monkeypatch.setitem(server._HANDLERS, "list", listing)
+    monkeypatch.setitem(server._HANDLERS, "pull", pull)
+    return times
+
+
+def make_outputs(node: Path) -> None:
+    for i in range(FILES):
+        (node / "out" / f"d{i % 12:02}").mkdir(parents=True, exist_ok=True)
+        (node / "out" / f"d{i % 12:02}" / f"f{i}").write_bytes(os.urandom(100 + i))
+    (node / "out" / "big.bin").write_bytes(os.urandom(LARGE_MIN + 1))  # waits for its digest
+
+
+async def test_small_outputs_land_while_the_listing_arrives_and_the_pull_is_exact(
+    tmp_path: Path, slow_listing: dict[str, list[float]]
+) -> None:
+    node, run_dir = tmp_path / "node", tmp_path / "run"
+    make_outputs(node)
+    async with loopback_pair(node) as link:
+        pulled = await pull_outputs(link, ["out"], run_dir, lambda p: None)
+    [listed] = slow_listing["listed"]
+    assert min(slow_listing["pulls"]) < listed, "nothing was pulled before the listing ended"
+    assert snapshot(run_dir / "outputs" / "out") == snapshot(node / "out")
+    assert pulled.attempts == 1 and len(pulled.files) == FILES + 1
+    assert all(f.verified for f in pulled.files)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is True and len(manifest["files"]) == FILES + 1
+
+
+async def test_a_pull_stopped_while_listing_names_what_landed_and_only_that(
+    tmp_path: Path, slow_listing: dict[str, list[float]]
+) -> None:
+    """Stopped before the listing ended: every file in outputs/ is in the manifest as
+    verified, every other file listed so far has the stop's reason, and the patterns
+    are named, as for a pull stopped before any listing."""
+    node, run_dir = tmp_path / "node", tmp_path / "run"
+    make_outputs(node)
+    why = "stopped by operator"
+    stopped = Stopped()
+    async with loopback_pair(node) as link:
+        pulling = pull_outputs(link, ["out"], run_dir, lambda p: None, stopped=stopped)
+        pull = asyncio.create_task(pulling)
+        while not slow_listing["pulls"]:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        stopped.why = why
+        pull.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pull
+    assert not slow_listing["listed"], "the listing ended before the stop: nothing tested"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["cut_short"] == why
+    verified = {f["path"] for f in manifest["files"] if f["verified"]}
+    landed = {
+        str(p.relative_to(run_dir / "outputs"))
+        for p in (run_dir / "outputs").rglob("*")
+        if p.is_file()
+    }
+    assert verified and landed == verified
+    assert all(f["reason"] == why for f in manifest["files"] if not f["verified"])
+    assert manifest["missing"] == ["out"]
+
+
+async def test_a_connection_cut_while_listing_resumes_and_the_pull_is_exact(
+    tmp_path: Path, slow_listing: dict[str, list[float]]
+) -> None:
+    node, run_dir = tmp_path / "node", tmp_path / "run"
+    make_outputs(node)
+    async with loopback_pair(node) as link:
+        pull = asyncio.create_task(pull_outputs(link, ["out"], run_dir, lambda p: None))
+        while not slow_listing["pulls"]:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        link.cut()
+        pulled = await pull
+    assert slow_listing["listed"], "the retry never listed"
+    assert min(slow_listing["pulls"]) < min(slow_listing["listed"])
+    assert pulled.attempts >= 2 and all(f.verified for f in pulled.files)
+    assert snapshot(run_dir / "outputs" / "out") == snapshot(node / "out")
+    assert sorted(os.listdir(run_dir / "outputs")) == ["out"]  # no stage left behind
