@@ -27,7 +27,10 @@ receiver look CPU-bound; `--land work` lands in the work dir as before, to see i
 and agent, taking turns with this one's, for a before → after from one run.
 
     python tests/bench/transfer.py [--trees a,b,c,d] [--links loopback,shaped] [--reps 3]
-        [--directions push,pull]
+        [--directions push,pull] [--shaped-trees c,d]
+
+`--shaped-trees` names the trees that also go over the shaped link (tree c alone by
+default: the others are loopback's goals).
 
 The "× tar" column holds each row against `tar|ssh|tar` of the same tree, link and
 direction, measured in the same run.
@@ -461,6 +464,7 @@ def bench(
     tiny: bool,
     before: Path | None = None,
     directions: tuple[str, ...] = ("push",),
+    shaped_trees: tuple[str, ...] = ("c",),
 ) -> list[tuple]:
     """The rows for `trees` (made under `work`) over `links`, each tool landing under `land`.
     A row: (tree, link, direction, tool, bytes, figures)."""
@@ -478,7 +482,7 @@ def bench(
             if "loopback" in links:
                 got = bench_loopback(kind, src, size, reps, dst, before, pull)
                 rows += _rows(kind, "loopback", direction, size, got)
-            if kind == "c" and "shaped" in links:
+            if kind in shaped_trees and "shaped" in links:
                 got = bench_shaped(src, reps, land / "dst-shaped", before, pull)
                 rows += _rows(kind, "100 Mbit", direction, size, got)
     return rows
@@ -590,7 +594,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trees", default="a,b,c")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--links", default="loopback,shaped", help="loopback, shaped (tree c)")
+    parser.add_argument("--links", default="loopback,shaped", help="loopback, shaped")
+    parser.add_argument("--shaped-trees", default="c", help="trees also over the shaped link")
     parser.add_argument("--directions", default="push", help="push, pull (outputs), or both")
     parser.add_argument("--land", choices=("node-disk", "work"), default="node-disk")
     parser.add_argument("--work", default="/tmp/swjob-bench")
@@ -625,7 +630,8 @@ def main() -> None:
         with disk as land:
             trees, links = args.trees.split(","), args.links.split(",")
             before = args.before.resolve() if args.before else None
-            rows = bench(trees, links, args.reps, work, land, False, before, directions)
+            shaped = tuple(args.shaped_trees.split(","))
+            rows = bench(trees, links, args.reps, work, land, False, before, directions, shaped)
         print_table(rows)
 
 
