@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -160,19 +161,32 @@ async def _list(req: dict[str, Any], reader: FrameReader, send: Any, workdir: Pa
         raise wire.WireError("list request without patterns")
     loop = asyncio.get_running_loop()
     ready: asyncio.Queue[bytes | None] = asyncio.Queue()
+    abandoned = threading.Event()  # nobody reads the pages any more: the walk stops
 
     def page(entries: list[Entry]) -> None:  # on the walk's thread
+        if abandoned.is_set():
+            raise StreamEnded("the listing's reader is gone")
         body = wire.record({"t": "entries", "e": [e.row() for e in entries]})
         loop.call_soon_threadsafe(ready.put_nowait, body)
 
     async def sending() -> None:
-        while (body := await ready.get()) is not None:
-            await send.write_all(body)
+        try:
+            while (body := await ready.get()) is not None:
+                await send.write_all(body)
+        except BaseException:
+            abandoned.set()
+            raise
 
     sender = asyncio.create_task(sending())
     try:
         walk, missing = await asyncio.to_thread(resolve_outputs, workdir, patterns, page)
-    except BaseException:
+    except Exception:  # the walk failed: whole pages only, then the error record
+        ready.put_nowait(None)
+        with contextlib.suppress(Exception):
+            await sender
+        raise
+    except BaseException:  # cancelled: the stream goes, and the walk with it
+        abandoned.set()
         sender.cancel()
         raise
     ready.put_nowait(None)  # after every page: the walk queued each before it returned

@@ -382,27 +382,38 @@ async def _pull_stream(
 
 
 async def _land_while_listing(
-    link: XferLink, patterns: list[str], receiver: Receiver, meter: ProgressMeter, seen: list[Entry]
-) -> tuple[_Listing, set[str]]:
+    link: XferLink,
+    patterns: list[str],
+    receiver: Receiver,
+    meter: ProgressMeter,
+    listings: list[_Listing],
+) -> set[str]:
     """The first pull into an empty landing dir: small outputs are pulled page by page
     while the node's listing still arrives (its walk of 100,000 outputs takes ~1 s, which
-    the pull otherwise waited out before its first byte), by STREAMS workers. Large files
-    wait for the listing's end, which carries their digests. `seen` gets every entry
-    listed so far (a pull cut short names them); returns the listing and the paths
+    the pull otherwise waited out before its first byte), by STREAMS workers; large files
+    join them once the listing's end brings their digests. `listings[-1]` holds what is
+    listed so far (a pull cut short names it), then the whole listing. Returns the paths
     pulled here, each landed or failed by then."""
     runs: asyncio.Queue[list[Item] | None] = asyncio.Queue()
+    listed = listings[-1]
     pulled: set[str] = set()
 
+    def deal(entries: list[Entry]) -> None:
+        for items in schedule(entries).streams:
+            if items:
+                runs.put_nowait(items)
+
     def on_page(entries: list[Entry]) -> None:
-        seen.extend(entries)
+        for entry in entries:
+            if entry.path in pulled:  # two workers would land it at once
+                raise wire.WireError(f"output {entry.path!r} listed twice")
+            pulled.add(entry.path)
+        listed.entries.extend(entries)
         small = [e for e in entries if not is_large(e)]
-        pulled.update(e.path for e in small)
         files = [e for e in small if e.kind == "file"]
         meter.bytes_total += sum(e.size for e in files)
         meter.files_total += len(files)
-        for items in schedule(small).streams:
-            if items:
-                runs.put_nowait(items)
+        deal(small)
 
     async def worker() -> None:
         while (items := await runs.get()) is not None:
@@ -412,10 +423,15 @@ async def _land_while_listing(
         workers = [group.create_task(worker()) for _ in range(STREAMS)]
         try:
             listing = await _list(link, patterns, digests=True, on_page=on_page)
+            listings[-1] = listing
+            receiver.expected_sha256 = listing.sha256
+            files = [e for e in listing.entries if e.kind == "file"]
+            meter.bytes_total, meter.files_total = sum(e.size for e in files), len(files)
+            deal([e for e in listing.entries if is_large(e)])
         finally:
             for _ in workers:
                 runs.put_nowait(None)
-    return listing, pulled
+    return pulled
 
 
 def _landed_size(receiver: Receiver, path: str) -> int | None:
@@ -472,10 +488,8 @@ async def pull_outputs(
             meters.append(ProgressMeter(on_progress, 0, 0))
             # cut short, the outputs listed so far and, as before any listing, the patterns
             listings.append(_Listing([], list(patterns), [], {}))
-            listing, early = await _land_while_listing(
-                link, patterns, receiver, meters[0], listings[0].entries
-            )
-            listings[0] = listing
+            early = await _land_while_listing(link, patterns, receiver, meters[0], listings)
+            listing = listings[-1]
         else:
             listing = await _list(link, patterns, digests=True)
             listings.append(listing)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.transfer import server, walk
+from agent.transfer import TransferError, server, walk
 from agent.transfer.schedule import LARGE_MIN
 from engine.run.transfer import Stopped, pull_outputs
 from tests.integration.transfer_harness import loopback_pair, snapshot
@@ -122,3 +122,84 @@ async def test_a_connection_cut_while_listing_resumes_and_the_pull_is_exact(
     assert pulled.attempts >= 2 and all(f.verified for f in pulled.files)
     assert snapshot(run_dir / "outputs" / "out") == snapshot(node / "out")
     assert sorted(os.listdir(run_dir / "outputs")) == ["out"]  # no stage left behind
+
+
+async def test_a_pull_stopped_after_the_listing_names_the_nodes_own_missing_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing done but small files still landing: the manifest holds the node's
+    whole listing (its missing list, not the patterns), and only landed files as verified."""
+    node, run_dir = tmp_path / "node", tmp_path / "run"
+    make_outputs(node)
+    served: list[float] = []
+
+    async def slow_pull(*args: Any) -> None:
+        served.append(time.monotonic())
+        await asyncio.sleep(0.3)
+        await server._pull(*args)
+
+    monkeypatch.setattr(walk, "PAGE", 20)
+    monkeypatch.setitem(server._HANDLERS, "pull", slow_pull)
+    stopped, why = Stopped(), "cap reached"
+    async with loopback_pair(node) as link:
+        pulling = pull_outputs(link, ["out", "gone"], run_dir, lambda p: None, stopped=stopped)
+        pull = asyncio.create_task(pulling)
+        while len(served) < 8:  # past the listing (0 ms a page) and into the pulls
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.4)
+        stopped.why = why
+        pull.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pull
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["missing"] == ["gone"] and len(manifest["files"]) == FILES + 1
+    verified = {f["path"] for f in manifest["files"] if f["verified"]}
+    landed = {
+        str(p.relative_to(run_dir / "outputs"))
+        for p in (run_dir / "outputs").rglob("*")
+        if p.is_file()
+    }
+    assert verified and landed == verified and len(verified) < FILES + 1
+
+
+async def test_a_walk_failing_midway_reaches_the_operator_as_the_nodes_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages already sent, then the node's walk fails: the operator gets the node's own
+    error (the pages before it whole), not a garbled stream retried to its end."""
+    node, run_dir = tmp_path / "node", tmp_path / "run"
+    make_outputs(node)
+    entry, made = walk._entry, [0]
+
+    def failing_entry(root: Path, rel: str, st: os.stat_result) -> walk.Entry:
+        made[0] += 1
+        if made[0] == 70:
+            raise PermissionError(13, "Permission denied", rel)
+        return entry(root, rel, st)
+
+    monkeypatch.setattr(walk, "PAGE", 20)
+    monkeypatch.setattr(walk, "_entry", failing_entry)
+    async with loopback_pair(node) as link:
+        with pytest.raises(TransferError, match="node-side transfer error: PermissionError"):
+            await pull_outputs(link, ["out"], run_dir, lambda p: None)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["missing"] == ["out"]
+
+
+async def test_an_output_listed_twice_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node listing one path twice (only a hostile one does) would have two workers land
+    it at once, and the manifest's hash might describe the copy that lost."""
+    node, run_dir = tmp_path / "node", tmp_path / "run"
+    make_outputs(node)
+    entry = walk._entry
+
+    def doubling_entry(root: Path, rel: str, st: os.stat_result) -> walk.Entry:
+        return entry(root, "out/d00/f0" if rel == "out/d00/f120" else rel, st)
+
+    monkeypatch.setattr(walk, "PAGE", 20)
+    monkeypatch.setattr(walk, "_entry", doubling_entry)
+    async with loopback_pair(node) as link:
+        with pytest.raises(TransferError, match="'out/d00/f0' listed twice"):
+            await pull_outputs(link, ["out"], run_dir, lambda p: None)
