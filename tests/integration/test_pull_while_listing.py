@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,13 @@ def slow_listing(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[float]]:
     return times
 
 
+@pytest.fixture
+def node_and_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A node's workdir holding the outputs, and the run dir they are pulled into."""
+    make_outputs(tmp_path / "node")
+    return tmp_path / "node", tmp_path / "run"
+
+
 def make_outputs(node: Path) -> None:
     for i in range(FILES):
         (node / "out" / f"d{i % 12:02}").mkdir(parents=True, exist_ok=True)
@@ -55,11 +63,40 @@ def make_outputs(node: Path) -> None:
     (node / "out" / "big.bin").write_bytes(os.urandom(LARGE_MIN + 1))  # waits for its digest
 
 
-async def test_small_outputs_land_while_the_listing_arrives_and_the_pull_is_exact(
-    tmp_path: Path, slow_listing: dict[str, list[float]]
+async def stop_a_pull(
+    node: Path,
+    run_dir: Path,
+    patterns: list[str],
+    why: str,
+    when: Callable[[], bool],
+    then_s: float,
 ) -> None:
-    node, run_dir = tmp_path / "node", tmp_path / "run"
-    make_outputs(node)
+    """Pull `patterns`, and stop the pull for `why` `then_s` after `when()` holds."""
+    stopped = Stopped()
+    async with loopback_pair(node) as link:
+        pulling = pull_outputs(link, patterns, run_dir, lambda p: None, stopped=stopped)
+        pull = asyncio.create_task(pulling)
+        while not when():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(then_s)
+        stopped.why = why
+        pull.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pull
+
+
+def landed_and_verified(run_dir: Path) -> tuple[dict[str, Any], set[str], set[str]]:
+    """The run's manifest, the files in its outputs/, and those the manifest says landed."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    outputs = run_dir / "outputs"
+    landed = {str(p.relative_to(outputs)) for p in outputs.rglob("*") if p.is_file()}
+    return manifest, landed, {f["path"] for f in manifest["files"] if f["verified"]}
+
+
+async def test_small_outputs_land_while_the_listing_arrives_and_the_pull_is_exact(
+    node_and_run: tuple[Path, Path], slow_listing: dict[str, list[float]]
+) -> None:
+    node, run_dir = node_and_run
     async with loopback_pair(node) as link:
         pulled = await pull_outputs(link, ["out"], run_dir, lambda p: None)
     [listed] = slow_listing["listed"]
@@ -72,44 +109,26 @@ async def test_small_outputs_land_while_the_listing_arrives_and_the_pull_is_exac
 
 
 async def test_a_pull_stopped_while_listing_names_what_landed_and_only_that(
-    tmp_path: Path, slow_listing: dict[str, list[float]]
+    node_and_run: tuple[Path, Path], slow_listing: dict[str, list[float]]
 ) -> None:
     """Stopped before the listing ended: every file in outputs/ is in the manifest as
     verified, every other file listed so far has the stop's reason, and the patterns
     are named, as for a pull stopped before any listing."""
-    node, run_dir = tmp_path / "node", tmp_path / "run"
-    make_outputs(node)
+    node, run_dir = node_and_run
     why = "stopped by operator"
-    stopped = Stopped()
-    async with loopback_pair(node) as link:
-        pulling = pull_outputs(link, ["out"], run_dir, lambda p: None, stopped=stopped)
-        pull = asyncio.create_task(pulling)
-        while not slow_listing["pulls"]:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)
-        stopped.why = why
-        pull.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await pull
+    await stop_a_pull(node, run_dir, ["out"], why, lambda: bool(slow_listing["pulls"]), 0.1)
     assert not slow_listing["listed"], "the listing ended before the stop: nothing tested"
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest, landed, verified = landed_and_verified(run_dir)
     assert manifest["complete"] is False and manifest["cut_short"] == why
-    verified = {f["path"] for f in manifest["files"] if f["verified"]}
-    landed = {
-        str(p.relative_to(run_dir / "outputs"))
-        for p in (run_dir / "outputs").rglob("*")
-        if p.is_file()
-    }
     assert verified and landed == verified
     assert all(f["reason"] == why for f in manifest["files"] if not f["verified"])
     assert manifest["missing"] == ["out"]
 
 
 async def test_a_connection_cut_while_listing_resumes_and_the_pull_is_exact(
-    tmp_path: Path, slow_listing: dict[str, list[float]]
+    node_and_run: tuple[Path, Path], slow_listing: dict[str, list[float]]
 ) -> None:
-    node, run_dir = tmp_path / "node", tmp_path / "run"
-    make_outputs(node)
+    node, run_dir = node_and_run
     async with loopback_pair(node) as link:
         pull = asyncio.create_task(pull_outputs(link, ["out"], run_dir, lambda p: None))
         while not slow_listing["pulls"]:
@@ -125,12 +144,11 @@ async def test_a_connection_cut_while_listing_resumes_and_the_pull_is_exact(
 
 
 async def test_a_pull_stopped_after_the_listing_names_the_nodes_own_missing_list(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    node_and_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The listing done but small files still landing: the manifest holds the node's
     whole listing (its missing list, not the patterns), and only landed files as verified."""
-    node, run_dir = tmp_path / "node", tmp_path / "run"
-    make_outputs(node)
+    node, run_dir = node_and_run
     served: list[float] = []
 
     async def slow_pull(*args: Any) -> None:
@@ -140,35 +158,19 @@ async def test_a_pull_stopped_after_the_listing_names_the_nodes_own_missing_list
 
     monkeypatch.setattr(walk, "PAGE", 20)
     monkeypatch.setitem(server._HANDLERS, "pull", slow_pull)
-    stopped, why = Stopped(), "cap reached"
-    async with loopback_pair(node) as link:
-        pulling = pull_outputs(link, ["out", "gone"], run_dir, lambda p: None, stopped=stopped)
-        pull = asyncio.create_task(pulling)
-        while len(served) < 8:  # past the listing (0 ms a page) and into the pulls
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.4)
-        stopped.why = why
-        pull.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await pull
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    # stopped past the listing (0 ms a page) and into the pulls
+    await stop_a_pull(node, run_dir, ["out", "gone"], "cap reached", lambda: len(served) >= 8, 0.4)
+    manifest, landed, verified = landed_and_verified(run_dir)
     assert manifest["missing"] == ["gone"] and len(manifest["files"]) == FILES + 1
-    verified = {f["path"] for f in manifest["files"] if f["verified"]}
-    landed = {
-        str(p.relative_to(run_dir / "outputs"))
-        for p in (run_dir / "outputs").rglob("*")
-        if p.is_file()
-    }
     assert verified and landed == verified and len(verified) < FILES + 1
 
 
 async def test_a_walk_failing_midway_reaches_the_operator_as_the_nodes_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    node_and_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Pages already sent, then the node's walk fails: the operator gets the node's own
     error (the pages before it whole), not a garbled stream retried to its end."""
-    node, run_dir = tmp_path / "node", tmp_path / "run"
-    make_outputs(node)
+    node, run_dir = node_and_run
     entry, made = walk._entry, [0]
 
     def failing_entry(root: Path, rel: str, st: os.stat_result) -> walk.Entry:
@@ -187,12 +189,11 @@ async def test_a_walk_failing_midway_reaches_the_operator_as_the_nodes_error(
 
 
 async def test_an_output_listed_twice_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    node_and_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A node listing one path twice (only a hostile one does) would have two workers land
     it at once, and the manifest's hash might describe the copy that lost."""
-    node, run_dir = tmp_path / "node", tmp_path / "run"
-    make_outputs(node)
+    node, run_dir = node_and_run
     entry = walk._entry
 
     def doubling_entry(root: Path, rel: str, st: os.stat_result) -> walk.Entry:
