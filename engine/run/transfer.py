@@ -409,11 +409,10 @@ async def _land_while_listing(
                 raise wire.WireError(f"output {entry.path!r} listed twice")
             pulled.add(entry.path)
         listed.entries.extend(entries)
-        small = [e for e in entries if not is_large(e)]
-        files = [e for e in small if e.kind == "file"]
-        meter.bytes_total += sum(e.size for e in files)
+        files = [e for e in entries if e.kind == "file"]  # the large ones too: a total
+        meter.bytes_total += sum(e.size for e in files)  # that only grows as pages come
         meter.files_total += len(files)
-        deal(small)
+        deal([e for e in entries if not is_large(e)])
 
     async def worker() -> None:
         while (items := await runs.get()) is not None:
@@ -425,8 +424,6 @@ async def _land_while_listing(
             listing = await _list(link, patterns, digests=True, on_page=on_page)
             listings[-1] = listing
             receiver.expected_sha256 = listing.sha256
-            files = [e for e in listing.entries if e.kind == "file"]
-            meter.bytes_total, meter.files_total = sum(e.size for e in files), len(files)
             deal([e for e in listing.entries if is_large(e)])
         finally:
             for _ in workers:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.transfer import TransferError, server, walk
+from agent.transfer import Progress, TransferError, server, walk
 from agent.transfer.schedule import LARGE_MIN
 from engine.run.transfer import Stopped, pull_outputs
 from tests.integration.transfer_harness import loopback_pair, snapshot
@@ -97,9 +97,13 @@ async def test_small_outputs_land_while_the_listing_arrives_and_the_pull_is_exac
     node_and_run: tuple[Path, Path], slow_listing: dict[str, list[float]]
 ) -> None:
     node, run_dir = node_and_run
+    seen: list[Progress] = []
     async with loopback_pair(node) as link:
-        pulled = await pull_outputs(link, ["out"], run_dir, lambda p: None)
+        pulled = await pull_outputs(link, ["out"], run_dir, seen.append)
     [listed] = slow_listing["listed"]
+    totals = [p.bytes_total for p in seen]  # grows as pages come, never falls back
+    assert totals == sorted(totals) and seen[-1].done
+    assert seen[-1].bytes_done == seen[-1].bytes_total == pulled.bytes
     assert min(slow_listing["pulls"]) < listed, "nothing was pulled before the listing ended"
     assert snapshot(run_dir / "outputs" / "out") == snapshot(node / "out")
     assert pulled.attempts == 1 and len(pulled.files) == FILES + 1
