@@ -357,7 +357,9 @@ async def _list(
     reader = await _simple_request(link, request)
     entries: list[Entry] = []
     while (meta := await _answer(reader))["t"] == "entries":
-        page = [_entry(row) for row in meta["e"]]
+        if not isinstance(rows := meta.get("e"), list):
+            raise wire.WireError("bad page in an output listing")
+        page = [_entry(row) for row in rows]
         entries.extend(page)
         if on_page is not None:
             on_page(page)

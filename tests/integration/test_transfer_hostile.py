@@ -114,10 +114,12 @@ def fake_agent(listing: list[list[Any]], records: bytes):
         ([["../evil.txt", "file", 1, 420, 0, None]], b"", "refused"),
         ([["l", "link", 0, 511, 0, "../../x"]], b"", "refused"),
         ([["ok.txt", "file", 1, 420, 0, None]], file_record("../evil.txt", b"x"), "refused"),
+        ({"ok.txt": 1}, b"", "bad page in an output listing"),
+        ([["ok.txt", "file", 1, 420, 0, None]] * 2, b"", "'ok.txt' listed twice"),
     ],
 )
 async def test_operator_refuses_a_hostile_node(
-    tmp_path: Path, listing: list, records: bytes, expected: str
+    tmp_path: Path, listing: Any, records: bytes, expected: str
 ) -> None:
     run_dir = tmp_path / "run"
     async with loopback_pair(tmp_path / "node", fake_agent(listing, records)) as link:
