@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import secrets
 import time
@@ -28,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 from iroh.iroh_ffi import IrohError
 
 from agent.transfer import Progress, TransferError, wire
+from agent.transfer.compress import decompress
 from agent.transfer.memory import relaxing_gc
 from agent.transfer.progress import ProgressMeter
 from agent.transfer.receiver import LANDERS_AFTER, Receiver
@@ -352,12 +354,13 @@ async def _list(
     """The node's listing of the declared outputs; with `digests`, each large file's
     whole SHA-256 too (the final pull checks every file it lands against it). `on_page`
     gets each page of entries as it arrives."""
-    ask = {"t": "req", "op": "list", "patterns": patterns} | ({"digests": True} if digests else {})
-    request = wire.record(ask)
+    ask = {"t": "req", "op": "list", "patterns": patterns, "packed": True}
+    request = wire.record(ask | ({"digests": True} if digests else {}))
     reader = await _simple_request(link, request)
     entries: list[Entry] = []
-    while (meta := await _answer(reader))["t"] == "entries":
-        if not isinstance(rows := meta.get("e"), list):
+    while (meta := await _answer(reader))["t"] in ("entries", "zentries"):
+        rows = meta.get("e") if meta["t"] == "entries" else await _packed_rows(reader)
+        if not isinstance(rows, list):
             raise wire.WireError("bad page in an output listing")
         page = [_entry(row) for row in rows]
         entries.extend(page)
@@ -373,6 +376,18 @@ async def _list(
         raise wire.WireError("bad digests in an output listing")
     missing, refused = list(meta.get("missing", [])), list(meta.get("refused", []))
     return _Listing(entries, missing, refused, sha256)
+
+
+async def _packed_rows(reader: FrameReader) -> Any:
+    """A `zentries` page's rows: the data frame after it, zstd JSON (bounded: a hostile
+    node's frame may not expand past MAX_FRAME)."""
+    frame = await reader.next_frame()
+    if frame is None or frame[0] != wire.DATA:
+        raise wire.WireError("a packed listing page without its data")
+    try:
+        return json.loads(decompress(frame[1], wire.MAX_FRAME))
+    except ValueError:
+        raise wire.WireError("bad packed page in an output listing") from None
 
 
 async def _pull_stream(

@@ -16,6 +16,7 @@ import pytest
 
 from agent.transfer import Progress, TransferError, server, walk
 from agent.transfer.schedule import LARGE_MIN
+from engine.run import transfer
 from engine.run.transfer import Stopped, pull_outputs
 from tests.integration.transfer_harness import loopback_pair, snapshot
 
@@ -94,13 +95,27 @@ def landed_and_verified(run_dir: Path) -> tuple[dict[str, Any], set[str], set[st
 
 
 async def test_small_outputs_land_while_the_listing_arrives_and_the_pull_is_exact(
-    node_and_run: tuple[Path, Path], slow_listing: dict[str, list[float]]
+    node_and_run: tuple[Path, Path],
+    slow_listing: dict[str, list[float]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """…and the listing's pages come zstd-packed (6.9 MB of JSON for 100,000 outputs)."""
     node, run_dir = node_and_run
+    unpacked = 0
+    rows_of = transfer._packed_rows
+
+    async def counted(reader: Any) -> Any:
+        nonlocal unpacked
+        unpacked += 1
+        return await rows_of(reader)
+
+    monkeypatch.setattr(transfer, "_packed_rows", counted)
     seen: list[Progress] = []
     async with loopback_pair(node) as link:
         pulled = await pull_outputs(link, ["out"], run_dir, seen.append)
     [listed] = slow_listing["listed"]
+    entries = FILES + 12 + 2  # the small files, their 12 dirs, out/ and big.bin
+    assert unpacked == -(-entries // 20)  # every page of 20 came packed
     totals = [p.bytes_total for p in seen]  # grows as pages come, never falls back
     assert totals == sorted(totals) and seen[-1].done
     assert seen[-1].bytes_done == seen[-1].bytes_total == pulled.bytes

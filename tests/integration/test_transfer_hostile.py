@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 
 from agent.transfer import TransferError, wire
 from agent.transfer.schedule import CHUNK
@@ -84,8 +85,9 @@ async def test_node_refuses_pulling_outside_its_workdir(tmp_path: Path) -> None:
     assert answer["t"] == "err" and "refused" in answer["msg"]
 
 
-def fake_agent(listing: list[list[Any]], records: bytes):
-    """A node that lists `listing` and answers every pull with `records`."""
+def fake_agent(listing: Any, records: bytes, pages: bytes | None = None):
+    """A node that lists `listing` (or sends `pages` as its listing's pages) and answers
+    every pull with `records`."""
 
     async def handler(conn: Any, workdir: Path) -> None:
         while True:
@@ -98,7 +100,7 @@ def fake_agent(listing: list[list[Any]], records: bytes):
             while await reader.next_frame() is not None:
                 pass
             if req["op"] == "list":
-                body = wire.record({"t": "entries", "e": listing})
+                body = wire.record({"t": "entries", "e": listing}) if pages is None else pages
                 body += wire.record({"t": "end", "missing": [], "refused": []})
             else:
                 body = records + wire.record({"t": "end"})
@@ -126,6 +128,32 @@ async def test_operator_refuses_a_hostile_node(
         with pytest.raises(TransferError, match=expected):
             await pull_outputs(link, ["x"], run_dir, lambda p: None)
     assert not (tmp_path / "evil.txt").exists() and not (run_dir / "outputs" / "ok.txt").exists()
+
+
+def packed(payload: bytes, data: bool = True) -> bytes:
+    page = wire.record({"t": "zentries"})
+    return page + (wire.header(wire.DATA, len(payload)) + payload if data else b"")
+
+
+@pytest.mark.parametrize(
+    ("pages", "expected"),
+    [
+        (packed(b"", data=False), "without its data"),
+        (packed(zstandard.ZstdCompressor().compress(b"[" * 10)), "bad packed page"),
+        (packed(zstandard.ZstdCompressor().compress(b" " * (wire.MAX_FRAME + 1))), "beyond"),
+        (packed(zstandard.ZstdCompressor().compress(b'{"a": 1}')), "bad page"),
+        (packed(b"not zstd at all"), "bad compressed frame"),
+    ],
+)
+async def test_operator_refuses_a_hostile_packed_listing(
+    tmp_path: Path, pages: bytes, expected: str
+) -> None:
+    """The listing's pages come zstd-packed when the operator asks (it always does): a
+    page must bring its data, expand within MAX_FRAME and hold a list of rows."""
+    run_dir = tmp_path / "run"
+    async with loopback_pair(tmp_path / "node", fake_agent([], b"", pages)) as link:
+        with pytest.raises(TransferError, match=expected):
+            await pull_outputs(link, ["x"], run_dir, lambda p: None)
 
 
 async def test_a_file_that_never_verifies_is_recorded_and_the_rest_lands(tmp_path: Path) -> None:
