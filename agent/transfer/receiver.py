@@ -271,7 +271,12 @@ class Receiver:
         if len(records) < _PARALLEL_MIN or len({_path_of(m) for m, _ in records}) < len(records):
             step = len(records)
         slices = [self._submit(records[i : i + step]) for i in range(0, len(records), step)]
-        await asyncio.wait(slices)  # every writer has stopped before an error is reported
+        try:
+            await asyncio.wait(slices)  # every writer has stopped before an error is reported
+        except asyncio.CancelledError:  # a stopped pull: the slices' ends are nobody's news
+            for piece in slices:  # (asyncio logged each "exception was never retrieved")
+                piece.add_done_callback(_seen)
+            raise
         done = [f.result() for f in slices]
         return sum(d[0] for d in done), sum(d[1] for d in done), done[-1][2]
 
@@ -572,6 +577,12 @@ def _writers() -> ThreadPoolExecutor:
     if _pool is None:
         _pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="swjob-land")
     return _pool
+
+
+def _seen(future: asyncio.Future[Any]) -> None:
+    """Retrieve a finished future's exception, so that asyncio does not log it as lost."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _path_of(meta: Meta) -> Any:
