@@ -509,7 +509,7 @@ async def pull_outputs(
             listings.append(listing)
             if len(listings) == 1:  # before anything lands (a retry keeps what it holds)
                 pruned.extend(await asyncio.to_thread(reconcile, outputs, listing.entries))
-        receiver.expected_sha256 = listing.sha256
+            receiver.expected_sha256 = listing.sha256  # (early: as soon as it arrived)
         files = [e for e in listing.entries if e.kind == "file"]
         if not meters:
             meters.append(ProgressMeter(on_progress, 0, 0))

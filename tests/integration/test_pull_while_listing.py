@@ -75,6 +75,7 @@ async def stop_a_pull(
         pulling = pull_outputs(link, patterns, run_dir, seen.append, stopped=stopped)
         pull = asyncio.create_task(pulling)
         while not any(p.files_done for p in seen):
+            assert not pull.done(), "the pull ended before any progress said a file landed"
             await asyncio.sleep(0.01)
         stopped.why = why
         pull.cancel()
