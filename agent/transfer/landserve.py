@@ -10,6 +10,7 @@ that ended the batch if one did.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import marshal
 import os
@@ -28,7 +29,14 @@ RECEIVERS = 16
 
 def serve() -> None:
     """Say it has started, then answer batches until stdin ends (the parent closed it or
-    exited)."""
+    exited). A parent gone under a batch (its operator killed) leaves nobody to answer:
+    the lander ends quietly, without a traceback in the stderr it shares with the user's
+    terminal or log."""
+    with contextlib.suppress(BrokenPipeError):
+        _serve()
+
+
+def _serve() -> None:
     gc.set_threshold(RELAXED_GEN0)  # nothing a batch makes is cyclic garbage (memory.py)
     requests, answers = sys.stdin.buffer, os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # a stray print must not land in the answers

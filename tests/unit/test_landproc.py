@@ -8,12 +8,14 @@ import asyncio
 import hashlib
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from agent.ownpython import own_python
 from agent.transfer import TransferError, UnsafePath, landproc, wire
 from agent.transfer.errors import WireError
 from agent.transfer.receiver import Receiver
@@ -311,3 +313,27 @@ def test_a_lander_holds_none_of_the_nodes_or_operators_secrets(
         assert b"-P" in (proc / "cmdline").read_bytes().split(b"\0")
     finally:
         lander.retire()
+
+
+def test_a_lander_whose_parent_is_gone_ends_quietly(tmp_path: Path) -> None:
+    """An operator killed -9 under a pull's batch: its lander's answer has no reader. It
+    printed a BrokenPipeError traceback into the stderr it shares with the user's shell or
+    log; it now ends without a word."""
+    lander = subprocess.Popen(
+        own_python(landproc._START),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=landproc._env(),
+    )
+    try:
+        assert lander.stdout.read(len(landproc.READY)) == landproc.READY  # type: ignore[union-attr]
+        lander.stdout.close()  # type: ignore[union-attr]  # the parent is gone
+        root, body = os.fsencode(tmp_path), _file("a.txt", b"a")
+        head = landproc.REQUEST.pack(1, 0, wire.BATCH, 0, len(root), 0, len(body))
+        _, err = lander.communicate(head + root + body, timeout=30)
+    finally:
+        if lander.poll() is None:
+            lander.kill()
+            lander.wait()
+    assert lander.returncode == 0 and err == b"", err.decode(errors="replace")
